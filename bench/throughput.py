@@ -1,0 +1,43 @@
+"""Forwarding throughput: iperf3 TCP h1 -> h2 through a Linux bridge and through p4netem-switch
+(no impairment) on the same veths with the same offload settings; the figure is their ratio."""
+from __future__ import annotations
+
+import topo as topology
+from common import iperf3_tcp
+
+SECONDS = 10
+STREAMS = 1
+
+
+def bridge_baseline(t: topology.Topo) -> dict:
+    topology.bridge_up(t)
+    try:
+        offloads = topology.offload_state(t)
+        r = iperf3_tcp(t, t.h1, t.h2, SECONDS, STREAMS)
+    finally:
+        topology.bridge_down(t)
+    r["offloads"] = offloads
+    return r
+
+
+def through_switch(t: topology.Topo) -> dict:
+    """The switch must be running with port 1 <-> 2 and no impairment on the profile in use."""
+    offloads = topology.offload_state(t)
+    r = iperf3_tcp(t, t.h1, t.h2, SECONDS, STREAMS)
+    r["offloads"] = offloads
+    return r
+
+
+def summarise(bridge: dict, switch: dict) -> dict:
+    return {
+        "throughput_bridge_gbit_s": bridge["gbit_s"],
+        "throughput_switch_gbit_s": switch["gbit_s"],
+        "throughput_ratio_vs_bridge": switch["gbit_s"] / bridge["gbit_s"],
+        "throughput_config": {
+            "tool": f"iperf3 TCP, {SECONDS} s, {STREAMS} stream, h1 -> h2, receiver-side rate",
+            "offloads_identical": bridge["offloads"] == switch["offloads"],
+            "offloads": switch["offloads"],
+            "retransmits_bridge": bridge["retransmits"],
+            "retransmits_switch": switch["retransmits"],
+        },
+    }

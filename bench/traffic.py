@@ -1,0 +1,143 @@
+"""UDP traffic tools for the benchmarks: a paced sender and a timestamping sink.
+
+Run inside a host's network namespace (``ip netns exec NS python bench/traffic.py ...``), so this file
+imports nothing from the project and only the standard library.
+
+Every datagram starts with a 16-byte header ``!QQ`` = (sequence number, send time in ns of
+CLOCK_REALTIME). The namespaces share one kernel and so one clock, which is what makes one-way delay
+measurable: the sink takes the kernel's receive timestamp (SO_TIMESTAMPNS, CLOCK_REALTIME, stamped when
+the frame reaches the host's veth, before any scheduling of this process) and subtracts the send time.
+
+Frame bytes: the sink reports each datagram's Ethernet frame length = UDP payload + 8 (UDP) + 20 (IPv4,
+no options) + 14 (Ethernet, untagged). That is the length the switch's rate stage charges (FCS,
+preamble and inter-frame gap are not part of it; the profile's overhead_bytes is where they would go).
+"""
+from __future__ import annotations
+
+import argparse
+import array
+import json
+import socket
+import struct
+import sys
+import time
+
+HEADER = struct.Struct("!QQ")
+# Not exported by Python's socket module; values from <asm-generic/socket.h>.
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+TIMESPEC = struct.Struct("@ll")
+FRAME_OVERHEAD = 14 + 20 + 8
+
+
+def send(args: argparse.Namespace) -> None:
+    """Send datagrams of ``--size`` bytes of frame at ``--rate-bps`` (frame bits) until ``--count``
+    datagrams or ``--duration`` seconds, whichever comes first.
+
+    Pacing keeps an absolute schedule (packet i is due at t0 + i * interval) so that a late wake-up
+    is caught up by sending back-to-back instead of lowering the average rate.
+    """
+    payload_len = args.size - FRAME_OVERHEAD
+    if payload_len < HEADER.size:
+        sys.exit(f"--size {args.size} too small: need at least {HEADER.size + FRAME_OVERHEAD}")
+    interval = args.size * 8 / args.rate_bps
+    pad = bytes(payload_len - HEADER.size)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    if args.tos:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, args.tos)
+    sock.connect((args.dst, args.port))
+    count = args.count or (1 << 62)
+    t0 = time.monotonic()
+    end = t0 + args.duration if args.duration else float("inf")
+    sent = errors = 0
+    pack, now_ns, mono, sendmsg = HEADER.pack, time.time_ns, time.monotonic, sock.send
+    while sent < count:
+        now = mono()
+        if now >= end:
+            break
+        due = t0 + sent * interval
+        if due > now:
+            ahead = due - now
+            if ahead > 0.0002:
+                time.sleep(ahead - 0.0001)
+            continue
+        try:
+            sendmsg(pack(sent, now_ns()) + pad)
+        except (BlockingIOError, ConnectionRefusedError, OSError):
+            # ENOBUFS/ECONNREFUSED (an ICMP error from an earlier datagram): the datagram is lost on
+            # the sender; counted so the caller can tell sender loss from network loss.
+            errors += 1
+        sent += 1
+    elapsed = mono() - t0
+    print(json.dumps({"sent": sent, "send_errors": errors, "elapsed_s": elapsed,
+                      "offered_bps": sent * args.size * 8 / elapsed if elapsed else 0.0}))
+
+
+def sink(args: argparse.Namespace) -> None:
+    """Receive on ``--port``; stop ``--idle`` s after the last datagram (once one arrived) or after
+    ``--timeout`` s. Writes per-datagram records (seq, tx_ns, rx_ns, frame bytes) to ``--out``."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.bind(("0.0.0.0", args.port))
+    seqs, txs, rxs, lens = (array.array("q") for _ in range(4))
+    deadline = time.monotonic() + args.timeout
+    started = False
+    print("ready", flush=True)
+    recvmsg = sock.recvmsg
+    cmsg_space = socket.CMSG_SPACE(TIMESPEC.size)
+    while True:
+        now = time.monotonic()
+        wait = min(deadline - now, args.idle if started else deadline - now)
+        if wait <= 0:
+            break
+        sock.settimeout(wait)
+        try:
+            data, anc, _flags, _addr = recvmsg(65536, cmsg_space)
+        except socket.timeout:
+            if started:
+                break
+            continue
+        started = True
+        rx_ns = 0
+        for level, ctype, cdata in anc:
+            if level == socket.SOL_SOCKET and ctype == SO_TIMESTAMPNS:
+                sec, nsec = TIMESPEC.unpack(cdata[: TIMESPEC.size])
+                rx_ns = sec * 1_000_000_000 + nsec
+        if len(data) < HEADER.size:
+            continue
+        seq, tx_ns = HEADER.unpack_from(data)
+        seqs.append(seq)
+        txs.append(tx_ns)
+        rxs.append(rx_ns or time.time_ns())
+        lens.append(len(data) + FRAME_OVERHEAD)
+    with open(args.out, "w") as f:
+        json.dump({"seq": seqs.tolist(), "tx_ns": txs.tolist(), "rx_ns": rxs.tolist(),
+                   "frame_bytes": lens.tolist()}, f)
+    print(json.dumps({"received": len(seqs)}), flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("send")
+    s.add_argument("--dst", required=True)
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--rate-bps", type=float, required=True, help="frame bits per second")
+    s.add_argument("--size", type=int, default=1000, help="Ethernet frame bytes per datagram")
+    s.add_argument("--count", type=int, default=0)
+    s.add_argument("--duration", type=float, default=0.0)
+    s.add_argument("--tos", type=int, default=0)
+    s.set_defaults(func=send)
+    k = sub.add_parser("sink")
+    k.add_argument("--port", type=int, required=True)
+    k.add_argument("--out", required=True)
+    k.add_argument("--idle", type=float, default=1.0)
+    k.add_argument("--timeout", type=float, default=60.0)
+    k.set_defaults(func=sink)
+    args = p.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
