@@ -1,0 +1,174 @@
+"""`make bench`: measures p4netem-switch against its bars in one run and writes bench/results/latest.json.
+
+Every figure is a ratio or an error against a baseline taken in the same run, on the same veths with
+the same offload settings: a Linux bridge for throughput, the switch itself with delay 0 for delay, the
+configured value for rate and loss. Needs root (namespaces, veths, AF_PACKET).
+
+usage: .venv/bin/python bench/run.py [--only NAME,...] [--out PATH] [--strict]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import control  # noqa: E402
+import delay  # noqa: E402
+import loss  # noqa: E402
+import p4rt_writes  # noqa: E402
+import rate  # noqa: E402
+import switchproc  # noqa: E402
+import throughput  # noqa: E402
+import topo as topology  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "latest.json"
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "p4rt")
+
+# (key, bar, comparison, unit, what)
+BARS = (
+    ("throughput_ratio_vs_bridge", 0.5, ">=", "", "TCP throughput / Linux bridge"),
+    ("delay_error_us_p99", 200.0, "<=", "us", "added-delay error p99 (50 ms, 50 Mbit/s load)"),
+    ("rate_error_pct_max", 2.0, "<=", "%", "worst rate error, 64k..100 Mbit/s"),
+    ("loss_error_sigma", 3.0, "<=", "sigma", "loss error at 1%, 1e5 packets"),
+    ("p4rt_writes_per_s", 10_000.0, ">=", "/s", "classifier inserts, batches of 500"),
+)
+
+
+def environment() -> dict:
+    def out(*cmd: str) -> str:
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        return r.stdout.strip()
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), "")
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "git_commit": out("git", "rev-parse", "HEAD"),
+        "git_dirty": bool(out("git", "status", "--porcelain", "--untracked-files=no")),
+        "python": sys.version.split()[0],
+        "iperf3": out("iperf3", "--version").splitlines()[0] if out("iperf3", "--version") else "",
+    }
+
+
+def passed(value, bar: float, cmp: str) -> bool | None:
+    if not isinstance(value, (int, float)):
+        return None
+    return value >= bar if cmp == ">=" else value <= bar
+
+
+def print_table(res: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"p4netem bench  {res['environment']['date']}  "
+                    f"{res['environment']['git_commit'][:10]}  kernel {res['environment']['kernel']}")
+    for col in ("figure", "measured", "bar", "", "what"):
+        t.add_column(col)
+    for key, bar, cmp, unit, what in BARS:
+        v = res["figures"].get(key)
+        ok = passed(v, bar, cmp)
+        mark = {True: "[green]PASS", False: "[red]MISS", None: "[yellow]n/a"}[ok]
+        t.add_row(key, f"{v:.4g} {unit}" if ok is not None else "-", f"{cmp} {bar:g} {unit}", mark, what)
+    f = res["figures"]
+    extra = [
+        ("throughput_bridge_gbit_s", "Gbit/s"), ("throughput_switch_gbit_s", "Gbit/s"),
+        ("delay_error_us_p50", "us"), ("delay_baseline_us_p50", "us"), ("delay_baseline_us_p99", "us"),
+        ("loss_measured", ""),
+    ]
+    for key, unit in extra:
+        if isinstance(f.get(key), (int, float)):
+            t.add_row(key, f"{f[key]:.4g} {unit}", "", "", "")
+    for r, e in (f.get("rate_error_pct") or {}).items():
+        t.add_row(f"rate_error_pct[{r}]", f"{e:.4g} %", "", "", "")
+    Console().print(t)
+    for name, err in res["errors"].items():
+        Console().print(f"[red]{name} failed:[/red] {err.splitlines()[-1]}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(MEASUREMENTS),
+                    help=f"comma-separated subset of {','.join(MEASUREMENTS)}")
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a bar is missed")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    if unknown := only - set(MEASUREMENTS):
+        ap.error(f"unknown measurement(s): {', '.join(sorted(unknown))}")
+    if os.geteuid() != 0:
+        ap.error("needs root (network namespaces, veths, AF_PACKET)")
+
+    res: dict = {"environment": environment(), "figures": {}, "config": {}, "errors": {},
+                 "bars": {k: f"{c} {b:g}" for k, b, c, _, _ in BARS}}
+    figures, errors = res["figures"], res["errors"]
+    started = time.monotonic()
+
+    def step(name: str, fn) -> None:
+        if name not in only:
+            return
+        t0 = time.monotonic()
+        print(f"== {name}", flush=True)
+        try:
+            out = fn()
+        except Exception:  # one failed measurement must not lose the others
+            errors[name] = traceback.format_exc()
+            print(errors[name], file=sys.stderr, flush=True)
+            return
+        for k, v in out.items():
+            (res["config"] if k.endswith("_config") else figures)[k] = v
+        res["config"].setdefault("durations_s", {})[name] = round(time.monotonic() - t0, 1)
+
+    t = topology.setup()
+    try:
+        bridge = {}
+        if "throughput" in only:
+            def run_bridge():
+                bridge.update(throughput.bridge_baseline(t))
+                return {}
+            step("throughput", run_bridge)
+        with switchproc.running(t, seed=args.seed) as sw:
+            res["config"]["switch"] = {"cmd": " ".join(sw.cmd)}
+            ctl = control.Control(sw.grpc_addr, sw.device_id)
+            ctl.start()
+            try:
+                if "throughput" in only and "throughput" not in errors:
+                    step("throughput", lambda: throughput.summarise(bridge,
+                                                                    throughput.through_switch(t)))
+                ctl.classify_by_ingress_port()
+                step("delay", lambda: delay.measure(t, ctl))
+                step("rate", lambda: rate.measure(t, ctl))
+                step("loss", lambda: loss.measure(t, ctl))
+                step("p4rt", lambda: p4rt_writes.measure(ctl))
+            finally:
+                ctl.close()
+    finally:
+        topology.teardown(t)
+    res["config"]["total_s"] = round(time.monotonic() - started, 1)
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2, sort_keys=False) + "\n")
+    print_table(res)
+    print(f"wrote {out}")
+    if errors:
+        return 2
+    missed = [k for k, b, c, _, _ in BARS if k in figures and passed(figures[k], b, c) is False]
+    return 1 if args.strict and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
