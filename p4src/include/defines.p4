@@ -1,0 +1,122 @@
+/*
+ * p4netem: constants and type aliases shared by every stage.
+ *
+ * Sizes and widths come from docs/pipeline-contract.md; they are written once
+ * here so that the tables, registers and counters that are indexed by the same
+ * quantity cannot drift apart.
+ */
+#ifndef P4NETEM_DEFINES_P4
+#define P4NETEM_DEFINES_P4
+
+/* ---- control-plane visible sizes (contract) ---- */
+#define PORT_MAP_SIZE        512
+#define L2_FWD_SIZE          4096
+#define L2_LEARN_SIZE        4096
+#define CLASSIFIER_SIZE      65536
+#define PROFILE_SIZE         8192
+/* One slot per profile-direction (pd = profile_id * 2 + direction). */
+#define PD_COUNT             8192
+/* Profiles addressable by pd; larger profile ids fall back to DEFAULT_PROFILE. */
+#define MAX_PROFILES         4096
+#define DEFAULT_PROFILE      0
+/* drops is indexed by pd * DROP_REASONS + reason. */
+#define DROP_REASONS         8
+#define DROP_COUNTER_SIZE    65536
+#define PARSER_ERROR_KINDS   4
+/* dist_table: DIST_TABLES tables of DIST_TABLE_LEN int16 samples each. */
+#define DIST_TABLES          4
+#define DIST_TABLE_LEN       4096
+#define DIST_TABLE_SIZE      16384
+#define DIST_INDEX_BITS      12
+
+/* ---- drop reasons (index within a pd's block of the drops counter) ---- */
+#define DROP_LOSS_RANDOM     0
+#define DROP_LOSS_BURST      1
+#define DROP_QUEUE_FULL      2
+#define DROP_RADIO           3
+#define DROP_NO_ROUTE        4
+
+/* ---- parser_errors counter index ---- */
+#define PARSER_ERROR_OTHER            0
+#define PARSER_ERROR_PACKET_TOO_SHORT 1
+#define PARSER_ERROR_NO_MATCH         2
+#define PARSER_ERROR_HEADER_TOO_SHORT 3
+
+/* ---- jitter distributions (set_impairment.jitter_dist) ---- */
+#define DIST_NONE            0
+#define DIST_UNIFORM         1
+#define DIST_NORMAL          2
+#define DIST_USER            5
+/* Table samples are in units of sigma / NETEM_DIST_SCALE (netem's scale, 8192 = 2^13). */
+#define NETEM_DIST_SCALE_SHIFT 13
+
+/* ---- reorder modes ---- */
+#define REORDER_KEEP_ORDER   0
+
+/* ---- Gilbert-Elliott states ---- */
+#define GE_GOOD              0
+#define GE_BAD               1
+
+/* A probability of 0xFFFFFFFF means "always" (a 32-bit draw is never above it). */
+#define PROB_ALWAYS          0xFFFFFFFF
+
+/* ---- ports ---- */
+/* v1model ports are 9 bits; 511 is bmv2's drop port, so the CPU port sits just below it.
+ * simple_switch_grpc must be started with --cpu-port 510. */
+#define CPU_PORT             510
+
+/* ---- frames ---- */
+#define ETH_HDR_BYTES        14
+/* Largest frame whose every byte can be corrupted (jumbo). Longer frames (none on
+ * standard Ethernet) have the flipped bit drawn from their first MAX_FRAME_BYTES bytes. */
+#define MAX_FRAME_BYTES      9216
+/* corrupt_skip_t must hold the bytes between the Ethernet header and the last
+ * corruptible byte: (MAX_FRAME_BYTES - 1 - ETH_HDR_BYTES) * 8 bits. */
+#define CORRUPT_SKIP_MAX_BITS 73608
+
+#define ETHERTYPE_IPV4       0x0800
+#define ETHERTYPE_IPV6       0x86DD
+#define ETHERTYPE_VLAN       0x8100
+#define ETHERTYPE_QINQ       0x88A8
+#define IP_PROTO_ICMP        1
+#define IP_PROTO_TCP         6
+#define IP_PROTO_UDP         17
+#define IP_PROTO_ICMPV6      58
+
+/* ---- time ---- */
+/* bmv2 timestamps (ingress/egress_global_timestamp) count microseconds. */
+#define NS_PER_US            1000
+/* ns_per_byte_q16 carries 16 fractional bits. */
+#define RATE_FRACTION_BITS   16
+
+/* ---- v1model multi-pass plumbing ---- */
+/* Digest receiver id; bmv2 ignores the value, P4Runtime does not expose it. */
+#define MAC_LEARN_RECEIVER   1
+/* Clone session that carries duplicates (DuplicationStage). The controller must
+ * create it on bmv2 (any replica port: the copy is recirculated before leaving). */
+#define DUP_CLONE_SESSION    1
+/* The user-metadata field list kept across clone and recirculation. */
+#define PRESERVE_FL          1
+/* instance_type value bmv2 simple_switch gives an ingress-to-egress clone. */
+#define INSTANCE_TYPE_INGRESS_CLONE 1
+
+/* meta.pass_kind: why this packet is in the pipeline. */
+#define PASS_FIRST           0   /* arrived on a port: the whole pipeline */
+#define PASS_DUP             1   /* a duplicate: its own corruption, rate and delay stages */
+#define PASS_HOLD            2   /* waiting for its release time (recirculating) */
+
+typedef bit<9>   port_t;
+typedef bit<48>  mac_addr_t;
+typedef bit<32>  ipv4_addr_t;
+typedef bit<128> ipv6_addr_t;
+typedef bit<16>  profile_id_t;
+typedef bit<1>   direction_t;
+typedef bit<32>  ue_id_t;
+/* Probability as a fraction of 2^32. */
+typedef bit<32>  prob_t;
+/* Durations in nanoseconds as carried by set_impairment. */
+typedef bit<48>  duration_ns_t;
+/* Absolute times in nanoseconds inside the pipeline. */
+typedef bit<64>  time_ns_t;
+
+#endif

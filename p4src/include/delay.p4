@@ -1,0 +1,100 @@
+/*
+ * p4netem: delay stage (contract stage 7).
+ *
+ * Computes the release time; holding the packet until then is P4netemEgress's job
+ * (recirculation on v1model, a timing wheel on the software target).
+ *
+ *   with reorder_prob:  release = departure, last_release untouched (the packet
+ *                       skips the delay line and may overtake others);
+ *   otherwise:          release = departure + max(0, delay_ns + jitter), then, if
+ *                       reorder_mode == 0, release = max(release, last_release);
+ *                       last_release = release.
+ *
+ * Jitter is kept as sign and magnitude so that all arithmetic stays unsigned and
+ * table samples scale like C integer division (truncation toward zero):
+ *   uniform (1):      uniform integer in [-jitter_ns, +jitter_ns];
+ *   tables (2..5):    dist_table[(dist-2)*4096 + u] * jitter_ns / 8192, u uniform
+ *                     in [0, 4096), samples int16 in units of sigma/8192 (netem).
+ * Any other jitter_dist means no jitter.
+ */
+#ifndef P4NETEM_DELAY_P4
+#define P4NETEM_DELAY_P4
+
+control DelayStage(inout headers_t hdr,
+                   inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+
+    @name(".P4netemIngress.last_release_ns")
+    @id(0x16000002)
+    register<time_ns_t>(PD_COUNT) last_release_ns;
+
+    /* Four tables of DIST_TABLE_LEN int16 samples (two's complement in bit<16>):
+     * normal, pareto, paretonormal, user. Loaded by the controller. */
+    @name(".P4netemIngress.dist_table")
+    @id(0x16000006)
+    register<bit<16>>(DIST_TABLE_SIZE) dist_table;
+
+    apply {
+        if (meta.pass_kind != PASS_HOLD) {
+            bool skip_line = false;
+            if (meta.imp.reorder_prob != 0) {
+                bit<32> draw;
+                random<bit<32>>(draw, 0, 0xFFFFFFFF);
+                skip_line = chance(draw, meta.imp.reorder_prob);
+            }
+
+            if (skip_line) {
+                meta.release_ns = meta.departure_ns;
+            } else {
+                time_ns_t scale = (time_ns_t)meta.imp.jitter_ns;
+                time_ns_t jitter_mag = 0;
+                bool jitter_neg = false;
+
+                if (meta.imp.jitter_dist == DIST_UNIFORM) {
+                    time_ns_t u;
+                    random<time_ns_t>(u, 0, scale << 1);
+                    if (u >= scale) {
+                        jitter_mag = u - scale;
+                    } else {
+                        jitter_neg = true;
+                        jitter_mag = scale - u;
+                    }
+                } else if (meta.imp.jitter_dist >= DIST_NORMAL && meta.imp.jitter_dist <= DIST_USER) {
+                    bit<32> slot;
+                    random<bit<32>>(slot, 0, DIST_TABLE_LEN - 1);
+                    bit<32> table_base = (bit<32>)(meta.imp.jitter_dist - DIST_NORMAL) << DIST_INDEX_BITS;
+                    bit<16> sample;
+                    dist_table.read(sample, table_base + slot);
+                    bit<16> sample_mag = sample;
+                    if (sample[15:15] == 1) {
+                        jitter_neg = true;
+                        sample_mag = 0 - sample;
+                    }
+                    jitter_mag = ((time_ns_t)sample_mag * scale) >> NETEM_DIST_SCALE_SHIFT;
+                }
+
+                time_ns_t added = (time_ns_t)meta.imp.delay_ns;
+                if (jitter_neg) {
+                    if (added > jitter_mag) {
+                        added = added - jitter_mag;
+                    } else {
+                        added = 0;
+                    }
+                } else {
+                    added = added + jitter_mag;
+                }
+
+                time_ns_t release = meta.departure_ns + added;
+                time_ns_t last;
+                last_release_ns.read(last, meta.pd);
+                if (meta.imp.reorder_mode == REORDER_KEEP_ORDER && last > release) {
+                    release = last;
+                }
+                last_release_ns.write(meta.pd, release);
+                meta.release_ns = release;
+            }
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,204 @@
+/*
+ * p4netem: packet headers, controller headers, digest and metadata types.
+ */
+#ifndef P4NETEM_HEADERS_P4
+#define P4NETEM_HEADERS_P4
+
+header ethernet_t {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+/* 802.1Q / 802.1ad tag; two are parsed so that QinQ still yields the inner EtherType. */
+header vlan_tag_t {
+    bit<3>  pcp;
+    bit<1>  dei;
+    bit<12> vid;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<6>      dscp;
+    bit<2>      ecn;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<3>      flags;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+/* Up to 10 words of options (IHL <= 15); parsed only to reach the L4 header. */
+header ipv4_options_t {
+    varbit<320> options;
+}
+
+header ipv6_t {
+    bit<4>      version;
+    bit<8>      traffic_class;
+    bit<20>     flow_label;
+    bit<16>     payload_len;
+    bit<8>      next_hdr;
+    bit<8>      hop_limit;
+    ipv6_addr_t src_addr;
+    ipv6_addr_t dst_addr;
+}
+
+header tcp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<32> seq_no;
+    bit<32> ack_no;
+    bit<4>  data_offset;
+    bit<4>  res;
+    bit<8>  flags;
+    bit<16> window;
+    bit<16> checksum;
+    bit<16> urgent_ptr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+/* ICMP and ICMPv6 share this fixed part. */
+header icmp_t {
+    bit<8>  icmp_type;
+    bit<8>  icmp_code;
+    bit<16> checksum;
+}
+
+/*
+ * Corruption on v1model can only modify parsed bytes, so the pass that flips the
+ * chosen bit re-parses the frame as: Ethernet, the bytes before the target byte
+ * (variable length), the target byte. Emitting the three in order rebuilds the
+ * frame with exactly one bit changed.
+ */
+header corrupt_skip_t {
+    varbit<CORRUPT_SKIP_MAX_BITS> bytes;
+}
+
+header corrupt_byte_t {
+    bit<8> value;
+}
+
+/* CPU port metadata (P4Runtime PacketIn / PacketOut). Padded to whole bytes. */
+@controller_header("packet_in")
+@id(0x04000001)
+header packet_in_header_t {
+    port_t ingress_port;
+    bit<7> _pad;
+}
+
+@controller_header("packet_out")
+@id(0x04000002)
+header packet_out_header_t {
+    port_t egress_port;
+    bit<7> _pad;
+}
+
+/*
+ * MAC learning digest. No @id: for v1model digest() calls p4c derives the P4Info
+ * digest id from this struct's name (0x17F8D97F), it does not read annotations.
+ */
+struct mac_learn_digest_t {
+    mac_addr_t src_addr;
+    port_t     ingress_port;
+}
+
+struct headers_t {
+    packet_out_header_t packet_out;
+    packet_in_header_t  packet_in;
+    ethernet_t          ethernet;
+    corrupt_skip_t      corrupt_skip;
+    corrupt_byte_t      corrupt_byte;
+    vlan_tag_t          vlan_outer;
+    vlan_tag_t          vlan_inner;
+    ipv4_t              ipv4;
+    ipv4_options_t      ipv4_options;
+    ipv6_t              ipv6;
+    tcp_t               tcp;
+    udp_t               udp;
+    icmp_t              icmp;
+}
+
+/* The parameters of the packet's profile (set_impairment), valid for one pass. */
+struct impairment_t {
+    duration_ns_t delay_ns;
+    duration_ns_t jitter_ns;
+    bit<8>        jitter_dist;
+    bit<8>        reorder_mode;
+    prob_t        reorder_prob;
+    prob_t        loss_prob;
+    prob_t        ge_p;
+    prob_t        ge_r;
+    prob_t        ge_loss_good;
+    prob_t        ge_loss_bad;
+    bit<48>       ns_per_byte_q16;
+    bit<16>       overhead_bytes;
+    bit<32>       queue_limit_bytes;
+    bit<32>       queue_limit_pkts;
+    prob_t        dup_prob;
+    prob_t        corrupt_prob;
+}
+
+/*
+ * Fields tagged @field_list(PRESERVE_FL) survive clone_preserving_field_list and
+ * recirculate_preserving_field_list: they are what a duplicate or a held packet
+ * must remember between passes. Everything else is recomputed on each pass.
+ * v1model starts a new packet with all user metadata at 0, so pass_kind is
+ * PASS_FIRST for every packet that arrives on a port.
+ */
+struct metadata_t {
+    /* Classifier keys: copies that read as 0 when their header is absent. */
+    bit<16>     ether_type;
+    ipv4_addr_t ipv4_src;
+    ipv4_addr_t ipv4_dst;
+    ipv6_addr_t ipv6_src;
+    ipv6_addr_t ipv6_dst;
+    bit<8>      ip_proto;
+    bit<16>     l4_src_port;
+    bit<16>     l4_dst_port;
+    bit<6>      dscp;
+
+    /* Classification result. */
+    @field_list(PRESERVE_FL) profile_id_t profile_id;
+    @field_list(PRESERVE_FL) direction_t  direction;
+    @field_list(PRESERVE_FL) ue_id_t      ue_id;
+    @field_list(PRESERVE_FL) bit<32>      pd;
+
+    /* Forwarding result. */
+    @field_list(PRESERVE_FL) port_t out_port;
+    @field_list(PRESERVE_FL) port_t orig_ingress_port;
+    bit<1> no_route;
+
+    /* Multi-pass state. */
+    @field_list(PRESERVE_FL) bit<2>    pass_kind;
+    @field_list(PRESERVE_FL) time_ns_t departure_ns;
+    @field_list(PRESERVE_FL) time_ns_t release_ns;
+    @field_list(PRESERVE_FL) bit<32>   wire_len;
+    @field_list(PRESERVE_FL) bit<1>    in_backlog;
+    @field_list(PRESERVE_FL) bit<1>    corrupt_pending;
+    @field_list(PRESERVE_FL) bit<32>   corrupt_byte;
+    @field_list(PRESERVE_FL) bit<8>    corrupt_mask;
+
+    /* A PacketOut: forwarded untouched, never counted or impaired. */
+    bit<1> bypass;
+
+    /* Drop decision of this pass. */
+    bit<1> drop;
+    bit<3> drop_reason;
+
+    impairment_t imp;
+}
+
+#endif

@@ -1,0 +1,111 @@
+/*
+ * p4netem: ingress control, the contract's stage order.
+ *
+ *   PASS_FIRST:  parser errors -> forwarding -> classification -> profile_in ->
+ *                route -> profile -> loss -> duplication -> corruption (decide) ->
+ *                rate (admit) -> delay (release time)
+ *   PASS_DUP:    profile -> corruption (decide) -> rate (admit) -> delay
+ *   PASS_HOLD:   corruption (flip, if pending) -> rate (leave the queue once
+ *                departed) -> back to egress, which holds or transmits
+ *
+ * Each stage control is applied from exactly one place and picks its work from
+ * meta.pass_kind. Stages only record a drop (meta.drop, meta.drop_reason); the
+ * drop is counted and carried out once, at the end.
+ */
+#ifndef P4NETEM_INGRESS_P4
+#define P4NETEM_INGRESS_P4
+
+control P4netemIngress(inout headers_t hdr,
+                       inout metadata_t meta,
+                       inout standard_metadata_t standard_metadata) {
+
+    @id(0x12000001)
+    counter(PD_COUNT, CounterType.packets_and_bytes) profile_in;
+
+    /* Index pd * DROP_REASONS + reason. */
+    @id(0x12000003)
+    counter(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) drops;
+
+    @id(0x12000004)
+    counter(PARSER_ERROR_KINDS, CounterType.packets) parser_errors;
+
+    /* Part of the control-plane API of every target. bmv2's random() cannot be
+     * seeded from a P4 program, so on v1model writing it has no effect. */
+    @id(0x16000007)
+    register<bit<64>>(1) rng_seed;
+
+    Forwarding()       forwarding;
+    Classify()         classify;
+    ProfileLookup()    profile_lookup;
+    LossStage()        loss;
+    DuplicationStage() duplication;
+    CorruptionStage()  corruption;
+    RateStage()        rate;
+    DelayStage()       delay;
+
+    apply {
+        meta.drop = 0;
+        meta.drop_reason = 0;
+        meta.bypass = 0;
+
+        if (meta.pass_kind == PASS_FIRST) {
+            if (standard_metadata.parser_error != error.NoError) {
+                bit<32> kind = PARSER_ERROR_OTHER;
+                if (standard_metadata.parser_error == error.PacketTooShort) {
+                    kind = PARSER_ERROR_PACKET_TOO_SHORT;
+                } else if (standard_metadata.parser_error == error.NoMatch) {
+                    kind = PARSER_ERROR_NO_MATCH;
+                } else if (standard_metadata.parser_error == error.HeaderTooShort) {
+                    kind = PARSER_ERROR_HEADER_TOO_SHORT;
+                }
+                parser_errors.count(kind);
+            }
+
+            if (hdr.packet_out.isValid()) {
+                /* PacketOut: sent unchanged out of the requested port. */
+                standard_metadata.egress_spec = hdr.packet_out.egress_port;
+                hdr.packet_out.setInvalid();
+                meta.bypass = 1;
+            } else {
+                meta.orig_ingress_port = standard_metadata.ingress_port;
+                forwarding.apply(hdr, meta, standard_metadata);
+                classify.apply(hdr, meta, standard_metadata);
+                profile_in.count(meta.pd);
+                if (meta.no_route == 1) {
+                    meta.drop = 1;
+                    meta.drop_reason = DROP_NO_ROUTE;
+                }
+            }
+        }
+
+        if (meta.bypass == 0) {
+            if (meta.drop == 0 && meta.pass_kind != PASS_HOLD) {
+                profile_lookup.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.drop == 0) {
+                loss.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.drop == 0) {
+                duplication.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.drop == 0) {
+                corruption.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.drop == 0) {
+                rate.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.drop == 0) {
+                delay.apply(hdr, meta, standard_metadata);
+            }
+
+            if (meta.drop == 1) {
+                drops.count(meta.pd * DROP_REASONS + (bit<32>)meta.drop_reason);
+                mark_to_drop(standard_metadata);
+            } else {
+                standard_metadata.egress_spec = meta.out_port;
+            }
+        }
+    }
+}
+
+#endif

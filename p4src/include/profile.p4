@@ -1,0 +1,88 @@
+/*
+ * p4netem: profile lookup (contract table profile).
+ *
+ * One table entry per (profile, direction) holds every impairment parameter, so
+ * replacing the entry swaps the whole parameter set at once: a packet sees either
+ * the old or the new profile, never a mix (one lookup per pass).
+ */
+#ifndef P4NETEM_PROFILE_P4
+#define P4NETEM_PROFILE_P4
+
+control ProfileLookup(inout headers_t hdr,
+                      inout metadata_t meta,
+                      inout standard_metadata_t standard_metadata) {
+
+    @name(".P4netemIngress.set_impairment")
+    @id(0x01000006)
+    action set_impairment(duration_ns_t delay_ns,
+                          duration_ns_t jitter_ns,
+                          bit<8>        jitter_dist,
+                          bit<8>        reorder_mode,
+                          prob_t        reorder_prob,
+                          prob_t        loss_prob,
+                          prob_t        ge_p,
+                          prob_t        ge_r,
+                          prob_t        ge_loss_good,
+                          prob_t        ge_loss_bad,
+                          bit<48>       ns_per_byte_q16,
+                          bit<16>       overhead_bytes,
+                          bit<32>       queue_limit_bytes,
+                          bit<32>       queue_limit_pkts,
+                          prob_t        dup_prob,
+                          prob_t        corrupt_prob) {
+        meta.imp.delay_ns = delay_ns;
+        meta.imp.jitter_ns = jitter_ns;
+        meta.imp.jitter_dist = jitter_dist;
+        meta.imp.reorder_mode = reorder_mode;
+        meta.imp.reorder_prob = reorder_prob;
+        meta.imp.loss_prob = loss_prob;
+        meta.imp.ge_p = ge_p;
+        meta.imp.ge_r = ge_r;
+        meta.imp.ge_loss_good = ge_loss_good;
+        meta.imp.ge_loss_bad = ge_loss_bad;
+        meta.imp.ns_per_byte_q16 = ns_per_byte_q16;
+        meta.imp.overhead_bytes = overhead_bytes;
+        meta.imp.queue_limit_bytes = queue_limit_bytes;
+        meta.imp.queue_limit_pkts = queue_limit_pkts;
+        meta.imp.dup_prob = dup_prob;
+        meta.imp.corrupt_prob = corrupt_prob;
+    }
+
+    /* A miss means "no impairment": every parameter stays 0. */
+    @name(".P4netemIngress.profile")
+    @id(0x02000005)
+    table profile {
+        key = {
+            meta.profile_id : exact;
+            meta.direction  : exact;
+        }
+        actions = {
+            set_impairment;
+            @defaultonly NoAction;
+        }
+        default_action = NoAction();
+        size = PROFILE_SIZE;
+    }
+
+    apply {
+        meta.imp.delay_ns = 0;
+        meta.imp.jitter_ns = 0;
+        meta.imp.jitter_dist = DIST_NONE;
+        meta.imp.reorder_mode = REORDER_KEEP_ORDER;
+        meta.imp.reorder_prob = 0;
+        meta.imp.loss_prob = 0;
+        meta.imp.ge_p = 0;
+        meta.imp.ge_r = 0;
+        meta.imp.ge_loss_good = 0;
+        meta.imp.ge_loss_bad = 0;
+        meta.imp.ns_per_byte_q16 = 0;
+        meta.imp.overhead_bytes = 0;
+        meta.imp.queue_limit_bytes = 0;
+        meta.imp.queue_limit_pkts = 0;
+        meta.imp.dup_prob = 0;
+        meta.imp.corrupt_prob = 0;
+        profile.apply();
+    }
+}
+
+#endif

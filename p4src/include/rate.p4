@@ -1,0 +1,100 @@
+/*
+ * p4netem: rate stage (contract stage 6).
+ *
+ * A virtual clock per pd: departure = max(now, next_free) + wire * ns_per_byte_q16
+ * / 2^16, next_free = departure. The rate queue holds the admitted packets whose
+ * departure is still ahead; a packet that would push it past queue_limit_bytes or
+ * queue_limit_pkts is dropped (queue_full) before it touches the clock.
+ *
+ * On v1model a packet leaves the queue on the first pipeline pass at or after its
+ * departure time: the held packet recirculates (P4netemEgress keeps it looping
+ * while in_backlog is set) and the PASS_HOLD branch below subtracts it. The queue
+ * size is thus late by at most one recirculation; the software target removes
+ * packets exactly at their departure time.
+ *
+ * With no rate (ns_per_byte_q16 = 0) the stage does nothing: departure = now and
+ * the queue is always empty.
+ */
+#ifndef P4NETEM_RATE_P4
+#define P4NETEM_RATE_P4
+
+control RateStage(inout headers_t hdr,
+                  inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+
+    @name(".P4netemIngress.next_free_ns")
+    @id(0x16000001)
+    register<time_ns_t>(PD_COUNT) next_free_ns;
+
+    @name(".P4netemIngress.backlog_bytes")
+    @id(0x16000004)
+    register<bit<32>>(PD_COUNT) backlog_bytes;
+
+    @name(".P4netemIngress.backlog_pkts")
+    @id(0x16000005)
+    register<bit<32>>(PD_COUNT) backlog_pkts;
+
+    apply {
+        time_ns_t now = (time_ns_t)standard_metadata.ingress_global_timestamp * NS_PER_US;
+        bit<32> queued_bytes;
+        bit<32> queued_pkts;
+
+        if (meta.pass_kind == PASS_HOLD) {
+            if (meta.in_backlog == 1 && now >= meta.departure_ns) {
+                backlog_bytes.read(queued_bytes, meta.pd);
+                backlog_pkts.read(queued_pkts, meta.pd);
+                /* Saturate: the controller may have reset the registers meanwhile. */
+                if (queued_bytes > meta.wire_len) {
+                    queued_bytes = queued_bytes - meta.wire_len;
+                } else {
+                    queued_bytes = 0;
+                }
+                if (queued_pkts > 0) {
+                    queued_pkts = queued_pkts - 1;
+                }
+                backlog_bytes.write(meta.pd, queued_bytes);
+                backlog_pkts.write(meta.pd, queued_pkts);
+                meta.in_backlog = 0;
+            }
+        } else {
+            meta.departure_ns = now;
+            meta.in_backlog = 0;
+            if (meta.imp.ns_per_byte_q16 != 0) {
+                bit<32> wire = standard_metadata.packet_length + (bit<32>)meta.imp.overhead_bytes;
+                backlog_bytes.read(queued_bytes, meta.pd);
+                backlog_pkts.read(queued_pkts, meta.pd);
+
+                /* 64-bit sum: a limit near 2^32 must not wrap the comparison. */
+                bool bytes_full = meta.imp.queue_limit_bytes != 0 &&
+                    (bit<64>)queued_bytes + (bit<64>)wire > (bit<64>)meta.imp.queue_limit_bytes;
+                bool pkts_full = meta.imp.queue_limit_pkts != 0 &&
+                    queued_pkts >= meta.imp.queue_limit_pkts;
+
+                if (bytes_full || pkts_full) {
+                    meta.drop = 1;
+                    meta.drop_reason = DROP_QUEUE_FULL;
+                } else {
+                    time_ns_t free_at;
+                    next_free_ns.read(free_at, meta.pd);
+                    time_ns_t begin_ns = now;
+                    if (free_at > now) {
+                        begin_ns = free_at;
+                    }
+                    time_ns_t service = ((time_ns_t)wire * (time_ns_t)meta.imp.ns_per_byte_q16)
+                                        >> RATE_FRACTION_BITS;
+                    time_ns_t departure = begin_ns + service;
+                    next_free_ns.write(meta.pd, departure);
+                    meta.departure_ns = departure;
+                    if (departure > now) {
+                        backlog_bytes.write(meta.pd, queued_bytes + wire);
+                        backlog_pkts.write(meta.pd, queued_pkts + 1);
+                        meta.wire_len = wire;
+                        meta.in_backlog = 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#endif
