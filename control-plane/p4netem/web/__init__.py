@@ -1,0 +1,1 @@
+"""Web endpoints, page generation and page loaders for the p4netem labs."""

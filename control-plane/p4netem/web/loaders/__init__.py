@@ -1,0 +1,1 @@
+"""Page loaders: fetch a generated page by its manifest over one protocol and report JSON."""

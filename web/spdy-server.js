@@ -1,0 +1,102 @@
+'use strict';
+// SPDY/3.1 static file server for the p4netem web labs (node-spdy 4.0.2).
+//
+// Usage: node spdy-server.js CONFIG.json
+//   { "root": DIR, "port": N, "address": "0.0.0.0", "tls": {"cert": PEM, "key": PEM} | null,
+//     "log": FILE, "protocols": ["spdy/3.1", "http/1.1"] }
+// Serves ROOT/<Host header>/<path>, the same tree nginx serves, with Last-Modified and 304s.
+// With TLS the protocol is chosen by ALPN (Node has no NPN any more); without TLS the socket is
+// sniffed (SPDY control frames start with 0x80) and a session-level WINDOW_UPDATE switches the
+// session to 3.1 (autoSpdy31), which is what a 3.1 client sends first.
+// Prints "listening PORT" once bound; logs one JSON line per request to LOG.
+
+const fs = require('fs');
+const path = require('path');
+const spdy = require('spdy');
+
+const MIME = {
+  '.html': 'text/html', '.gif': 'image/gif', '.png': 'image/png',
+  '.js': 'application/javascript', '.css': 'text/css',
+};
+
+function main() {
+  const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+  const root = path.resolve(cfg.root);
+  const log = fs.openSync(cfg.log || '/dev/null', 'a');
+  const plain = !cfg.tls;
+  const protocols = cfg.protocols || ['spdy/3.1', 'http/1.1'];
+  const connIds = new WeakMap();
+  let nextConn = 1;
+  const connCounts = new Map();
+
+  function connectionOf(req) {
+    // One id per TCP connection: the SPDY session object, or the socket for HTTP/1.x.
+    const key = (req.spdyStream && req.spdyStream.connection) || req.socket;
+    if (!connIds.has(key)) connIds.set(key, nextConn++);
+    return connIds.get(key);
+  }
+
+  function handler(req, res) {
+    const t0 = process.hrtime.bigint();
+    const conn = connectionOf(req);
+    const connReq = (connCounts.get(conn) || 0) + 1;
+    connCounts.set(conn, connReq);
+    const host = String(req.headers.host || '').replace(/:\d+$/, '').toLowerCase();
+    const urlPath = decodeURIComponent(String(req.url).split('?')[0]);
+    const file = path.resolve(root, host, '.' + urlPath);
+    const done = (status, bytes) => {
+      fs.writeSync(log, JSON.stringify({
+        msec: Date.now() / 1000, conn, conn_req: connReq, spdy: !!req.isSpdy,
+        version: req.isSpdy ? String(req.spdyVersion) : req.httpVersion,
+        alpn: (req.socket && req.socket.alpnProtocol) || null,
+        stream: req.spdyStream ? req.spdyStream.id : null, host, uri: req.url, status,
+        body_bytes: bytes, request_time: Number(process.hrtime.bigint() - t0) / 1e9,
+      }) + '\n');
+    };
+    if (!host || !file.startsWith(root + path.sep + host + path.sep)) {
+      res.writeHead(400, {'content-length': 0}); res.end(); done(400, 0); return;
+    }
+    fs.stat(file, (err, st) => {
+      if (err || !st.isFile()) {
+        res.writeHead(404, {'content-length': 0}); res.end(); done(404, 0); return;
+      }
+      const lastModified = st.mtime.toUTCString();
+      const ims = req.headers['if-modified-since'];
+      if (ims && ims === lastModified) {
+        res.writeHead(304, {'last-modified': lastModified}); res.end(); done(304, 0); return;
+      }
+      res.writeHead(200, {
+        'content-type': MIME[path.extname(file)] || 'application/octet-stream',
+        'content-length': st.size, 'last-modified': lastModified,
+      });
+      if (req.method === 'HEAD') { res.end(); done(200, 0); return; }
+      const rs = fs.createReadStream(file);
+      rs.pipe(res);
+      rs.on('error', () => res.destroy());
+      res.on('finish', () => done(200, st.size));
+    });
+  }
+
+  const opts = {
+    spdy: {
+      protocols, plain, ssl: !plain,
+      // Plain sockets cannot say 3 vs 3.1; the first session WINDOW_UPDATE does.
+      connection: { autoSpdy31: true },
+    },
+  };
+  if (!plain) {
+    opts.cert = fs.readFileSync(cfg.tls.cert);
+    opts.key = fs.readFileSync(cfg.tls.key);
+    if (cfg.tls.minVersion) opts.minVersion = cfg.tls.minVersion;
+  }
+  const server = spdy.createServer(opts, handler);
+  server.on('clientError', () => {});
+  server.listen(cfg.port, cfg.address || '0.0.0.0', () => {
+    process.stdout.write(`listening ${server.address().port}\n`);
+  });
+  const stop = () => { server.close(); process.exit(0); };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+main();
