@@ -1,0 +1,72 @@
+# p4netem: install, build, test, bench, demo.
+# Runs as root on Debian 12 (network namespaces and raw sockets need root).
+# Stamp files under build/stamps keep repeated runs from redoing apt and pip work; they depend on
+# the files that list the packages, so editing a list redoes that step.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+# cargo from rustup lives in ~/.cargo/bin, which non-login shells (CI, sudo) often lack.
+export PATH := $(HOME)/.cargo/bin:/root/.cargo/bin:$(PATH)
+
+SYSTEM_PYTHON := /usr/bin/python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMPS := build/stamps
+SWITCH := dataplane/target/release/p4netem-switch
+# Optional per-component setup scripts (idempotent); run by `make setup` when present.
+EXTRA_SETUP := $(wildcard scripts/setup-web.sh)
+
+.PHONY: all setup build test unit-test bench run clean check-root check-cargo
+
+all: build
+
+check-root:
+	@if [ "$$(id -u)" != 0 ]; then echo "p4netem needs root (namespaces, raw sockets): run as root." >&2; exit 1; fi
+
+check-cargo:
+	@command -v cargo >/dev/null 2>&1 || { \
+	  echo "cargo (Rust) not found on PATH, nor in ~/.cargo/bin." >&2; \
+	  echo "Install a current Rust toolchain with rustup (Debian's cargo is too old):" >&2; \
+	  echo "  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal" >&2; \
+	  echo "then run make again." >&2; exit 1; }
+
+$(STAMPS)/system: scripts/setup-system.sh | check-root
+	bash scripts/setup-system.sh
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/venv: control-plane/pyproject.toml $(STAMPS)/system
+	@# Debian's python3 (mininet lives there) with system site packages; never a pyenv python.
+	[ -x $(PY) ] || $(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e 'control-plane[test]'
+	$(PY) -c "import p4netem.p4rt"
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/extra: $(EXTRA_SETUP) $(STAMPS)/venv
+	@for s in $(EXTRA_SETUP); do echo "running $$s"; bash $$s; done
+	@mkdir -p $(STAMPS) && touch $@
+
+setup: check-root check-cargo $(STAMPS)/system $(STAMPS)/venv $(STAMPS)/extra
+
+# build.rs of the switch runs .venv/bin/python to dump the P4Runtime descriptors: needs the venv.
+build: setup
+	cd dataplane && cargo build --release
+
+# Rust unit tests + every pytest suite under tests/; prints a summary, fails if either fails.
+test: build
+	@bash scripts/run-tests.sh
+
+# Python unit tests only (no switch, no namespaces): quick feedback while editing.
+unit-test: $(STAMPS)/venv
+	$(PY) -m pytest -q tests/unit
+
+bench: build
+	@mkdir -p bench/results
+	$(PY) bench/run.py --out bench/results/latest.json
+
+run: build
+	$(PY) scripts/demo.py
+
+clean:
+	cd dataplane && cargo clean
+	rm -rf build bench/results/latest.json .pytest_cache
+	find . -name __pycache__ -type d -not -path './.venv*' -prune -exec rm -rf {} +

@@ -1,0 +1,21 @@
+"""Test and demo labs: namespaces, veth pairs, the switch process, probe traffic."""
+
+from .netns import PREFIX, LabError, Namespace, Resources, disable_offloads, run, stop_process, unique_token
+from .switch import SwitchProcess, free_tcp_port
+from .twohost import LAB_PROFILE, Host, TwoHostLab
+
+__all__ = [
+    "LAB_PROFILE",
+    "PREFIX",
+    "Host",
+    "LabError",
+    "Namespace",
+    "Resources",
+    "SwitchProcess",
+    "TwoHostLab",
+    "disable_offloads",
+    "free_tcp_port",
+    "run",
+    "stop_process",
+    "unique_token",
+]

@@ -1,0 +1,306 @@
+"""UDP probe traffic: numbered, timestamped datagrams, and a receiver that records kernel rx times.
+
+Run inside a namespace:
+    python -m p4netem.lab.probe recv --port 9000 [--idle 1.0] [--max-time 60]      (JSON on stdout)
+    python -m p4netem.lab.probe send --dst 10.0.0.2 --port 9000 --count 1000 --rate 1000 --size 200
+
+Datagram payload: magic "P4NP" | seq u64 | tx time u64 (CLOCK_REALTIME ns) | crc32 of the previous
+20 bytes | filler with a fixed byte pattern up to --size bytes. The receiver takes the kernel's
+SO_TIMESTAMPNS receive time (also CLOCK_REALTIME; namespaces share the clock), so rx - tx is the
+one-way delay through the switch. It also checks every byte: a header that fails its CRC or filler
+that differs from the pattern marks the datagram as corrupted (with the number of flipped filler
+bits), which is how corruption tests see the switch's bit flips. The sender disables the UDP
+checksum (SO_NO_CHECK) so that the kernel delivers corrupted payloads instead of dropping them.
+
+`run_probe()` runs both ends in two namespaces and returns a ProbeResult.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .netns import Namespace
+
+MAGIC = b"P4NP"
+HEADER = struct.Struct("!4sQQ")
+HEADER_LEN = HEADER.size + 4  # + crc32
+MIN_SIZE = HEADER_LEN
+UDP_IP_ETH_OVERHEAD = 8 + 20 + 14  # bytes around the UDP payload in an Ethernet frame
+SO_NO_CHECK = 11  # linux/asm-generic/socket.h
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+SO_RCVBUFFORCE = 33
+
+
+def filler(length: int) -> bytes:
+    return bytes((i * 31 + 7) & 0xFF for i in range(length))
+
+
+def make_datagram(seq: int, tx_ns: int, pad: bytes) -> bytes:
+    head = HEADER.pack(MAGIC, seq, tx_ns)
+    return head + struct.pack("!I", zlib.crc32(head)) + pad
+
+
+# ---- sender ---------------------------------------------------------------------------------------
+
+
+def send(dst: str, port: int, count: int, rate: float, size: int) -> dict:
+    """Send `count` datagrams of `size` payload bytes at `rate` per second (0 = as fast as possible)."""
+    if size < MIN_SIZE:
+        raise SystemExit(f"--size must be at least {MIN_SIZE}")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
+    sock.connect((dst, port))
+    pad = filler(size - HEADER_LEN)
+    interval = 1.0 / rate if rate > 0 else 0.0
+    errors = 0
+    start = time.perf_counter()
+    start_ns = time.time_ns()
+    for seq in range(count):
+        if interval:
+            # Pace against the schedule (not the previous send) so the mean rate is exact;
+            # sleep when well ahead, spin for the last stretch.
+            target = start + seq * interval
+            ahead = target - time.perf_counter()
+            if ahead > 0.002:
+                time.sleep(ahead - 0.001)
+            while time.perf_counter() < target:
+                pass
+        datagram = make_datagram(seq, time.time_ns(), pad)
+        while True:
+            try:
+                sock.send(datagram)
+                break
+            except (BlockingIOError, OSError) as err:
+                if getattr(err, "errno", None) not in (105, 11):  # ENOBUFS, EAGAIN: back off, retry
+                    raise
+                errors += 1
+                time.sleep(0.0002)
+    end_ns = time.time_ns()
+    return {"sent": count, "size": size, "start_ns": start_ns, "end_ns": end_ns, "send_retries": errors}
+
+
+# ---- receiver -------------------------------------------------------------------------------------
+
+
+def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> dict:
+    """Record datagrams until `idle` seconds pass without one (after the first) or `max_time`."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.bind((bind, port))
+    print("ready", file=sys.stderr, flush=True)
+    seqs: list[int] = []
+    tx: list[int] = []
+    rx: list[int] = []
+    flips: list[int] = []  # per recorded datagram: filler bits that differ from the pattern
+    sizes: list[int] = []
+    bad_header = 0
+    pads: dict[int, bytes] = {}
+    deadline = time.monotonic() + max_time
+    sock.settimeout(min(idle, max_time) if idle > 0 else max_time)
+    got_any = False
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        if not got_any:
+            sock.settimeout(remaining)
+        try:
+            data, ancdata, _, _ = sock.recvmsg(65535, 256)
+        except TimeoutError:
+            break
+        except socket.timeout:
+            break
+        if not got_any:
+            got_any = True
+            sock.settimeout(idle)
+        rx_ns = time.time_ns()
+        for level, kind, cdata in ancdata:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = struct.unpack("qq", cdata[:16])
+                rx_ns = sec * 1_000_000_000 + nsec
+        if len(data) < HEADER_LEN:
+            bad_header += 1
+            continue
+        head = data[: HEADER.size]
+        magic, seq, tx_ns = HEADER.unpack(head)
+        (crc,) = struct.unpack("!I", data[HEADER.size : HEADER_LEN])
+        if magic != MAGIC or crc != zlib.crc32(head):
+            bad_header += 1
+            continue
+        body = data[HEADER_LEN:]
+        pad = pads.get(len(body))
+        if pad is None:
+            pad = pads[len(body)] = filler(len(body))
+        nflips = 0
+        if body != pad:
+            nflips = bin(int.from_bytes(body, "big") ^ int.from_bytes(pad, "big")).count("1")
+        seqs.append(seq)
+        tx.append(tx_ns)
+        rx.append(rx_ns)
+        flips.append(nflips)
+        sizes.append(len(data))
+    return {"seq": seqs, "tx_ns": tx, "rx_ns": rx, "flips": flips, "size": sizes, "bad_header": bad_header}
+
+
+# ---- results --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ProbeResult:
+    """What one probe run saw. Lists are in arrival order."""
+
+    sent: int
+    size: int
+    seq: list[int]
+    tx_ns: list[int]
+    rx_ns: list[int]
+    flips: list[int]
+    bad_header: int
+    sender: dict = field(default_factory=dict)
+
+    @property
+    def received(self) -> int:
+        """Datagrams received (duplicates included, corrupted headers excluded)."""
+        return len(self.seq)
+
+    @property
+    def unique(self) -> int:
+        return len(set(self.seq))
+
+    @property
+    def duplicates(self) -> int:
+        return self.received - self.unique
+
+    @property
+    def lost(self) -> int:
+        return self.sent - self.unique
+
+    @property
+    def delays_ns(self) -> list[int]:
+        return [r - t for r, t in zip(self.rx_ns, self.tx_ns)]
+
+    @property
+    def reordered(self) -> int:
+        """Datagrams that arrived after one with a higher sequence number."""
+        count, highest = 0, -1
+        for s in self.seq:
+            if s < highest:
+                count += 1
+            else:
+                highest = s
+        return count
+
+    @property
+    def corrupted(self) -> int:
+        """Datagrams seen with any changed bit (header or filler)."""
+        return self.bad_header + sum(1 for f in self.flips if f)
+
+    def loss_bursts(self) -> list[int]:
+        """Lengths of the runs of consecutive missing sequence numbers."""
+        present = set(self.seq)
+        bursts, run = [], 0
+        for s in range(self.sent):
+            if s in present:
+                if run:
+                    bursts.append(run)
+                run = 0
+            else:
+                run += 1
+        if run:
+            bursts.append(run)
+        return bursts
+
+    def wire_bits_per_second(self) -> float:
+        """Receive rate in Ethernet-frame bits per second, from first to last arrival."""
+        if self.received < 2:
+            return 0.0
+        order = sorted(self.rx_ns)
+        span = order[-1] - order[0]
+        frame_bits = (self.size + UDP_IP_ETH_OVERHEAD) * 8
+        return (self.received - 1) * frame_bits * 1e9 / span if span > 0 else 0.0
+
+
+def run_probe(
+    src: Namespace,
+    dst: Namespace,
+    dst_ip: str,
+    count: int,
+    rate: float,
+    size: int = 64,
+    port: int = 9000,
+    idle: float = 1.0,
+    max_time: float | None = None,
+) -> ProbeResult:
+    """Start a receiver in `dst`, send from `src`, and collect what arrived."""
+    import subprocess
+
+    duration = count / rate if rate > 0 else count / 50_000
+    max_time = max_time if max_time is not None else duration + 30.0
+    receiver = dst.popen(
+        [sys.executable, "-m", "p4netem.lab.probe", "recv", "--port", str(port), "--idle", str(idle),
+         "--max-time", str(max_time)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # Wait for "ready" so that no datagram reaches a port nobody listens on yet.
+    assert receiver.stderr is not None
+    line = receiver.stderr.readline()
+    if "ready" not in line:
+        receiver.kill()
+        raise RuntimeError(f"probe receiver did not start: {line}{receiver.stderr.read()}")
+    sender = src.run(
+        [sys.executable, "-m", "p4netem.lab.probe", "send", "--dst", dst_ip, "--port", str(port), "--count",
+         str(count), "--rate", str(rate), "--size", str(size)],
+        timeout=duration + 60,
+    )
+    out, err = receiver.communicate(timeout=max_time + 30)
+    if receiver.returncode != 0:
+        raise RuntimeError(f"probe receiver failed ({receiver.returncode}): {err}")
+    data = json.loads(out)
+    sent = json.loads(sender.stdout)
+    return ProbeResult(
+        sent=sent["sent"], size=size, seq=data["seq"], tx_ns=data["tx_ns"], rx_ns=data["rx_ns"],
+        flips=data["flips"], bad_header=data["bad_header"], sender=sent,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="p4netem.lab.probe", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    s = sub.add_parser("send", help="send numbered, timestamped datagrams")
+    s.add_argument("--dst", required=True)
+    s.add_argument("--port", type=int, default=9000)
+    s.add_argument("--count", type=int, default=1000)
+    s.add_argument("--rate", type=float, default=1000.0, help="datagrams per second (0: as fast as possible)")
+    s.add_argument("--size", type=int, default=64, help=f"UDP payload bytes (>= {MIN_SIZE})")
+    r = sub.add_parser("recv", help="record datagrams, print JSON")
+    r.add_argument("--port", type=int, default=9000)
+    r.add_argument("--bind", default="0.0.0.0")
+    r.add_argument("--idle", type=float, default=1.0, help="stop after this many seconds without a datagram")
+    r.add_argument("--max-time", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    if args.mode == "send":
+        result = send(args.dst, args.port, args.count, args.rate, args.size)
+    else:
+        result = receive(args.port, args.idle, args.max_time, args.bind)
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

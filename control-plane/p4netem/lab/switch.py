@@ -1,0 +1,125 @@
+"""Run a p4netem-switch process: start it on given ports, wait until its gRPC port answers, stop it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..paths import switch_binary
+from .netns import LabError, Resources, stop_process
+
+
+def free_tcp_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class SwitchProcess:
+    """One p4netem-switch. `ports` maps P4 port numbers to Linux interface names.
+
+    The switch's stdout and stderr go to `log_path` (a temporary file by default); when it fails to
+    start, the exception includes the end of that log.
+    """
+
+    def __init__(
+        self,
+        ports: Mapping[int, str],
+        binary: str | Path | None = None,
+        grpc_host: str = "127.0.0.1",
+        grpc_port: int | None = None,
+        device_id: int = 1,
+        cpu_port: int | None = None,
+        pcap_dir: str | Path | None = None,
+        seed: int | None = None,
+        extra_args: Sequence[str] = (),
+        log_path: str | Path | None = None,
+        resources: Resources | None = None,
+    ):
+        self.ports = dict(ports)
+        self.binary = Path(binary) if binary else switch_binary()
+        self.grpc_host = grpc_host
+        self.grpc_port = grpc_port
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.pcap_dir = pcap_dir
+        self.seed = seed
+        self.extra_args = list(extra_args)
+        self.log_path = Path(log_path) if log_path else None
+        self._resources = resources
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def grpc_addr(self) -> str:
+        return f"{self.grpc_host}:{self.grpc_port}"
+
+    def command(self) -> list[str]:
+        cmd = [str(self.binary)]
+        for number, iface in sorted(self.ports.items()):
+            cmd += ["-i", f"{number}@{iface}"]
+        cmd += ["--grpc-addr", self.grpc_addr, "--device-id", str(self.device_id)]
+        if self.cpu_port is not None:
+            cmd += ["--cpu-port", str(self.cpu_port)]
+        if self.pcap_dir is not None:
+            cmd += ["--pcap", str(self.pcap_dir)]
+        if self.seed is not None:
+            cmd += ["--seed", str(self.seed)]
+        return cmd + self.extra_args
+
+    def start(self, timeout: float = 30.0) -> SwitchProcess:
+        if not self.binary.exists():
+            raise LabError(f"switch binary {self.binary} not found: build it with 'make build'")
+        if self.grpc_port is None:
+            self.grpc_port = free_tcp_port(self.grpc_host)
+        if self.log_path is None:
+            self.log_path = Path(f"/tmp/p4netem-switch-{self.grpc_port}.log")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
+        if self._resources is not None:
+            self._resources.track_process(self.proc)
+        self._wait_listening(timeout)
+        return self
+
+    def _wait_listening(self, timeout: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise LabError(
+                    f"p4netem-switch exited with code {self.proc.returncode} during start-up:\n{self.log_tail()}"
+                )
+            try:
+                with socket.create_connection((self.grpc_host, self.grpc_port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise LabError(f"p4netem-switch did not open gRPC port {self.grpc_addr} in {timeout} s:\n{self.log_tail()}")
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after a grace period. Returns the exit code (None if never started)."""
+        if self.proc is None:
+            return None
+        return stop_process(self.proc)
+
+    def log_tail(self, lines: int = 40) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def __enter__(self) -> SwitchProcess:
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,479 @@
+"""A thin, typed P4Runtime client.
+
+One client = one gRPC channel + one StreamChannel to one device, with client arbitration (device id,
+election id, role). A background thread reads the stream and sorts what arrives (arbitration answers,
+packet-ins, digest lists, stream errors) into queues. Unary RPCs (Write, Read, pipeline config) are
+plain blocking calls. Every failure raises P4RuntimeError (or its WriteError subclass) carrying the
+gRPC status code.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from .encoding import Value, decode, encode
+from .entries import (
+    MatchSpec,
+    TableEntryView,
+    as_entity,
+    build_counter_entry,
+    build_register_entry,
+    build_table_entry,
+    decode_table_entry,
+    update,
+)
+from .errors import P4RuntimeError, WriteError, status_code_from_int
+from .p4info import P4Info
+from .proto import p4runtime_pb2
+
+log = logging.getLogger(__name__)
+
+_SERVICE = "/p4.v1.P4Runtime/"
+
+
+@dataclass(frozen=True)
+class CounterValue:
+    packets: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class PacketIn:
+    payload: bytes
+    metadata: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Digest:
+    """One digest list from the switch, decoded: `data` holds one dict per digest message."""
+
+    name: str
+    digest_id: int
+    list_id: int
+    data: list[dict[str, int]]
+    timestamp: int
+
+
+def _uint128(value: int) -> p4runtime_pb2.Uint128:
+    return p4runtime_pb2.Uint128(high=value >> 64, low=value & (2**64 - 1))
+
+
+class _Stub:
+    """The five P4Runtime RPCs, bound to our (fast) message classes."""
+
+    def __init__(self, channel: grpc.Channel):
+        p = p4runtime_pb2
+        self.Write = channel.unary_unary(
+            _SERVICE + "Write", p.WriteRequest.SerializeToString, p.WriteResponse.FromString
+        )
+        self.Read = channel.unary_stream(_SERVICE + "Read", p.ReadRequest.SerializeToString, p.ReadResponse.FromString)
+        self.SetForwardingPipelineConfig = channel.unary_unary(
+            _SERVICE + "SetForwardingPipelineConfig",
+            p.SetForwardingPipelineConfigRequest.SerializeToString,
+            p.SetForwardingPipelineConfigResponse.FromString,
+        )
+        self.GetForwardingPipelineConfig = channel.unary_unary(
+            _SERVICE + "GetForwardingPipelineConfig",
+            p.GetForwardingPipelineConfigRequest.SerializeToString,
+            p.GetForwardingPipelineConfigResponse.FromString,
+        )
+        self.StreamChannel = channel.stream_stream(
+            _SERVICE + "StreamChannel", p.StreamMessageRequest.SerializeToString, p.StreamMessageResponse.FromString
+        )
+        self.Capabilities = channel.unary_unary(
+            _SERVICE + "Capabilities", p.CapabilitiesRequest.SerializeToString, p.CapabilitiesResponse.FromString
+        )
+
+
+class P4RuntimeClient:
+    """Client of one P4Runtime device.
+
+    Usage:
+        with P4RuntimeClient("127.0.0.1:9559", device_id=1) as client:
+            client.set_pipeline(P4Info.load("p4src/p4netem.p4info.txtpb"))
+            client.insert_table_entry("P4netemIngress.port_map", {"standard_metadata.ingress_port": 1},
+                                      "P4netemIngress.set_egress_port", {"port": 2})
+    """
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:9559",
+        device_id: int = 1,
+        election_id: int = 1,
+        role: str = "",
+        p4info: P4Info | None = None,
+        timeout: float = 10.0,
+    ):
+        self.address = address
+        self.device_id = device_id
+        self.election_id = election_id
+        self.role = role
+        self.p4info = p4info
+        self.timeout = timeout
+        self.is_primary = False
+        self._channel: grpc.Channel | None = None
+        self._stub: _Stub | None = None
+        self._requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None] = queue.Queue()
+        self._arbitration: queue.Queue[p4runtime_pb2.MasterArbitrationUpdate | P4RuntimeError] = queue.Queue()
+        self._packets: queue.Queue[p4runtime_pb2.PacketIn] = queue.Queue()
+        self._digests: queue.Queue[p4runtime_pb2.DigestList] = queue.Queue()
+        self._stream_errors: queue.Queue[p4runtime_pb2.StreamError] = queue.Queue()
+        self._reader: threading.Thread | None = None
+        self._closing = threading.Event()
+        self.stream_failure: P4RuntimeError | None = None
+
+    # ---- connection and arbitration -------------------------------------------------------------
+
+    def connect(self, timeout: float | None = None) -> P4RuntimeClient:
+        """Open the channel and the stream, and run arbitration. Raises if the device does not answer
+        or rejects the arbitration; a non-primary (backup) client connects with is_primary False."""
+        timeout = self.timeout if timeout is None else timeout
+        self._channel = grpc.insecure_channel(
+            self.address,
+            options=[("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)],
+        )
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            self._channel.close()
+            self._channel = None
+            raise P4RuntimeError(
+                grpc.StatusCode.UNAVAILABLE, f"no P4Runtime server answers at {self.address} after {timeout:.0f} s"
+            ) from None
+        self._stub = _Stub(self._channel)
+        responses = self._stub.StreamChannel(self._request_iterator())
+        self._reader = threading.Thread(target=self._read_stream, args=(responses,), daemon=True, name="p4rt-stream")
+        self._reader.start()
+        self.arbitrate(timeout=timeout)
+        return self
+
+    def arbitrate(self, election_id: int | None = None, timeout: float | None = None) -> bool:
+        """Send a MasterArbitrationUpdate (optionally with a new election id); returns is_primary."""
+        if election_id is not None:
+            self.election_id = election_id
+        msg = p4runtime_pb2.StreamMessageRequest()
+        arb = msg.arbitration
+        arb.device_id = self.device_id
+        arb.election_id.CopyFrom(_uint128(self.election_id))
+        if self.role:
+            arb.role.name = self.role
+        # Answers to earlier requests or unsolicited updates (another client became primary) are old news.
+        while not self._arbitration.empty():
+            self._arbitration.get_nowait()
+        self._requests.put(msg)
+        try:
+            answer = self._arbitration.get(timeout=self.timeout if timeout is None else timeout)
+        except queue.Empty:
+            raise P4RuntimeError(grpc.StatusCode.DEADLINE_EXCEEDED, "no arbitration answer from the device") from None
+        if isinstance(answer, P4RuntimeError):
+            raise answer
+        code = status_code_from_int(answer.status.code)
+        if code not in (grpc.StatusCode.OK, grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.NOT_FOUND):
+            raise P4RuntimeError(code, f"arbitration rejected: {answer.status.message}")
+        # OK: we are primary. ALREADY_EXISTS / NOT_FOUND: a backup (another primary, or none yet).
+        self.is_primary = code == grpc.StatusCode.OK
+        return self.is_primary
+
+    def _request_iterator(self) -> Iterator[p4runtime_pb2.StreamMessageRequest]:
+        while True:
+            item = self._requests.get()
+            if item is None:
+                return
+            yield item
+
+    def _read_stream(self, responses: Iterator[p4runtime_pb2.StreamMessageResponse]) -> None:
+        try:
+            for msg in responses:
+                kind = msg.WhichOneof("update")
+                if kind == "arbitration":
+                    # The device also sends one when the primary changes; keep is_primary current.
+                    self.is_primary = msg.arbitration.status.code == 0
+                    self._arbitration.put(msg.arbitration)
+                elif kind == "packet":
+                    self._packets.put(msg.packet)
+                elif kind == "digest":
+                    self._digests.put(msg.digest)
+                elif kind == "error":
+                    log.warning("stream error from device: %s", msg.error.message)
+                    self._stream_errors.put(msg.error)
+        except grpc.RpcError as err:
+            if not self._closing.is_set():
+                failure = P4RuntimeError.from_rpc_error(err, "P4Runtime stream closed")
+                self.stream_failure = failure
+                self.is_primary = False
+                self._arbitration.put(failure)
+
+    def close(self) -> None:
+        self._closing.set()
+        self._requests.put(None)
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        if self._reader is not None:
+            self._reader.join(timeout=2)
+            self._reader = None
+
+    def __enter__(self) -> P4RuntimeClient:
+        if self._channel is None:
+            self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def stub(self) -> _Stub:
+        if self._stub is None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "client is not connected")
+        return self._stub
+
+    @property
+    def info(self) -> P4Info:
+        if self.p4info is None:
+            raise P4RuntimeError(
+                grpc.StatusCode.FAILED_PRECONDITION, "no P4Info: call set_pipeline() or fetch_pipeline() first"
+            )
+        return self.p4info
+
+    # ---- pipeline config --------------------------------------------------------------------------
+
+    def set_pipeline(
+        self, p4info: P4Info, device_config: bytes = b"", action: str = "VERIFY_AND_COMMIT", cookie: int = 0
+    ) -> None:
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=self.device_id, role=self.role)
+        req.election_id.CopyFrom(_uint128(self.election_id))
+        req.action = p4runtime_pb2.SetForwardingPipelineConfigRequest.Action.Value(action)
+        req.config.p4info.CopyFrom(p4info.message)
+        req.config.p4_device_config = device_config
+        req.config.cookie.cookie = cookie
+        self._call(self.stub.SetForwardingPipelineConfig, req, "SetForwardingPipelineConfig")
+        self.p4info = p4info
+
+    def get_pipeline(self, response_type: str = "ALL") -> tuple[P4Info | None, bytes, int]:
+        """(P4Info or None when the device has none, device config, cookie)."""
+        req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.ResponseType.Value(response_type),
+        )
+        resp = self._call(self.stub.GetForwardingPipelineConfig, req, "GetForwardingPipelineConfig")
+        config = resp.config
+        info = P4Info(config.p4info) if config.HasField("p4info") and config.p4info.tables else None
+        return info, config.p4_device_config, config.cookie.cookie
+
+    def fetch_pipeline(self) -> P4Info:
+        """Adopt the P4Info the device runs."""
+        info, _, _ = self.get_pipeline("P4INFO_AND_COOKIE")
+        if info is None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "the device has no forwarding pipeline")
+        self.p4info = info
+        return info
+
+    # ---- write ------------------------------------------------------------------------------------
+
+    def write(
+        self,
+        updates: Iterable[p4runtime_pb2.Update],
+        atomicity: str = "CONTINUE_ON_ERROR",
+        timeout: float | None = None,
+    ) -> None:
+        """One WriteRequest with all `updates`. Raises WriteError listing the failed updates."""
+        req = p4runtime_pb2.WriteRequest(device_id=self.device_id, role=self.role)
+        req.election_id.CopyFrom(_uint128(self.election_id))
+        req.atomicity = p4runtime_pb2.WriteRequest.Atomicity.Value(atomicity)
+        req.updates.extend(updates)
+        if not req.updates:
+            return
+        try:
+            self.stub.Write(req, timeout=self.timeout if timeout is None else timeout)
+        except grpc.RpcError as err:
+            raise WriteError.from_rpc_error(err, f"Write of {len(req.updates)} update(s) failed") from None
+
+    def insert(self, *entities: object) -> None:
+        self.write(update("INSERT", e) for e in entities)
+
+    def modify(self, *entities: object) -> None:
+        self.write(update("MODIFY", e) for e in entities)
+
+    def delete(self, *entities: object) -> None:
+        self.write(update("DELETE", e) for e in entities)
+
+    def table_entry(
+        self,
+        table: str,
+        match: Mapping[str, MatchSpec] | None = None,
+        action: str | None = None,
+        params: Mapping[str, Value] | None = None,
+        priority: int = 0,
+        is_default: bool = False,
+    ) -> p4runtime_pb2.TableEntry:
+        """Build a TableEntry by names with this client's P4Info."""
+        return build_table_entry(self.info, table, match, action, params, priority, is_default)
+
+    def insert_table_entry(
+        self,
+        table: str,
+        match: Mapping[str, MatchSpec] | None,
+        action: str,
+        params: Mapping[str, Value] | None = None,
+        priority: int = 0,
+    ) -> None:
+        self.insert(self.table_entry(table, match, action, params, priority))
+
+    def modify_table_entry(
+        self,
+        table: str,
+        match: Mapping[str, MatchSpec] | None,
+        action: str,
+        params: Mapping[str, Value] | None = None,
+        priority: int = 0,
+    ) -> None:
+        self.modify(self.table_entry(table, match, action, params, priority))
+
+    def delete_table_entry(self, table: str, match: Mapping[str, MatchSpec] | None, priority: int = 0) -> None:
+        self.delete(self.table_entry(table, match, priority=priority))
+
+    def set_default_action(self, table: str, action: str, params: Mapping[str, Value] | None = None) -> None:
+        self.modify(self.table_entry(table, action=action, params=params, is_default=True))
+
+    def write_register(self, register: str, index: int, value: Value) -> None:
+        self.modify(build_register_entry(self.info, register, index, value))
+
+    def write_counter(self, counter: str, index: int, packets: int = 0, byte_count: int = 0) -> None:
+        self.modify(build_counter_entry(self.info, counter, index, packets, byte_count))
+
+    # ---- read -------------------------------------------------------------------------------------
+
+    def read(self, *entities: object, timeout: float | None = None) -> Iterator[p4runtime_pb2.Entity]:
+        """Stream the entities matching the given (possibly wildcard) entities."""
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id, role=self.role)
+        req.entities.extend(as_entity(e) for e in entities)
+        try:
+            for resp in self.stub.Read(req, timeout=self.timeout if timeout is None else timeout):
+                yield from resp.entities
+        except grpc.RpcError as err:
+            raise P4RuntimeError.from_rpc_error(err, "Read failed") from None
+
+    def read_table_entries(self, table: str | None = None, with_counters: bool = False) -> list[TableEntryView]:
+        """All entries of `table` (of every table when None), decoded; default entries not included."""
+        wildcard = p4runtime_pb2.TableEntry(table_id=self.info.table(table).id if table else 0)
+        if with_counters:
+            wildcard.counter_data.SetInParent()
+        return [decode_table_entry(self.info, e.table_entry) for e in self.read(wildcard)]
+
+    def read_default_entry(self, table: str) -> TableEntryView:
+        wildcard = p4runtime_pb2.TableEntry(table_id=self.info.table(table).id, is_default_action=True)
+        entries = [decode_table_entry(self.info, e.table_entry) for e in self.read(wildcard)]
+        if len(entries) != 1:
+            raise P4RuntimeError(grpc.StatusCode.INTERNAL, f"{table}: expected one default entry, got {len(entries)}")
+        return entries[0]
+
+    def read_counter(self, counter: str, index: int | None = None) -> dict[int, CounterValue]:
+        """index -> (packets, bytes) for one index, or every index when None."""
+        result: dict[int, CounterValue] = {}
+        for e in self.read(build_counter_entry(self.info, counter, index)):
+            c = e.counter_entry
+            result[c.index.index] = CounterValue(c.data.packet_count, c.data.byte_count)
+        return result
+
+    def read_register(self, register: str, index: int | None = None) -> dict[int, int]:
+        """index -> value for one index, or every index when None."""
+        result: dict[int, int] = {}
+        for e in self.read(build_register_entry(self.info, register, index)):
+            r = e.register_entry
+            result[r.index.index] = decode(r.data.bitstring)
+        return result
+
+    # ---- stream: packet I/O and digests -----------------------------------------------------------
+
+    def send_packet_out(self, payload: bytes, **metadata: Value) -> None:
+        """Send a PacketOut; metadata by name of the `packet_out` controller header fields. Fields not
+        given are sent as 0 (P4Runtime wants every field present)."""
+        header = self.info.controller_header("packet_out")
+        unknown = set(metadata) - set(header.metadata)
+        if unknown:
+            raise P4RuntimeError(
+                grpc.StatusCode.NOT_FOUND, f"packet_out has no field {', '.join(sorted(unknown))}"
+            )
+        msg = p4runtime_pb2.StreamMessageRequest()
+        msg.packet.payload = payload
+        for name, field in header.metadata.items():
+            msg.packet.metadata.add(
+                metadata_id=field.id, value=encode(metadata.get(name, 0), field.bitwidth, f"packet_out {name}")
+            )
+        self._requests.put(msg)
+
+    def get_packet_in(self, timeout: float | None = None) -> PacketIn:
+        """Next PacketIn, metadata decoded by name; raises DEADLINE_EXCEEDED when none arrives."""
+        try:
+            msg = self._packets.get(timeout=timeout)
+        except queue.Empty:
+            raise P4RuntimeError(grpc.StatusCode.DEADLINE_EXCEEDED, "no PacketIn arrived in time") from None
+        header = self.info.controller_header("packet_in")
+        md: dict[str, int] = {}
+        for m in msg.metadata:
+            field = header.metadata_by_id.get(m.metadata_id)
+            md[field.name if field else f"#{m.metadata_id}"] = decode(m.value)
+        return PacketIn(msg.payload, md)
+
+    def configure_digest(
+        self, digest: str, max_timeout_ns: int = 0, max_list_size: int = 1, ack_timeout_ns: int = 1_000_000_000
+    ) -> None:
+        """Turn on delivery of a digest (INSERT of its DigestEntry; MODIFY if it exists)."""
+        entry = p4runtime_pb2.DigestEntry(digest_id=self.info.digest(digest).id)
+        entry.config.max_timeout_ns = max_timeout_ns
+        entry.config.max_list_size = max_list_size
+        entry.config.ack_timeout_ns = ack_timeout_ns
+        try:
+            self.insert(entry)
+        except WriteError as err:
+            if err.code != grpc.StatusCode.ALREADY_EXISTS and not any(
+                e.code == grpc.StatusCode.ALREADY_EXISTS for e in err.errors
+            ):
+                raise
+            self.modify(entry)
+
+    def get_digest(self, timeout: float | None = None, ack: bool = True) -> Digest:
+        """Next digest list, decoded by field name (and acknowledged unless ack=False)."""
+        try:
+            msg = self._digests.get(timeout=timeout)
+        except queue.Empty:
+            raise P4RuntimeError(grpc.StatusCode.DEADLINE_EXCEEDED, "no digest arrived in time") from None
+        info = self.info.digest_by_id(msg.digest_id)
+        data = []
+        for item in msg.data:
+            members = item.struct.members if item.HasField("struct") else [item]
+            data.append({name: decode(m.bitstring) for (name, _), m in zip(info.fields, members)})
+        if ack:
+            self.ack_digest(msg.digest_id, msg.list_id)
+        return Digest(info.name, msg.digest_id, msg.list_id, data, msg.timestamp)
+
+    def ack_digest(self, digest_id: int, list_id: int) -> None:
+        msg = p4runtime_pb2.StreamMessageRequest()
+        msg.digest_ack.digest_id = digest_id
+        msg.digest_ack.list_id = list_id
+        self._requests.put(msg)
+
+    def stream_errors(self) -> list[p4runtime_pb2.StreamError]:
+        """StreamErrors received so far (drained)."""
+        errors = []
+        while True:
+            try:
+                errors.append(self._stream_errors.get_nowait())
+            except queue.Empty:
+                return errors
+
+    # ---- helpers ----------------------------------------------------------------------------------
+
+    def _call(self, rpc: Any, request: Any, what: str) -> Any:
+        try:
+            return rpc(request, timeout=self.timeout)
+        except grpc.RpcError as err:
+            raise P4RuntimeError.from_rpc_error(err, f"{what} failed") from None
+

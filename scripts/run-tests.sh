@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `make test` after the build: the Rust unit tests, then every pytest suite under tests/ (unit,
+# contract, dataplane wire tests, ...). Both always run; a summary of both comes last, and the exit
+# status is non-zero if either failed. Full logs: build/test-logs/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:/root/.cargo/bin:$PATH"
+logs=build/test-logs
+mkdir -p "$logs"
+
+echo "==> cargo test --release (dataplane)"
+(cd dataplane && cargo test --release 2>&1) | tee "$logs/cargo.log"
+rust_rc=${PIPESTATUS[0]}
+
+echo "==> pytest tests/"
+.venv/bin/python -m pytest tests -rfEs "$@" 2>&1 | tee "$logs/pytest.log"
+py_rc=${PIPESTATUS[0]}
+
+# Sum the per-binary "test result:" lines of cargo.
+rust_summary=$(awk '/^test result:/ {
+    for (i = 1; i <= NF; i++) {
+      if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i
+    } } END { printf "%d passed, %d failed, %d ignored", p, f, g }' "$logs/cargo.log")
+py_summary=$(grep -E "^=+ .*(passed|failed|error|no tests ran).* =+$" "$logs/pytest.log" | tail -1 | tr -d '=' | sed 's/^ *//')
+
+status() { [ "$1" -eq 0 ] && echo "OK  " || echo "FAIL"; }
+echo
+echo "================ p4netem test summary ================"
+printf "%s  rust   (cargo test): %s\n" "$(status $rust_rc)" "$rust_summary"
+printf "%s  python (pytest)    : %s\n" "$(status $py_rc)" "${py_summary:-see $logs/pytest.log}"
+echo "logs: $logs/cargo.log, $logs/pytest.log"
+echo "======================================================"
+[ "$rust_rc" -eq 0 ] && [ "$py_rc" -eq 0 ]

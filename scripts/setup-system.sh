@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages p4netem needs. Idempotent; safe to re-run.
+# Kept as the one place that lists apt dependencies, so a fresh Debian 12 machine (and CI) gets
+# exactly what a developer machine has.
+set -euo pipefail
+PKGS=(
+  build-essential pkg-config python3-venv python3-dev
+  iproute2 ethtool iperf3 iputils-ping tcpdump
+  mininet
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
