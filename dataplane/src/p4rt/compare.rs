@@ -21,7 +21,7 @@ fn id_hex(id: u32) -> String {
     format!("0x{id:08x}")
 }
 
-fn find_by_id<'a, T>(items: &'a [T], id: u32, get: impl Fn(&T) -> u32) -> Option<&'a T> {
+fn find_by_id<T>(items: &[T], id: u32, get: impl Fn(&T) -> u32) -> Option<&T> {
     items.iter().find(|t| get(t) == id)
 }
 
@@ -308,8 +308,11 @@ fn type_desc(t: &Option<cfg::P4DataTypeSpec>) -> String {
     }
 }
 
-/// Members (name, bitwidth) of a struct-typed spec, resolved through `info.type_info`.
-fn struct_members(t: &Option<cfg::P4DataTypeSpec>, info: &cfg::P4Info) -> Option<(String, Vec<(String, Option<i32>)>)> {
+/// A struct's members as (name, bitwidth if bit<W>).
+type Members = Vec<(String, Option<i32>)>;
+
+/// Name and members of a struct-typed spec, resolved through `info.type_info`.
+fn struct_members(t: &Option<cfg::P4DataTypeSpec>, info: &cfg::P4Info) -> Option<(String, Members)> {
     use cfg::p4_data_type_spec::TypeSpec as T;
     let Some(T::Struct(n)) = t.as_ref()?.type_spec.as_ref() else {
         return None;
@@ -487,7 +490,8 @@ mod tests {
     #[test]
     fn every_kind_of_difference_is_reported() {
         use cfg::match_field::MatchType as M;
-        let cases: Vec<(Box<dyn FnOnce(&mut cfg::P4Info)>, &str)> = vec![
+        type Mutation = Box<dyn FnOnce(&mut cfg::P4Info)>;
+        let cases: Vec<(Mutation, &str)> = vec![
             (Box::new(|g| g.tables[0].match_fields[1].r#match = Some(cfg::match_field::Match::MatchType(M::Exact as i32))),
              "table P4netemIngress.classifier key 3 (meta.ipv4_src): match kind TERNARY expected, got EXACT"),
             (Box::new(|g| g.tables[0].match_fields[1].name = "meta.ipv4_dst".into()),

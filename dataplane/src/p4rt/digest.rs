@@ -10,6 +10,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use crate::state::UpdateKind;
+
 use super::error::{P4Error, P4Result};
 
 /// With `max_list_size` 0 ("no limit") a list is still cut at this many messages, which the spec
@@ -137,6 +139,21 @@ impl DigestEngine {
             return Err(P4Error::not_found(format!("digest {digest_id} is not enabled (INSERT a DigestEntry first)")));
         }
         Ok(())
+    }
+
+    /// A copy holding only the configs, to try a batch of config updates on.
+    pub fn clone_configs(&self) -> DigestEngine {
+        DigestEngine { configs: self.configs.clone(), next_list_id: self.next_list_id, ..Default::default() }
+    }
+
+    /// Apply one DigestEntry update (`config` is required for INSERT and MODIFY).
+    pub fn apply_config(&mut self, kind: UpdateKind, digest_id: u32, config: Option<DigestConfig>) -> P4Result<()> {
+        let need = || P4Error::invalid(format!("digest {digest_id}: config is required"));
+        match kind {
+            UpdateKind::Insert => self.insert(digest_id, config.ok_or_else(need)?),
+            UpdateKind::Modify => self.modify(digest_id, config.ok_or_else(need)?),
+            UpdateKind::Delete => self.delete(digest_id),
+        }
     }
 
     /// A digest message from the data plane. Returns a list when one is complete.

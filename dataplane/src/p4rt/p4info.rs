@@ -5,20 +5,11 @@
 //! Sizes are the runtime capacities (flags may make tables and arrays larger than the contract's
 //! defaults); with default flags the result equals the checked-in `p4src/p4netem.p4info.txtpb`.
 
-use std::collections::HashMap;
-
 use crate::contract::{self, CounterUnit, MatchKind};
+use crate::state::Capacities;
 
 use super::codec::encode_uint;
 use super::proto::p4::config::v1 as cfg;
-
-/// Runtime sizes of the sized objects, by id. Objects not listed keep the contract's size.
-#[derive(Clone, Debug, Default)]
-pub struct Sizes {
-    pub tables: HashMap<u32, u32>,
-    pub counters: HashMap<u32, u32>,
-    pub registers: HashMap<u32, u32>,
-}
 
 /// Shortest dot-separated suffix of each name that no other name in the list ends with (p4c's
 /// default alias rule).
@@ -67,7 +58,7 @@ fn match_type(kind: &MatchKind) -> cfg::match_field::MatchType {
 }
 
 /// Build the target's P4Info.
-pub fn build(sizes: &Sizes) -> cfg::P4Info {
+pub fn build(caps: &Capacities) -> cfg::P4Info {
     let table_names: Vec<&str> = contract::TABLES.iter().map(|t| t.name).collect();
     let table_aliases = aliases(&table_names);
     let tables = contract::TABLES
@@ -101,7 +92,7 @@ pub fn build(sizes: &Sizes) -> cfg::P4Info {
                     action_id: t.default_action_id,
                     arguments: default_args,
                 }),
-                size: sizes.tables.get(&t.id).copied().unwrap_or(t.size) as i64,
+                size: caps.table_size(t.id).unwrap_or(t.size) as i64,
                 ..Default::default()
             }
         })
@@ -140,7 +131,7 @@ pub fn build(sizes: &Sizes) -> cfg::P4Info {
             cfg::Counter {
                 preamble: preamble(c.id, c.name, alias, Vec::new()),
                 spec: Some(cfg::CounterSpec { unit: unit as i32 }),
-                size: sizes.counters.get(&c.id).copied().unwrap_or(c.size) as i64,
+                size: caps.counter_size(c.id).unwrap_or(c.size) as i64,
                 ..Default::default()
             }
         })
@@ -153,7 +144,7 @@ pub fn build(sizes: &Sizes) -> cfg::P4Info {
         .map(|(r, alias)| cfg::Register {
             preamble: preamble(r.id, r.name, alias, Vec::new()),
             type_spec: bit_type(r.bits),
-            size: sizes.registers.get(&r.id).copied().unwrap_or(r.size) as i32,
+            size: caps.register_size(r.id).unwrap_or(r.size) as i32,
             ..Default::default()
         })
         .collect();
@@ -232,7 +223,7 @@ mod tests {
 
     #[test]
     fn p4info_matches_the_contract() {
-        let info = build(&Sizes::default());
+        let info = build(&Capacities::default());
         assert_eq!(info.pkg_info.as_ref().unwrap().arch, "v1model");
         assert_eq!(info.tables.len(), contract::TABLES.len());
         for (t, def) in info.tables.iter().zip(contract::TABLES) {
@@ -265,11 +256,13 @@ mod tests {
     }
 
     #[test]
-    fn runtime_sizes_override_contract_sizes() {
-        let t = &contract::TABLES[0];
-        let mut sizes = Sizes::default();
-        sizes.tables.insert(t.id, t.size * 4);
-        let info = build(&sizes);
-        assert_eq!(info.tables[0].size, (t.size * 4) as i64);
+    fn runtime_sizes_follow_the_capacities() {
+        let caps = Capacities { classifier_entries: 100_000, profiles: 8192, ..Capacities::default() };
+        let info = build(&caps);
+        let size_of = |id: u32| info.tables.iter().find(|t| t.preamble.as_ref().unwrap().id == id).unwrap().size;
+        assert_eq!(size_of(contract::TABLE_CLASSIFIER), 100_000);
+        assert_eq!(size_of(contract::TABLE_PROFILE), 16384);
+        let reg = info.registers.iter().find(|r| r.preamble.as_ref().unwrap().id == contract::REG_NEXT_FREE_NS).unwrap();
+        assert_eq!(reg.size, 16384);
     }
 }

@@ -115,12 +115,13 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::p4rt::p4info::{build, Sizes};
+    use crate::p4rt::p4info::build;
+    use crate::state::Capacities;
     use tonic::Code;
 
     fn config(device: &[u8], cookie: u64) -> pb::ForwardingPipelineConfig {
         pb::ForwardingPipelineConfig {
-            p4info: Some(build(&Sizes::default())),
+            p4info: Some(build(&Capacities::default())),
             p4_device_config: device.to_vec(),
             cookie: Some(pb::forwarding_pipeline_config::Cookie { cookie }),
         }
@@ -128,7 +129,7 @@ mod tests {
 
     #[test]
     fn get_before_set_returns_our_p4info() {
-        let p = Pipeline::new(build(&Sizes::default()));
+        let p = Pipeline::new(build(&Capacities::default()));
         let c = p.get(ResponseType::All as i32).unwrap();
         assert_eq!(c.p4info.as_ref(), Some(p.p4info()));
         assert!(c.p4_device_config.is_empty());
@@ -137,7 +138,7 @@ mod tests {
 
     #[test]
     fn set_then_get_is_symmetric_and_response_types_select_fields() {
-        let mut p = Pipeline::new(build(&Sizes::default()));
+        let mut p = Pipeline::new(build(&Capacities::default()));
         assert_eq!(p.set(Action::VerifyAndCommit as i32, Some(config(b"{\"bmv2\":1}", 42))), Ok(Effect::ClearForwardingState));
         assert_eq!(p.get(ResponseType::All as i32).unwrap(), config(b"{\"bmv2\":1}", 42));
         let c = p.get(ResponseType::CookieOnly as i32).unwrap();
@@ -150,7 +151,7 @@ mod tests {
 
     #[test]
     fn verify_save_commit_flow() {
-        let mut p = Pipeline::new(build(&Sizes::default()));
+        let mut p = Pipeline::new(build(&Capacities::default()));
         assert_eq!(p.set(Action::Commit as i32, None).unwrap_err().code, Code::NotFound);
         assert_eq!(p.set(Action::Verify as i32, Some(config(b"a", 1))), Ok(Effect::KeepState));
         assert_eq!(p.get(ResponseType::CookieOnly as i32).unwrap().cookie, None);
@@ -165,7 +166,7 @@ mod tests {
 
     #[test]
     fn bad_configs_are_invalid_argument_with_the_first_mismatch() {
-        let mut p = Pipeline::new(build(&Sizes::default()));
+        let mut p = Pipeline::new(build(&Capacities::default()));
         assert_eq!(p.set(Action::Unspecified as i32, Some(config(b"", 0))).unwrap_err().code, Code::InvalidArgument);
         assert_eq!(p.set(Action::Verify as i32, None).unwrap_err().code, Code::InvalidArgument);
         let mut c = config(b"", 0);

@@ -1,0 +1,141 @@
+//! The Read RPC: each requested entity is a filter; ids of 0 and unset indices are wildcards
+//! (P4Runtime spec, "Wildcard Reads"). Values come back canonical, so what a client wrote
+//! canonically reads back identical (read-write symmetry).
+
+use crate::contract;
+use crate::state::SwitchControl;
+
+use super::codec::encode_uint;
+use super::digest::DigestEngine;
+use super::entries::{decode_query, encode_default, encode_entry};
+use super::error::{P4Error, P4Result};
+use super::proto::p4::v1 as pb;
+use super::write::check_index;
+
+fn entity(e: pb::entity::Entity) -> pb::Entity {
+    pb::Entity { entity: Some(e) }
+}
+
+fn indices(index: Option<u32>, size: u32) -> impl Iterator<Item = u32> {
+    let (lo, hi) = match index {
+        Some(i) => (i, i + 1),
+        None => (0, size),
+    };
+    lo..hi
+}
+
+/// Append the entities matching `req` to `out`.
+pub fn read_entity(
+    control: &SwitchControl,
+    digests: &DigestEngine,
+    req: &pb::Entity,
+    out: &mut Vec<pb::Entity>,
+) -> P4Result<()> {
+    use pb::entity::Entity as E;
+    let Some(req) = req.entity.as_ref() else {
+        return Err(P4Error::invalid("entity is empty: set one entity type (wildcard reads go per type)"));
+    };
+    match req {
+        E::TableEntry(te) => {
+            let q = decode_query(te)?;
+            if q.default_entry {
+                let action = control.default_action(q.table_id)?;
+                out.push(entity(E::TableEntry(encode_default(q.table_id, &action))));
+            } else {
+                for e in control.read_table(q.table_id)? {
+                    if q.accepts(&e) {
+                        out.push(entity(E::TableEntry(encode_entry(&e))));
+                    }
+                }
+            }
+        }
+        E::CounterEntry(c) => {
+            let defs: Vec<&contract::CounterDef> = if c.counter_id == 0 {
+                if c.index.is_some() {
+                    return Err(P4Error::invalid("a read of all counters (counter_id 0) cannot select an index"));
+                }
+                contract::COUNTERS.iter().collect()
+            } else {
+                vec![contract::counter(c.counter_id).ok_or_else(|| {
+                    P4Error::invalid(format!("unknown counter id {} (0x{:08x})", c.counter_id, c.counter_id))
+                })?]
+            };
+            for def in defs {
+                let size = control.counter_size(def.id)?;
+                let index = check_index(&c.index, size, &format!("counter {}", def.name))?;
+                for i in indices(index, size) {
+                    let (bytes, packets) = control.read_counter(def.id, i)?;
+                    out.push(entity(E::CounterEntry(pb::CounterEntry {
+                        counter_id: def.id,
+                        index: Some(pb::Index { index: i as i64 }),
+                        data: Some(pb::CounterData { byte_count: bytes as i64, packet_count: packets as i64 }),
+                    })));
+                }
+            }
+        }
+        E::RegisterEntry(r) => {
+            let defs: Vec<&contract::RegisterDef> = if r.register_id == 0 {
+                if r.index.is_some() {
+                    return Err(P4Error::invalid("a read of all registers (register_id 0) cannot select an index"));
+                }
+                contract::REGISTERS.iter().collect()
+            } else {
+                vec![contract::register(r.register_id).ok_or_else(|| {
+                    P4Error::invalid(format!("unknown register id {} (0x{:08x})", r.register_id, r.register_id))
+                })?]
+            };
+            for def in defs {
+                let size = control.register_size(def.id)?;
+                let index = check_index(&r.index, size, &format!("register {}", def.name))?;
+                for i in indices(index, size) {
+                    let v = control.read_register(def.id, i)?;
+                    out.push(entity(E::RegisterEntry(pb::RegisterEntry {
+                        register_id: def.id,
+                        index: Some(pb::Index { index: i as i64 }),
+                        data: Some(pb::P4Data { data: Some(pb::p4_data::Data::Bitstring(encode_uint(v))) }),
+                    })));
+                }
+            }
+        }
+        E::DigestEntry(d) => {
+            if d.digest_id != 0 && contract::digest(d.digest_id).is_none() {
+                return Err(P4Error::invalid(format!("unknown digest id {} (0x{:08x})", d.digest_id, d.digest_id)));
+            }
+            for (id, cfg) in digests.configs() {
+                if d.digest_id == 0 || d.digest_id == id {
+                    out.push(entity(E::DigestEntry(pb::DigestEntry {
+                        digest_id: id,
+                        config: Some(pb::digest_entry::Config {
+                            max_timeout_ns: cfg.max_timeout_ns,
+                            max_list_size: cfg.max_list_size,
+                            ack_timeout_ns: cfg.ack_timeout_ns,
+                        }),
+                    })));
+                }
+            }
+        }
+        // Object kinds this pipeline has none of: a wildcard finds nothing, an id is unknown.
+        E::MeterEntry(m) if m.meter_id != 0 => {
+            return Err(P4Error::invalid(format!("unknown meter id {} (this target has no meters)", m.meter_id)))
+        }
+        E::ValueSetEntry(v) if v.value_set_id != 0 => {
+            return Err(P4Error::invalid(format!("unknown value set id {} (this target has no value sets)", v.value_set_id)))
+        }
+        E::ExternEntry(x) if x.extern_type_id != 0 => {
+            return Err(P4Error::invalid(format!("unknown extern type {} (this target has no externs)", x.extern_type_id)))
+        }
+        E::ActionProfileMember(m) if m.action_profile_id != 0 => {
+            return Err(P4Error::invalid(format!("unknown action profile id {}", m.action_profile_id)))
+        }
+        E::ActionProfileGroup(g) if g.action_profile_id != 0 => {
+            return Err(P4Error::invalid(format!("unknown action profile id {}", g.action_profile_id)))
+        }
+        E::MeterEntry(_) | E::ValueSetEntry(_) | E::ExternEntry(_) | E::ActionProfileMember(_) | E::ActionProfileGroup(_) => {}
+        E::DirectCounterEntry(_) => return Err(P4Error::invalid("this target has no direct counters")),
+        E::DirectMeterEntry(_) => return Err(P4Error::invalid("this target has no direct meters")),
+        E::PacketReplicationEngineEntry(_) => {
+            return Err(P4Error::unimplemented("multicast groups and clone sessions are not supported"))
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,329 @@
+//! The tonic P4Runtime service: request-level checks (device, role, primary), locking, and the
+//! mapping of per-update/per-entity errors onto the spec's batch error format. The protocol rules
+//! themselves live in the sibling modules.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use prost::Message;
+use tokio::sync::{mpsc, Notify, RwLock};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codegen::Bytes;
+use tonic::{Code, Request, Response, Status};
+
+use crate::state::SwitchControl;
+
+use super::arbitration::GroupKey;
+use super::digest::DigestEngine;
+use super::error::{P4Error, P4Result};
+use super::p4info;
+use super::pipeline::{Effect, Pipeline};
+use super::proto::google::rpc;
+use super::proto::p4::v1 as pb;
+use super::proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
+use super::read::read_entity;
+use super::stream::{u128_of, Sessions, STREAM_QUEUE};
+use super::write::{self, decode_op, dataplane_atomic_capable};
+use super::ServerConfig;
+
+/// Entities per ReadResponse message: keeps each message far below gRPC's default 4 MiB limit.
+const READ_CHUNK: usize = 1000;
+
+/// The P4Runtime API version we implement: that of the p4runtime package the protos came from.
+pub const API_VERSION: &str = env!("P4RUNTIME_PROTO_VERSION");
+
+/// Everything the RPC handlers and background tasks share.
+pub struct Shared {
+    pub control: SwitchControl,
+    pub device_id: u64,
+    pub cpu_port: Option<u32>,
+    pub sessions: Mutex<Sessions>,
+    pub next_client: AtomicU64,
+    pub pipeline: Mutex<Pipeline>,
+    pub digests: Mutex<DigestEngine>,
+    pub digest_wake: Notify,
+    /// Writes (and pipeline commits) exclusive, reads shared: a Read sees a batch entirely or not
+    /// at all, and batches are serializable.
+    pub ops: RwLock<()>,
+    /// Runtime table sizes, for the capacity checks of atomic batches.
+    table_sizes: std::collections::HashMap<u32, u32>,
+}
+
+impl Shared {
+    pub fn new(control: SwitchControl, cfg: &ServerConfig) -> Arc<Self> {
+        let info = p4info::build(&control.capacities());
+        let table_sizes = info
+            .tables
+            .iter()
+            .filter_map(|t| t.preamble.as_ref().map(|p| (p.id, t.size.clamp(0, u32::MAX as i64) as u32)))
+            .collect();
+        Arc::new(Shared {
+            control,
+            device_id: cfg.device_id,
+            cpu_port: cfg.cpu_port,
+            sessions: Mutex::new(Sessions::default()),
+            next_client: AtomicU64::new(1),
+            pipeline: Mutex::new(Pipeline::new(info)),
+            digests: Mutex::new(DigestEngine::new()),
+            digest_wake: Notify::new(),
+            ops: RwLock::new(()),
+            table_sizes,
+        })
+    }
+
+    fn check_device(&self, device_id: u64) -> P4Result<()> {
+        if device_id != self.device_id {
+            return Err(P4Error::not_found(format!(
+                "unknown device id {device_id} (this target is device {})",
+                self.device_id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Only the default role exists: a named role is unknown (NOT_FOUND, as the spec says for
+    /// Write, Read and SetForwardingPipelineConfig).
+    fn check_role(role: &str, legacy_role_id: u64) -> P4Result<()> {
+        if !role.is_empty() || legacy_role_id != 0 {
+            return Err(P4Error::not_found(format!(
+                "unknown role {:?}: this target only has the default role",
+                if role.is_empty() { legacy_role_id.to_string() } else { role.to_string() }
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_primary(&self, role: &str, election_id: Option<&pb::Uint128>) -> P4Result<()> {
+        let key = GroupKey { device_id: self.device_id, role: role.to_string() };
+        let election = election_id.map(u128_of);
+        if self.sessions.lock().unwrap().arbiter.is_primary(&key, election) {
+            return Ok(());
+        }
+        Err(P4Error::permission_denied(match election {
+            None => "election_id is unset: only the primary controller may write".to_string(),
+            Some(e) => format!(
+                "election id {e} is not the primary's: only the primary controller may write \
+                 (arbitrate on StreamChannel with the highest election id first)"
+            ),
+        }))
+    }
+
+    fn capacity(&self, table_id: u32) -> u32 {
+        self.table_sizes.get(&table_id).copied().unwrap_or(u32::MAX)
+    }
+}
+
+/// The spec's batch error: overall UNKNOWN, one p4.v1.Error per element in `details`, OK ones
+/// with only the code set. The message repeats the first failure for clients that only print it.
+fn batch_status(results: &[P4Result<()>], what: &str) -> Status {
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    let first = results.iter().enumerate().find_map(|(i, r)| r.as_ref().err().map(|e| (i, e)));
+    let message = match first {
+        Some((i, e)) => format!(
+            "{what} failed for {failed} of {} {}s; first: {} {i}: {:?}: {}",
+            results.len(),
+            if what == "Write" { "update" } else { "entity" },
+            if what == "Write" { "update" } else { "entity" },
+            e.code,
+            e.message
+        ),
+        None => format!("{what} failed"),
+    };
+    let details = results
+        .iter()
+        .map(|r| {
+            let err = match r {
+                Ok(()) => pb::Error { canonical_code: Code::Ok as i32, ..Default::default() },
+                Err(e) => pb::Error {
+                    canonical_code: e.code as i32,
+                    message: e.message.clone(),
+                    space: "p4netem-switch".to_string(),
+                    code: 0,
+                    details: None,
+                },
+            };
+            prost_types::Any { type_url: "type.googleapis.com/p4.v1.Error".to_string(), value: err.encode_to_vec() }
+        })
+        .collect();
+    let st = rpc::Status { code: Code::Unknown as i32, message: message.clone(), details };
+    Status::with_details(Code::Unknown, message, Bytes::from(st.encode_to_vec()))
+}
+
+pub struct Service {
+    shared: Arc<Shared>,
+}
+
+type ResponseStream<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl P4Runtime for Service {
+    async fn write(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
+        let req = request.into_inner();
+        let s = &self.shared;
+        s.check_device(req.device_id)?;
+        #[allow(deprecated)]
+        Shared::check_role(&req.role, req.role_id)?;
+        s.check_primary(&req.role, req.election_id.as_ref())?;
+        use pb::write_request::Atomicity;
+        let atomicity = Atomicity::try_from(req.atomicity)
+            .map_err(|_| P4Error::invalid(format!("unknown atomicity {}", req.atomicity)))?;
+        let mode = match atomicity {
+            Atomicity::ContinueOnError => None,
+            Atomicity::RollbackOnError => Some("ROLLBACK_ON_ERROR"),
+            Atomicity::DataplaneAtomic => Some("DATAPLANE_ATOMIC"),
+        };
+
+        let _guard = s.ops.write().await;
+        let ops: Vec<P4Result<write::Op>> = req
+            .updates
+            .iter()
+            .map(|u| decode_op(&s.control, u))
+            .collect();
+        if atomicity == Atomicity::DataplaneAtomic && !dataplane_atomic_capable(&ops) {
+            return Err(P4Error::unimplemented(
+                "DATAPLANE_ATOMIC batches may hold only table match entries (default entries, registers, counters \
+                 and digest configs are separate stores); use ROLLBACK_ON_ERROR for all-or-nothing",
+            )
+            .into());
+        }
+        let results = {
+            let mut digests = s.digests.lock().unwrap();
+            write::apply(&s.control, &mut digests, ops, mode, |t| s.capacity(t))
+        };
+        s.digest_wake.notify_one();
+        if results.iter().all(|r| r.is_ok()) {
+            Ok(Response::new(pb::WriteResponse {}))
+        } else {
+            Err(batch_status(&results, "Write"))
+        }
+    }
+
+    type ReadStream = ResponseStream<pb::ReadResponse>;
+
+    async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
+        let req = request.into_inner();
+        let s = &self.shared;
+        s.check_device(req.device_id)?;
+        Shared::check_role(&req.role, 0)?;
+        let mut entities = Vec::new();
+        let results: Vec<P4Result<()>> = {
+            let _guard = s.ops.read().await;
+            let digests = s.digests.lock().unwrap();
+            req.entities.iter().map(|e| read_entity(&s.control, &digests, e, &mut entities)).collect()
+        };
+        let mut items: Vec<Result<pb::ReadResponse, Status>> = Vec::new();
+        let mut rest = entities;
+        while !rest.is_empty() {
+            let tail = rest.split_off(rest.len().min(READ_CHUNK));
+            items.push(Ok(pb::ReadResponse { entities: rest }));
+            rest = tail;
+        }
+        if results.iter().any(|r| r.is_err()) {
+            items.push(Err(batch_status(&results, "Read")));
+        }
+        Ok(Response::new(Box::pin(tokio_stream::iter(items))))
+    }
+
+    async fn set_forwarding_pipeline_config(
+        &self,
+        request: Request<pb::SetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<pb::SetForwardingPipelineConfigResponse>, Status> {
+        let req = request.into_inner();
+        let s = &self.shared;
+        s.check_device(req.device_id)?;
+        #[allow(deprecated)]
+        Shared::check_role(&req.role, req.role_id)?;
+        s.check_primary(&req.role, req.election_id.as_ref())?;
+        let _guard = s.ops.write().await;
+        let effect = s.pipeline.lock().unwrap().set(req.action, req.config)?;
+        if effect == Effect::ClearForwardingState {
+            s.control.reset_all();
+            s.digests.lock().unwrap().reset();
+            s.digest_wake.notify_one();
+        }
+        Ok(Response::new(pb::SetForwardingPipelineConfigResponse {}))
+    }
+
+    async fn get_forwarding_pipeline_config(
+        &self,
+        request: Request<pb::GetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<pb::GetForwardingPipelineConfigResponse>, Status> {
+        let req = request.into_inner();
+        self.shared.check_device(req.device_id)?;
+        let config = self.shared.pipeline.lock().unwrap().get(req.response_type)?;
+        Ok(Response::new(pb::GetForwardingPipelineConfigResponse { config: Some(config) }))
+    }
+
+    type StreamChannelStream = ResponseStream<pb::StreamMessageResponse>;
+
+    async fn stream_channel(
+        &self,
+        request: Request<tonic::Streaming<pb::StreamMessageRequest>>,
+    ) -> Result<Response<Self::StreamChannelStream>, Status> {
+        let mut inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        let shared = self.shared.clone();
+        let client = shared.next_client.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            loop {
+                let msg = tokio::select! {
+                    m = inbound.message() => m,
+                    // The client stopped reading responses: the stream is gone.
+                    _ = tx.closed() => break,
+                };
+                match msg {
+                    Ok(Some(m)) => {
+                        if let Err(status) = shared.on_stream_message(client, &tx, m) {
+                            // Arbitration errors terminate the stream with that status.
+                            let _ = tx.send(Err(status)).await;
+                            break;
+                        }
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            shared.stream_closed(client);
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn capabilities(
+        &self,
+        request: Request<pb::CapabilitiesRequest>,
+    ) -> Result<Response<pb::CapabilitiesResponse>, Status> {
+        let req = request.into_inner();
+        // Older clients do not set device_id; 0 means "the device".
+        if req.device_id != 0 {
+            self.shared.check_device(req.device_id)?;
+        }
+        Ok(Response::new(pb::CapabilitiesResponse {
+            p4runtime_api_version: API_VERSION.to_string(),
+            experimental: None,
+        }))
+    }
+}
+
+/// Run the P4Runtime server until `shutdown` completes.
+pub async fn serve(
+    control: SwitchControl,
+    cfg: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let shared = Shared::new(control, &cfg);
+    let packet_ins = tokio::spawn(shared.clone().pump_packet_ins());
+    let digests = tokio::spawn(shared.clone().pump_digests());
+    let service = P4RuntimeServer::new(Service { shared })
+        // P4Info, big batches and bmv2 JSON device configs exceed tonic's 4 MiB default.
+        .max_decoding_message_size(256 << 20)
+        .max_encoding_message_size(256 << 20);
+    tracing::info!(addr = %cfg.addr, device_id = cfg.device_id, "P4Runtime server listening");
+    let result = tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_shutdown(cfg.addr, shutdown)
+        .await;
+    packet_ins.abort();
+    digests.abort();
+    result.map_err(|e| anyhow::anyhow!("P4Runtime server on {}: {e}", cfg.addr))
+}

@@ -1,0 +1,367 @@
+//! The Write RPC's updates: decode each into an operation on the store, then apply the batch with
+//! the requested atomicity.
+//!
+//! - CONTINUE_ON_ERROR: every valid update is applied; each update gets its own status.
+//! - ROLLBACK_ON_ERROR and DATAPLANE_ATOMIC: all or nothing. Every update is decoded and checked
+//!   first (including against the current table contents: duplicates, missing entries, capacity);
+//!   if any fails, nothing is applied and the updates that were fine are reported ABORTED. The
+//!   table updates of a batch reach the data plane as one snapshot, so a DATAPLANE_ATOMIC batch of
+//!   table entries is atomic for packets. Default entries, registers and counters are separate
+//!   stores, so a DATAPLANE_ATOMIC batch that contains them is UNIMPLEMENTED (the spec's answer for
+//!   batches a target cannot apply atomically).
+
+use std::collections::HashMap;
+
+use tonic::Code;
+
+use crate::contract;
+use crate::state::{SwitchControl, TableEntry, UpdateKind};
+
+use super::codec::decode_uint;
+use super::digest::{DigestConfig, DigestEngine};
+use super::entries::{decode_update, TableOp};
+use super::error::{P4Error, P4Result};
+use super::proto::p4::v1 as pb;
+
+/// One decoded update.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Table(TableOp),
+    /// index None = every cell.
+    Register { id: u32, index: Option<u32>, value: u128 },
+    /// index None = every cell; data None = leave unchanged.
+    Counter { id: u32, index: Option<u32>, data: Option<(u64, u64)> },
+    Digest { kind: UpdateKind, id: u32, config: Option<DigestConfig> },
+}
+
+fn update_kind(t: i32) -> P4Result<UpdateKind> {
+    match pb::update::Type::try_from(t) {
+        Ok(pb::update::Type::Insert) => Ok(UpdateKind::Insert),
+        Ok(pb::update::Type::Modify) => Ok(UpdateKind::Modify),
+        Ok(pb::update::Type::Delete) => Ok(UpdateKind::Delete),
+        _ => Err(P4Error::invalid(format!("update type {t} is not INSERT, MODIFY or DELETE"))),
+    }
+}
+
+/// Validate an optional array index against the array's runtime size.
+pub(super) fn check_index(index: &Option<pb::Index>, size: u32, what: &str) -> P4Result<Option<u32>> {
+    match index {
+        None => Ok(None),
+        Some(i) if i.index < 0 => Err(P4Error::invalid(format!("{what}: negative index {}", i.index))),
+        Some(i) if i.index >= size as i64 => Err(P4Error::out_of_range(format!(
+            "{what}: index {} out of range (size {size}, valid 0..={})",
+            i.index,
+            size.saturating_sub(1)
+        ))),
+        Some(i) => Ok(Some(i.index as u32)),
+    }
+}
+
+pub fn decode_op(control: &SwitchControl, u: &pb::Update) -> P4Result<Op> {
+    use pb::entity::Entity as E;
+    let kind = update_kind(u.r#type)?;
+    let entity = u
+        .entity
+        .as_ref()
+        .and_then(|e| e.entity.as_ref())
+        .ok_or_else(|| P4Error::invalid("update has no entity"))?;
+    match entity {
+        E::TableEntry(te) => Ok(Op::Table(decode_update(kind, te)?)),
+        E::RegisterEntry(r) => {
+            let def = contract::register(r.register_id)
+                .ok_or_else(|| P4Error::invalid(format!("unknown register id {} (0x{:08x})", r.register_id, r.register_id)))?;
+            let what = format!("register {}", def.name);
+            if kind != UpdateKind::Modify {
+                return Err(P4Error::invalid(format!("{what}: registers can only be modified (use MODIFY)")));
+            }
+            let size = control.register_size(def.id)?;
+            let index = check_index(&r.index, size, &what)?;
+            let value = match r.data.as_ref().and_then(|d| d.data.as_ref()) {
+                Some(pb::p4_data::Data::Bitstring(b)) => decode_uint(b, def.bits, &format_args!("{what} value"))?,
+                Some(_) => return Err(P4Error::invalid(format!("{what}: data must be a bitstring (bit<{}>)", def.bits))),
+                None => return Err(P4Error::invalid(format!("{what}: data is missing"))),
+            };
+            Ok(Op::Register { id: def.id, index, value })
+        }
+        E::CounterEntry(c) => {
+            let def = contract::counter(c.counter_id)
+                .ok_or_else(|| P4Error::invalid(format!("unknown counter id {} (0x{:08x})", c.counter_id, c.counter_id)))?;
+            let what = format!("counter {}", def.name);
+            if kind != UpdateKind::Modify {
+                return Err(P4Error::invalid(format!("{what}: counters can only be modified (use MODIFY)")));
+            }
+            let size = control.counter_size(def.id)?;
+            let index = check_index(&c.index, size, &what)?;
+            let data = match &c.data {
+                None => None,
+                Some(d) if d.byte_count < 0 || d.packet_count < 0 => {
+                    return Err(P4Error::invalid(format!("{what}: counts must not be negative")))
+                }
+                Some(d) => Some((d.byte_count as u64, d.packet_count as u64)),
+            };
+            Ok(Op::Counter { id: def.id, index, data })
+        }
+        E::DigestEntry(d) => {
+            let def = contract::digest(d.digest_id)
+                .ok_or_else(|| P4Error::invalid(format!("unknown digest id {} (0x{:08x})", d.digest_id, d.digest_id)))?;
+            let config = match (&d.config, kind) {
+                (_, UpdateKind::Delete) => None,
+                (Some(c), _) => {
+                    let c = DigestConfig {
+                        max_timeout_ns: c.max_timeout_ns,
+                        max_list_size: c.max_list_size,
+                        ack_timeout_ns: c.ack_timeout_ns,
+                    };
+                    c.validate().map_err(|e| e.context(format_args!("digest {}", def.name)))?;
+                    Some(c)
+                }
+                (None, _) => return Err(P4Error::invalid(format!("digest {}: config is required", def.name))),
+            };
+            Ok(Op::Digest { kind, id: def.id, config })
+        }
+        E::DirectCounterEntry(_) => Err(P4Error::invalid("this target has no direct counters")),
+        E::DirectMeterEntry(_) => Err(P4Error::invalid("this target has no direct meters")),
+        E::MeterEntry(m) => Err(P4Error::invalid(format!("unknown meter id {} (this target has no meters)", m.meter_id))),
+        E::ValueSetEntry(v) => {
+            Err(P4Error::invalid(format!("unknown value set id {} (this target has no value sets)", v.value_set_id)))
+        }
+        E::ExternEntry(x) => Err(P4Error::invalid(format!("unknown extern type {} (this target has no externs)", x.extern_type_id))),
+        E::ActionProfileMember(_) | E::ActionProfileGroup(_) => {
+            Err(P4Error::unimplemented("action profiles are not supported (this target has none)"))
+        }
+        E::PacketReplicationEngineEntry(_) => {
+            Err(P4Error::unimplemented("multicast groups and clone sessions are not supported"))
+        }
+    }
+}
+
+/// A byte string identifying a match entry within its table (match fields + priority).
+fn entry_key(e: &TableEntry) -> Vec<u8> {
+    use crate::state::FieldMatch as F;
+    let mut k = Vec::with_capacity(e.matches.len() * 33 + 4);
+    k.extend_from_slice(&e.priority.to_be_bytes());
+    for m in &e.matches {
+        match m {
+            None => k.push(0),
+            Some(F::Exact(v)) => {
+                k.push(1);
+                k.extend_from_slice(&v.to_be_bytes());
+            }
+            Some(F::Ternary { value, mask }) => {
+                k.push(2);
+                k.extend_from_slice(&value.to_be_bytes());
+                k.extend_from_slice(&mask.to_be_bytes());
+            }
+            Some(F::Range { lo, hi }) => {
+                k.push(3);
+                k.extend_from_slice(&lo.to_be_bytes());
+                k.extend_from_slice(&hi.to_be_bytes());
+            }
+            Some(F::Lpm { value, prefix_len }) => {
+                k.push(4);
+                k.extend_from_slice(&value.to_be_bytes());
+                k.extend_from_slice(&prefix_len.to_be_bytes());
+            }
+        }
+    }
+    k
+}
+
+/// Table contents as of the start of the batch, loaded per table on first use and kept up to
+/// date as the batch is simulated.
+struct Shadow<'a> {
+    control: &'a SwitchControl,
+    tables: HashMap<u32, HashMap<Vec<u8>, TableEntry>>,
+}
+
+impl<'a> Shadow<'a> {
+    fn table(&mut self, table_id: u32) -> P4Result<&mut HashMap<Vec<u8>, TableEntry>> {
+        if !self.tables.contains_key(&table_id) {
+            let entries = self.control.read_table(table_id)?;
+            self.tables.insert(table_id, entries.into_iter().map(|e| (entry_key(&e), e)).collect());
+        }
+        Ok(self.tables.get_mut(&table_id).expect("just inserted"))
+    }
+}
+
+fn describe_table(table_id: u32) -> &'static str {
+    contract::table(table_id).map_or("?", |t| t.name)
+}
+
+/// Check one table update against the shadow and record its effect there; returns the update to
+/// hand to the store (MODIFY without an action keeps the stored action) and the entry it replaces
+/// (for rollback).
+fn simulate(
+    shadow: &mut Shadow,
+    kind: UpdateKind,
+    mut entry: TableEntry,
+    action_given: bool,
+    capacity: u32,
+) -> P4Result<((UpdateKind, TableEntry), Option<TableEntry>)> {
+    let key = entry_key(&entry);
+    let name = describe_table(entry.table_id);
+    let table = shadow.table(entry.table_id)?;
+    let old = table.get(&key).cloned();
+    match (kind, &old) {
+        (UpdateKind::Insert, Some(_)) => {
+            return Err(P4Error::new(Code::AlreadyExists, format!("table {name}: an entry with this match key and priority exists")))
+        }
+        (UpdateKind::Insert, None) if table.len() >= capacity as usize => {
+            return Err(P4Error::new(Code::ResourceExhausted, format!("table {name} is full ({capacity} entries)")))
+        }
+        (UpdateKind::Modify | UpdateKind::Delete, None) => {
+            return Err(P4Error::not_found(format!("table {name}: no entry with this match key and priority")))
+        }
+        _ => {}
+    }
+    if kind == UpdateKind::Modify && !action_given {
+        entry.action = old.as_ref().expect("checked above").action.clone();
+    }
+    match kind {
+        UpdateKind::Delete => {
+            table.remove(&key);
+        }
+        _ => {
+            table.insert(key, entry.clone());
+        }
+    }
+    Ok(((kind, entry), old))
+}
+
+/// The inverse of an applied table update.
+fn inverse(kind: UpdateKind, entry: &TableEntry, old: Option<TableEntry>) -> (UpdateKind, TableEntry) {
+    match (kind, old) {
+        (UpdateKind::Insert, _) => (UpdateKind::Delete, entry.clone()),
+        (UpdateKind::Modify, Some(o)) => (UpdateKind::Modify, o),
+        (UpdateKind::Delete, Some(o)) => (UpdateKind::Insert, o),
+        (_, None) => (UpdateKind::Delete, entry.clone()),
+    }
+}
+
+fn aborted(results: Vec<P4Result<()>>, failed: &str) -> Vec<P4Result<()>> {
+    let first = results.iter().position(|r| r.is_err()).unwrap_or(0);
+    results
+        .into_iter()
+        .map(|r| {
+            r.and(Err(P4Error::new(
+                Code::Aborted,
+                format!("not applied: update {first} of this {failed} batch failed"),
+            )))
+        })
+        .collect()
+}
+
+/// Apply a decoded batch. `atomic` selects all-or-nothing; `capacity(table_id)` is the runtime
+/// size of a table. The caller holds the write lock.
+pub fn apply(
+    control: &SwitchControl,
+    digests: &mut DigestEngine,
+    ops: Vec<P4Result<Op>>,
+    atomic: Option<&str>,
+    capacity: impl Fn(u32) -> u32,
+) -> Vec<P4Result<()>> {
+    if let Some(mode) = atomic {
+        if ops.iter().any(|o| o.is_err()) {
+            return aborted(ops.into_iter().map(|o| o.map(|_| ())).collect(), mode);
+        }
+    }
+    let mut results: Vec<P4Result<()>> = ops.iter().map(|o| o.as_ref().map(|_| ()).map_err(Clone::clone)).collect();
+    let mut shadow = Shadow { control, tables: HashMap::new() };
+
+    // Table entries: checked (always for MODIFY without an action, for every entry when atomic)
+    // and then handed to the store as one batch.
+    let mut table_batch: Vec<(usize, (UpdateKind, TableEntry), Option<TableEntry>)> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let Ok(Op::Table(TableOp::Entry { kind, entry, action_given })) = op else { continue };
+        if atomic.is_some() || (*kind == UpdateKind::Modify && !action_given) {
+            match simulate(&mut shadow, *kind, entry.clone(), *action_given, capacity(entry.table_id)) {
+                Ok((upd, old)) => table_batch.push((i, upd, old)),
+                Err(e) => results[i] = Err(e),
+            }
+        } else {
+            table_batch.push((i, (*kind, entry.clone()), None));
+        }
+    }
+    // Digest configs are ours: check them in order on a copy first.
+    let digest_ops: Vec<(usize, UpdateKind, u32, Option<DigestConfig>)> = ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
+            Ok(Op::Digest { kind, id, config }) => Some((i, *kind, *id, *config)),
+            _ => None,
+        })
+        .collect();
+    let mut trial = digests.clone_configs();
+    for (i, kind, id, config) in &digest_ops {
+        if let Err(e) = trial.apply_config(*kind, *id, *config) {
+            results[*i] = Err(e);
+        }
+    }
+    if let Some(mode) = atomic {
+        if results.iter().any(|r| r.is_err()) {
+            return aborted(results, mode);
+        }
+    }
+
+    // Apply. Only the table batch can still fail (if the store disagrees with the simulation).
+    if !table_batch.is_empty() {
+        let updates: Vec<(UpdateKind, TableEntry)> = table_batch.iter().map(|(_, u, _)| u.clone()).collect();
+        let outcome = control.write_tables(updates);
+        let failed = outcome.iter().any(|r| r.is_err());
+        if atomic.is_some() && failed {
+            // Undo what the store did apply, newest first, then report.
+            let undo: Vec<(UpdateKind, TableEntry)> = table_batch
+                .iter()
+                .zip(&outcome)
+                .rev()
+                .filter(|(_, r)| r.is_ok())
+                .map(|((_, (k, e), old), _)| inverse(*k, e, old.clone()))
+                .collect();
+            let _ = control.write_tables(undo);
+            for ((i, _, _), r) in table_batch.iter().zip(outcome) {
+                if let Err(e) = r {
+                    results[*i] = Err(e.into());
+                }
+            }
+            return aborted(results, atomic.unwrap_or(""));
+        }
+        for ((i, _, _), r) in table_batch.iter().zip(outcome) {
+            if let Err(e) = r {
+                results[*i] = Err(e.into());
+            }
+        }
+    }
+    for (i, op) in ops.iter().enumerate() {
+        if results[i].is_err() {
+            continue;
+        }
+        let r: P4Result<()> = match op {
+            Ok(Op::Table(TableOp::Default { table_id, action })) => {
+                control.set_default_action(*table_id, action.clone()).map_err(Into::into)
+            }
+            Ok(Op::Register { id, index, value }) => match index {
+                Some(ix) => control.write_register(*id, *ix, *value).map_err(Into::into),
+                None => control
+                    .register_size(*id)
+                    .and_then(|n| (0..n).try_for_each(|ix| control.write_register(*id, ix, *value)))
+                    .map_err(Into::into),
+            },
+            Ok(Op::Counter { id, index, data: Some((bytes, packets)) }) => match index {
+                Some(ix) => control.write_counter(*id, *ix, *bytes, *packets).map_err(Into::into),
+                None => control
+                    .counter_size(*id)
+                    .and_then(|n| (0..n).try_for_each(|ix| control.write_counter(*id, ix, *bytes, *packets)))
+                    .map_err(Into::into),
+            },
+            Ok(Op::Digest { kind, id, config }) => digests.apply_config(*kind, *id, *config),
+            _ => Ok(()),
+        };
+        results[i] = r;
+    }
+    results
+}
+
+/// Whether every decoded op can be part of one data-plane-atomic snapshot.
+pub fn dataplane_atomic_capable(ops: &[P4Result<Op>]) -> bool {
+    ops.iter().all(|o| matches!(o, Ok(Op::Table(TableOp::Entry { .. })) | Err(_)))
+}
