@@ -1,0 +1,3 @@
+fn main() {
+    eprintln!("p4netem-switch: data plane under construction");
+}

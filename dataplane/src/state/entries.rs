@@ -1,0 +1,2 @@
+//! Control-side table entry lists (placeholder, being written).
+pub struct TableStore {}

@@ -1,0 +1,134 @@
+//! The control-plane facing store: table entries, registers, counters, packet-in/digest queues.
+//!
+//! Values arrive here already decoded from P4Runtime bytes into native integers. The data plane
+//! never sees this module's entry lists; it sees the compiled, immutable [`crate::tables::Snapshot`]
+//! that [`SwitchControl::write_tables`] publishes once per batch.
+
+mod control;
+mod entries;
+mod store;
+
+pub use control::{DataPlaneLink, SwitchControl};
+pub use entries::TableStore;
+pub use store::{Counters, Registers};
+
+/// One key of a table entry, already decoded to integers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FieldMatch {
+    Exact(u128),
+    Ternary { value: u128, mask: u128 },
+    Range { lo: u128, hi: u128 },
+    Lpm { value: u128, prefix_len: u32 },
+}
+
+/// An action with its params in `ParamDef` order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ActionCall {
+    pub action_id: u32,
+    pub params: Vec<u128>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableEntry {
+    pub table_id: u32,
+    /// One slot per key in `KeyDef` order; `None` = wildcard ("don't care").
+    pub matches: Vec<Option<FieldMatch>>,
+    pub priority: i32,
+    pub action: ActionCall,
+    pub controller_metadata: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateKind {
+    Insert,
+    Modify,
+    Delete,
+}
+
+/// Semantic errors; the P4Runtime layer maps each to the gRPC status of the same name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+    #[error("out of range: {0}")]
+    OutOfRange(String),
+    #[error("resource exhausted: {0}")]
+    ResourceExhausted(String),
+    #[error("failed precondition: {0}")]
+    FailedPrecondition(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketIn {
+    pub ingress_port: u32,
+    pub payload: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestEvent {
+    pub digest_id: u32,
+    /// In `DigestDef` field order.
+    pub fields: Vec<u128>,
+}
+
+/// Runtime capacities (flags). With the default flags every size equals the contract's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacities {
+    pub classifier_entries: u32,
+    /// Number of profile ids; there are `2 * profiles` profile-directions (pd).
+    pub profiles: u32,
+    pub ue_ids: u32,
+}
+
+impl Default for Capacities {
+    fn default() -> Self {
+        Capacities {
+            classifier_entries: crate::contract::DEFAULT_CLASSIFIER_ENTRIES,
+            profiles: crate::contract::DEFAULT_PROFILES,
+            ue_ids: crate::contract::DEFAULT_UE_IDS,
+        }
+    }
+}
+
+impl Capacities {
+    /// Number of profile-direction indices.
+    pub fn pds(&self) -> u32 {
+        self.profiles * 2
+    }
+
+    /// Runtime size of a table (what the P4Info reports).
+    pub fn table_size(&self, table_id: u32) -> Option<u32> {
+        use crate::contract::*;
+        let t = table(table_id)?;
+        Some(match table_id {
+            TABLE_CLASSIFIER => self.classifier_entries,
+            TABLE_PROFILE => self.pds(),
+            _ => t.size,
+        })
+    }
+
+    /// Runtime size of a counter array.
+    pub fn counter_size(&self, counter_id: u32) -> Option<u32> {
+        use crate::contract::*;
+        let c = counter(counter_id)?;
+        Some(match counter_id {
+            COUNTER_DROPS => self.pds() * DROP_REASONS,
+            COUNTER_PARSER_ERRORS => c.size,
+            _ => self.pds(),
+        })
+    }
+
+    /// Runtime size of a register array.
+    pub fn register_size(&self, reg_id: u32) -> Option<u32> {
+        use crate::contract::*;
+        let r = register(reg_id)?;
+        Some(match reg_id {
+            REG_DIST_TABLE | REG_RNG_SEED => r.size,
+            _ => self.pds(),
+        })
+    }
+}

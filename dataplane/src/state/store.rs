@@ -1,0 +1,230 @@
+//! Register and counter arrays: atomics shared between the control plane and the data-plane thread.
+//!
+//! The data plane is the only writer on the fast path. Registers use relaxed load/store (the
+//! per-pd state is only ever written by the data-plane thread, except for a deliberate control-plane
+//! write). Counters use relaxed `fetch_add` so that a control-plane reset is never lost to a
+//! concurrent read-modify-write of the data plane.
+
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+
+use crate::contract::{self, *};
+use crate::state::{Capacities, StateError};
+
+/// Counter arrays: bytes at `2 * i`, packets at `2 * i + 1`, so one update touches one cache line.
+pub struct CounterArray {
+    cells: Box<[AtomicU64]>,
+}
+
+impl CounterArray {
+    fn new(size: u32) -> Self {
+        CounterArray { cells: (0..size as usize * 2).map(|_| AtomicU64::new(0)).collect() }
+    }
+    #[inline]
+    pub fn add(&self, index: usize, bytes: u64) {
+        if let Some(c) = self.cells.get(2 * index..2 * index + 2) {
+            c[0].fetch_add(bytes, Relaxed);
+            c[1].fetch_add(1, Relaxed);
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.cells.len() / 2
+    }
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+    pub fn get(&self, index: usize) -> (u64, u64) {
+        (self.cells[2 * index].load(Relaxed), self.cells[2 * index + 1].load(Relaxed))
+    }
+    pub fn set(&self, index: usize, bytes: u64, packets: u64) {
+        self.cells[2 * index].store(bytes, Relaxed);
+        self.cells[2 * index + 1].store(packets, Relaxed);
+    }
+    fn clear(&self) {
+        for c in self.cells.iter() {
+            c.store(0, Relaxed);
+        }
+    }
+}
+
+pub struct Counters {
+    pub profile_in: CounterArray,
+    pub profile_out: CounterArray,
+    pub drops: CounterArray,
+    pub parser_errors: CounterArray,
+    pub profile_dup: CounterArray,
+    pub profile_corrupt: CounterArray,
+}
+
+impl Counters {
+    pub fn new(caps: &Capacities) -> Self {
+        let size = |id| CounterArray::new(caps.counter_size(id).expect("contract counter"));
+        Counters {
+            profile_in: size(COUNTER_PROFILE_IN),
+            profile_out: size(COUNTER_PROFILE_OUT),
+            drops: size(COUNTER_DROPS),
+            parser_errors: size(COUNTER_PARSER_ERRORS),
+            profile_dup: size(COUNTER_PROFILE_DUP),
+            profile_corrupt: size(COUNTER_PROFILE_CORRUPT),
+        }
+    }
+
+    pub fn by_id(&self, id: u32) -> Result<&CounterArray, StateError> {
+        Ok(match id {
+            COUNTER_PROFILE_IN => &self.profile_in,
+            COUNTER_PROFILE_OUT => &self.profile_out,
+            COUNTER_DROPS => &self.drops,
+            COUNTER_PARSER_ERRORS => &self.parser_errors,
+            COUNTER_PROFILE_DUP => &self.profile_dup,
+            COUNTER_PROFILE_CORRUPT => &self.profile_corrupt,
+            _ => return Err(StateError::NotFound(format!("no counter with id {id:#x}"))),
+        })
+    }
+
+    #[inline]
+    pub fn drop(&self, pd: u32, reason: DropReason, bytes: u64) {
+        self.drops.add((pd * DROP_REASONS + reason as u32) as usize, bytes);
+    }
+
+    pub fn clear(&self) {
+        for c in [
+            &self.profile_in,
+            &self.profile_out,
+            &self.drops,
+            &self.parser_errors,
+            &self.profile_dup,
+            &self.profile_corrupt,
+        ] {
+            c.clear();
+        }
+    }
+}
+
+/// Register arrays, each with its contract width.
+pub struct Registers {
+    pub next_free_ns: Box<[AtomicU64]>,
+    pub last_release_ns: Box<[AtomicU64]>,
+    pub ge_state: Box<[AtomicU8]>,
+    pub backlog_bytes: Box<[AtomicU32]>,
+    pub backlog_pkts: Box<[AtomicU32]>,
+    /// int16 two's complement values; four tables of `DIST_TABLE_LEN`.
+    pub dist_table: Box<[AtomicU16]>,
+    pub rng_seed: AtomicU64,
+    /// Bumped on every `rng_seed` write; the data plane reseeds when it sees a new value.
+    pub rng_seed_generation: AtomicU64,
+    /// The built-in distribution tables, restored by a reset.
+    initial_dist: Box<[i16]>,
+    initial_seed: u64,
+}
+
+fn atomics<T>(n: u32, f: impl Fn() -> T) -> Box<[T]> {
+    (0..n).map(|_| f()).collect()
+}
+
+impl Registers {
+    pub fn new(caps: &Capacities, initial_dist: Box<[i16]>, seed: u64) -> Self {
+        let pds = caps.pds();
+        assert_eq!(initial_dist.len() as u32, DIST_TABLE_LEN * DIST_TABLES);
+        let r = Registers {
+            next_free_ns: atomics(pds, || AtomicU64::new(0)),
+            last_release_ns: atomics(pds, || AtomicU64::new(0)),
+            ge_state: atomics(pds, || AtomicU8::new(0)),
+            backlog_bytes: atomics(pds, || AtomicU32::new(0)),
+            backlog_pkts: atomics(pds, || AtomicU32::new(0)),
+            dist_table: atomics(DIST_TABLE_LEN * DIST_TABLES, || AtomicU16::new(0)),
+            rng_seed: AtomicU64::new(seed),
+            rng_seed_generation: AtomicU64::new(0),
+            initial_dist,
+            initial_seed: seed,
+        };
+        r.restore_dist();
+        r
+    }
+
+    fn restore_dist(&self) {
+        for (cell, v) in self.dist_table.iter().zip(self.initial_dist.iter()) {
+            cell.store(*v as u16, Relaxed);
+        }
+    }
+
+    #[inline]
+    pub fn dist(&self, index: usize) -> i16 {
+        self.dist_table[index].load(Relaxed) as i16
+    }
+
+    pub fn read(&self, reg_id: u32, index: u32) -> Result<u128, StateError> {
+        let i = self.check_index(reg_id, index)?;
+        Ok(match reg_id {
+            REG_NEXT_FREE_NS => self.next_free_ns[i].load(Relaxed) as u128,
+            REG_LAST_RELEASE_NS => self.last_release_ns[i].load(Relaxed) as u128,
+            REG_GE_STATE => self.ge_state[i].load(Relaxed) as u128,
+            REG_BACKLOG_BYTES => self.backlog_bytes[i].load(Relaxed) as u128,
+            REG_BACKLOG_PKTS => self.backlog_pkts[i].load(Relaxed) as u128,
+            REG_DIST_TABLE => self.dist_table[i].load(Relaxed) as u128,
+            REG_RNG_SEED => self.rng_seed.load(Relaxed) as u128,
+            _ => unreachable!("check_index validated the id"),
+        })
+    }
+
+    pub fn write(&self, reg_id: u32, index: u32, value: u128) -> Result<(), StateError> {
+        let i = self.check_index(reg_id, index)?;
+        let def = contract::register(reg_id).expect("validated");
+        if value > max_value(def.bits) {
+            return Err(StateError::InvalidArgument(format!(
+                "value {value:#x} does not fit register {} ({} bits)",
+                def.name, def.bits
+            )));
+        }
+        match reg_id {
+            REG_NEXT_FREE_NS => self.next_free_ns[i].store(value as u64, Relaxed),
+            REG_LAST_RELEASE_NS => self.last_release_ns[i].store(value as u64, Relaxed),
+            REG_GE_STATE => self.ge_state[i].store(value as u8, Relaxed),
+            REG_BACKLOG_BYTES => self.backlog_bytes[i].store(value as u32, Relaxed),
+            REG_BACKLOG_PKTS => self.backlog_pkts[i].store(value as u32, Relaxed),
+            REG_DIST_TABLE => self.dist_table[i].store(value as u16, Relaxed),
+            REG_RNG_SEED => {
+                self.rng_seed.store(value as u64, Relaxed);
+                // Release: the data plane that sees the new generation also sees the new seed.
+                self.rng_seed_generation.fetch_add(1, std::sync::atomic::Ordering::Release);
+            }
+            _ => unreachable!("check_index validated the id"),
+        }
+        Ok(())
+    }
+
+    pub fn size(&self, reg_id: u32) -> Result<u32, StateError> {
+        Ok(match reg_id {
+            REG_NEXT_FREE_NS | REG_LAST_RELEASE_NS | REG_GE_STATE | REG_BACKLOG_BYTES
+            | REG_BACKLOG_PKTS => self.next_free_ns.len() as u32,
+            REG_DIST_TABLE => self.dist_table.len() as u32,
+            REG_RNG_SEED => 1,
+            _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
+        })
+    }
+
+    fn check_index(&self, reg_id: u32, index: u32) -> Result<usize, StateError> {
+        let size = self.size(reg_id)?;
+        if index >= size {
+            let name = contract::register(reg_id).map(|r| r.name).unwrap_or("?");
+            return Err(StateError::OutOfRange(format!(
+                "index {index} out of range for register {name} (size {size})"
+            )));
+        }
+        Ok(index as usize)
+    }
+
+    /// Back to the initial values: per-pd state zero, built-in distribution tables, start seed.
+    pub fn reset(&self) {
+        for a in self.next_free_ns.iter().chain(self.last_release_ns.iter()) {
+            a.store(0, Relaxed);
+        }
+        for a in self.ge_state.iter() {
+            a.store(0, Relaxed);
+        }
+        for a in self.backlog_bytes.iter().chain(self.backlog_pkts.iter()) {
+            a.store(0, Relaxed);
+        }
+        self.restore_dist();
+        self.rng_seed.store(self.initial_seed, Relaxed);
+        self.rng_seed_generation.fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+}
