@@ -5,12 +5,12 @@
 //   { "root": DIR, "port": N, "address": "0.0.0.0", "tls": {"cert": PEM, "key": PEM} | null,
 //     "log": FILE, "protocols": ["spdy/3.1", "http/1.1"] }
 // Serves ROOT/<Host header>/<path>, the same tree nginx serves, with Last-Modified and 304s.
-// With TLS the protocol is chosen by ALPN (Node has no NPN any more); without TLS the socket is
-// sniffed (SPDY control frames start with 0x80) and a session-level WINDOW_UPDATE switches the
-// session to 3.1 (autoSpdy31), which is what a 3.1 client sends first.
+// With TLS the protocol is chosen by ALPN (Node has no NPN any more); without TLS every
+// connection is a spdy/3.1 session.
 // Prints "listening PORT" once bound; logs one JSON line per request to LOG.
 
 const fs = require('fs');
+const net = require('net');
 const path = require('path');
 const spdy = require('spdy');
 
@@ -70,27 +70,33 @@ function main() {
         'content-length': st.size, 'last-modified': lastModified,
       });
       if (req.method === 'HEAD') { res.end(); done(200, 0); return; }
-      const rs = fs.createReadStream(file);
-      rs.pipe(res);
-      rs.on('error', () => res.destroy());
-      res.on('finish', () => done(200, st.size));
+      // Whole-file reads: piping a file stream into a node-spdy response makes Node 20 reset the
+      // stream after the last DATA frame, while end(buffer) completes it (objects are <= a few MB).
+      fs.readFile(file, (rerr, data) => {
+        if (rerr) { res.destroy(); done(500, 0); return; }
+        res.end(data);
+        done(200, data.length);
+      });
     });
   }
 
   const opts = {
-    spdy: {
-      protocols, plain, ssl: !plain,
-      // Plain sockets cannot say 3 vs 3.1; the first session WINDOW_UPDATE does.
-      connection: { autoSpdy31: true },
-    },
+    spdy: { protocols, plain: false, ssl: true, connection: { autoSpdy31: true } },
   };
   if (!plain) {
     opts.cert = fs.readFileSync(cfg.tls.cert);
     opts.key = fs.readFileSync(cfg.tls.key);
     if (cfg.tls.minVersion) opts.minVersion = cfg.tls.minVersion;
   }
-  const server = spdy.createServer(opts, handler);
-  server.on('clientError', () => {});
+  // Always build node-spdy's TLS-flavoured server: its plain mode wraps streams in net.Sockets
+  // that Node 20 aborts (RST_STREAM CANCEL) after the last DATA frame. For plain SPDY a net.Server
+  // hands each TCP connection straight to it as a spdy/3.1 session (the port speaks only SPDY).
+  const spdyServer = spdy.createServer(opts, handler);
+  spdyServer.on('clientError', () => {});
+  let server = spdyServer;
+  if (plain) {
+    server = net.createServer((socket) => spdyServer._handleConnection(socket, 'spdy/3.1'));
+  }
   server.listen(cfg.port, cfg.address || '0.0.0.0', () => {
     process.stdout.write(`listening ${server.address().port}\n`);
   });

@@ -129,6 +129,21 @@ class Discovery:
         return found
 
 
+def decode_body(body: bytes, encoding: str | None) -> bytes:
+    """`body` with its Content-Encoding (gzip, deflate) removed."""
+    enc = (encoding or "identity").lower().strip()
+    if enc in ("identity", ""):
+        return body
+    if enc in ("gzip", "x-gzip"):
+        return zlib.decompress(body, 16 + zlib.MAX_WBITS)
+    if enc == "deflate":
+        try:
+            return zlib.decompress(body)
+        except zlib.error:  # some servers send raw deflate for "deflate"
+            return zlib.decompress(body, -zlib.MAX_WBITS)
+    raise ValueError(f"unsupported content-encoding {enc!r}")
+
+
 def now_ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
 

@@ -9,7 +9,6 @@ closes (`eof`). Interim 1xx responses are skipped.
 
 from __future__ import annotations
 
-import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -52,17 +51,8 @@ class Response:
 
     def decoded_body(self) -> bytes:
         """The body with Content-Encoding (gzip, deflate) removed."""
-        enc = (self.header("content-encoding") or "identity").lower().strip()
-        if enc in ("identity", ""):
-            return self.body
-        if enc in ("gzip", "x-gzip"):
-            return zlib.decompress(self.body, 16 + zlib.MAX_WBITS)
-        if enc == "deflate":
-            try:
-                return zlib.decompress(self.body)
-            except zlib.error:  # some servers send raw deflate for "deflate"
-                return zlib.decompress(self.body, -zlib.MAX_WBITS)
-        raise ProtocolError(f"unsupported content-encoding {enc!r}")
+        from .common import decode_body
+        return decode_body(self.body, self.header("content-encoding"))
 
 
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _UNTIL_CLOSE = range(7)
