@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import sys
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -22,6 +23,12 @@ def _module_for(proto_file: str) -> str:
 
 
 def _embedded_descriptor(module: str) -> bytes:
+    # Already imported (a generated module, or a loader such as p4netem.p4rt.proto that installs
+    # rebuilt modules without an import spec): its descriptor says the same.
+    loaded = sys.modules.get(module)
+    descriptor = getattr(loaded, "DESCRIPTOR", None)
+    if descriptor is not None and getattr(descriptor, "serialized_pb", None):
+        return descriptor.serialized_pb
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise ImportError(f"{module} is not installed (needed for its protobuf descriptor)")

@@ -1,0 +1,306 @@
+"""The pipeline contract: the P4 program, its checked-in P4Info and the running target must agree.
+
+Three views of one control-plane API are reduced to the same model (p4info_model) and diffed:
+  - the P4 source, read the way p4c's P4Runtime serializer would (p4source),
+  - p4src/p4netem.p4info.txtpb,
+  - the P4Info a freshly started p4netem-switch reports over P4Runtime.
+The mutation tests prove the comparison sees what it claims to: each one changes a single width,
+id, key, scope, size... in an in-memory copy and asserts the diff names that object.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import p4info_model as pm  # noqa: E402
+import p4runtime_types as pt  # noqa: E402
+import p4source  # noqa: E402
+import target  # noqa: E402
+from p4lex import P4SourceError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+P4_MAIN = ROOT / "p4src" / "p4netem.p4"
+P4_INCLUDE = ROOT / "p4src" / "include"
+P4INFO_FILE = ROOT / "p4src" / "p4netem.p4info.txtpb"
+
+
+def parse_p4info(text: str):
+    return text_format.Parse(text, pt.P4Info())
+
+
+@pytest.fixture(scope="module")
+def p4info_message():
+    return parse_p4info(P4INFO_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def file_model(p4info_message):
+    return pm.from_p4info(p4info_message)
+
+
+@pytest.fixture(scope="module")
+def source_model():
+    return p4source.load(P4_MAIN).model()
+
+
+def source_model_with(*edits: tuple[str, str, str]):
+    """The source model after edits (file, old, new); each `old` must occur exactly once in its file."""
+    texts: dict[Path, str] = {}
+    for file, old, new in edits:
+        path = P4_INCLUDE / file if file != "p4netem.p4" else P4_MAIN
+        text = texts.get(path, path.read_text())
+        assert text.count(old) == 1, f"mutation target {old!r} must occur exactly once in {file}"
+        texts[path] = text.replace(old, new)
+    return p4source.load(P4_MAIN, overrides={str(k): v for k, v in texts.items()}).model()
+
+
+# ---------------------------------------------------------------------------------------------
+# source <-> checked-in P4Info
+# ---------------------------------------------------------------------------------------------
+
+def test_p4info_file_parses_as_p4info(p4info_message):
+    assert p4info_message.pkg_info.arch == "v1model"
+    assert p4info_message.tables and p4info_message.actions
+
+
+def test_source_matches_p4info_file(source_model, file_model):
+    problems = pm.diff(source_model, file_model, "P4 source", "p4info file")
+    assert not problems, "P4 source and p4src/p4netem.p4info.txtpb disagree:\n" + "\n".join(problems)
+
+
+def test_source_model_covers_every_kind(source_model):
+    # Guards against a vacuous match: both sides empty for some kind would also "agree".
+    for kind in ("tables", "actions", "counters", "registers", "digests", "controller_headers"):
+        assert source_model[kind], f"no {kind} read from the P4 source"
+    assert all(t["keys"] for t in source_model["tables"].values())
+
+
+def test_p4c_hash_ids():
+    # p4c gives NoAction (core.p4) id 21257015 in every published P4Info; the same hash names
+    # v1model digests, which p4c does not let @id set.
+    assert (0x01 << 24) | (p4source.jenkins_one_at_a_time("NoAction") & 0xFFFFFF) == 21257015
+
+
+def test_ids_are_unique_and_prefixed(file_model):
+    prefixes = {"tables": 0x02, "actions": 0x01, "counters": 0x12, "registers": 0x16, "digests": 0x17,
+                "controller_headers": 0x04}
+    seen = {}
+    for kind, prefix in prefixes.items():
+        for name, obj in file_model[kind].items():
+            assert obj["id"] >> 24 == prefix, f"{kind} {name} id {obj['id']:#x} lacks prefix {prefix:#x}"
+            assert obj["id"] not in seen, f"id {obj['id']:#x} used by {seen.get(obj['id'])} and {name}"
+            seen[obj["id"]] = name
+
+
+# ---------------------------------------------------------------------------------------------
+# the running target
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def target_model():
+    if not target.SWITCH_BIN.exists():
+        pytest.fail(f"{target.SWITCH_BIN} is not built: run `cargo build --release` in dataplane/ "
+                    "(the contract cannot be checked against the target without it)")
+    return pm.from_p4info(target.target_p4info())
+
+
+def test_target_matches_p4info_file(target_model, file_model):
+    problems = pm.diff(target_model, file_model, "p4netem-switch", "p4info file")
+    assert not problems, "p4netem-switch and p4src/p4netem.p4info.txtpb disagree:\n" + "\n".join(problems)
+
+
+def test_target_matches_source(target_model, source_model):
+    problems = pm.diff(target_model, source_model, "p4netem-switch", "P4 source")
+    assert not problems, "p4netem-switch and the P4 source disagree:\n" + "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# the comparison catches changes (P4Info side): mutate the parsed file in memory
+# ---------------------------------------------------------------------------------------------
+
+def _table(info, short):
+    return next(t for t in info.tables if t.preamble.name == f"P4netemIngress.{short}")
+
+
+def _action(info, short):
+    return next(a for a in info.actions if a.preamble.name.endswith(short))
+
+
+def _register(info, short):
+    return next(r for r in info.registers if r.preamble.name.endswith(short))
+
+
+def _key(table, name):
+    return next(f for f in table.match_fields if f.name == name)
+
+
+def _drop_key(info):
+    t = _table(info, "classifier")
+    keep = [f for f in t.match_fields if f.name != "meta.dscp"]
+    del t.match_fields[:]
+    t.match_fields.extend(keep)
+
+
+def _drop_counter(info):
+    keep = [c for c in info.counters if not c.preamble.name.endswith("profile_dup")]
+    del info.counters[:]
+    info.counters.extend(keep)
+
+
+def _scope_of_noaction(info):
+    ref = next(r for r in _table(info, "l2_fwd").action_refs if r.id == 21257015)
+    ref.scope = pt.enum_value("p4.config.v1.ActionRef.Scope", "TABLE_AND_DEFAULT")
+
+
+P4INFO_MUTATIONS = {
+    "key width": (lambda i: setattr(_key(_table(i, "classifier"), "meta.ipv4_src"), "bitwidth", 16),
+                  "tables['P4netemIngress.classifier']['keys']"),
+    "missing key": (_drop_key, "tables['P4netemIngress.classifier']['keys']"),
+    "match kind": (lambda i: setattr(_key(_table(i, "classifier"), "meta.l4_dst_port"), "match_type",
+                                     pt.enum_value(pm.MATCH_TYPE, "TERNARY")),
+                   "tables['P4netemIngress.classifier']['keys']"),
+    "table id": (lambda i: setattr(_table(i, "port_map").preamble, "id", 0x02000009),
+                 "tables['P4netemIngress.port_map']['id']"),
+    "table size": (lambda i: setattr(_table(i, "profile"), "size", 4096),
+                   "tables['P4netemIngress.profile']['size']"),
+    "action scope": (_scope_of_noaction, "tables['P4netemIngress.l2_fwd']['actions']"),
+    "default action": (lambda i: setattr(_table(i, "port_map").initial_default_action, "action_id", 0x01000002),
+                       "tables['P4netemIngress.port_map']['default']"),
+    "param width": (lambda i: setattr(_action(i, "set_impairment").params[11], "bitwidth", 8),
+                    "actions['P4netemIngress.set_impairment']['params'][11]"),
+    "param name": (lambda i: setattr(_action(i, "set_profile").params[2], "name", "ue"),
+                   "actions['P4netemIngress.set_profile']['params'][2]"),
+    "action id": (lambda i: setattr(_action(i, "set_egress_port").preamble, "id", 0x01000042),
+                  "actions['P4netemIngress.set_egress_port']['id']"),
+    "register width": (lambda i: setattr(_register(i, "ge_state").type_spec.bitstring.bit, "bitwidth", 16),
+                       "registers['P4netemIngress.ge_state']['type']"),
+    "register size": (lambda i: setattr(_register(i, "dist_table"), "size", 8192),
+                      "registers['P4netemIngress.dist_table']['size']"),
+    "counter unit": (lambda i: setattr(i.counters[0].spec, "unit", pt.enum_value(pm.COUNTER_UNIT, "PACKETS")),
+                     "counters['P4netemIngress.profile_in']['unit']"),
+    "missing counter": (_drop_counter, "counters['P4netemIngress.profile_dup']"),
+    "digest field width": (lambda i: setattr(i.type_info.structs["mac_learn_digest_t"].members[1].type_spec
+                                             .bitstring.bit, "bitwidth", 16),
+                           "digests['mac_learn_digest_t']['fields']"),
+    "digest id": (lambda i: setattr(i.digests[0].preamble, "id", 0x17000001),
+                  "digests['mac_learn_digest_t']['id']"),
+    "controller header field": (lambda i: setattr(i.controller_packet_metadata[1].metadata[0], "bitwidth", 16),
+                                "controller_headers['packet_out']['fields'][0]"),
+    "controller header id": (lambda i: setattr(i.controller_packet_metadata[0].preamble, "id", 0x04000003),
+                             "controller_headers['packet_in']['id']"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(P4INFO_MUTATIONS))
+def test_diff_catches_p4info_change(mutation, p4info_message, source_model):
+    mutate, where = P4INFO_MUTATIONS[mutation]
+    mutated = copy.deepcopy(p4info_message)
+    mutate(mutated)
+    problems = pm.diff(source_model, pm.from_p4info(mutated), "P4 source", "mutated p4info")
+    assert problems, f"changing the {mutation} went unnoticed"
+    assert any(p.startswith(where) for p in problems), f"{mutation}: expected a difference at {where}, got {problems}"
+
+
+# ---------------------------------------------------------------------------------------------
+# the comparison catches changes (source side): edit a copy of one P4 file in memory
+# ---------------------------------------------------------------------------------------------
+
+SOURCE_MUTATIONS = {
+    "metadata field width reaches the key": (
+        "headers.p4", "    bit<6>      dscp;\n\n    /* Classification result. */",
+        "    bit<8>      dscp;\n\n    /* Classification result. */",
+        "tables['P4netemIngress.classifier']['keys']"),
+    "typedef width reaches keys and params": (
+        "defines.p4", "typedef bit<9>   port_t;", "typedef bit<10>  port_t;",
+        "actions['P4netemIngress.set_egress_port']['params'][0]"),
+    "table @id": ("forwarding.p4", "@id(0x02000001)", "@id(0x02000009)",
+                  "tables['P4netemIngress.port_map']['id']"),
+    "#define used as a size": ("defines.p4", "#define PD_COUNT             8192",
+                               "#define PD_COUNT             4096", "counters['P4netemIngress.profile_in']['size']"),
+    "key removed": ("classifier.p4", "            meta.dscp                      : ternary;\n", "",
+                    "tables['P4netemIngress.classifier']['keys']"),
+    "match kind": ("classifier.p4", "meta.l4_src_port               : range;",
+                   "meta.l4_src_port               : ternary;", "tables['P4netemIngress.classifier']['keys']"),
+    "action param width": ("profile.p4", "bit<16>       overhead_bytes,", "bit<8>        overhead_bytes,",
+                           "actions['P4netemIngress.set_impairment']['params'][11]"),
+    "register type": ("delay.p4", "register<bit<16>>(DIST_TABLE_SIZE) dist_table;",
+                      "register<bit<32>>(DIST_TABLE_SIZE) dist_table;",
+                      "registers['P4netemIngress.dist_table']['type']"),
+    "counter unit": ("ingress.p4", "counter(PARSER_ERROR_KINDS, CounterType.packets) parser_errors;",
+                     "counter(PARSER_ERROR_KINDS, CounterType.bytes) parser_errors;",
+                     "counters['P4netemIngress.parser_errors']['unit']"),
+    "action scope": ("profile.p4", "@defaultonly NoAction;", "NoAction;",
+                     "tables['P4netemIngress.profile']['actions']"),
+    "const default": ("forwarding.p4", "const default_action = NoAction();", "default_action = NoAction();",
+                      "tables['P4netemIngress.l2_fwd']['const_default']"),
+    "default action arguments": ("classifier.p4", "default_action = set_profile(0, 0, 0);",
+                                 "default_action = set_profile(0, 1, 0);",
+                                 "tables['P4netemIngress.classifier']['default']"),
+    "digest field width": ("headers.p4", "    port_t     ingress_port;\n}\n\nstruct headers_t",
+                           "    bit<16>    ingress_port;\n}\n\nstruct headers_t",
+                           "digests['mac_learn_digest_t']['fields']"),
+    "digest struct renamed": [("forwarding.p4", "digest<mac_learn_digest_t>", "digest<mac_learn_t>"),
+                              ("headers.p4", "struct mac_learn_digest_t {", "struct mac_learn_t {"),
+                              "digests['mac_learn"],
+    "absolute @name dropped": ("rate.p4", '@name(".P4netemIngress.backlog_bytes")\n', "",
+                               "registers['P4netemIngress.backlog_bytes']"),
+    "controller header field": ("headers.p4", "    port_t egress_port;\n    bit<7> _pad;",
+                                "    port_t egress_port;\n    bit<15> _pad;",
+                                "controller_headers['packet_out']['fields'][1]"),
+    "table never applied": ("classifier.p4", "        classifier.apply();\n", "",
+                            "tables['P4netemIngress.classifier']"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(SOURCE_MUTATIONS))
+def test_diff_catches_source_change(mutation, file_model):
+    case = SOURCE_MUTATIONS[mutation]
+    if isinstance(case, list):
+        edits, where = case[:-1], case[-1]
+    else:
+        edits, where = [case[:3]], case[3]
+    try:
+        mutated = source_model_with(*edits)
+    except P4SourceError as e:  # the extractor refusing the edited program also counts as caught
+        pytest.fail(f"{mutation}: the mutated program should still be readable, got {e}")
+    problems = pm.diff(mutated, file_model, "mutated source", "p4info file")
+    assert problems, f"changing the {mutation} went unnoticed"
+    assert any(p.startswith(where) for p in problems), f"{mutation}: expected a difference at {where}, got {problems}"
+
+
+# ---------------------------------------------------------------------------------------------
+# the extractor refuses what p4c would refuse (so a broken program cannot slip through as "equal")
+# ---------------------------------------------------------------------------------------------
+
+REJECTED = {
+    "reserved word as a name": ("headers.p4", "    bit<8>      ttl;", "    bit<8>      state;", "reserved word"),
+    "wrong @id prefix": ("forwarding.p4", "@id(0x02000001)", "@id(0x01000009)", "wrong 8-bit prefix"),
+    "duplicate @id": ("forwarding.p4", "@id(0x02000002)", "@id(0x02000001)", "assigned to multiple"),
+    "table applied twice": ("profile.p4", "        profile.apply();\n",
+                            "        profile.apply();\n        profile.apply();\n", "applied from 2 places"),
+    "unknown key field": ("classifier.p4", "meta.ip_proto                  : ternary;",
+                          "meta.ip_protocol              : ternary;", "has no field ip_protocol"),
+    "digest without struct type": ("forwarding.p4", "digest<mac_learn_digest_t>(", "digest(",
+                                   "explicit struct type"),
+    "default action outside the list": ("profile.p4", "default_action = NoAction();",
+                                        "default_action = set_impairment(0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0);\n"
+                                        "        /* */", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+def test_extractor_rejects(case):
+    file, old, new, message = REJECTED[case]
+    if message is None:
+        # set_impairment is in the list: this edit is legal, the model must change instead.
+        model = source_model_with((file, old, new))
+        assert model["tables"]["P4netemIngress.profile"]["default"]["action"] == "P4netemIngress.set_impairment"
+        return
+    with pytest.raises(P4SourceError, match=message):
+        source_model_with((file, old, new))
