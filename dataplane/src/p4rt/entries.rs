@@ -4,7 +4,7 @@
 
 #![allow(deprecated)] // TableEntry.controller_metadata is deprecated in favour of `metadata`, but clients still use it.
 
-use crate::contract::{self, MatchKind, TableDef};
+use crate::contract::{self, ActionScope, MatchKind, TableDef};
 use crate::state::{ActionCall, FieldMatch, TableEntry, UpdateKind};
 
 use super::codec::{decode_action, decode_matches, encode_action, encode_matches};
@@ -32,6 +32,10 @@ impl P4Error {
     fn not_found_or_invalid_table(table_id: u32) -> P4Error {
         P4Error::invalid(format!("unknown table id {table_id} (0x{table_id:08x})"))
     }
+}
+
+fn action_name(id: u32) -> &'static str {
+    contract::action(id).map_or("?", |a| a.name)
 }
 
 /// Tables whose key has a ternary or range field order entries by priority, so entries need one.
@@ -96,7 +100,18 @@ pub fn decode_update(kind: UpdateKind, te: &pb::TableEntry) -> P4Result<TableOp>
                 "table {t}: controller_metadata on the default entry is not stored by this target"
             )));
         }
+        if contract::default_is_const(table.id) {
+            return Err(P4Error::permission_denied(format!("table {t}: the default action is const")));
+        }
         let action = te.action.as_ref().map(|a| decode_table_action(table, a)).transpose()?;
+        if let Some(a) = &action {
+            if contract::action_scope(table.id, a.action_id) == ActionScope::TableOnly {
+                return Err(P4Error::permission_denied(format!(
+                    "table {t}: action {} may not be the default action (@tableonly)",
+                    action_name(a.action_id)
+                )));
+            }
+        }
         return Ok(TableOp::Default { table_id: table.id, action });
     }
 
@@ -120,7 +135,16 @@ pub fn decode_update(kind: UpdateKind, te: &pb::TableEntry) -> P4Result<TableOp>
         (UpdateKind::Insert, None) => {
             return Err(P4Error::invalid(format!("table {t}: INSERT needs an action")));
         }
-        (_, Some(a)) => (Some(decode_table_action(table, a)?), true),
+        (_, Some(a)) => {
+            let call = decode_table_action(table, a)?;
+            if contract::action_scope(table.id, call.action_id) == ActionScope::DefaultOnly {
+                return Err(P4Error::permission_denied(format!(
+                    "table {t}: action {} may only be the default action (@defaultonly)",
+                    action_name(call.action_id)
+                )));
+            }
+            (Some(call), true)
+        }
         (UpdateKind::Modify, None) => (None, false),
     };
     Ok(TableOp::Entry {
@@ -328,6 +352,31 @@ mod tests {
         let keep = pb::TableEntry { action: None, ..base };
         assert!(matches!(decode_update(UpdateKind::Modify, &keep), Ok(TableOp::Entry { action_given: false, .. })));
         assert_eq!(decode_update(UpdateKind::Insert, &keep).unwrap_err().code, Code::InvalidArgument);
+    }
+
+    #[test]
+    fn scopes_and_const_defaults_are_permission_denied() {
+        for &(table_id, action_id) in contract::DEFAULT_ONLY_ACTIONS {
+            let t = contract::table(table_id).unwrap();
+            let a = contract::action(action_id).unwrap();
+            let action = pb::TableAction {
+                r#type: Some(pb::table_action::Type::Action(pb::Action {
+                    action_id,
+                    params: a.params.iter().map(|p| pb::action::Param { param_id: p.id, value: vec![0] }).collect(),
+                })),
+            };
+            let te = pb::TableEntry { table_id, r#match: exact_matches(t), action: Some(action.clone()), ..Default::default() };
+            let e = decode_update(UpdateKind::Insert, &te).unwrap_err();
+            assert_eq!(e.code, Code::PermissionDenied, "{}", e.message);
+            if !contract::default_is_const(table_id) {
+                let d = pb::TableEntry { table_id, is_default_action: true, action: Some(action), ..Default::default() };
+                assert!(decode_update(UpdateKind::Modify, &d).is_ok());
+            }
+        }
+        for &table_id in contract::CONST_DEFAULT_TABLES {
+            let d = pb::TableEntry { table_id, is_default_action: true, ..Default::default() };
+            assert_eq!(decode_update(UpdateKind::Modify, &d).unwrap_err().code, Code::PermissionDenied);
+        }
     }
 
     #[test]

@@ -5,10 +5,19 @@
 //! Sizes are the runtime capacities (flags may make tables and arrays larger than the contract's
 //! defaults); with default flags the result equals the checked-in `p4src/p4netem.p4info.txtpb`.
 
-use crate::contract::{self, CounterUnit, MatchKind};
+use crate::contract::{self, ActionScope, CounterUnit, MatchKind};
 use crate::state::Capacities;
 
 use super::codec::encode_uint;
+
+/// p4c writes default-action arguments at the parameter's full width.
+fn encode_full_width(value: u128, bits: u32) -> Vec<u8> {
+    let n = bits.div_ceil(8).max(1) as usize;
+    let b = encode_uint(value);
+    let mut out = vec![0u8; n.saturating_sub(b.len())];
+    out.extend_from_slice(&b);
+    out
+}
 use super::proto::p4::config::v1 as cfg;
 
 /// Shortest dot-separated suffix of each name that no other name in the list ends with (p4c's
@@ -70,7 +79,10 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
                     a.params
                         .iter()
                         .zip(t.default_params)
-                        .map(|(p, v)| cfg::table_action_call::Argument { param_id: p.id, value: encode_uint(*v) })
+                        .map(|(p, v)| cfg::table_action_call::Argument {
+                            param_id: p.id,
+                            value: encode_full_width(*v, p.bits),
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
@@ -87,7 +99,21 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
                         ..Default::default()
                     })
                     .collect(),
-                action_refs: t.action_ids.iter().map(|&id| cfg::ActionRef { id, ..Default::default() }).collect(),
+                action_refs: t
+                    .action_ids
+                    .iter()
+                    .map(|&id| {
+                        let (scope, annotations) = match contract::action_scope(t.id, id) {
+                            ActionScope::TableAndDefault => (cfg::action_ref::Scope::TableAndDefault, vec![]),
+                            ActionScope::TableOnly => (cfg::action_ref::Scope::TableOnly, vec!["@tableonly".to_string()]),
+                            ActionScope::DefaultOnly => {
+                                (cfg::action_ref::Scope::DefaultOnly, vec!["@defaultonly".to_string()])
+                            }
+                        };
+                        cfg::ActionRef { id, scope: scope as i32, annotations, ..Default::default() }
+                    })
+                    .collect(),
+                const_default_action_id: if contract::default_is_const(t.id) { t.default_action_id } else { 0 },
                 initial_default_action: Some(cfg::TableActionCall {
                     action_id: t.default_action_id,
                     arguments: default_args,
@@ -103,7 +129,13 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
         .iter()
         .zip(aliases(&action_names))
         .map(|(a, alias)| cfg::Action {
-            preamble: preamble(a.id, a.name, alias, Vec::new()),
+            // core.p4 declares `@noWarn("unused") action NoAction()`; p4c copies the annotation.
+            preamble: preamble(
+                a.id,
+                a.name,
+                alias,
+                if a.id == contract::ACTION_NO_ACTION { vec!["@noWarn(\"unused\")".to_string()] } else { Vec::new() },
+            ),
             params: a
                 .params
                 .iter()
