@@ -26,9 +26,9 @@ import delay  # noqa: E402
 import loss  # noqa: E402
 import p4rt_writes  # noqa: E402
 import rate  # noqa: E402
-import switchproc  # noqa: E402
 import throughput  # noqa: E402
 import topo as topology  # noqa: E402
+from p4netem.lab import SwitchProcess  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
@@ -140,8 +140,10 @@ def main() -> int:
                 bridge.update(throughput.bridge_baseline(t))
                 return {}
             step("throughput", run_bridge)
-        with switchproc.running(t, seed=args.seed) as sw:
-            res["config"]["switch"] = {"cmd": " ".join(sw.cmd)}
+        sw = SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,
+                           log_path=ROOT / "build" / "bench-switch.log")
+        with sw:
+            res["config"]["switch"] = {"cmd": " ".join(sw.command()), "log": str(sw.log_path)}
             ctl = control.Control(sw.grpc_addr, sw.device_id)
             ctl.start()
             try:
