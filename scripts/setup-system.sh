@@ -7,6 +7,9 @@ PKGS=(
   build-essential pkg-config python3-venv python3-dev
   iproute2 ethtool iperf3 iputils-ping tcpdump
   mininet
+  # web labs (p4netem.web): servers, TLS, client tools, headless browser, capture/filters in tests
+  nginx-light nghttp2-client curl openssl ca-certificates chromium nftables
+  python3-h2 python3-cryptography
 )
 missing=()
 for p in "${PKGS[@]}"; do
