@@ -1,0 +1,217 @@
+"""The impairment of one direction of a profile (`LinkParams`), in human units.
+
+One LinkParams becomes one `set_impairment` action of the pipeline contract (see table.py).
+Models are frozen: a profile is an immutable snapshot that is swapped whole, which is what
+makes a profile switch atomic in the data plane too.
+
+Besides per-field ranges, a direction is checked for settings that would silently do nothing
+in the pipeline (a queue limit without a rate, reordering without a delay, ...). Values read
+back from a switch skip those checks (validation context {"lenient": True}): the switch may
+hold anything a P4Runtime client wrote, and it must still be shown as it is.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, ValidationInfo
+from pydantic import WithJsonSchema, field_validator, model_validator
+
+
+from .errors import KNOWN_FIELDS, FieldProblems, Problem
+from .fields import (Delay48, LinkRate, Overhead16, Probability, QueueBytes32, QueuePackets32,
+                     flag)
+from .gilbert_elliott import GilbertElliott
+from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
+
+__all__ = ["JitterDistribution", "Reorder", "Queue", "LinkParams"]
+
+
+class JitterDistribution(str, Enum):
+    """Shape of the jitter sample; `code` is the contract's jitter_dist value."""
+
+    NONE = "none"
+    UNIFORM = "uniform"  # +/- jitter
+    NORMAL = "normal"  # sigma = jitter (table-driven, like netem)
+    PARETO = "pareto"
+    PARETONORMAL = "paretonormal"
+    USER = "user"  # the user table of dist_table
+
+    @property
+    def code(self) -> int:
+        return _DIST_CODES[self]
+
+    @classmethod
+    def from_code(cls, code: int) -> "JitterDistribution":
+        for dist, value in _DIST_CODES.items():
+            if value == code:
+                return dist
+        raise ValueError(f"jitter_dist {code} is not a distribution code; allowed 0..5")
+
+    @classmethod
+    def parse(cls, raw: Any) -> "JitterDistribution":
+        if isinstance(raw, cls):
+            return raw
+        if isinstance(raw, str):
+            for dist in cls:
+                if dist.value == raw.strip().lower():
+                    return dist
+        allowed = ", ".join(d.value for d in cls)
+        raise ValueError(f"{quote(raw)} is not a distribution; allowed {allowed}")
+
+
+_DIST_CODES = {JitterDistribution.NONE: 0, JitterDistribution.UNIFORM: 1,
+               JitterDistribution.NORMAL: 2, JitterDistribution.PARETO: 3,
+               JitterDistribution.PARETONORMAL: 4, JitterDistribution.USER: 5}
+
+Distribution = Annotated[JitterDistribution,
+                         PlainValidator(JitterDistribution.parse),
+                         PlainSerializer(lambda d: d.value),
+                         WithJsonSchema({"enum": [d.value for d in JitterDistribution]})]
+
+
+class Reorder(BaseModel):
+    """Ordering of released packets.
+
+    keep_order: true keeps per-direction release order (jitter never reorders: a packet is
+    never released before the one admitted ahead of it); false lets jitter reorder.
+    probability: share of packets that skip the delay line and leave early (netem "reorder").
+    Shorthand: `reorder: 25%` is `{probability: 25%}`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    keep_order: flag("keep per-direction release order") = True
+    probability: Probability = Percent(0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, (str, int, float)) and not isinstance(data, bool):
+            return {"probability": data}
+        if isinstance(data, (Mapping, Reorder)):
+            return data
+        raise ValueError(f"{quote(data)} is not a reorder block "
+                         "({keep_order, probability}) or a percentage")
+
+
+class Queue(BaseModel):
+    """Limits of the rate queue (packets admitted but not yet serialised); 0 = unlimited.
+
+    A packet that would push the backlog over either limit is dropped (drop-tail).
+    Shorthand: `queue: 25` is `{packets: 25}`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    packets: QueuePackets32 = 0
+    bytes: QueueBytes32 = ByteSize(0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, int) and not isinstance(data, bool):
+            return {"packets": data}
+        if isinstance(data, str) and data.strip().lower() == "unlimited":
+            return {}
+        if isinstance(data, (Mapping, Queue)):
+            return data
+        raise ValueError(f"{quote(data)} is not a queue block ({{packets, bytes}}) "
+                         "or a number of packets")
+
+    @property
+    def unlimited(self) -> bool:
+        return self.packets == 0 and self.bytes == 0
+
+
+class LinkParams(BaseModel):
+    """Impairment of one direction. Defaults are "no impairment" for every field."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    delay: Delay48 = Duration(0)
+    jitter: Delay48 = Duration(0)
+    # Defaults to normal when jitter is set, none otherwise (resolved in _default_distribution).
+    jitter_distribution: Distribution = JitterDistribution.NONE
+    reorder: Reorder = Reorder()
+    rate: LinkRate = Rate(0)
+    overhead: Overhead16 = 0
+    queue: Queue = Queue()
+    loss: Probability = Percent(0)
+    gilbert_elliott: GilbertElliott | None = None
+    duplicate: Probability = Percent(0)
+    corrupt: Probability = Percent(0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_distribution(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or data.get("jitter_distribution") is not None:
+            return data
+        data = dict(data)
+        data.pop("jitter_distribution", None)
+        try:
+            has_jitter = Duration.parse(data.get("jitter", 0)) != 0
+        except UnitError:
+            return data  # the jitter field reports it
+        if has_jitter:
+            data["jitter_distribution"] = JitterDistribution.NORMAL
+        return data
+
+    @field_validator("gilbert_elliott", mode="before")
+    @classmethod
+    def _ge_block(cls, data: Any) -> Any:
+        if data is None or isinstance(data, (Mapping, GilbertElliott)):
+            return data
+        raise ValueError(f"{quote(data)} is not a gilbert_elliott block {{p, r, loss_good, "
+                         "loss_bad}")
+
+    @model_validator(mode="after")
+    def _effective(self, info: ValidationInfo) -> "LinkParams":
+        if info.context and info.context.get("lenient"):
+            return self
+        problems = self.ineffective_settings()
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+    def ineffective_settings(self) -> list[Problem]:
+        """Settings that the pipeline would ignore, each with the field that holds it."""
+        problems = []
+        if self.jitter and self.jitter_distribution is JitterDistribution.NONE:
+            problems.append(Problem("jitter_distribution", f"none leaves jitter {self.jitter} "
+                                    "unused; pick uniform, normal, pareto, paretonormal or user"))
+        if self.reorder.probability and not (self.delay or self.jitter):
+            problems.append(Problem("reorder.probability", f"{self.reorder.probability} has no "
+                                    "effect without a delay or jitter to skip"))
+        if self.rate == 0 and not self.queue.unlimited:
+            problems.append(Problem("queue", "a queue limit needs a rate (without one the rate "
+                                    "queue is always empty)"))
+        if self.rate == 0 and self.overhead:
+            problems.append(Problem("overhead", f"{self.overhead} bytes needs a rate (overhead "
+                                    "only counts in the rate computation)"))
+        if self.loss and self.gilbert_elliott is not None:
+            problems.append(Problem("loss", f"{self.loss} is ignored when gilbert_elliott is "
+                                    "set; give the loss as gilbert_elliott.loss_good/loss_bad"))
+        return problems
+
+    @property
+    def passthrough(self) -> bool:
+        """True when this direction changes nothing."""
+        return self == LinkParams()
+
+    def to_table_params(self) -> dict[str, int]:
+        """The contract's set_impairment params for this direction (see table.py)."""
+        from .table import encode_link
+
+        return encode_link(self)
+
+    @classmethod
+    def from_table_params(cls, params: Mapping[str, Any]) -> "LinkParams":
+        """The direction a set of set_impairment params means (see table.py)."""
+        from .table import decode_link
+
+        return decode_link(params)
+
+
+KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Queue.model_fields)

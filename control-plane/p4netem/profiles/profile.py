@@ -1,0 +1,175 @@
+"""A named impairment profile: uplink and downlink LinkParams plus an optional radio model."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from .errors import (KNOWN_FIELDS, FieldProblems, Problem, ProfileError, RadioNotSupportedError,
+                     problems_from_validation_error)
+from .fields import annotate, one_line
+from .link import JitterDistribution, LinkParams
+from .radio import Radio, RadioNone
+from .table import Direction, encode_link
+from .units import quote
+
+__all__ = ["Profile"]
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def _validate_name(raw: Any) -> str:
+    if isinstance(raw, str) and _NAME.match(raw):
+        return raw
+    raise ValueError(f"{quote(raw)} is not a profile id; use lowercase letters, digits and '-', "
+                     "starting with a letter or digit, at most 63 characters")
+
+
+ProfileName = Annotated[str, *annotate(_validate_name, str,
+                                     {"type": "string", "pattern": _NAME.pattern})]
+
+Title = one_line("title", max_len=100)
+Description = one_line("description")
+Source = one_line("source", max_len=1000)
+
+
+class Profile(BaseModel):
+    """name/title/description/source, per-direction impairment, and the UE's radio model.
+
+    Input may use `both:` for parameters shared by the two directions; `uplink:`/`downlink:`
+    keys override it field by field (a nested block such as `queue` is replaced whole).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: ProfileName
+    title: Title = ""  # display name; defaults to the name
+    description: Description = ""
+    source: Source = ""  # citation of the numbers
+    uplink: LinkParams = LinkParams()
+    downlink: LinkParams = LinkParams()
+    radio: Radio = RadioNone()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        if "both" in data:
+            both = data.pop("both")
+            if both is None:
+                both = {}
+            if not isinstance(both, Mapping):
+                raise FieldProblems([Problem("both", f"{quote(both)} is not a mapping of link "
+                                             "parameters")])
+            for direction in ("uplink", "downlink"):
+                own = data.get(direction)
+                if own is None:
+                    data[direction] = dict(both)
+                elif isinstance(own, Mapping):
+                    data[direction] = {**both, **own}
+                # anything else is reported by the field itself
+        if isinstance(data.get("radio"), str):
+            data["radio"] = {"model": data["radio"]}  # `radio: lte` shorthand
+        elif "radio" in data and data["radio"] is None:
+            data["radio"] = {"model": "none"}
+        if not data.get("title") and isinstance(data.get("name"), str):
+            data["title"] = data["name"]
+        return data
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def parse(cls, data: Any, source: str | None = None) -> "Profile":
+        """Validate a document (dict from YAML); raises ProfileError listing every problem."""
+        if not isinstance(data, Mapping):
+            raise ProfileError([Problem("", f"{quote(data)} is not a profile mapping")], source)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ProfileError(problems_from_validation_error(exc, data), source) from None
+
+    @classmethod
+    def from_table_params(cls, name: str, uplink: Mapping[str, Any],
+                          downlink: Mapping[str, Any], **meta: Any) -> "Profile":
+        """The profile that set_impairment params read back from a switch mean.
+
+        `meta` may give title, description, source and radio (tables do not hold them).
+        """
+        problems: list[Problem] = []
+        links: dict[str, LinkParams] = {}
+        for direction, params in (("uplink", uplink), ("downlink", downlink)):
+            try:
+                links[direction] = LinkParams.from_table_params(params)
+            except ProfileError as exc:
+                problems += exc.prefixed(direction)
+        if problems:
+            raise ProfileError(problems, f"profile {name!r} from table params")
+        return cls.parse({"name": name, **meta, **links})
+
+    # ---- use -----------------------------------------------------------------------------------
+    def link(self, direction: Direction | str | int) -> LinkParams:
+        return getattr(self, Direction.parse(direction).field)
+
+    @property
+    def has_radio(self) -> bool:
+        return self.radio.model != "none"
+
+    def to_table_params(self, direction: Direction | str | int, *,
+                        ignore_radio: bool = False) -> dict[str, int]:
+        """The exact set_impairment action params (name -> int) for one direction.
+
+        A radio model other than `none` cannot be applied yet (the data plane has no radio
+        stage): this raises RadioNotSupportedError rather than silently dropping the wake-up
+        delays, unless the caller passes ignore_radio=True to apply only the link parameters.
+        """
+        if self.has_radio and not ignore_radio:
+            raise RadioNotSupportedError(
+                f"profile {self.name!r} has radio model {self.radio.model!r}, but the data "
+                "plane has no radio stage yet; applying it would drop the radio wake-up "
+                "delays. Pass ignore_radio=True to apply the link parameters only.")
+        return encode_link(self.link(direction))
+
+    def same_table_params(self, other: "Profile") -> bool:
+        """True when both profiles program the switch identically in both directions (values
+        closer than the quantisation step compare equal) and have the same radio."""
+        return (encode_link(self.uplink) == encode_link(other.uplink)
+                and encode_link(self.downlink) == encode_link(other.downlink)
+                and self.radio == other.radio)
+
+    # ---- output --------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The shortest document that parses back to this profile (defaults left out,
+        `both` when the two directions are equal), in human units, ready for YAML."""
+        doc: dict[str, Any] = {"name": self.name}
+        if self.title != self.name:
+            doc["title"] = self.title
+        for key in ("description", "source"):
+            if getattr(self, key):
+                doc[key] = getattr(self, key)
+        # Fields equal in both directions go under `both`, the rest under their direction.
+        up, down = _link_dict(self.uplink), _link_dict(self.downlink)
+        both = {key: value for key, value in up.items() if down.get(key) == value}
+        if both:
+            doc["both"] = both
+        for name, own in (("downlink", down), ("uplink", up)):
+            rest = {key: value for key, value in own.items() if key not in both}
+            if rest:
+                doc[name] = rest
+        if self.has_radio:
+            doc["radio"] = self.radio.model_dump(mode="json", exclude_defaults=True)
+            doc["radio"]["model"] = self.radio.model
+        return doc
+
+
+def _link_dict(link: LinkParams) -> dict[str, Any]:
+    doc = link.model_dump(mode="json", exclude_defaults=True)
+    implied = JitterDistribution.NORMAL if link.jitter else JitterDistribution.NONE
+    if link.jitter_distribution is implied:
+        doc.pop("jitter_distribution", None)
+    return doc
+
+
+KNOWN_FIELDS.update(Profile.model_fields, {"both"})

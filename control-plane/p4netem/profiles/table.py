@@ -1,0 +1,198 @@
+"""LinkParams <-> the `set_impairment` action params of the pipeline contract.
+
+Quantisation (the only places where the table holds less than the profile):
+  durations      delay_ns, jitter_ns: whole nanoseconds, exact both ways.
+  probabilities  p_table = round_half_up(percent / 100 * 2^32), 100% -> 0xFFFFFFFF ("always").
+                 Step 2^-32 (about 2.3e-8 %); a non-zero percent that would become 0 is refused
+                 at validation. Read back as the shortest decimal percent with that encoding.
+  rate           ns_per_byte_q16 = round_half_up(8e9 * 65536 / bit_per_s), 0 = unlimited.
+                 Relative step 1/q: 1.9e-12 at 1 kbit/s, 1.9e-6 at 1 Gbit/s, 1.9e-4 at 100 Gbit/s.
+                 Read back as the shortest decimal rate with that encoding.
+  sizes, counts  overhead_bytes, queue_limit_*: integers, exact.
+So decode(encode(x)) == x for every value written with no more digits than its quantisation
+step allows (all built-in profiles), and encode(decode(t)) == t for every table value a valid
+profile can produce. Comparing two profiles by their encodings (`same_table_params`) is exact.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any, Mapping
+
+from pydantic import ValidationError
+
+from .errors import Problem, ProfileError, problems_from_validation_error
+from .link import JitterDistribution, LinkParams
+from .units import (Duration, ns_per_byte_q16_to_rate, percent_to_prob, prob_to_percent,
+                    rate_to_ns_per_byte_q16)
+
+__all__ = ["SET_IMPAIRMENT", "PROFILE_TABLE", "IMPAIRMENT_PARAMS", "Direction", "encode_link",
+           "decode_link", "same_table_params"]
+
+PROFILE_TABLE = "P4netemIngress.profile"
+SET_IMPAIRMENT = "P4netemIngress.set_impairment"
+
+# (param id, name, bit width) of set_impairment, in contract order.
+IMPAIRMENT_PARAMS: tuple[tuple[int, str, int], ...] = (
+    (1, "delay_ns", 48),
+    (2, "jitter_ns", 48),
+    (3, "jitter_dist", 8),
+    (4, "reorder_mode", 8),
+    (5, "reorder_prob", 32),
+    (6, "loss_prob", 32),
+    (7, "ge_p", 32),
+    (8, "ge_r", 32),
+    (9, "ge_loss_good", 32),
+    (10, "ge_loss_bad", 32),
+    (11, "ns_per_byte_q16", 48),
+    (12, "overhead_bytes", 16),
+    (13, "queue_limit_bytes", 32),
+    (14, "queue_limit_pkts", 32),
+    (15, "dup_prob", 32),
+    (16, "corrupt_prob", 32),
+)
+_WIDTHS = {name: bits for _, name, bits in IMPAIRMENT_PARAMS}
+
+REORDER_KEEP_ORDER = 0  # release = max(release, last_release)
+REORDER_ALLOW = 1  # jitter may reorder
+
+
+class Direction(IntEnum):
+    """The contract's `direction` bit: 0 uplink (client to server), 1 downlink."""
+
+    UPLINK = 0
+    DOWNLINK = 1
+
+    @property
+    def field(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, raw: Any) -> "Direction":
+        if isinstance(raw, cls):
+            return raw
+        if isinstance(raw, str) and raw.strip().upper() in cls.__members__:
+            return cls[raw.strip().upper()]
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw in (0, 1):
+            return cls(raw)
+        raise ValueError(f"{raw!r} is not a direction; allowed uplink (0) or downlink (1)")
+
+
+def encode_link(link: LinkParams) -> dict[str, int]:
+    """set_impairment params (name -> unsigned int) for one direction, in param-id order."""
+    ge = link.gilbert_elliott
+    params = {
+        "delay_ns": int(link.delay),
+        "jitter_ns": int(link.jitter),
+        "jitter_dist": link.jitter_distribution.code,
+        "reorder_mode": REORDER_KEEP_ORDER if link.reorder.keep_order else REORDER_ALLOW,
+        "reorder_prob": percent_to_prob(link.reorder.probability),
+        "loss_prob": percent_to_prob(link.loss),
+        "ge_p": percent_to_prob(ge.p) if ge else 0,
+        "ge_r": percent_to_prob(ge.r) if ge else 0,
+        "ge_loss_good": percent_to_prob(ge.loss_good) if ge else 0,
+        "ge_loss_bad": percent_to_prob(ge.loss_bad) if ge else 0,
+        "ns_per_byte_q16": rate_to_ns_per_byte_q16(link.rate),
+        "overhead_bytes": int(link.overhead),
+        "queue_limit_bytes": int(link.queue.bytes),
+        "queue_limit_pkts": int(link.queue.packets),
+        "dup_prob": percent_to_prob(link.duplicate),
+        "corrupt_prob": percent_to_prob(link.corrupt),
+    }
+    for name, value in params.items():
+        # Validation keeps every field inside its width; this guards the guard.
+        if not 0 <= value < 2 ** _WIDTHS[name]:
+            raise AssertionError(f"{name}={value} does not fit in {_WIDTHS[name]} bits")
+    return params
+
+
+def _as_int(name: str, raw: Any, problems: list[Problem]) -> int | None:
+    if isinstance(raw, (bytes, bytearray)):
+        value = int.from_bytes(raw, "big")  # P4Runtime bytestrings are big-endian
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    else:
+        problems.append(Problem(name, f"{raw!r} is not an integer or a P4Runtime bytestring"))
+        return None
+    if not 0 <= value < 2 ** _WIDTHS[name]:
+        problems.append(Problem(name, f"{value} out of range 0..{2 ** _WIDTHS[name] - 1} "
+                                f"(bit<{_WIDTHS[name]}>)"))
+        return None
+    return value
+
+
+def decode_link(params: Mapping[str, Any]) -> LinkParams:
+    """The LinkParams that set_impairment `params` (name -> int or big-endian bytes) mean.
+
+    Every param of the contract must be present. Checks that only guard against settings that
+    do nothing are skipped (lenient), since a switch may hold whatever a client wrote; Gilbert-
+    Elliott parameters are dropped when ge_p is 0 (the model is off and ignores them).
+    """
+    problems: list[Problem] = []
+    names = [name for _, name, _ in IMPAIRMENT_PARAMS]
+    for name in params:
+        if name not in _WIDTHS:
+            problems.append(Problem(name, "not a set_impairment param"))
+    values: dict[str, int] = {}
+    for name in names:
+        if name not in params:
+            problems.append(Problem(name, "missing"))
+            continue
+        value = _as_int(name, params[name], problems)
+        if value is not None:
+            values[name] = value
+    if problems:
+        raise ProfileError(problems, SET_IMPAIRMENT)
+
+    if values["jitter_dist"] > 5:
+        problems.append(Problem("jitter_dist", f"{values['jitter_dist']} is not a distribution "
+                                "code; allowed 0..5"))
+    if values["reorder_mode"] not in (REORDER_KEEP_ORDER, REORDER_ALLOW):
+        problems.append(Problem("reorder_mode", f"{values['reorder_mode']} out of range 0..1"))
+    if problems:
+        raise ProfileError(problems, SET_IMPAIRMENT)
+
+    ge = None
+    if values["ge_p"]:
+        ge = {"p": prob_to_percent(values["ge_p"]), "r": prob_to_percent(values["ge_r"]),
+              "loss_good": prob_to_percent(values["ge_loss_good"]),
+              "loss_bad": prob_to_percent(values["ge_loss_bad"])}
+    data = {
+        "delay": Duration(values["delay_ns"]),
+        "jitter": Duration(values["jitter_ns"]),
+        "jitter_distribution": JitterDistribution.from_code(values["jitter_dist"]),
+        "reorder": {"keep_order": values["reorder_mode"] == REORDER_KEEP_ORDER,
+                    "probability": prob_to_percent(values["reorder_prob"])},
+        "rate": ns_per_byte_q16_to_rate(values["ns_per_byte_q16"]),
+        "overhead": values["overhead_bytes"],
+        "queue": {"packets": values["queue_limit_pkts"], "bytes": values["queue_limit_bytes"]},
+        "loss": prob_to_percent(values["loss_prob"]),
+        "gilbert_elliott": ge,
+        "duplicate": prob_to_percent(values["dup_prob"]),
+        "corrupt": prob_to_percent(values["corrupt_prob"]),
+    }
+    try:
+        return LinkParams.model_validate(data, context={"lenient": True})
+    except ValidationError as exc:
+        # A value the encoding can hold but a profile cannot (e.g. a rate above 100 Gbit/s).
+        raise ProfileError(_to_param_names(problems_from_validation_error(exc)),
+                           SET_IMPAIRMENT) from None
+
+
+_FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_byte_q16",
+                   "overhead": "overhead_bytes", "queue.bytes": "queue_limit_bytes",
+                   "queue.packets": "queue_limit_pkts", "loss": "loss_prob",
+                   "reorder.probability": "reorder_prob", "duplicate": "dup_prob",
+                   "corrupt": "corrupt_prob", "gilbert_elliott.p": "ge_p",
+                   "gilbert_elliott.r": "ge_r"}
+
+
+def _to_param_names(problems: list[Problem]) -> list[Problem]:
+    return [Problem(f"{_FIELD_TO_PARAM.get(p.path, p.path)} ({p.path})", p.message)
+            for p in problems]
+
+
+def same_table_params(a: LinkParams, b: LinkParams) -> bool:
+    """True when both directions program the switch identically (compares encodings, so
+    values that differ below the quantisation step count as the same)."""
+    return encode_link(a) == encode_link(b)

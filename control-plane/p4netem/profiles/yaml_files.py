@@ -1,0 +1,168 @@
+"""Profiles in YAML files: one profile per file, or a file with a `profiles:` list.
+
+Loading is pure: it reads the file and returns immutable Profile objects, or raises one
+ProfileError that names the file and lists every problem with its field path. Duplicate keys,
+which plain YAML loaders silently resolve to the last one, are problems too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import yaml
+
+from .errors import Problem, ProfileError
+from .profile import Profile
+
+__all__ = ["load_profile", "load_profiles", "loads_profiles", "dump", "dumps"]
+
+PathLike = str | os.PathLike
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that records duplicate mapping keys instead of keeping the last one."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.duplicates: list[Problem] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) or key is None:
+                if key in seen:
+                    line = key_node.start_mark.line + 1
+                    self.duplicates.append(Problem(f"line {line}", f"duplicate key {key!r}"))
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    loader = _StrictLoader(text)
+    try:
+        data = loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ProfileError([Problem(where, f"not valid YAML: {exc.problem}")], source) from None
+    except yaml.YAMLError as exc:
+        raise ProfileError([Problem("", f"not valid YAML: {exc}")], source) from None
+    finally:
+        loader.dispose()
+    if loader.duplicates:
+        raise ProfileError(loader.duplicates, source)
+    return data
+
+
+def _documents(data: Any) -> tuple[list[tuple[str, Any]], list[Problem]]:
+    """(path prefix, profile document) pairs of a file, and the problems of its outer shape."""
+    if data is None:
+        return [], [Problem("", "empty file; expected a profile or a `profiles:` list")]
+    if isinstance(data, dict) and "profiles" in data:
+        extra = sorted(str(k) for k in data if k != "profiles")
+        problems = [Problem(key, "unknown top-level key next to `profiles:`") for key in extra]
+        items = data["profiles"]
+        if not isinstance(items, list) or not items:
+            return [], problems + [Problem("profiles", "must be a non-empty list of profiles")]
+        return [(f"profiles[{i}]", item) for i, item in enumerate(items)], problems
+    if isinstance(data, dict):
+        return [("", data)], []
+    return [], [Problem("", "expected a profile mapping or a `profiles:` list, "
+                            f"got {type(data).__name__}")]
+
+
+def _prefixed(prefix: str, problems: Iterable[Problem]) -> list[Problem]:
+    return ProfileError(list(problems)).prefixed(prefix)
+
+
+def loads_profiles(text: str, source: str = "<string>") -> list[Profile]:
+    """Every profile of a YAML text; ProfileError (naming `source`) lists every problem."""
+    docs, problems = _documents(_parse_yaml(text, source))
+    profiles: list[Profile] = []
+    first_seen: dict[str, str] = {}
+    for prefix, doc in docs:
+        try:
+            profile = Profile.parse(doc)
+        except ProfileError as exc:
+            problems += _prefixed(prefix, exc.problems)
+            continue
+        if profile.name in first_seen:
+            problems.append(Problem(_join(prefix, "name"), f"duplicate profile name "
+                                    f"{profile.name!r} (first at {first_seen[profile.name]})"))
+        first_seen.setdefault(profile.name, prefix or "top")
+        profiles.append(profile)
+    if problems:
+        raise ProfileError(problems, source)
+    return profiles
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _read(path: PathLike) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError([Problem("", f"cannot read: {exc.strerror or exc}")], str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ProfileError([Problem("", f"not UTF-8 text: {exc.reason}")], str(path)) from None
+
+
+def load_profiles(path: PathLike) -> list[Profile]:
+    """All profiles of a file, or of every *.yaml/*.yml file of a directory (names must be
+    unique across the directory)."""
+    path = Path(path)
+    if not path.is_dir():
+        return loads_profiles(_read(path), str(path))
+    files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    profiles: list[Profile] = []
+    problems: list[Problem] = []
+    origin: dict[str, str] = {}
+    for file in files:
+        try:
+            loaded = loads_profiles(_read(file), str(file))
+        except ProfileError as exc:
+            problems += [Problem(f"{file.name}: {p.path}" if p.path else file.name, p.message)
+                         for p in exc.problems]
+            continue
+        for profile in loaded:
+            if profile.name in origin:
+                problems.append(Problem(file.name, f"duplicate profile name {profile.name!r} "
+                                        f"(also in {origin[profile.name]})"))
+            origin.setdefault(profile.name, file.name)
+            profiles.append(profile)
+    if problems:
+        raise ProfileError(problems, str(path))
+    return profiles
+
+
+def load_profile(path: PathLike) -> Profile:
+    """The one profile of a file (a file with several is an error: use load_profiles)."""
+    profiles = load_profiles(path)
+    if len(profiles) != 1:
+        names = ", ".join(p.name for p in profiles)
+        raise ProfileError([Problem("", f"holds {len(profiles)} profiles ({names}); "
+                                        "use load_profiles")], str(path))
+    return profiles[0]
+
+
+def dumps(profiles: Profile | Sequence[Profile]) -> str:
+    """YAML text: a single profile as a mapping, several under `profiles:`."""
+    if isinstance(profiles, Profile):
+        doc: Any = profiles.to_dict()
+    else:
+        doc = {"profiles": [p.to_dict() for p in profiles]}
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False,
+                          width=10**6)
+
+
+def dump(profiles: Profile | Sequence[Profile], path: PathLike | None = None) -> str:
+    """dumps(), also written to `path` when given; returns the text."""
+    text = dumps(profiles)
+    if path is not None:
+        Path(path).write_text(text, encoding="utf-8")
+    return text
