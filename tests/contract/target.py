@@ -124,13 +124,16 @@ def target_p4info():
             return fetch_p4info(addr)
     except RuntimeError as portless_failure:
         # The switch exited on its own: it probably wants at least one port.
-        with _netns_with_veth() as (ns, port_args), _switch(port_args, ns) as addr:
-            out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, __file__, "fetch", addr, str(DEVICE_ID)],
-                                 capture_output=True, text=True, timeout=60)
-            if out.returncode != 0:
-                raise RuntimeError(f"fetching the P4Info failed ({out.stderr.strip()[-2000:]}); "
-                                   f"without ports the switch had failed with: {portless_failure}") from None
-            return text_format.Parse(out.stdout, pt.P4Info())
+        try:
+            with _netns_with_veth() as (ns, port_args), _switch(port_args, ns) as addr:
+                out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, __file__, "fetch", addr,
+                                      str(DEVICE_ID)], capture_output=True, text=True, timeout=60)
+                if out.returncode != 0:
+                    raise RuntimeError(f"fetching the P4Info failed: {out.stderr.strip()[-2000:]}")
+                return text_format.Parse(out.stdout, pt.P4Info())
+        except (RuntimeError, TimeoutError) as with_ports_failure:
+            raise RuntimeError(f"without ports: {portless_failure}\n"
+                               f"with two veth ports in a namespace: {with_ports_failure}") from None
 
 
 if __name__ == "__main__":

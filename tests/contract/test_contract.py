@@ -4,6 +4,8 @@ Three views of one control-plane API are reduced to the same model (p4info_model
   - the P4 source, read the way p4c's P4Runtime serializer would (p4source),
   - p4src/p4netem.p4info.txtpb,
   - the P4Info a freshly started p4netem-switch reports over P4Runtime.
+The tables of docs/pipeline-contract.md, which people implement from, are checked against the
+source as well (contract_doc).
 The mutation tests prove the comparison sees what it claims to: each one changes a single width,
 id, key, scope, size... in an in-memory copy and asserts the diff names that object.
 """
@@ -18,6 +20,7 @@ from google.protobuf import text_format
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import contract_doc  # noqa: E402
 import p4info_model as pm  # noqa: E402
 import p4runtime_types as pt  # noqa: E402
 import p4source  # noqa: E402
@@ -28,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 P4_MAIN = ROOT / "p4src" / "p4netem.p4"
 P4_INCLUDE = ROOT / "p4src" / "include"
 P4INFO_FILE = ROOT / "p4src" / "p4netem.p4info.txtpb"
+CONTRACT_DOC = ROOT / "docs" / "pipeline-contract.md"
 
 
 def parse_p4info(text: str):
@@ -96,6 +100,38 @@ def test_ids_are_unique_and_prefixed(file_model):
             assert obj["id"] >> 24 == prefix, f"{kind} {name} id {obj['id']:#x} lacks prefix {prefix:#x}"
             assert obj["id"] not in seen, f"id {obj['id']:#x} used by {seen.get(obj['id'])} and {name}"
             seen[obj["id"]] = name
+
+
+def test_contract_doc_matches_source(source_model):
+    stated = contract_doc.model(CONTRACT_DOC.read_text())
+    problems = pm.diff(contract_doc.project(source_model), stated, "P4 source", "pipeline-contract.md")
+    assert not problems, "docs/pipeline-contract.md and the P4 source disagree:\n" + "\n".join(problems)
+
+
+DOC_MUTATIONS = {
+    "key width": ("3: meta.ipv4_src ternary 32;", "3: meta.ipv4_src ternary 16;",
+                  "tables['P4netemIngress.classifier']['keys']"),
+    "table id": ("| 0x02000005 | P4netemIngress.profile |", "| 0x02000006 | P4netemIngress.profile |",
+                 "tables['P4netemIngress.profile']['id']"),
+    "scope": ("set_impairment, @defaultonly NoAction", "set_impairment, NoAction",
+              "tables['P4netemIngress.profile']['actions']"),
+    "impairment param width": ("| 12 | overhead_bytes | 16 |", "| 12 | overhead_bytes | 32 |",
+                               "actions['P4netemIngress.set_impairment']['params'][11]"),
+    "register size": ("| P4netemIngress.ge_state | 8 | 8192 |", "| P4netemIngress.ge_state | 8 | 4096 |",
+                      "registers['P4netemIngress.ge_state']['size']"),
+    "digest id": ("| 0x17F8D97F | mac_learn_digest_t |", "| 0x17000001 | mac_learn_digest_t |",
+                  "digests['mac_learn_digest_t']['id']"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(DOC_MUTATIONS))
+def test_doc_diff_catches_change(mutation, source_model):
+    old, new, where = DOC_MUTATIONS[mutation]
+    text = CONTRACT_DOC.read_text()
+    assert text.count(old) == 1, f"mutation target {old!r} must occur exactly once"
+    problems = pm.diff(contract_doc.project(source_model), contract_doc.model(text.replace(old, new)),
+                       "P4 source", "mutated doc")
+    assert any(p.startswith(where) for p in problems), f"{mutation}: expected a difference at {where}, got {problems}"
 
 
 # ---------------------------------------------------------------------------------------------
