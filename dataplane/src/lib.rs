@@ -1,7 +1,12 @@
 //! p4netem-switch: the native software target of the p4netem P4 pipeline.
 //!
 //! `contract` is the static pipeline definition; `state` is the control-plane facing store;
-//! `p4rt` is the P4Runtime server; the rest is the data plane.
+//! `p4rt` is the P4Runtime server; `tables` the compiled lookup structures; the rest is the
+//! data plane (`parse`, `stage/*`, `wheel`, `pool`, `io/*`, `dataplane`).
 pub mod contract;
+pub mod dist;
+pub mod io;
 pub mod p4rt;
+pub mod rng;
 pub mod state;
+pub mod tables;

@@ -8,9 +8,9 @@ mod control;
 mod entries;
 mod store;
 
-pub use control::{DataPlaneLink, SwitchControl};
+pub use control::{ControlConfig, DataPlaneLink, SwitchControl};
 pub use entries::TableStore;
-pub use store::{Counters, Registers};
+pub use store::{CounterArray, Counters, Registers};
 
 /// One key of a table entry, already decoded to integers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

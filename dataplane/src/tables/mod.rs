@@ -1,0 +1,78 @@
+//! The data plane's view of the tables: an immutable, compiled [`Snapshot`] published with
+//! arc-swap. The control side (`state::TableStore`) keeps the entry lists and compiles the tables a
+//! batch touched; everything else is shared with the previous snapshot by `Arc`.
+pub mod classifier;
+pub mod exact;
+pub mod hash;
+pub mod profile;
+
+use std::sync::Arc;
+
+pub use classifier::{ClassKey, Classifier, Rule};
+pub use exact::{MacMap, PortMap};
+pub use profile::{Impairment, ProfileTable};
+
+/// The forwarding decision of `port_map` / `l2_fwd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forward {
+    Port(u16),
+    Cpu,
+    /// `drop_packet`: no route.
+    Drop,
+}
+
+/// The result of `set_profile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProfileSel {
+    pub profile_id: u16,
+    pub direction: u8,
+    pub ue_id: u32,
+}
+
+impl ProfileSel {
+    #[inline]
+    pub fn pd(&self) -> u32 {
+        (self.profile_id as u32) << 1 | (self.direction as u32 & 1)
+    }
+}
+
+/// Everything one packet's pipeline pass reads from the tables.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub port_map: Arc<PortMap>,
+    pub port_map_default: Forward,
+    /// l2_fwd's default is const NoAction (miss -> port_map).
+    pub l2_fwd: Arc<MacMap<Forward>>,
+    /// l2_learn entries all run NoAction (learn is @defaultonly): membership is all that matters.
+    pub l2_learn: Arc<MacMap<()>>,
+    /// Default action of l2_learn is `learn`.
+    pub learn_on_miss: bool,
+    pub classifier: Arc<Classifier>,
+    pub classifier_default: ProfileSel,
+    pub profiles: Arc<ProfileTable>,
+    /// Default of `profile`: `None` = NoAction (no impairment).
+    pub profile_default: Option<Impairment>,
+}
+
+impl Snapshot {
+    /// The empty pipeline with the P4 program's default actions.
+    pub fn empty(pds: usize) -> Self {
+        Snapshot {
+            port_map: Arc::new(PortMap::new([])),
+            port_map_default: Forward::Drop,
+            l2_fwd: Arc::new(MacMap::new([])),
+            l2_learn: Arc::new(MacMap::new([])),
+            learn_on_miss: false,
+            classifier: Arc::new(Classifier::build(&[])),
+            classifier_default: ProfileSel::default(),
+            profiles: Arc::new(ProfileTable::new(pds, [])),
+            profile_default: None,
+        }
+    }
+
+    /// The impairment of a pd: its entry, else the table default.
+    #[inline]
+    pub fn impairment(&self, pd: u32) -> Option<&Impairment> {
+        self.profiles.get(pd).or(self.profile_default.as_ref())
+    }
+}

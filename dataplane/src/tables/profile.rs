@@ -1,0 +1,93 @@
+//! The `profile` table: pd -> impairment parameters (`set_impairment`).
+//!
+//! A profile's parameters are one immutable, copyable [`Impairment`]; replacing the table entry
+//! swaps all of them at once (the snapshot is published whole), which is what makes a profile
+//! switch atomic for the packets.
+use crate::contract::imp;
+
+/// The parameters of `set_impairment`, decoded into native types.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Impairment {
+    pub delay_ns: u64,
+    pub jitter_ns: u64,
+    pub jitter_dist: u8,
+    pub reorder_mode: u8,
+    pub reorder_prob: u32,
+    pub loss_prob: u32,
+    pub ge_p: u32,
+    pub ge_r: u32,
+    pub ge_loss_good: u32,
+    pub ge_loss_bad: u32,
+    pub ns_per_byte_q16: u64,
+    pub overhead_bytes: u16,
+    pub queue_limit_bytes: u32,
+    pub queue_limit_pkts: u32,
+    pub dup_prob: u32,
+    pub corrupt_prob: u32,
+}
+
+impl Impairment {
+    /// From `set_impairment`'s params in ParamDef order (widths already validated).
+    pub fn from_params(p: &[u128]) -> Self {
+        let g = |i: usize| p.get(i).copied().unwrap_or(0);
+        Impairment {
+            delay_ns: g(imp::DELAY_NS) as u64,
+            jitter_ns: g(imp::JITTER_NS) as u64,
+            jitter_dist: g(imp::JITTER_DIST) as u8,
+            reorder_mode: g(imp::REORDER_MODE) as u8,
+            reorder_prob: g(imp::REORDER_PROB) as u32,
+            loss_prob: g(imp::LOSS_PROB) as u32,
+            ge_p: g(imp::GE_P) as u32,
+            ge_r: g(imp::GE_R) as u32,
+            ge_loss_good: g(imp::GE_LOSS_GOOD) as u32,
+            ge_loss_bad: g(imp::GE_LOSS_BAD) as u32,
+            ns_per_byte_q16: g(imp::NS_PER_BYTE_Q16) as u64,
+            overhead_bytes: g(imp::OVERHEAD_BYTES) as u16,
+            queue_limit_bytes: g(imp::QUEUE_LIMIT_BYTES) as u32,
+            queue_limit_pkts: g(imp::QUEUE_LIMIT_PKTS) as u32,
+            dup_prob: g(imp::DUP_PROB) as u32,
+            corrupt_prob: g(imp::CORRUPT_PROB) as u32,
+        }
+    }
+
+    /// True when the rate stage does something for this profile.
+    #[inline]
+    pub fn has_rate(&self) -> bool {
+        self.ns_per_byte_q16 != 0
+    }
+}
+
+/// One slot per pd; `None` = miss (the table's default action applies).
+pub struct ProfileTable {
+    slots: Box<[Option<Impairment>]>,
+}
+
+impl ProfileTable {
+    pub fn new(pds: usize, entries: impl IntoIterator<Item = (u32, Impairment)>) -> Self {
+        let mut slots = vec![None; pds].into_boxed_slice();
+        for (pd, imp) in entries {
+            if let Some(s) = slots.get_mut(pd as usize) {
+                *s = Some(imp);
+            }
+        }
+        ProfileTable { slots }
+    }
+
+    #[inline]
+    pub fn get(&self, pd: u32) -> Option<&Impairment> {
+        self.slots.get(pd as usize).and_then(|s| s.as_ref())
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Every installed entry with its pd.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Impairment)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i as u32, s)))
+    }
+}
