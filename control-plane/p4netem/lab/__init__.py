@@ -1,7 +1,8 @@
 """Test and demo labs: namespaces, veth pairs, the switch process, probe traffic."""
 
 from .netns import PREFIX, LabError, Namespace, Resources, disable_offloads, run, stop_process, unique_token
-from .switch import SwitchProcess, free_tcp_port
+from .free import free_tcp_port, free_udp_port
+from .switch import SwitchProcess
 from .twohost import LAB_PROFILE, Host, TwoHostLab
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "TwoHostLab",
     "disable_offloads",
     "free_tcp_port",
+    "free_udp_port",
     "run",
     "stop_process",
     "unique_token",

@@ -7,10 +7,11 @@ Run inside a namespace:
 Datagram payload: magic "P4NP" | seq u64 | tx time u64 (CLOCK_REALTIME ns) | crc32 of the previous
 20 bytes | filler with a fixed byte pattern up to --size bytes. The receiver takes the kernel's
 SO_TIMESTAMPNS receive time (also CLOCK_REALTIME; namespaces share the clock), so rx - tx is the
-one-way delay through the switch. It also checks every byte: a header that fails its CRC or filler
-that differs from the pattern marks the datagram as corrupted (with the number of flipped filler
-bits), which is how corruption tests see the switch's bit flips. The sender disables the UDP
-checksum (SO_NO_CHECK) so that the kernel delivers corrupted payloads instead of dropping them.
+one-way delay through the switch. It also checks every byte: a header that fails its CRC, filler
+that differs from the pattern (counted in flipped bits), a datagram shorter than sent (a flipped UDP
+length the kernel trims to) or from another source port (a flipped UDP source port) mark the
+datagram as corrupted, which is how corruption tests see the switch's bit flips. The sender disables
+the UDP checksum (SO_NO_CHECK) so that the kernel delivers corrupted payloads instead of dropping them.
 
 `run_probe()` runs both ends in two namespaces and returns a ProbeResult.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import statistics
 import struct
 import sys
 import time
@@ -106,6 +108,7 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
     rx: list[int] = []
     flips: list[int] = []  # per recorded datagram: filler bits that differ from the pattern
     sizes: list[int] = []
+    sports: list[int] = []
     bad_header = 0
     pads: dict[int, bytes] = {}
     deadline = time.monotonic() + max_time
@@ -118,7 +121,7 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
         if not got_any:
             sock.settimeout(remaining)
         try:
-            data, ancdata, _, _ = sock.recvmsg(65535, 256)
+            data, ancdata, _, source = sock.recvmsg(65535, 256)
         except TimeoutError:
             break
         except socket.timeout:
@@ -152,7 +155,9 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
         rx.append(rx_ns)
         flips.append(nflips)
         sizes.append(len(data))
-    return {"seq": seqs, "tx_ns": tx, "rx_ns": rx, "flips": flips, "size": sizes, "bad_header": bad_header}
+        sports.append(source[1])
+    return {"seq": seqs, "tx_ns": tx, "rx_ns": rx, "flips": flips, "size": sizes, "sport": sports,
+            "bad_header": bad_header}
 
 
 # ---- results --------------------------------------------------------------------------------------
@@ -168,6 +173,8 @@ class ProbeResult:
     tx_ns: list[int]
     rx_ns: list[int]
     flips: list[int]
+    sizes: list[int]
+    sports: list[int]
     bad_header: int
     sender: dict = field(default_factory=dict)
 
@@ -205,8 +212,13 @@ class ProbeResult:
 
     @property
     def corrupted(self) -> int:
-        """Datagrams seen with any changed bit (header or filler)."""
-        return self.bad_header + sum(1 for f in self.flips if f)
+        """Datagrams seen with any changed bit: probe header, filler, UDP length or source port."""
+        if not self.seq:
+            return self.bad_header
+        sport = statistics.mode(self.sports)  # the sender's port; a flipped one is rare
+        return self.bad_header + sum(
+            1 for f, n, p in zip(self.flips, self.sizes, self.sports) if f or n != self.size or p != sport
+        )
 
     def loss_bursts(self) -> list[int]:
         """Lengths of the runs of consecutive missing sequence numbers."""
@@ -274,7 +286,7 @@ def run_probe(
     sent = json.loads(sender.stdout)
     return ProbeResult(
         sent=sent["sent"], size=size, seq=data["seq"], tx_ns=data["tx_ns"], rx_ns=data["rx_ns"],
-        flips=data["flips"], bad_header=data["bad_header"], sender=sent,
+        flips=data["flips"], sizes=data["size"], sports=data["sport"], bad_header=data["bad_header"], sender=sent,
     )
 
 

@@ -9,14 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..paths import switch_binary
+from .free import free_tcp_port
 from .netns import LabError, Resources, stop_process
-
-
-def free_tcp_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class SwitchProcess:

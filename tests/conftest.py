@@ -1,0 +1,57 @@
+"""Fixtures shared by every test suite.
+
+`lab`: a fresh TwoHostLab per test: namespaces h1 (10.0.0.1) and h2 (10.0.0.2) wired through a
+p4netem-switch (h1 on port 1, h2 on port 2), a primary P4Runtime client (`lab.client`) that pushed
+the P4Info, port_map 1->2 and 2->1, and classifier entries putting port-1 traffic in profile
+LAB_PROFILE uplink and port-2 traffic in LAB_PROFILE downlink. Set impairments with
+`lab.impair(direction, delay_ns=..., ...)`, read counters with `lab.counters(direction)`.
+
+`p4info`: the checked-in P4Info (p4src/p4netem.p4info.txtpb), parsed.
+
+When a test that used the lab fails, the end of the switch's log is printed with the failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from p4netem.lab import TwoHostLab
+from p4netem.p4rt import P4Info
+from p4netem.paths import p4info_path, switch_binary
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture(scope="session")
+def p4info() -> P4Info:
+    return P4Info.load(p4info_path())
+
+
+@pytest.fixture(scope="session")
+def switch_bin() -> str:
+    path = switch_binary()
+    if not path.exists():
+        pytest.fail(f"{path} is missing: build it with `make build`", pytrace=False)
+    return str(path)
+
+
+@pytest.fixture
+def lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path) -> Iterator[TwoHostLab]:
+    if os.geteuid() != 0:
+        pytest.fail("wire tests need root (network namespaces, raw sockets)", pytrace=False)
+    the_lab = TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log").start()
+    try:
+        yield the_lab
+    finally:
+        call = getattr(request.node, "rep_call", None)
+        if call is not None and call.failed and the_lab.switch is not None:
+            print(f"\n---- end of switch log ({the_lab.switch.log_path}) ----\n{the_lab.switch.log_tail(60)}")
+        the_lab.close()

@@ -1,0 +1,40 @@
+"""Delay: a configured constant delay shows up in one-way delays measured from kernel timestamps,
+relative to a no-delay baseline measured in the same test."""
+
+from __future__ import annotations
+
+from wirestats import MS, median, ms, percentile
+
+from p4netem.lab import TwoHostLab
+from p4netem.lab.probe import run_probe
+from p4netem.pipeline import DOWNLINK, UPLINK
+
+DELAY = 20 * MS
+TOLERANCE = 2 * MS  # median error allowed: a 0 or 40 ms delay (or 18/22) fails
+
+
+def test_constant_delay(lab: TwoHostLab) -> None:
+    base = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=400, rate=400, port=9001)
+    lab.impair(UPLINK, delay_ns=DELAY)
+    delayed = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=400, rate=400, port=9002)
+
+    assert base.lost == 0 and delayed.lost == 0, (base.lost, delayed.lost)
+    base_median = median(base.delays_ns)
+    added = median(delayed.delays_ns) - base_median
+    assert abs(added - DELAY) <= TOLERANCE, f"added delay {ms(added)}, configured {ms(DELAY)}"
+    # No packet leaves before its time (the switch holds each one the full delay).
+    assert min(delayed.delays_ns) >= DELAY - 0.2 * MS, f"a packet took only {ms(min(delayed.delays_ns))}"
+    # A constant delay adds no jitter worth the name.
+    spread = percentile(delayed.delays_ns, 99) - median(delayed.delays_ns)
+    assert spread <= 5 * MS, f"p99 - median = {ms(spread)}"
+    assert delayed.reordered == 0
+
+
+def test_delay_is_per_direction(lab: TwoHostLab) -> None:
+    """The uplink's delay does not apply to the downlink, and vice versa."""
+    lab.impair(UPLINK, delay_ns=DELAY)
+    lab.impair(DOWNLINK, delay_ns=5 * MS)
+    up = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=200, rate=400, port=9003)
+    down = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=200, rate=400, port=9004)
+    assert abs(median(up.delays_ns) - DELAY) <= TOLERANCE, ms(median(up.delays_ns))
+    assert abs(median(down.delays_ns) - 5 * MS) <= TOLERANCE, ms(median(down.delays_ns))

@@ -1,0 +1,42 @@
+"""Jitter and reordering: with reorder_mode 0 the profile keeps release order (jitter never
+reorders); with reorder_mode 1 jitter larger than the packet spacing reorders packets, and the delay
+spread matches the uniform jitter distribution."""
+
+from __future__ import annotations
+
+import statistics
+
+from wirestats import MS, median, ms
+
+from p4netem.lab import TwoHostLab
+from p4netem.lab.probe import run_probe
+from p4netem.pipeline import UPLINK, JitterDist
+
+DELAY = 10 * MS
+JITTER = 4 * MS  # uniform in [-4, +4] ms: packets 0.5 ms apart overtake each other often
+COUNT, RATE = 2000, 2000
+
+
+def test_reorder_mode_0_keeps_order(lab: TwoHostLab) -> None:
+    lab.impair(UPLINK, delay_ns=DELAY, jitter_ns=JITTER, jitter_dist=JitterDist.UNIFORM, reorder_mode=0)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9010)
+    assert result.lost == 0
+    assert result.reordered == 0, f"{result.reordered} packets reordered with reorder_mode 0"
+    # Jitter still applies: delays vary by several ms (a switch ignoring jitter would not).
+    delays = result.delays_ns
+    assert max(delays) - min(delays) >= 3 * MS, f"delay range only {ms(max(delays) - min(delays))}"
+    assert min(delays) >= DELAY - JITTER - 0.2 * MS
+
+
+def test_reorder_mode_1_reorders(lab: TwoHostLab) -> None:
+    lab.impair(UPLINK, delay_ns=DELAY, jitter_ns=JITTER, jitter_dist=JitterDist.UNIFORM, reorder_mode=1)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9011)
+    assert result.lost == 0
+    assert result.reordered >= COUNT // 10, f"only {result.reordered} of {COUNT} packets reordered"
+    delays = result.delays_ns
+    # Uniform on [delay - j, delay + j]: mean delay, sd j / sqrt(3) = 2.31 ms (+ host noise).
+    assert abs(median(delays) - DELAY) <= 1.5 * MS, ms(median(delays))
+    sd = statistics.pstdev(delays)
+    assert 1.6 * MS <= sd <= 3.0 * MS, f"delay sd {ms(sd)}, expected about {ms(JITTER / 3 ** 0.5)}"
+    assert min(delays) >= DELAY - JITTER - 0.2 * MS, ms(min(delays))
+    assert max(delays) <= DELAY + JITTER + 3 * MS, ms(max(delays))

@@ -1,0 +1,59 @@
+"""Rate shaping with a finite queue: goodput at the configured rate, tail drops of reason queue_full
+once the queue limit (in bytes or in packets) is reached, and queueing delay bounded by the limit."""
+
+from __future__ import annotations
+
+import pytest
+from wirestats import MS, ms, ns_per_byte_q16, settled_counters
+
+from p4netem.lab import TwoHostLab
+from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, run_probe
+from p4netem.pipeline import UPLINK, DropReason
+
+RATE = 10_000_000  # bit/s
+SIZE = 1000  # UDP payload bytes -> 1042-byte frames
+FRAME_BITS = (SIZE + UDP_IP_ETH_OVERHEAD) * 8
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [{"queue_limit_bytes": 20_000}, {"queue_limit_pkts": 8}],
+    ids=["byte-limit", "packet-limit"],
+)
+def test_rate_limit_and_queue_full(lab: TwoHostLab, limit: dict) -> None:
+    # Offer 1.5x the rate for 3 s: the queue stays full, a third of the packets are tail-dropped.
+    offered_pps = 1.5 * RATE / FRAME_BITS
+    n = int(offered_pps * 3)
+    lab.impair(UPLINK, ns_per_byte_q16=ns_per_byte_q16(RATE), **limit)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=offered_pps, size=SIZE, port=9050)
+
+    goodput = result.wire_bits_per_second()
+    assert abs(goodput - RATE) <= 0.03 * RATE, f"goodput {goodput / 1e6:.3f} Mbit/s, configured {RATE / 1e6} Mbit/s"
+
+    c = settled_counters(lab, UPLINK)
+    assert c.profile_in == n
+    queue_full = c.drops[DropReason.QUEUE_FULL]
+    assert queue_full == result.lost, (queue_full, result.lost)
+    assert c.dropped == queue_full, c.drops
+    # About a third is dropped (offered 1.5x): anything near 0 or near all is wrong.
+    assert 0.2 * n <= queue_full <= 0.45 * n, f"{queue_full} of {n} dropped for queue_full"
+
+    # The queue never holds more than its limit: the queueing delay is bounded by limit / rate.
+    limit_bytes = limit.get("queue_limit_bytes") or limit["queue_limit_pkts"] * FRAME_BITS // 8
+    bound = limit_bytes * 8 / RATE * 1e9 + FRAME_BITS / RATE * 1e9
+    assert max(result.delays_ns) <= bound + 3 * MS, f"max delay {ms(max(result.delays_ns))}, bound {ms(bound)}"
+
+
+def test_rate_below_limit_passes_everything(lab: TwoHostLab) -> None:
+    """Offered below the rate, nothing is dropped and packets wait at most a serialisation time."""
+    offered_pps = 0.5 * RATE / FRAME_BITS
+    n = int(offered_pps * 2)
+    lab.impair(UPLINK, ns_per_byte_q16=ns_per_byte_q16(RATE), queue_limit_bytes=20_000)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=offered_pps, size=SIZE, port=9051)
+    assert result.lost == 0
+    c = settled_counters(lab, UPLINK)
+    assert c.drops[DropReason.QUEUE_FULL] == 0
+    # Each frame takes FRAME_BITS / RATE = 0.83 ms on the emulated wire.
+    serialisation = FRAME_BITS / RATE * 1e9
+    median_delay = sorted(result.delays_ns)[len(result.delays_ns) // 2]
+    assert serialisation - 0.1 * MS <= median_delay <= serialisation + 2 * MS, ms(median_delay)
