@@ -48,7 +48,7 @@ def _body(kind: str, size: int, rng: random.Random) -> bytes:
 
 
 def generate(page: PageModel, root: str | Path, seed: int = 1, scheme: str | None = None,
-             port: int | None = None) -> Manifest:
+             port: int | None = None, manifest_name: str = "manifest.json") -> Manifest:
     """Write `page` under `root` and return (and save) its manifest.
 
     `scheme`/`port` fix the URLs written into the HTML; by default they are protocol-relative on the
@@ -80,5 +80,6 @@ def generate(page: PageModel, root: str | Path, seed: int = 1, scheme: str | Non
         os.utime(path, (FIXED_MTIME, FIXED_MTIME))
     manifest = Manifest(page.name, page.description, seed,
                         email.utils.formatdate(FIXED_MTIME, usegmt=True), page.hosts, tuple(entries))
-    manifest.save(root / "manifest.json")
+    # Pages with different host names can share one root (one server); give each its manifest.
+    manifest.save(root / manifest_name)
     return manifest

@@ -1,0 +1,155 @@
+"""Packet capture in a namespace (tcpdump) and a small reader for the pcap it writes.
+
+The harness counts packets, bytes, connections and first flights from captures, so the reader
+returns plain TCP segment records (time, addresses, ports, flags, seq/ack, payload). Only what
+the labs produce is decoded: Ethernet (optionally one VLAN tag) or Linux cooked captures, IPv4 or
+IPv6, TCP.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .netns import NsProcess
+
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+
+@dataclass(frozen=True)
+class Segment:
+    ts: float
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    flags: int
+    seq: int
+    ack: int
+    window: int
+    payload: bytes
+    wire_len: int   # bytes on the wire (as captured, link header included)
+
+    @property
+    def pure_ack(self) -> bool:
+        return not self.payload and self.flags & (SYN | FIN | RST) == 0
+
+
+class Capture:
+    """tcpdump writing a pcap in `ns` until stop(); `segments()` reads it back."""
+
+    def __init__(self, ns: str | None, interface: str, path: str | Path, bpf: str = "tcp",
+                 snaplen: int = 0):
+        self.path = Path(path)
+        argv = ["tcpdump", "-i", interface, "-U", "-n", "-s", str(snaplen), "-w", str(self.path),
+                *bpf.split()]
+        self.proc = NsProcess(ns, argv, self.path.with_suffix(".log"))
+        self._wait_started()
+
+    def _wait_started(self, timeout: float = 5.0) -> None:
+        # tcpdump says "listening on ..." once the socket is bound; packets before that are lost.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "listening on" in self.proc.log_text():
+                return
+            if not self.proc.alive():
+                raise RuntimeError(f"tcpdump exited: {self.proc.log_text()}")
+            time.sleep(0.02)
+        raise TimeoutError(f"tcpdump did not start: {self.proc.log_text()}")
+
+    def stop(self) -> None:
+        time.sleep(0.1)  # let -U flush the last packets
+        self.proc.stop()
+
+    def segments(self) -> list[Segment]:
+        return read_pcap(self.path)
+
+    def __enter__(self) -> "Capture":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def read_pcap(path: str | Path) -> list[Segment]:
+    data = Path(path).read_bytes()
+    if len(data) < 24:
+        return []
+    magic = data[:4]
+    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        endian = "<"
+    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        endian = ">"
+    else:
+        raise ValueError(f"{path}: not a pcap file")
+    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    linktype = struct.unpack(endian + "I", data[20:24])[0]
+    out: list[Segment] = []
+    off = 24
+    while off + 16 <= len(data):
+        sec, frac, incl, orig = struct.unpack(endian + "IIII", data[off:off + 16])
+        pkt = data[off + 16: off + 16 + incl]
+        off += 16 + incl
+        ts = sec + frac / (1e9 if nano else 1e6)
+        seg = _decode(pkt, linktype, ts, orig)
+        if seg is not None:
+            out.append(seg)
+    return out
+
+
+def _decode(pkt: bytes, linktype: int, ts: float, wire_len: int) -> Segment | None:
+    if linktype == 1:          # Ethernet
+        if len(pkt) < 14:
+            return None
+        etype = struct.unpack("!H", pkt[12:14])[0]
+        off = 14
+        if etype == 0x8100:
+            etype = struct.unpack("!H", pkt[16:18])[0]
+            off = 18
+    elif linktype == 113:      # Linux cooked (any interface)
+        etype = struct.unpack("!H", pkt[14:16])[0]
+        off = 16
+    else:
+        return None
+    if etype == 0x0800:
+        ihl = (pkt[off] & 0x0F) * 4
+        total = struct.unpack("!H", pkt[off + 2: off + 4])[0]
+        if pkt[off + 9] != 6:
+            return None
+        src = str(ipaddress.IPv4Address(pkt[off + 12: off + 16]))
+        dst = str(ipaddress.IPv4Address(pkt[off + 16: off + 20]))
+        tcp = off + ihl
+        end = off + total
+    elif etype == 0x86DD:
+        if pkt[off + 6] != 6:
+            return None
+        plen = struct.unpack("!H", pkt[off + 4: off + 6])[0]
+        src = str(ipaddress.IPv6Address(pkt[off + 8: off + 24]))
+        dst = str(ipaddress.IPv6Address(pkt[off + 24: off + 40]))
+        tcp = off + 40
+        end = tcp + plen
+    else:
+        return None
+    sport, dport, seq, ack, offflags, window = struct.unpack("!HHIIHH", pkt[tcp: tcp + 16])
+    hlen = (offflags >> 12) * 4
+    return Segment(ts, src, sport, dst, dport, offflags & 0x3F, seq, ack, window,
+                   bytes(pkt[tcp + hlen: end]), wire_len)
+
+
+def first_flight(segments: list[Segment], server: str, sport: int) -> int:
+    """Data segments the server sent before it retransmitted anything or saw an ACK of its data.
+
+    With the client's pure ACKs withheld (a test filter), this is the initial window in segments.
+    """
+    seen: set[int] = set()
+    count = 0
+    for s in segments:
+        if s.src == server and s.sport == sport and s.payload:
+            if s.seq in seen:
+                break                 # retransmission: the first flight is over
+            seen.add(s.seq)
+            count += 1
+    return count
