@@ -5,7 +5,7 @@
 set -euo pipefail
 PKGS=(
   build-essential pkg-config python3-venv python3-dev
-  iproute2 ethtool iperf3 iputils-ping tcpdump
+  iproute2 procps ethtool iperf3 iputils-ping tcpdump
   mininet
   # web labs (p4netem.web): servers, TLS, client tools, headless browser, capture/filters in tests
   nginx-light nghttp2-client curl openssl ca-certificates chromium nftables
