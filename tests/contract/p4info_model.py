@@ -152,3 +152,21 @@ def diff(left: Any, right: Any, left_name: str = "left", right_name: str = "righ
     if left != right:
         out.append(f"{path}: {left_name} {left!r} != {right_name} {right!r}")
     return out
+
+
+def _load_text(path: str):
+    from google.protobuf import text_format
+    with open(path, encoding="utf-8") as f:
+        return text_format.Parse(f.read(), pt.P4Info())
+
+
+if __name__ == "__main__":
+    # Compare two P4Info text files, e.g. the one p4c-bm2-ss just wrote and the checked-in one
+    # (their object order may differ; the model does not care).
+    import sys
+    if len(sys.argv) != 3:
+        sys.exit("usage: p4info_model.py A.p4info.txtpb B.p4info.txtpb")
+    problems = diff(from_p4info(_load_text(sys.argv[1])), from_p4info(_load_text(sys.argv[2])),
+                    sys.argv[1], sys.argv[2])
+    print("\n".join(problems) if problems else "same control-plane API")
+    sys.exit(1 if problems else 0)
