@@ -648,3 +648,27 @@ def test_dump_is_short_and_reloads_exactly(tmp_path):
     text = dump(list(builtin_profiles().values()), path)
     assert path.read_text() == text
     assert load_profiles(path) == list(builtin_profiles().values())
+
+
+# ---- docs/profiles.md -------------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "profiles.md"
+
+
+def test_docs_builtin_table_matches_the_library():
+    from p4netem.profiles.summary import markdown_table
+
+    text = DOCS.read_text()
+    start, end = "<!-- builtin-table:start -->\n", "<!-- builtin-table:end -->"
+    table = text[text.index(start) + len(start):text.index(end)]
+    assert table == markdown_table(builtin_profiles().values())
+
+
+def test_docs_yaml_example_is_a_valid_profile():
+    text = DOCS.read_text()
+    block = text[text.index("```yaml\n") + len("```yaml\n"):]
+    block = block[:block.index("```")]
+    profile = loads_profiles(block, "docs example")[0]
+    assert profile.uplink.gilbert_elliott.loss_bad == 80
+    assert profile.downlink.queue.bytes == profile.uplink.queue.bytes == 64_000
+    assert profile.downlink.duplicate == Decimal("0.1")

@@ -71,6 +71,9 @@ Distribution = Annotated[JitterDistribution,
                          WithJsonSchema({"enum": [d.value for d in JitterDistribution]})]
 
 
+KeepOrder = flag("keep per-direction release order")
+
+
 class Reorder(BaseModel):
     """Ordering of released packets.
 
@@ -82,7 +85,7 @@ class Reorder(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    keep_order: flag("keep per-direction release order") = True
+    keep_order: KeepOrder = True
     probability: Probability = Percent(0)
 
     @model_validator(mode="before")

@@ -16,6 +16,7 @@ import math
 import re
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 __all__ = [
     "UnitError",
@@ -122,7 +123,19 @@ def simplest_decimal(
         exponent -= 1
 
 
-class Duration(int):
+class _Quantity:
+    """Lets pydantic handle a bare quantity type (JSON-schema defaults, TypeAdapter): parse on
+    input, human string on output. Model fields add ranges on top (fields.py)."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema  # only when pydantic asks
+
+        return core_schema.no_info_plain_validator_function(
+            cls.parse, serialization=core_schema.plain_serializer_function_ser_schema(str))
+
+
+class Duration(_Quantity, int):
     """A time in whole nanoseconds. Parses "50ms", "1.5s", "200us", "0"; str() -> "50ms"."""
 
     UNITS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "min": 60 * 10**9,
@@ -177,7 +190,7 @@ class Duration(int):
         return format(str(self), spec)
 
 
-class ByteSize(int):
+class ByteSize(_Quantity, int):
     """A size in bytes. Parses 1500, "1500B", "64KB" (1000), "64KiB" (1024); str() is exact."""
 
     UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
@@ -225,7 +238,7 @@ class ByteSize(int):
         return format(str(self), spec)
 
 
-class Rate(Decimal):
+class Rate(_Quantity, Decimal):
     """A link rate in bit/s (SI prefixes: 1kbit = 1000 bit/s). 0 means unlimited.
 
     Parses "3Mbit", "60kbit", "1.544Mbit/s", "1Gbit", "unlimited". "bps" forms are refused:
@@ -292,7 +305,7 @@ class Rate(Decimal):
         return format(str(self), spec)
 
 
-class Percent(Decimal):
+class Percent(_Quantity, Decimal):
     """A probability in percent. Parses "1%", "0.5 %", 1 (= 1%), 0.01 (= 0.01%); str() -> "1%".
 
     Convention: a bare number is a percent, never a fraction, so `loss: 1` and `loss: "1%"` mean

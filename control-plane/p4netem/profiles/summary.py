@@ -1,0 +1,63 @@
+"""One-line summaries of profiles, as a Markdown table (docs/profiles.md embeds the table of the
+built-in library; a test keeps the two identical)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .link import LinkParams
+from .profile import Profile
+
+__all__ = ["markdown_table", "radio_summary"]
+
+HEADER = ("| name | title | down rate | up rate | delay (one way) | jitter (sigma) | loss | queue "
+          "| radio | source |")
+
+
+def _pair(down: str, up: str) -> str:
+    return down if down == up else f"{down} / {up}"
+
+
+def _loss(link: LinkParams) -> str:
+    ge = link.gilbert_elliott
+    if ge is not None:
+        return f"GE p={ge.p} r={ge.r} (mean {ge.mean_loss * 100:.3g}%)"
+    return str(link.loss) if link.loss else "-"
+
+
+def _queue(link: LinkParams) -> str:
+    parts = []
+    if link.queue.packets:
+        parts.append(f"{link.queue.packets} pkt")
+    if link.queue.bytes:
+        parts.append(str(link.queue.bytes))
+    return " + ".join(parts) if parts else "unlimited"
+
+
+def _jitter(link: LinkParams) -> str:
+    if not link.jitter:
+        return "-"
+    return f"{link.jitter} {link.jitter_distribution.value}"
+
+
+def radio_summary(profile: Profile) -> str:
+    radio = profile.radio
+    if radio.model == "umts":
+        return f"umts (IDLE->DCH {radio.promotion_idle_dch})"
+    if radio.model in ("lte", "gprs"):
+        return f"{radio.model} (wake-up {radio.promotion})"
+    return "-"
+
+
+def markdown_table(profiles: Iterable[Profile]) -> str:
+    rows = [HEADER, "|" + "---|" * HEADER.count(" | ") + "---|"]
+    for p in profiles:
+        down, up = p.downlink, p.uplink
+        cells = [
+            f"`{p.name}`", p.title, str(down.rate), str(up.rate),
+            _pair(str(down.delay), str(up.delay)), _pair(_jitter(down), _jitter(up)),
+            _pair(_loss(down), _loss(up)), _pair(_queue(down), _queue(up)), radio_summary(p),
+            p.source.replace("|", "\\|"),
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
