@@ -96,27 +96,30 @@ impl Shared {
     }
 
     fn arbitrate(self: &Arc<Self>, client: ClientId, tx: &Tx, upd: pb::MasterArbitrationUpdate) -> P4Result<()> {
-        if upd.device_id != self.device_id {
-            return Err(P4Error::not_found(format!(
-                "unknown device id {} (this target is device {})",
-                upd.device_id, self.device_id
-            )));
-        }
-        #[allow(deprecated)]
         let role = upd.role.unwrap_or_default();
         #[allow(deprecated)]
         let legacy_role_id = role.id;
-        if !role.name.is_empty() || legacy_role_id != 0 {
-            return Err(P4Error::invalid(format!(
-                "role {:?} is not known: this target only has the default role (full pipeline access)",
-                if role.name.is_empty() { legacy_role_id.to_string() } else { role.name.clone() }
-            )));
+        let key = GroupKey { device_id: upd.device_id, role: role.name.clone() };
+        let mut sessions = self.sessions.lock().unwrap();
+        // A live stream that changes device or role is refused by the arbiter (FAILED_PRECONDITION);
+        // these checks are for a stream's first update.
+        if sessions.arbiter.binding(client).is_none() {
+            if upd.device_id != self.device_id {
+                return Err(P4Error::not_found(format!(
+                    "unknown device id {} (this target is device {})",
+                    upd.device_id, self.device_id
+                )));
+            }
+            if !role.name.is_empty() || legacy_role_id != 0 {
+                return Err(P4Error::invalid(format!(
+                    "role {:?} is not known: this target only has the default role (full pipeline access)",
+                    if role.name.is_empty() { legacy_role_id.to_string() } else { role.name.clone() }
+                )));
+            }
         }
         if role.config.is_some() {
             return Err(P4Error::invalid("role.config is not supported: leave it unset for full pipeline access"));
         }
-        let key = GroupKey { device_id: upd.device_id, role: role.name };
-        let mut sessions = self.sessions.lock().unwrap();
         let notices = sessions.arbiter.update(client, key, upd.election_id.as_ref().map(u128_of))?;
         sessions.senders.insert(client, tx.clone());
         self.dispatch(&sessions, notices);
