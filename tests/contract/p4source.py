@@ -1005,7 +1005,7 @@ class Program:
                     kind, bits = self.bits(prm.type)
                     if kind != "int" and not 0 <= value < (1 << bits):
                         raise P4SourceError(f"{tbl.where}: default argument {value} does not fit {prm.name} ({bits} bits)")
-                    args[prm.name] = value % (1 << bits)
+                    args[self.local_name(prm, prm.name)] = value % (1 << bits)
                 entry["default"] = {"action": dname, "args": args}
                 entry["const_default"] = dname if const else None
             m["tables"][name] = entry
@@ -1015,7 +1015,7 @@ class Program:
             m["actions"][name] = {
                 "id": ids[("action", name)],
                 "alias": alias(name),
-                "params": [{"id": pid, "name": prm.name, "bits": self.bits(prm.type)[1]}
+                "params": [{"id": pid, "name": self.local_name(prm, prm.name), "bits": self.bits(prm.type)[1]}
                            for pid, prm in zip(pids, act.params)],
             }
 
@@ -1041,7 +1041,7 @@ class Program:
             name = self.cp_name(decl, struct, "")
             fields = []
             for f in decl.fields:
-                fields.append({"name": f.name, "type": self.bits(f.type)})
+                fields.append({"name": self.local_name(f, f.name), "type": self.bits(f.type)})
             m["digests"][name] = {"id": ids[("digest", name)], "alias": alias(name), "fields": fields}
 
         for d in ctrl_headers:
@@ -1051,9 +1051,16 @@ class Program:
             m["controller_headers"][pname] = {
                 "id": ids[("controller_header", sym)],
                 "alias": pname,
-                "fields": [{"id": fid, "name": f.name, "bits": self.bits(f.type)[1]} for fid, f in zip(fids, d.fields)],
+                "fields": [{"id": fid, "name": self.local_name(f, f.name), "bits": self.bits(f.type)[1]}
+                           for fid, f in zip(fids, d.fields)],
             }
         return m
+
+    @staticmethod
+    def local_name(obj: Annotated, ident: str) -> str:
+        """Control-plane name of a parameter or field: its @name, else its identifier."""
+        ann = obj.ann("name")
+        return ann.string() if ann else ident
 
     @staticmethod
     def user_id(obj: Annotated) -> int | None:
