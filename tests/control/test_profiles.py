@@ -13,7 +13,8 @@ import pytest
 
 from p4netem.paths import p4info_path
 from p4netem.profiles import (BUILTIN_NAMES, IMPAIRMENT_PARAMS, SET_IMPAIRMENT, ByteSize,
-                              Direction, Duration, GilbertElliott, LinkParams, Percent, Profile,
+                              Direction, Duration, GilbertElliott, JitterDistribution,
+                              LinkParams, Percent, Profile,
                               ProfileError, RadioNotSupportedError, Rate, UnitError,
                               builtin_profile, builtin_profiles, decode_link, dump, dumps,
                               encode_link, load_profile, load_profiles, loads_profiles)
@@ -326,6 +327,11 @@ def test_impairment_params_match_the_p4info():
     action = P4Info.load(p4info_path()).action(SET_IMPAIRMENT)
     from_p4info = sorted((p.id, p.name, p.bitwidth) for p in action.params.values())
     assert from_p4info == sorted(IMPAIRMENT_PARAMS)
+    # and the names, in order, are the ones the rest of the control plane uses
+    from p4netem import pipeline
+
+    assert tuple(name for _, name, _ in IMPAIRMENT_PARAMS) == pipeline.IMPAIRMENT_PARAMS
+    assert [d.code for d in JitterDistribution] == [int(d) for d in pipeline.JitterDist]
 
 
 def test_encoding_of_each_field():

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, Val
 from pydantic import WithJsonSchema, field_validator, model_validator
 
 
+from .. import pipeline as pl
 from .errors import KNOWN_FIELDS, FieldProblems, Problem
 from .fields import (Delay48, LinkRate, Overhead16, Probability, QueueBytes32, QueuePackets32,
                      flag)
@@ -61,9 +62,7 @@ class JitterDistribution(str, Enum):
         raise ValueError(f"{quote(raw)} is not a distribution; allowed {allowed}")
 
 
-_DIST_CODES = {JitterDistribution.NONE: 0, JitterDistribution.UNIFORM: 1,
-               JitterDistribution.NORMAL: 2, JitterDistribution.PARETO: 3,
-               JitterDistribution.PARETONORMAL: 4, JitterDistribution.USER: 5}
+_DIST_CODES = {dist: int(pl.JitterDist[dist.name]) for dist in JitterDistribution}
 
 Distribution = Annotated[JitterDistribution,
                          PlainValidator(JitterDistribution.parse),

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
+from .. import pipeline as pl
 from .errors import Problem, ProfileError, problems_from_validation_error
 from .link import JitterDistribution, LinkParams
 from .units import (Duration, ns_per_byte_q16_to_rate, percent_to_prob, prob_to_percent,
@@ -29,10 +30,11 @@ from .units import (Duration, ns_per_byte_q16_to_rate, percent_to_prob, prob_to_
 __all__ = ["SET_IMPAIRMENT", "PROFILE_TABLE", "IMPAIRMENT_PARAMS", "Direction", "encode_link",
            "decode_link", "same_table_params"]
 
-PROFILE_TABLE = "P4netemIngress.profile"
-SET_IMPAIRMENT = "P4netemIngress.set_impairment"
+PROFILE_TABLE = pl.PROFILE
+SET_IMPAIRMENT = pl.SET_IMPAIRMENT
 
-# (param id, name, bit width) of set_impairment, in contract order.
+# (param id, name, bit width) of set_impairment, in contract order (names as p4netem.pipeline;
+# a test checks ids and widths against the checked-in P4Info).
 IMPAIRMENT_PARAMS: tuple[tuple[int, str, int], ...] = (
     (1, "delay_ns", 48),
     (2, "jitter_ns", 48),
@@ -60,8 +62,8 @@ REORDER_ALLOW = 1  # jitter may reorder
 class Direction(IntEnum):
     """The contract's `direction` bit: 0 uplink (client to server), 1 downlink."""
 
-    UPLINK = 0
-    DOWNLINK = 1
+    UPLINK = pl.UPLINK
+    DOWNLINK = pl.DOWNLINK
 
     @property
     def field(self) -> str:
