@@ -6,6 +6,9 @@
 pub mod contract;
 pub mod dist;
 pub mod io;
+pub mod parse;
+pub mod pool;
+pub mod wheel;
 pub mod p4rt;
 pub mod rng;
 pub mod state;
