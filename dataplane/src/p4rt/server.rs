@@ -54,6 +54,8 @@ pub struct Shared {
 impl Shared {
     pub fn new(control: SwitchControl, cfg: &ServerConfig) -> Arc<Self> {
         let info = p4info::build(&control.capacities());
+        // The switch knows its CPU port too (`--cpu-port`); either source will do.
+        let cpu_port = cfg.cpu_port.or(control.cpu_port());
         let table_sizes = info
             .tables
             .iter()
@@ -62,7 +64,7 @@ impl Shared {
         Arc::new(Shared {
             control,
             device_id: cfg.device_id,
-            cpu_port: cfg.cpu_port,
+            cpu_port,
             sessions: Mutex::new(Sessions::default()),
             next_client: AtomicU64::new(1),
             pipeline: Mutex::new(Pipeline::new(info)),
