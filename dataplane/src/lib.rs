@@ -11,5 +11,6 @@ pub mod pool;
 pub mod wheel;
 pub mod p4rt;
 pub mod rng;
+pub mod stage;
 pub mod state;
 pub mod tables;

@@ -1,0 +1,96 @@
+//! The impairment stages, one file each, all with one shape ([`Stage`]): take the profile's
+//! immutable parameters ([`Impairment`]), the packet's per-pass state ([`Pkt`]) and the shared
+//! context, and either pass the packet on or drop it with a reason. Per-pd state lives in the
+//! contract's registers (so the control plane reads and writes the same values the P4 program
+//! would) or, for the rate queue's departure times, inside the stage.
+//!
+//! Order (contract "Stage semantics"): loss, duplication, corruption, rate, delay. A duplicate
+//! runs corruption, rate and delay as a packet of its own (p4src: PASS_DUP).
+pub mod corrupt;
+pub mod delay;
+pub mod duplicate;
+pub mod loss;
+pub mod rate;
+
+use crate::contract::DropReason;
+use crate::rng::Prng;
+use crate::state::{Counters, Registers};
+pub use crate::tables::Impairment;
+
+pub use corrupt::Corrupt;
+pub use delay::Delay;
+pub use duplicate::Duplicate;
+pub use loss::Loss;
+pub use rate::Rate;
+
+/// What every stage sees besides the packet.
+pub struct Ctx<'a> {
+    pub now: u64,
+    pub pd: u32,
+    pub rng: &'a mut Prng,
+    pub regs: &'a Registers,
+    pub counters: &'a Counters,
+}
+
+/// One packet's state through the stages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pkt {
+    /// Frame length in bytes (what counters and the rate use).
+    pub len: u32,
+    /// This is the copy made by the duplication stage.
+    pub is_copy: bool,
+    /// Set by the duplication stage: make a copy.
+    pub duplicate: bool,
+    /// Set by the corruption stage: the bit (index from the frame start) to flip.
+    pub flip_bit: Option<u32>,
+    pub departure: u64,
+    pub release: u64,
+}
+
+impl Pkt {
+    pub fn new(len: u32, now: u64) -> Self {
+        Pkt { len, departure: now, release: now, ..Default::default() }
+    }
+
+    /// The duplicate of a packet that passed the loss and duplication stages.
+    pub fn copy_of(&self, now: u64) -> Self {
+        Pkt { len: self.len, is_copy: true, departure: now, release: now, ..Default::default() }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Drop(DropReason),
+}
+
+pub trait Stage {
+    fn apply(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict;
+}
+
+/// The five stages composed in contract order.
+pub struct Impairments {
+    pub loss: Loss,
+    pub duplicate: Duplicate,
+    pub corrupt: Corrupt,
+    pub rate: Rate,
+    pub delay: Delay,
+}
+
+impl Impairments {
+    pub fn new(pds: usize, max_queue: usize) -> Self {
+        Impairments { loss: Loss, duplicate: Duplicate, corrupt: Corrupt, rate: Rate::new(pds, max_queue), delay: Delay }
+    }
+
+    /// Runs a packet (original or copy) through its stages; the first drop ends it.
+    pub fn run(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
+        let stages: [&mut dyn Stage; 5] =
+            [&mut self.loss, &mut self.duplicate, &mut self.corrupt, &mut self.rate, &mut self.delay];
+        for s in stages {
+            if let v @ Verdict::Drop(_) = s.apply(imp, ctx, pkt) {
+                return v;
+            }
+        }
+        Verdict::Pass
+    }
+}
