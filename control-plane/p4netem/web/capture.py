@@ -44,8 +44,11 @@ class Capture:
     def __init__(self, ns: str | None, interface: str, path: str | Path, bpf: str = "tcp",
                  snaplen: int = 0):
         self.path = Path(path)
-        argv = ["tcpdump", "-i", interface, "-U", "-n", "-s", str(snaplen), "-w", str(self.path),
-                *bpf.split()]
+        # --immediate-mode: no kernel ring-block batching (TPACKET_V3 hands packets over only when a
+        # block fills or ~1 s passes, and packets still there at stop are lost); -U: no stdio
+        # buffering of the file.
+        argv = ["tcpdump", "-i", interface, "--immediate-mode", "-U", "-n", "-s", str(snaplen),
+                "-w", str(self.path), *bpf.split()]
         self.proc = NsProcess(ns, argv, self.path.with_suffix(".log"))
         self._wait_started()
 
@@ -60,8 +63,17 @@ class Capture:
             time.sleep(0.02)
         raise TimeoutError(f"tcpdump did not start: {self.proc.log_text()}")
 
-    def stop(self) -> None:
-        time.sleep(0.1)  # let -U flush the last packets
+    def stop(self, settle: float = 0.2, timeout: float = 5.0) -> None:
+        """Stop once the file has stopped growing for `settle` seconds (the last packets are in)."""
+        deadline = time.monotonic() + timeout
+        last, since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            size = self.path.stat().st_size if self.path.exists() else 0
+            if size != last:
+                last, since = size, time.monotonic()
+            elif time.monotonic() - since >= settle:
+                break
+            time.sleep(0.02)
         self.proc.stop()
 
     def segments(self) -> list[Segment]:
