@@ -63,6 +63,13 @@ def set_initial_window(ns: str | None, initcwnd: int, initrwnd: int | None = Non
     """Set initcwnd (and initrwnd, default the same) on every main-table route of `ns`.
 
     Returns one record per route as read back from the kernel; raises if a route did not take it.
+
+    Note for labs: a Linux receiver advertises only 10 segments in its first window unless its
+    own route has a larger initrwnd, so a server initcwnd above 10 needs
+    `set_initial_window(client_ns, 10, N)` on the client too, or the first flight stays at 10.
+    Measured on this kernel (tests/web/test_web_wire.py): with the client's pure ACKs withheld
+    and tail loss probes off, nginx's first flight equals initcwnd for 1, 2, 3, 5, 6, 8, 10, 20
+    and 30 segments, but is 3 for initcwnd 4 (not explained yet).
     """
     if not 1 <= initcwnd <= 1024:
         raise ValueError(f"initcwnd must be in 1..1024, not {initcwnd}")

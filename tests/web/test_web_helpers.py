@@ -1,0 +1,84 @@
+"""Name resolution and TCP tuning helpers, and that servers and loaders leave nothing behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from p4netem.web import netns, tcp_tuning
+from p4netem.web.load import run_loader
+from p4netem.web.nginx import NginxConfig, NginxServer
+from p4netem.web.spdy_server import SpdyConfig, SpdyServer
+from web_env import CLIENT_NS, HTTP, SERVER_IP, SERVER_NS, delete_pair, make_pair
+
+
+def test_netns_hosts_file_resolves_names(content, nginx):
+    m = content.demo
+    path = netns.write_netns_hosts(CLIENT_NS, content.resolve(m))
+    try:
+        out = netns.run(CLIENT_NS, ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                                    f"http://{m.root.host}{m.root.path}"]).stdout
+        assert out == "200"
+        report = run_loader(CLIENT_NS, "h1.1", content.demo_path, hosts_file="/etc/hosts")
+        assert report["ok"], report["errors"]
+        assert netns.parse_hosts(path.read_text())[m.root.host] == SERVER_IP
+    finally:
+        netns.remove_netns_hosts(CLIENT_NS)
+    assert not path.exists()
+    # Without the map the loader stops, naming the missing host, instead of guessing.
+    with pytest.raises(RuntimeError, match="no address for host 'www.demo.test'"):
+        run_loader(CLIENT_NS, "h1.1", content.demo_path, resolve={})
+
+
+def test_sysctl_and_window_helpers_record_what_they_set(webnet):
+    rec = tcp_tuning.set_standard_sysctls(SERVER_NS)
+    assert rec["net.ipv4.tcp_no_metrics_save"]["after"] == "1"
+    assert rec["net.ipv4.tcp_slow_start_after_idle"]["after"] == "0"
+    routes = tcp_tuning.set_initial_window(SERVER_NS, 7, 9)
+    assert [(r["initcwnd"], r["initrwnd"]) for r in routes] == [(7, 9)] * len(routes)
+    env = tcp_tuning.tcp_environment(SERVER_NS)
+    assert env["kernel"] and env["sysctls"]["net.ipv4.tcp_congestion_control"]
+    assert any("initcwnd 7" in r for r in env["routes"])
+    tcp_tuning.set_initial_window(SERVER_NS, 10)
+    with pytest.raises(ValueError, match="initcwnd"):
+        tcp_tuning.set_initial_window(SERVER_NS, 0)
+    with pytest.raises(RuntimeError, match="sysctl"):
+        tcp_tuning.set_sysctls(SERVER_NS, {"net.ipv4.no_such_knob": 1})
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_nothing_left_behind(content):
+    """Own namespaces, servers and a load: afterwards no process, temp dir or namespace remains."""
+    c, s = "p4nw-xc", "p4nw-xs"
+    make_pair(c, s, "p4nwxc0", "p4nwxs0", "10.232.0.1", "10.232.0.2")
+    try:
+        web = NginxServer(s, NginxConfig(content.root, http_port=HTTP, https_port=443),
+                          content.cert).start()
+        spdy = SpdyServer(s, SpdyConfig(content.root, port=8443), content.cert).start()
+        groups = [web.proc.pid, spdy.proc.pid]
+        dirs = [web.workdir, spdy.workdir]
+        workers = subprocess.run(["pgrep", "-g", str(web.proc.pid)], capture_output=True,
+                                 text=True).stdout.split()
+        assert len(workers) >= 2  # master and worker, both in the group we end
+        resolve = {h: "10.232.0.2" for h in content.demo.hosts}
+        for proto, scheme, port in (("h2", "https", 443), ("spdy", "https", 8443)):
+            report = run_loader(c, proto, content.demo_path, resolve=resolve, scheme=scheme,
+                                port=port, ca_file=str(content.cert.ca_cert), timeout_s=30)
+            assert report["ok"], report["errors"]
+        web.stop()
+        spdy.stop()
+        assert not any(_group_alive(g) for g in groups)
+        assert not any(d.exists() for d in dirs)
+    finally:
+        delete_pair(c, s)
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert c not in listed and s not in listed
