@@ -21,7 +21,7 @@ fn encode_full_width(value: u128, bits: u32) -> Vec<u8> {
 use super::proto::p4::config::v1 as cfg;
 
 /// Shortest dot-separated suffix of each name that no other name in the list ends with (p4c's
-/// default alias rule).
+/// default alias rule, applied over the names of every object kind at once).
 fn aliases(names: &[&str]) -> Vec<String> {
     names
         .iter()
@@ -66,14 +66,29 @@ fn match_type(kind: &MatchKind) -> cfg::match_field::MatchType {
     }
 }
 
+/// Every object's name, for alias computation.
+fn all_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    names.extend(contract::TABLES.iter().map(|t| t.name));
+    names.extend(contract::ACTIONS.iter().map(|a| a.name));
+    names.extend(contract::COUNTERS.iter().map(|c| c.name));
+    names.extend(contract::REGISTERS.iter().map(|r| r.name));
+    names.extend(contract::DIGESTS.iter().map(|d| d.name));
+    names.extend(contract::CONTROLLER_HEADERS.iter().map(|h| h.name));
+    names
+}
+
 /// Build the target's P4Info.
 pub fn build(caps: &Capacities) -> cfg::P4Info {
-    let table_names: Vec<&str> = contract::TABLES.iter().map(|t| t.name).collect();
-    let table_aliases = aliases(&table_names);
+    let names = all_names();
+    let alias_list = aliases(&names);
+    let alias = |name: &str| -> String {
+        names.iter().position(|n| *n == name).map_or_else(|| name.to_string(), |i| alias_list[i].clone())
+    };
     let tables = contract::TABLES
         .iter()
-        .zip(table_aliases)
-        .map(|(t, alias)| {
+        .map(|t| {
+            let alias = alias(t.name);
             let default_args = contract::action(t.default_action_id)
                 .map(|a| {
                     a.params
@@ -124,16 +139,14 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
         })
         .collect();
 
-    let action_names: Vec<&str> = contract::ACTIONS.iter().map(|a| a.name).collect();
     let actions = contract::ACTIONS
         .iter()
-        .zip(aliases(&action_names))
-        .map(|(a, alias)| cfg::Action {
+        .map(|a| cfg::Action {
             // core.p4 declares `@noWarn("unused") action NoAction()`; p4c copies the annotation.
             preamble: preamble(
                 a.id,
                 a.name,
-                alias,
+                alias(a.name),
                 if a.id == contract::ACTION_NO_ACTION { vec!["@noWarn(\"unused\")".to_string()] } else { Vec::new() },
             ),
             params: a
@@ -149,11 +162,9 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
         })
         .collect();
 
-    let counter_names: Vec<&str> = contract::COUNTERS.iter().map(|c| c.name).collect();
     let counters = contract::COUNTERS
         .iter()
-        .zip(aliases(&counter_names))
-        .map(|(c, alias)| {
+        .map(|c| {
             use cfg::counter_spec::Unit;
             let unit = match c.unit {
                 CounterUnit::Bytes => Unit::Bytes,
@@ -161,7 +172,7 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
                 CounterUnit::Both => Unit::Both,
             };
             cfg::Counter {
-                preamble: preamble(c.id, c.name, alias, Vec::new()),
+                preamble: preamble(c.id, c.name, alias(c.name), Vec::new()),
                 spec: Some(cfg::CounterSpec { unit: unit as i32 }),
                 size: caps.counter_size(c.id).unwrap_or(c.size) as i64,
                 ..Default::default()
@@ -169,12 +180,10 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
         })
         .collect();
 
-    let register_names: Vec<&str> = contract::REGISTERS.iter().map(|r| r.name).collect();
     let registers = contract::REGISTERS
         .iter()
-        .zip(aliases(&register_names))
-        .map(|(r, alias)| cfg::Register {
-            preamble: preamble(r.id, r.name, alias, Vec::new()),
+        .map(|r| cfg::Register {
+            preamble: preamble(r.id, r.name, alias(r.name), Vec::new()),
             type_spec: bit_type(r.bits),
             size: caps.register_size(r.id).unwrap_or(r.size) as i32,
             ..Default::default()
@@ -183,11 +192,9 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
 
     // p4c names a digest after its struct type and describes the struct in type_info.
     let mut type_info = cfg::P4TypeInfo::default();
-    let digest_names: Vec<&str> = contract::DIGESTS.iter().map(|d| d.name).collect();
     let digests = contract::DIGESTS
         .iter()
-        .zip(aliases(&digest_names))
-        .map(|(d, alias)| {
+        .map(|d| {
             type_info.structs.insert(
                 d.name.to_string(),
                 cfg::P4StructTypeSpec {
@@ -203,7 +210,7 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
                 },
             );
             cfg::Digest {
-                preamble: preamble(d.id, d.name, alias, Vec::new()),
+                preamble: preamble(d.id, d.name, alias(d.name), Vec::new()),
                 type_spec: Some(cfg::P4DataTypeSpec {
                     type_spec: Some(cfg::p4_data_type_spec::TypeSpec::Struct(cfg::P4NamedType {
                         name: d.name.to_string(),
@@ -216,7 +223,7 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
     let controller_packet_metadata = contract::CONTROLLER_HEADERS
         .iter()
         .map(|h| cfg::ControllerPacketMetadata {
-            preamble: preamble(h.id, h.name, h.name.to_string(), vec![format!("@controller_header(\"{}\")", h.name)]),
+            preamble: preamble(h.id, h.name, alias(h.name), vec![format!("@controller_header(\"{}\")", h.name)]),
             metadata: h
                 .fields
                 .iter()
