@@ -5,7 +5,9 @@
 //! data plane (`parse`, `stage/*`, `wheel`, `pool`, `io/*`, `dataplane`).
 pub mod contract;
 pub mod dist;
+pub mod dataplane;
 pub mod io;
+pub mod learn;
 pub mod parse;
 pub mod pool;
 pub mod wheel;

@@ -1,3 +1,215 @@
+//! p4netem-switch: the p4netem pipeline on Linux interfaces, controlled over P4Runtime.
+//!
+//! The data plane runs on a dedicated OS thread (no tokio); the P4Runtime server runs on a small
+//! tokio runtime on the main thread. SIGINT/SIGTERM stop both cleanly.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+
+use p4netem_switch::contract::{self, ACTION_SET_EGRESS_PORT, TABLE_PORT_MAP};
+use p4netem_switch::dataplane::{DataPlane, DataPlaneConfig, PortSpec};
+use p4netem_switch::io::afpacket::TX_MAX_FRAME;
+use p4netem_switch::p4rt;
+use p4netem_switch::state::{ActionCall, Capacities, ControlConfig, FieldMatch, SwitchControl, TableEntry, UpdateKind};
+
+/// The p4netem software switch: the p4netem P4 pipeline (delay, jitter, rate, loss, duplication,
+/// corruption, reordering) on Linux interfaces, controlled over P4Runtime.
+///
+/// Ports are AF_PACKET sockets with mapped rings; every interface must have its offloads off
+/// (ethtool -K IFACE tx off rx off gso off tso off gro off), which is checked at start.
+#[derive(Parser, Debug)]
+#[command(name = "p4netem-switch", version)]
+struct Args {
+    /// A data-plane port: port number N (0..511) on interface IFACE. Repeat for each port,
+    /// e.g. `-i 1@veth1 -i 2@veth2` (as simple_switch_grpc).
+    #[arg(short = 'i', long = "interface", value_name = "N@IFACE", value_parser = parse_port, required = true)]
+    interfaces: Vec<PortSpec>,
+
+    /// P4Runtime gRPC listen address.
+    #[arg(long, default_value = "127.0.0.1:9559")]
+    grpc_addr: SocketAddr,
+
+    /// P4Runtime device id.
+    #[arg(long, default_value_t = 1)]
+    device_id: u64,
+
+    /// Port number that stands for the controller: set_egress_port to it (or send_to_cpu) sends
+    /// the frame as a PacketIn. Must not be one of the -i ports.
+    #[arg(long, value_name = "N")]
+    cpu_port: Option<u16>,
+
+    /// Write pcap files of every port's received and transmitted frames into DIR
+    /// (`<N>-<iface>_in.pcap`, `<N>-<iface>_out.pcap`). Costs throughput (buffered writes on the
+    /// data-plane thread).
+    #[arg(long, value_name = "DIR")]
+    pcap: Option<PathBuf>,
+
+    /// Capacity of the classifier table (entries).
+    #[arg(long, default_value_t = contract::DEFAULT_CLASSIFIER_ENTRIES)]
+    classifier_entries: u32,
+
+    /// Number of profile ids (profile table and per-profile registers/counters hold 2x this).
+    #[arg(long, default_value_t = contract::DEFAULT_PROFILES)]
+    profiles: u32,
+
+    /// Number of UE ids (radio state capacity).
+    #[arg(long, default_value_t = contract::DEFAULT_UE_IDS)]
+    ue_ids: u32,
+
+    /// Packet buffers for held packets (delay line, tx backlog). When all are in use, packets
+    /// that need one are dropped with reason buffer_exhausted.
+    #[arg(long, default_value_t = 65536)]
+    buffers: usize,
+
+    /// Size of one packet buffer in bytes.
+    #[arg(long, default_value_t = 2048)]
+    buffer_size: usize,
+
+    /// Frames in each port's RX ring.
+    #[arg(long, default_value_t = 4096)]
+    rx_frames: usize,
+
+    /// Frames in each port's TX ring.
+    #[arg(long, default_value_t = 2048)]
+    tx_frames: usize,
+
+    /// PRNG seed (also settable at run time through the rng_seed register). Default: from the clock.
+    #[arg(long)]
+    seed: Option<u64>,
+
+    /// Log level (error, warn, info, debug, trace) or a tracing filter directive.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+
+    /// Debug/bench: install port_map entries at start, e.g. `1:2,2:1` (ingress:egress).
+    #[arg(long, hide = true, value_name = "IN:OUT,...")]
+    static_port_map: Option<String>,
+
+    /// Debug: start even if interfaces have offloads on.
+    #[arg(long, hide = true)]
+    no_offload_check: bool,
+}
+
+fn parse_port(s: &str) -> Result<PortSpec, String> {
+    let (n, iface) = s.split_once('@').ok_or_else(|| format!("expected N@IFACE, got {s:?}"))?;
+    let number: u16 = n.parse().map_err(|_| format!("bad port number {n:?} in {s:?}"))?;
+    if number > 511 {
+        return Err(format!("port number {number} does not fit 9 bits"));
+    }
+    if iface.is_empty() || iface.len() >= 16 {
+        return Err(format!("bad interface name {iface:?}"));
+    }
+    Ok(PortSpec { number, ifname: iface.to_string() })
+}
+
+fn static_port_map(control: &SwitchControl, spec: &str) -> anyhow::Result<()> {
+    let mut updates = Vec::new();
+    for pair in spec.split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = pair.split_once(':').with_context(|| format!("bad --static-port-map item {pair:?}"))?;
+        let (a, b): (u128, u128) = (a.parse()?, b.parse()?);
+        updates.push((
+            UpdateKind::Insert,
+            TableEntry {
+                table_id: TABLE_PORT_MAP,
+                matches: vec![Some(FieldMatch::Exact(a))],
+                priority: 0,
+                action: ActionCall { action_id: ACTION_SET_EGRESS_PORT, params: vec![b] },
+                controller_metadata: 0,
+            },
+        ));
+    }
+    for r in control.write_tables(updates) {
+        r.map_err(|e| anyhow::anyhow!("--static-port-map: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+    }
+}
+
 fn main() {
-    eprintln!("p4netem-switch: data plane under construction");
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    if let Err(e) = run(args) {
+        tracing::error!("{e:#}");
+        eprintln!("p4netem-switch: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    if args.profiles == 0 || args.profiles > 1 << 16 {
+        bail!("--profiles must be in 1..=65536 (profile_id is 16 bits)");
+    }
+    if args.classifier_entries == 0 || args.buffers == 0 || args.buffers >= u32::MAX as usize {
+        bail!("--classifier-entries and --buffers must be positive");
+    }
+    let caps = Capacities { classifier_entries: args.classifier_entries, profiles: args.profiles, ue_ids: args.ue_ids };
+    let seed = args.seed.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        t.as_nanos() as u64 ^ (std::process::id() as u64) << 32
+    });
+    let (control, link) = SwitchControl::new(ControlConfig {
+        caps,
+        ports: args.interfaces.iter().map(|p| p.number as u32).collect(),
+        cpu_port: args.cpu_port.map(u32::from),
+        seed,
+        max_frame: TX_MAX_FRAME,
+        ..ControlConfig::default()
+    })
+    .context("creating the switch state")?;
+    if let Some(spec) = &args.static_port_map {
+        static_port_map(&control, spec)?;
+    }
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let waker = link.waker.clone();
+    let cfg = DataPlaneConfig {
+        ports: args.interfaces.clone(),
+        cpu_port: args.cpu_port,
+        buffers: args.buffers,
+        buffer_size: args.buffer_size,
+        pcap_dir: args.pcap.clone(),
+        seed,
+        rx_frames: args.rx_frames,
+        tx_frames: args.tx_frames,
+        check_offloads: !args.no_offload_check,
+    };
+    let dp = DataPlane::open(&cfg, link, shutdown.clone())?;
+    tracing::info!(seed, ports = args.interfaces.len(), buffers = args.buffers, "data plane ready");
+    let dp_shutdown = shutdown.clone();
+    let dp_thread = std::thread::Builder::new().name("p4netem-dp".into()).spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dp.run()));
+        if r.is_err() || !dp_shutdown.load(Ordering::Relaxed) {
+            // Forwarding has stopped: do not keep a control plane that controls nothing.
+            tracing::error!("data-plane thread stopped unexpectedly");
+            std::process::exit(2);
+        }
+    })?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("p4netem-grpc")
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let server_cfg = p4rt::ServerConfig { addr: args.grpc_addr, device_id: args.device_id, cpu_port: args.cpu_port.map(u32::from) };
+    tracing::info!(addr = %args.grpc_addr, device_id = args.device_id, "P4Runtime server starting");
+    let served = rt.block_on(p4rt::serve(control, server_cfg, shutdown_signal()));
+    shutdown.store(true, Ordering::Relaxed);
+    waker.wake();
+    let _ = dp_thread.join();
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    served.context("P4Runtime server")
 }

@@ -81,7 +81,7 @@ impl Counters {
     }
 
     #[inline]
-    pub fn drop(&self, pd: u32, reason: DropReason, bytes: u64) {
+    pub fn count_drop(&self, pd: u32, reason: DropReason, bytes: u64) {
         self.drops.add((pd * DROP_REASONS + reason as u32) as usize, bytes);
     }
 

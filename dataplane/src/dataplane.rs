@@ -1,0 +1,514 @@
+//! The data-plane loop, on its own OS thread: receive batches from every port, run the pipeline,
+//! hold packets in the timing wheel, transmit, sleep in `ppoll` until the next frame or release.
+//!
+//! Per packet (contract "Stage semantics"): parse -> l2_learn/l2_fwd/port_map -> classifier ->
+//! profile_in -> route -> profile -> loss -> duplication -> corruption -> rate -> delay -> release.
+//! Everything here is allocation-free and lock-free on the packet path: tables come from an
+//! immutable snapshot loaded once per loop turn, counters/registers are atomics, waiting packets
+//! use preallocated pool buffers. Only PacketIn and digests (slow path, bounded queues) allocate.
+//!
+//! Zero-impairment packets (no profile entry, or a release time that is already due) never touch
+//! the pool or the wheel: they are copied from the RX ring straight into the TX ring.
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+
+use crate::contract::{DropReason, DIGEST_MAC_LEARN};
+use crate::io::afpacket::FRAME_SIZE;
+use crate::io::pcap::PcapWriter;
+use crate::io::{ethtool, AfPacket, RingConfig};
+use crate::learn::LearnFilter;
+use crate::parse::parse;
+use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
+use crate::rng::Prng;
+use crate::stage::corrupt::flip;
+use crate::stage::{Ctx, Impairments, Pkt, Verdict};
+use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
+use crate::tables::{Forward, ProfileTable, Snapshot};
+use crate::wheel::Wheel;
+
+/// A release closer than this is waited for by spinning instead of sleeping (ppoll wake-up
+/// latency is tens of microseconds even with 1 ns timer slack).
+const SPIN_NS: u64 = 50_000;
+/// Longest sleep: bounds pcap flush delay even when idle.
+const MAX_SLEEP_NS: u64 = 100_000_000;
+/// Frames taken from one port per loop turn, so one busy port cannot starve the others.
+const RX_BATCH: usize = 256;
+const PACKET_OUT_BATCH: usize = 64;
+const LEARN_WINDOW_NS: u64 = 100_000_000;
+const NO_PORT: u16 = u16::MAX;
+
+#[derive(Debug, Clone)]
+pub struct PortSpec {
+    pub number: u16,
+    pub ifname: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct DataPlaneConfig {
+    pub ports: Vec<PortSpec>,
+    pub cpu_port: Option<u16>,
+    pub buffers: usize,
+    pub buffer_size: usize,
+    pub pcap_dir: Option<PathBuf>,
+    pub seed: u64,
+    pub rx_frames: usize,
+    pub tx_frames: usize,
+    pub check_offloads: bool,
+}
+
+struct Port {
+    io: AfPacket,
+    number: u16,
+    /// Packets waiting for TX ring space, in order (pool handles).
+    backlog: VecDeque<Handle>,
+    pcap_in: Option<PcapWriter>,
+    pcap_out: Option<PcapWriter>,
+    warned_truncated: bool,
+    warned_csum: bool,
+}
+
+pub struct DataPlane {
+    ports: Vec<Port>,
+    port_index: Box<[u16]>,
+    link: DataPlaneLink,
+    pool: Pool,
+    wheel: Wheel,
+    due: Vec<Handle>,
+    stages: Impairments,
+    rng: Prng,
+    seed_generation: u64,
+    reset_generation: u64,
+    profiles_seen: usize,
+    learn: LearnFilter,
+    cpu_port: Option<u16>,
+    shutdown: Arc<AtomicBool>,
+    wall_offset_ns: i64,
+}
+
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Checks the offloads of every port; one error naming every bad interface and its fix.
+pub fn check_offloads(ports: &[PortSpec]) -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for p in ports {
+        let on = ethtool::offloads_on(&p.ifname).with_context(|| format!("port {}: {}", p.number, p.ifname))?;
+        if !on.is_empty() {
+            problems.push(ethtool::offload_error(&p.ifname, &on));
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("\n"));
+    }
+    Ok(())
+}
+
+impl DataPlane {
+    pub fn open(cfg: &DataPlaneConfig, link: DataPlaneLink, shutdown: Arc<AtomicBool>) -> anyhow::Result<DataPlane> {
+        if cfg.check_offloads {
+            check_offloads(&cfg.ports)?;
+        }
+        if cfg.buffer_size < FRAME_SIZE - 32 {
+            bail!("--buffer-size must be at least {} bytes", FRAME_SIZE - 32);
+        }
+        let mut port_index = vec![NO_PORT; 512].into_boxed_slice();
+        let rings = RingConfig { rx_frames: cfg.rx_frames, tx_frames: cfg.tx_frames };
+        let mut ports = Vec::new();
+        for (i, spec) in cfg.ports.iter().enumerate() {
+            if spec.number as usize >= port_index.len() || Some(spec.number) == cfg.cpu_port {
+                bail!("port number {} is not a usable 9-bit port (or is the CPU port)", spec.number);
+            }
+            if port_index[spec.number as usize] != NO_PORT {
+                bail!("port number {} given twice", spec.number);
+            }
+            port_index[spec.number as usize] = i as u16;
+            let io = AfPacket::open(&spec.ifname, &rings).with_context(|| format!("opening port {}", spec.number))?;
+            let (pcap_in, pcap_out) = match &cfg.pcap_dir {
+                Some(dir) => {
+                    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+                    let f = |s: &str| PcapWriter::create(&dir.join(format!("{}-{}_{s}.pcap", spec.number, spec.ifname)));
+                    (Some(f("in")?), Some(f("out")?))
+                }
+                None => (None, None),
+            };
+            ports.push(Port {
+                io,
+                number: spec.number,
+                backlog: VecDeque::with_capacity(cfg.buffers),
+                pcap_in,
+                pcap_out,
+                warned_truncated: false,
+                warned_csum: false,
+            });
+            tracing::info!(port = spec.number, iface = %spec.ifname, "port up");
+        }
+        let now = monotonic_ns();
+        let pds = link.caps.pds() as usize;
+        let seed_generation = link.registers.rng_seed_generation.load(Ordering::Acquire);
+        let seed = link.registers.rng_seed.load(Ordering::Relaxed);
+        Ok(DataPlane {
+            ports,
+            port_index,
+            pool: Pool::new(cfg.buffers, cfg.buffer_size),
+            wheel: Wheel::new(cfg.buffers, now),
+            due: Vec::with_capacity(cfg.buffers),
+            stages: Impairments::new(pds, cfg.buffers),
+            rng: Prng::new(seed),
+            seed_generation,
+            reset_generation: link.reset_generation.load(Ordering::Acquire),
+            profiles_seen: 0,
+            learn: LearnFilter::new(LEARN_WINDOW_NS),
+            cpu_port: cfg.cpu_port,
+            shutdown,
+            wall_offset_ns: clock_ns(libc::CLOCK_REALTIME) as i64 - now as i64,
+            link,
+        })
+    }
+
+    /// Runs until the shutdown flag is set.
+    pub fn run(mut self) {
+        // SAFETY: prctl on the calling thread only. 1 ns slack: ppoll timeouts are not coalesced.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        let mut fds: Vec<libc::pollfd> = self
+            .ports
+            .iter()
+            .map(|p| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(&p.io), events: libc::POLLIN, revents: 0 })
+            .collect();
+        fds.push(libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(&*self.link.waker), events: libc::POLLIN, revents: 0 });
+        // VLAN tags the kernel stripped into the ring header are put back here.
+        let mut scratch = vec![0u8; FRAME_SIZE + 8];
+        let mut last_flush = monotonic_ns();
+        while !self.shutdown.load(Ordering::Relaxed) {
+            let snap = self.link.snapshot.load_full();
+            self.sync_control(&snap);
+            let mut work = 0;
+            for pi in 0..self.ports.len() {
+                work += self.rx_port(pi, &snap, &mut scratch);
+            }
+            work += self.packet_outs();
+            let now = monotonic_ns();
+            work += self.release_due(now);
+            let mut backlog = false;
+            for pi in 0..self.ports.len() {
+                self.drain_backlog(pi);
+                backlog |= !self.ports[pi].backlog.is_empty();
+                if let Err(e) = self.ports[pi].io.tx_flush() {
+                    tracing::warn!(iface = %self.ports[pi].io.ifname, "tx: {e}");
+                }
+            }
+            if work > 0 || backlog {
+                continue;
+            }
+            let now = monotonic_ns();
+            if now.saturating_sub(last_flush) > MAX_SLEEP_NS {
+                self.flush_pcaps();
+                last_flush = now;
+            }
+            let wait = self.wheel.next_deadline_ns().map_or(MAX_SLEEP_NS, |d| d.saturating_sub(now));
+            if wait <= SPIN_NS {
+                std::hint::spin_loop();
+                continue;
+            }
+            let sleep = (wait - SPIN_NS).min(MAX_SLEEP_NS);
+            let ts = libc::timespec { tv_sec: (sleep / 1_000_000_000) as _, tv_nsec: (sleep % 1_000_000_000) as _ };
+            // SAFETY: fds is a valid array of pollfd; ts a valid timespec; no signal mask change.
+            unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+            if fds.last().is_some_and(|f| f.revents != 0) {
+                self.link.waker.drain();
+            }
+        }
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        self.flush_pcaps();
+        for p in &self.ports {
+            let (rx, drops) = p.io.rx_stats();
+            tracing::info!(port = p.number, iface = %p.io.ifname, kernel_rx = rx, kernel_ring_drops = drops, "port down");
+        }
+        if !self.wheel.is_empty() {
+            tracing::info!(held = self.wheel.len(), "packets still in the delay line at shutdown were not sent");
+        }
+    }
+
+    fn flush_pcaps(&mut self) {
+        for p in &mut self.ports {
+            for w in [&mut p.pcap_in, &mut p.pcap_out].into_iter().flatten() {
+                if let Err(e) = w.flush() {
+                    tracing::warn!("pcap flush: {e}");
+                }
+            }
+        }
+    }
+
+    /// Reseed, reset and rate-queue provisioning requests from the control plane.
+    fn sync_control(&mut self, snap: &Snapshot) {
+        let regs = &self.link.registers;
+        let g = regs.rng_seed_generation.load(Ordering::Acquire);
+        if g != self.seed_generation {
+            self.seed_generation = g;
+            self.rng.reseed(regs.rng_seed.load(Ordering::Relaxed));
+        }
+        let r = self.link.reset_generation.load(Ordering::Acquire);
+        if r != self.reset_generation {
+            self.reset_generation = r;
+            self.stages.rate.reset();
+            self.learn.clear();
+        }
+        let profiles = Arc::as_ptr(&snap.profiles) as *const ProfileTable as usize;
+        if profiles != self.profiles_seen {
+            self.profiles_seen = profiles;
+            for (pd, imp) in snap.profiles.iter() {
+                self.stages.rate.provision(pd, imp);
+            }
+        }
+    }
+
+    fn rx_port(&mut self, pi: usize, snap: &Snapshot, scratch: &mut [u8]) -> usize {
+        let mut n = 0;
+        let now = monotonic_ns();
+        while n < RX_BATCH {
+            let Some(f) = self.ports[pi].io.rx_peek() else { break };
+            n += 1;
+            // SAFETY: the frame stays in the RX ring (ours, TP_STATUS_USER) until rx_release below.
+            let raw = unsafe { std::slice::from_raw_parts(f.data, f.snaplen) };
+            let truncated = f.len > f.snaplen;
+            let frame: &[u8] = if f.status & crate::io::afpacket::VLAN_VALID != 0 && raw.len() >= 12 {
+                let tpid = if f.status & crate::io::afpacket::VLAN_TPID_VALID != 0 { f.vlan_tpid } else { 0x8100 };
+                let total = raw.len() + 4;
+                scratch[..12].copy_from_slice(&raw[..12]);
+                scratch[12..14].copy_from_slice(&tpid.to_be_bytes());
+                scratch[14..16].copy_from_slice(&f.vlan_tci.to_be_bytes());
+                scratch[16..total].copy_from_slice(&raw[12..]);
+                &scratch[..total]
+            } else {
+                raw
+            };
+            let port = &mut self.ports[pi];
+            if truncated && !port.warned_truncated {
+                port.warned_truncated = true;
+                tracing::warn!(iface = %port.io.ifname, len = f.len,
+                    "frames larger than {} bytes arrive (GRO/GSO/TSO on, or MTU above 1500?): dropped as malformed",
+                    f.snaplen);
+            }
+            if f.status & crate::io::afpacket::CSUM_NOT_READY != 0 && !port.warned_csum {
+                port.warned_csum = true;
+                tracing::warn!(iface = %port.io.ifname,
+                    "frames arrive with checksums not yet computed: turn tx checksum offload off on the sender (the veth peer)");
+            }
+            if let Some(w) = &mut port.pcap_in {
+                let _ = w.record((now as i64 + self.wall_offset_ns) as u64, frame);
+            }
+            let number = port.number;
+            self.process(snap, number, frame, truncated, now);
+            self.ports[pi].io.rx_release();
+        }
+        n
+    }
+
+    #[inline]
+    fn drop_pkt(&self, pd: u32, reason: DropReason, len: usize) {
+        self.link.counters.count_drop(pd, reason, len as u64);
+    }
+
+    /// One received frame through the pipeline.
+    fn process(&mut self, snap: &Snapshot, in_port: u16, frame: &[u8], truncated: bool, now: u64) {
+        let len = frame.len();
+        let parsed = parse(frame, in_port);
+        if let Some(e) = parsed.error {
+            self.link.counters.parser_errors.add(e as usize, len as u64);
+        }
+        // Forwarding: l2_fwd decides on a hit, otherwise port_map (forwarding.p4).
+        let mut fwd = None;
+        if parsed.l2_usable() {
+            if snap.learn_on_miss && snap.l2_learn.get(parsed.src_mac).is_none() {
+                self.learn_mac(parsed.src_mac, in_port, now);
+            }
+            fwd = snap.l2_fwd.get(parsed.dst_mac);
+        }
+        let fwd = fwd.or_else(|| snap.port_map.get(in_port)).unwrap_or(snap.port_map_default);
+        // Classification happens for every packet, so that route drops count against its profile.
+        let mut sel = snap.classifier.lookup(&parsed.key).unwrap_or(snap.classifier_default);
+        if sel.profile_id as u32 >= self.link.caps.profiles {
+            sel.profile_id = 0; // as p4src: ids the arrays cannot index fall back to profile 0
+        }
+        let pd = sel.pd();
+        self.link.counters.profile_in.add(pd as usize, len as u64);
+        let out = match fwd {
+            Forward::Drop => return self.drop_pkt(pd, DropReason::NoRoute, len),
+            Forward::Cpu => OUT_CPU,
+            Forward::Port(p) if Some(p) == self.cpu_port => OUT_CPU,
+            Forward::Port(p) => match self.port_index.get(p as usize).copied().unwrap_or(NO_PORT) {
+                NO_PORT => return self.drop_pkt(pd, DropReason::TxError, len),
+                i => i,
+            },
+        };
+        if truncated {
+            return self.drop_pkt(pd, DropReason::Malformed, len);
+        }
+        let Some(&imp) = snap.impairment(pd) else {
+            return self.send_now(out, pd, in_port, frame, None);
+        };
+        let mut pkt = Pkt::new(len as u32, now);
+        let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
+        match self.stages.run(&imp, &mut ctx, &mut pkt) {
+            Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
+            Verdict::Pass => self.emit(out, pd, in_port, frame, pkt.flip_bit, pkt.release, now),
+        }
+        // The copy exists from the duplication stage on, whatever happens to the original after.
+        if pkt.duplicate {
+            let mut copy = pkt.copy_of(now);
+            let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
+            match self.stages.run(&imp, &mut ctx, &mut copy) {
+                Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
+                Verdict::Pass => self.emit(out, pd, in_port, frame, copy.flip_bit, copy.release, now),
+            }
+        }
+    }
+
+    fn learn_mac(&mut self, mac: u64, port: u16, now: u64) {
+        if self.learn.admit(mac, port, now) {
+            let ev = DigestEvent { digest_id: DIGEST_MAC_LEARN, fields: vec![mac as u128, port as u128] };
+            if self.link.digest_tx.try_send(ev).is_err() {
+                tracing::debug!("digest queue full: learn event for {mac:012x} dropped");
+            }
+        }
+    }
+
+    /// Sends now if the release time has come, else holds the packet in the wheel.
+    #[inline]
+    fn emit(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], flip_bit: Option<u32>, release: u64, now: u64) {
+        if release <= now {
+            return self.send_now(out, pd, in_port, frame, flip_bit);
+        }
+        let Some(h) = self.pool.alloc() else {
+            return self.drop_pkt(pd, DropReason::BufferExhausted, frame.len());
+        };
+        self.pool.fill(h, frame, PktMeta { len: 0, out, in_port, pd });
+        flip(self.pool.frame_mut(h), flip_bit);
+        self.wheel.insert(h, release);
+    }
+
+    #[inline]
+    fn count_out(&self, pd: u32, len: usize) {
+        if pd != NO_PD {
+            self.link.counters.profile_out.add(pd as usize, len as u64);
+        }
+    }
+
+    fn packet_in(&self, pd: u32, in_port: u16, frame: &[u8], flip_bit: Option<u32>) {
+        let mut payload = frame.to_vec();
+        flip(&mut payload, flip_bit);
+        let len = payload.len();
+        match self.link.packet_in_tx.try_send(PacketIn { ingress_port: in_port as u32, payload }) {
+            Ok(()) => self.count_out(pd, len),
+            Err(_) => {
+                if pd != NO_PD {
+                    self.drop_pkt(pd, DropReason::TxError, len);
+                }
+            }
+        }
+    }
+
+    /// Transmits a frame from a slice (RX ring or PacketOut), straight into the TX ring when it
+    /// has room and nothing is queued before it; else into the port's backlog.
+    #[inline]
+    fn send_now(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], flip_bit: Option<u32>) {
+        if out == OUT_CPU {
+            return self.packet_in(pd, in_port, frame, flip_bit);
+        }
+        let port = &mut self.ports[out as usize];
+        if port.backlog.is_empty() && port.io.tx_push(frame, |d| flip(d, flip_bit)) {
+            if let Some(w) = &mut port.pcap_out {
+                let _ = w.record((monotonic_ns() as i64 + self.wall_offset_ns) as u64, frame);
+            }
+            return self.count_out(pd, frame.len());
+        }
+        let Some(h) = self.pool.alloc() else {
+            if pd != NO_PD {
+                self.drop_pkt(pd, DropReason::BufferExhausted, frame.len());
+            }
+            return;
+        };
+        self.pool.fill(h, frame, PktMeta { len: 0, out, in_port, pd });
+        flip(self.pool.frame_mut(h), flip_bit);
+        self.ports[out as usize].backlog.push_back(h);
+    }
+
+    /// Transmits a held packet (its buffer is freed once the frame is in the TX ring).
+    fn send_held(&mut self, h: Handle) {
+        let m = self.pool.meta(h);
+        if m.out == OUT_CPU {
+            self.packet_in(m.pd, m.in_port, self.pool.frame(h), None);
+            return self.pool.free(h);
+        }
+        let port = &mut self.ports[m.out as usize];
+        if port.backlog.is_empty() && port.io.tx_push(self.pool.frame(h), |_| {}) {
+            if let Some(w) = &mut port.pcap_out {
+                let _ = w.record((monotonic_ns() as i64 + self.wall_offset_ns) as u64, self.pool.frame(h));
+            }
+            self.count_out(m.pd, m.len as usize);
+            self.pool.free(h);
+        } else {
+            port.backlog.push_back(h);
+        }
+    }
+
+    fn drain_backlog(&mut self, pi: usize) {
+        while let Some(&h) = self.ports[pi].backlog.front() {
+            let port = &mut self.ports[pi];
+            if !port.io.tx_push(self.pool.frame(h), |_| {}) {
+                break;
+            }
+            port.backlog.pop_front();
+            if let Some(w) = &mut port.pcap_out {
+                let _ = w.record((monotonic_ns() as i64 + self.wall_offset_ns) as u64, self.pool.frame(h));
+            }
+            let m = self.pool.meta(h);
+            self.count_out(m.pd, m.len as usize);
+            self.pool.free(h);
+        }
+    }
+
+    fn release_due(&mut self, now: u64) -> usize {
+        let mut due = std::mem::take(&mut self.due);
+        self.wheel.poll(now, |h| due.push(h));
+        let n = due.len();
+        for &h in &due {
+            let pd = self.pool.meta(h).pd;
+            if pd != NO_PD {
+                // Keeps backlog registers exact when no new packet of this pd arrives.
+                self.stages.rate.drain(pd, now, &self.link.registers);
+            }
+            self.send_held(h);
+        }
+        due.clear();
+        self.due = due;
+        n
+    }
+
+    fn packet_outs(&mut self) -> usize {
+        let mut n = 0;
+        while n < PACKET_OUT_BATCH {
+            let Ok((port_no, frame)) = self.link.packet_out_rx.try_recv() else { break };
+            n += 1;
+            match self.port_index.get(port_no as usize).copied() {
+                Some(i) if i != NO_PORT => self.send_now(i, NO_PD, 0, &frame, None),
+                _ => tracing::warn!(port_no, "PacketOut to a port this switch does not have: dropped"),
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,287 @@
+//! One data-plane port: an AF_PACKET socket bound to one interface with a TPACKET_V2 RX ring and
+//! TX ring mapped into our memory.
+//!
+//! V2 rather than V3 because V3 hands over whole blocks, which close on a millisecond timer at low
+//! rates: that alone would break the 100 us delay-accuracy bar. V2 hands over every frame as soon
+//! as the kernel has written it. TX frames are written into the mapped ring and sent in one
+//! `sendto` per batch; PACKET_QDISC_BYPASS skips the qdisc layer (nothing to shape there: we are
+//! the shaper). Frames the host itself sends on the interface (PACKET_OUTGOING) are ignored so
+//! they are never forwarded back.
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::sys::*;
+
+/// Ring geometry. 2048-byte frames hold a 1518-byte frame (1522 with a re-inserted VLAN tag)
+/// after the V2 header; 64 KiB blocks keep frames contiguous (frame i at i * FRAME_SIZE).
+pub const FRAME_SIZE: usize = 2048;
+const BLOCK_SIZE: usize = 1 << 16;
+/// Largest frame the TX ring takes.
+pub const TX_MAX_FRAME: usize = FRAME_SIZE - TX_DATA_OFFSET;
+
+/// RX status bits the data plane looks at.
+pub const VLAN_VALID: u32 = TP_STATUS_VLAN_VALID;
+pub const VLAN_TPID_VALID: u32 = TP_STATUS_VLAN_TPID_VALID;
+pub const CSUM_NOT_READY: u32 = TP_STATUS_CSUMNOTREADY;
+
+pub struct RingConfig {
+    pub rx_frames: usize,
+    pub tx_frames: usize,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig { rx_frames: 4096, tx_frames: 2048 }
+    }
+}
+
+struct Ring {
+    base: *mut u8,
+    frames: usize,
+    head: usize,
+}
+
+impl Ring {
+    #[inline]
+    fn frame(&self, i: usize) -> *mut u8 {
+        // SAFETY: i < frames, and the ring spans frames * FRAME_SIZE mapped bytes.
+        unsafe { self.base.add(i * FRAME_SIZE) }
+    }
+    #[inline]
+    fn status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: tp_status is the first, 4-byte aligned field of every frame; the kernel and we
+        // hand frames over through it, so it is accessed atomically.
+        unsafe { &*(self.frame(i) as *const AtomicU32) }
+    }
+}
+
+/// A received frame, still in the RX ring until [`AfPacket::rx_release`].
+pub struct RxFrame {
+    pub data: *const u8,
+    pub snaplen: usize,
+    /// Length on the wire (larger than snaplen when the frame was truncated to fit the ring).
+    pub len: usize,
+    pub status: u32,
+    pub vlan_tci: u16,
+    pub vlan_tpid: u16,
+}
+
+pub struct AfPacket {
+    fd: OwnedFd,
+    pub ifname: String,
+    pub ifindex: i32,
+    map: *mut u8,
+    map_len: usize,
+    rx: Ring,
+    tx: Ring,
+    /// Frames committed to the TX ring since the last `tx_flush`.
+    tx_queued: usize,
+}
+
+// SAFETY: the mapping is owned by this value and only touched through &mut self / &self by the
+// one thread that owns the port.
+unsafe impl Send for AfPacket {}
+
+impl AfPacket {
+    pub fn open(ifname: &str, cfg: &RingConfig) -> io::Result<AfPacket> {
+        let with = |e: io::Error, what: &str| io::Error::new(e.kind(), format!("{ifname}: {what}: {e}"));
+        let cname = std::ffi::CString::new(ifname).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: valid NUL-terminated string.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) } as i32;
+        if ifindex == 0 {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("no interface named {ifname}")));
+        }
+        // Protocol 0: receive nothing until the rings exist and bind() names ETH_P_ALL.
+        // SAFETY: plain socket creation; ownership taken immediately.
+        let fd = unsafe {
+            OwnedFd::from_raw_fd(
+                cvt(libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0))
+                    .map_err(|e| with(e, "AF_PACKET socket (needs CAP_NET_RAW)"))?,
+            )
+        };
+        let raw = fd.as_raw_fd();
+        setsockopt(raw, SOL_PACKET, PACKET_VERSION, &TPACKET_V2).map_err(|e| with(e, "PACKET_VERSION"))?;
+        // Drop malformed TX frames instead of stalling the ring on them.
+        setsockopt(raw, SOL_PACKET, PACKET_LOSS, &1i32).map_err(|e| with(e, "PACKET_LOSS"))?;
+        let per_block = BLOCK_SIZE / FRAME_SIZE;
+        let req = |frames: usize| {
+            let blocks = frames.div_ceil(per_block).max(1);
+            TpacketReq {
+                tp_block_size: BLOCK_SIZE as u32,
+                tp_block_nr: blocks as u32,
+                tp_frame_size: FRAME_SIZE as u32,
+                tp_frame_nr: (blocks * per_block) as u32,
+            }
+        };
+        let rxr = req(cfg.rx_frames);
+        let txr = req(cfg.tx_frames);
+        setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &rxr).map_err(|e| with(e, "PACKET_RX_RING"))?;
+        setsockopt(raw, SOL_PACKET, PACKET_TX_RING, &txr).map_err(|e| with(e, "PACKET_TX_RING"))?;
+        let rx_len = rxr.tp_block_nr as usize * BLOCK_SIZE;
+        let tx_len = txr.tp_block_nr as usize * BLOCK_SIZE;
+        let map_len = rx_len + tx_len;
+        // SAFETY: maps the rings just configured on this socket; RX first, then TX (kernel layout).
+        let map = unsafe {
+            libc::mmap(ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_POPULATE, raw, 0)
+        };
+        if map == libc::MAP_FAILED {
+            return Err(with(io::Error::last_os_error(), "mmap of the rings"));
+        }
+        let map = map as *mut u8;
+        let port = AfPacket {
+            fd,
+            ifname: ifname.to_string(),
+            ifindex,
+            map,
+            map_len,
+            rx: Ring { base: map, frames: rxr.tp_frame_nr as usize, head: 0 },
+            // SAFETY: rx_len < map_len.
+            tx: Ring { base: unsafe { map.add(rx_len) }, frames: txr.tp_frame_nr as usize, head: 0 },
+            tx_queued: 0,
+        };
+        if let Err(e) = setsockopt(raw, SOL_PACKET, PACKET_QDISC_BYPASS, &1i32) {
+            tracing::warn!(iface = ifname, "PACKET_QDISC_BYPASS unavailable ({e}); transmitting through the qdisc");
+        }
+        if let Err(e) = setsockopt(raw, SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32) {
+            // Older kernels: the per-frame sll_pkttype check below still filters them.
+            tracing::debug!(iface = ifname, "PACKET_IGNORE_OUTGOING unavailable ({e})");
+        }
+        // SAFETY: zeroed sockaddr_ll is a valid starting value; fields set below.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETH_P_ALL.to_be();
+        sll.sll_ifindex = ifindex;
+        // SAFETY: sll is a valid sockaddr_ll of the given size.
+        cvt(unsafe {
+            libc::bind(raw, &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32)
+        })
+        .map_err(|e| with(e, "bind"))?;
+        let mreq = PacketMreq { mr_ifindex: ifindex, mr_type: PACKET_MR_PROMISC, mr_alen: 0, mr_address: [0; 8] };
+        // Membership is reference-counted by the kernel and undone when the socket closes.
+        setsockopt(raw, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq).map_err(|e| with(e, "promiscuous mode"))?;
+        Ok(port)
+    }
+
+    /// The next received frame, if any. Frames the host sent (PACKET_OUTGOING) are skipped.
+    #[inline]
+    pub fn rx_peek(&mut self) -> Option<RxFrame> {
+        loop {
+            let i = self.rx.head;
+            let status = self.rx.status(i).load(Ordering::Acquire);
+            if status & TP_STATUS_USER == 0 {
+                return None;
+            }
+            let f = self.rx.frame(i);
+            // SAFETY: the frame is ours (TP_STATUS_USER) and starts with a tpacket2_hdr; the
+            // sockaddr_ll follows it inside the frame.
+            let (h, pkttype) = unsafe { (&*(f as *const Tpacket2Hdr), *f.add(SLL_PKTTYPE_OFFSET)) };
+            if pkttype == PACKET_OUTGOING {
+                self.rx_release();
+                continue;
+            }
+            let mac = (h.tp_mac as usize).min(FRAME_SIZE);
+            let snaplen = (h.tp_snaplen as usize).min(FRAME_SIZE - mac);
+            return Some(RxFrame {
+                // SAFETY: mac <= FRAME_SIZE within this frame.
+                data: unsafe { f.add(mac) },
+                snaplen,
+                len: h.tp_len as usize,
+                status,
+                vlan_tci: h.tp_vlan_tci,
+                vlan_tpid: h.tp_vlan_tpid,
+            });
+        }
+    }
+
+    /// Hands the frame returned by the last `rx_peek` back to the kernel.
+    #[inline]
+    pub fn rx_release(&mut self) {
+        self.rx.status(self.rx.head).store(TP_STATUS_KERNEL, Ordering::Release);
+        self.rx.head = (self.rx.head + 1) % self.rx.frames;
+    }
+
+    /// Whether a TX slot is free.
+    #[inline]
+    pub fn tx_ready(&self) -> bool {
+        let s = self.tx.status(self.tx.head).load(Ordering::Acquire);
+        s == TP_STATUS_AVAILABLE || s == TP_STATUS_WRONG_FORMAT
+    }
+
+    /// Writes one frame into the TX ring. Returns false (nothing written) when the ring is full.
+    /// The frame leaves at the next [`AfPacket::tx_flush`].
+    #[inline]
+    pub fn tx_push(&mut self, frame: &[u8], edit: impl FnOnce(&mut [u8])) -> bool {
+        if !self.tx_ready() {
+            return false;
+        }
+        let len = frame.len().min(TX_MAX_FRAME);
+        let f = self.tx.frame(self.tx.head);
+        // SAFETY: the slot is ours (AVAILABLE); data area is TX_MAX_FRAME bytes after the header.
+        unsafe {
+            let data = std::slice::from_raw_parts_mut(f.add(TX_DATA_OFFSET), len);
+            data.copy_from_slice(&frame[..len]);
+            edit(data);
+            let h = &mut *(f as *mut Tpacket2Hdr);
+            h.tp_len = len as u32;
+            h.tp_snaplen = len as u32;
+        }
+        self.tx.status(self.tx.head).store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+        self.tx.head = (self.tx.head + 1) % self.tx.frames;
+        self.tx_queued += 1;
+        true
+    }
+
+    pub fn tx_queued(&self) -> usize {
+        self.tx_queued
+    }
+
+    /// Asks the kernel to send every frame committed since the last flush (one syscall).
+    #[inline]
+    pub fn tx_flush(&mut self) -> io::Result<()> {
+        if self.tx_queued == 0 {
+            return Ok(());
+        }
+        // SAFETY: sendto with no buffer on a TX-ring socket sends the ring's pending frames.
+        let r = unsafe { libc::sendto(self.fd.as_raw_fd(), ptr::null(), 0, libc::MSG_DONTWAIT, ptr::null(), 0) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                // Frames stay SEND_REQUEST and go with the next flush.
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(()),
+                _ => Err(e),
+            };
+        }
+        self.tx_queued = 0;
+        Ok(())
+    }
+
+    /// (received, dropped by the kernel because the RX ring was full) since the last call.
+    pub fn rx_stats(&self) -> (u32, u32) {
+        let mut st = TpacketStats { tp_packets: 0, tp_drops: 0 };
+        let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
+        // SAFETY: st and len are valid for the kernel to write.
+        let r = unsafe {
+            libc::getsockopt(self.fd.as_raw_fd(), SOL_PACKET, PACKET_STATISTICS, &mut st as *mut _ as *mut libc::c_void, &mut len)
+        };
+        if r < 0 {
+            (0, 0)
+        } else {
+            (st.tp_packets, st.tp_drops)
+        }
+    }
+}
+
+impl AsRawFd for AfPacket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for AfPacket {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in open().
+        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
+    }
+}

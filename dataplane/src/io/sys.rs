@@ -1,0 +1,119 @@
+//! Linux ABI constants and structs for AF_PACKET rings and the ethtool ioctl that the libc crate
+//! does not export on every version. Values from <linux/if_packet.h> and <linux/ethtool.h>.
+#![allow(dead_code)]
+
+pub const SOL_PACKET: libc::c_int = 263;
+pub const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
+pub const PACKET_MR_PROMISC: u16 = 1;
+pub const PACKET_RX_RING: libc::c_int = 5;
+pub const PACKET_STATISTICS: libc::c_int = 6;
+pub const PACKET_VERSION: libc::c_int = 10;
+pub const PACKET_TX_RING: libc::c_int = 13;
+pub const PACKET_LOSS: libc::c_int = 14;
+pub const PACKET_QDISC_BYPASS: libc::c_int = 20;
+pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+pub const TPACKET_V2: libc::c_int = 1;
+pub const ETH_P_ALL: u16 = 0x0003;
+
+// rx frame status bits
+pub const TP_STATUS_KERNEL: u32 = 0;
+pub const TP_STATUS_USER: u32 = 1;
+pub const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+pub const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+pub const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+// tx frame status values
+pub const TP_STATUS_AVAILABLE: u32 = 0;
+pub const TP_STATUS_SEND_REQUEST: u32 = 1;
+pub const TP_STATUS_SENDING: u32 = 2;
+pub const TP_STATUS_WRONG_FORMAT: u32 = 4;
+
+/// sll_pkttype of a frame this host sent.
+pub const PACKET_OUTGOING: u8 = 4;
+
+#[repr(C)]
+pub struct TpacketReq {
+    pub tp_block_size: u32,
+    pub tp_block_nr: u32,
+    pub tp_frame_size: u32,
+    pub tp_frame_nr: u32,
+}
+
+/// struct tpacket2_hdr; the sockaddr_ll follows at TPACKET_ALIGN(32) = 32.
+#[repr(C)]
+pub struct Tpacket2Hdr {
+    pub tp_status: u32,
+    pub tp_len: u32,
+    pub tp_snaplen: u32,
+    pub tp_mac: u16,
+    pub tp_net: u16,
+    pub tp_sec: u32,
+    pub tp_nsec: u32,
+    pub tp_vlan_tci: u16,
+    pub tp_vlan_tpid: u16,
+    pub tp_padding: [u8; 4],
+}
+pub const TPACKET2_HDR_ALIGNED: usize = 32;
+/// Offset of sll_pkttype inside the frame (sockaddr_ll at 32, pkttype at +10).
+pub const SLL_PKTTYPE_OFFSET: usize = TPACKET2_HDR_ALIGNED + 10;
+/// Where a V2 TX frame's data starts: tp_hdrlen - sizeof(sockaddr_ll).
+pub const TX_DATA_OFFSET: usize = TPACKET2_HDR_ALIGNED;
+
+#[repr(C)]
+pub struct PacketMreq {
+    pub mr_ifindex: libc::c_int,
+    pub mr_type: u16,
+    pub mr_alen: u16,
+    pub mr_address: [u8; 8],
+}
+
+#[repr(C)]
+pub struct TpacketStats {
+    pub tp_packets: u32,
+    pub tp_drops: u32,
+}
+
+pub const ETHTOOL_GRXCSUM: u32 = 0x14;
+pub const ETHTOOL_GTXCSUM: u32 = 0x16;
+pub const ETHTOOL_GTSO: u32 = 0x1e;
+pub const ETHTOOL_GGSO: u32 = 0x23;
+pub const ETHTOOL_GGRO: u32 = 0x2b;
+
+#[repr(C)]
+pub struct EthtoolValue {
+    pub cmd: u32,
+    pub data: u32,
+}
+
+/// struct ifreq with the ifr_data member of the union.
+#[repr(C)]
+pub struct IfreqData {
+    pub ifr_name: [u8; libc::IFNAMSIZ],
+    pub ifr_data: *mut libc::c_void,
+    pub _pad: [u8; 16],
+}
+
+pub fn ifname_bytes(name: &str) -> std::io::Result<[u8; libc::IFNAMSIZ]> {
+    let b = name.as_bytes();
+    if b.is_empty() || b.len() >= libc::IFNAMSIZ || b.contains(&0) {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad interface name {name:?}")));
+    }
+    let mut out = [0u8; libc::IFNAMSIZ];
+    out[..b.len()].copy_from_slice(b);
+    Ok(out)
+}
+
+pub fn cvt(r: libc::c_int) -> std::io::Result<libc::c_int> {
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+pub fn setsockopt<T>(fd: libc::c_int, level: libc::c_int, name: libc::c_int, val: &T) -> std::io::Result<()> {
+    // SAFETY: val points to a live T of the given size for the duration of the call.
+    cvt(unsafe {
+        libc::setsockopt(fd, level, name, val as *const T as *const libc::c_void, std::mem::size_of::<T>() as libc::socklen_t)
+    })
+    .map(|_| ())
+}
