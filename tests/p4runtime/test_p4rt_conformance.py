@@ -28,7 +28,7 @@ import grpc
 import pytest
 
 from p4netem import pipeline as pl
-from p4netem.p4rt.proto import p4info_pb2, p4runtime_pb2, status_pb2
+from p4netem.p4rt.proto import p4data_pb2, p4info_pb2, p4runtime_pb2, status_pb2
 
 from p4.v1 import p4runtime_pb2_grpc  # noqa: E402  (after p4netem's proto loader)
 
@@ -491,10 +491,10 @@ def test_malformed_requests_get_the_right_status(sw):
         "PERMISSION_DENIED", "@defaultonly")
     seed = n.register("rng_seed")
     bad(update("MODIFY", register_entry=p4runtime_pb2.RegisterEntry(
-        register_id=seed.preamble.id, index=p4runtime_pb2.Index(index=seed.size), data=p4runtime_pb2.P4Data(bitstring=b"\x01"))),
+        register_id=seed.preamble.id, index=p4runtime_pb2.Index(index=seed.size), data=p4data_pb2.P4Data(bitstring=b"\x01"))),
         "OUT_OF_RANGE", "out of range")
     bad(update("MODIFY", register_entry=p4runtime_pb2.RegisterEntry(
-        register_id=0x16000FFF, index=p4runtime_pb2.Index(index=0), data=p4runtime_pb2.P4Data(bitstring=b"\x01"))),
+        register_id=0x16000FFF, index=p4runtime_pb2.Index(index=0), data=p4data_pb2.P4Data(bitstring=b"\x01"))),
         "INVALID_ARGUMENT", "unknown register id")
     bad(update("MODIFY", counter_entry=p4runtime_pb2.CounterEntry(counter_id=0x12000FFF)),
         "INVALID_ARGUMENT", "unknown counter id")
