@@ -16,8 +16,9 @@ use prost::Message;
 
 fn main() {
     if let Err(msg) = run() {
-        // A panic message is what cargo shows for a failed build script; keep it to the point.
-        panic!("\n\n{msg}\n");
+        // Cargo shows a failed build script's stderr; a plain message reads better than a panic.
+        eprintln!("\nerror: {msg}\n");
+        std::process::exit(1);
     }
 }
 
@@ -44,13 +45,17 @@ fn run() -> Result<(), String> {
             )
         })?;
     if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        // Exit status 3: the script already said which package is missing and how to get it.
+        if output.status.code() == Some(3) {
+            return Err(stderr);
+        }
         return Err(format!(
-            "{} {} failed ({}):\n{}\nRun `make setup` (it installs the PyPI packages p4runtime and \
+            "{} {} failed ({}):\n{stderr}\nRun `make setup` (it installs the PyPI packages p4runtime and \
              grpcio into .venv), or set P4NETEM_PYTHON to an interpreter that has them.",
             python.display(),
             script.display(),
             output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
