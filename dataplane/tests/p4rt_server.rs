@@ -286,7 +286,7 @@ async fn registers_counters_pipeline_packet_io_and_digests() {
     };
     c.write(write_req(1, vec![modify(pb::entity::Entity::CounterEntry(ctr(9, 1500, 3)))])).await.unwrap();
     let q = pb::CounterEntry { data: None, ..ctr(9, 0, 0) };
-    assert_eq!(read_all(&mut c, pb::entity::Entity::CounterEntry(q.clone())).await, vec![pb::entity::Entity::CounterEntry(ctr(9, 1500, 3))]);
+    assert_eq!(read_all(&mut c, pb::entity::Entity::CounterEntry(q)).await, vec![pb::entity::Entity::CounterEntry(ctr(9, 1500, 3))]);
     c.write(write_req(1, vec![modify(pb::entity::Entity::CounterEntry(ctr(9, 0, 0)))])).await.unwrap();
     assert_eq!(read_all(&mut c, pb::entity::Entity::CounterEntry(q)).await, vec![pb::entity::Entity::CounterEntry(ctr(9, 0, 0))]);
     let all = read_all(&mut c, pb::entity::Entity::CounterEntry(pb::CounterEntry { counter_id: contract::COUNTER_PROFILE_IN, ..Default::default() })).await;
