@@ -6,7 +6,7 @@ use crate::contract;
 use crate::state::SwitchControl;
 
 use super::codec::encode_uint;
-use super::digest::DigestEngine;
+use super::digest::DigestConfig;
 use super::entries::{decode_query, encode_default, encode_entry};
 use super::error::{P4Error, P4Result};
 use super::proto::p4::v1 as pb;
@@ -27,7 +27,7 @@ fn indices(index: Option<u32>, size: u32) -> impl Iterator<Item = u32> {
 /// Append the entities matching `req` to `out`.
 pub fn read_entity(
     control: &SwitchControl,
-    digests: &DigestEngine,
+    digests: &[(u32, DigestConfig)],
     req: &pb::Entity,
     out: &mut Vec<pb::Entity>,
 ) -> P4Result<()> {
@@ -101,7 +101,7 @@ pub fn read_entity(
             if d.digest_id != 0 && contract::digest(d.digest_id).is_none() {
                 return Err(P4Error::invalid(format!("unknown digest id {} (0x{:08x})", d.digest_id, d.digest_id)));
             }
-            for (id, cfg) in digests.configs() {
+            for &(id, cfg) in digests {
                 if d.digest_id == 0 || d.digest_id == id {
                     out.push(entity(E::DigestEntry(pb::DigestEntry {
                         digest_id: id,

@@ -212,7 +212,8 @@ impl P4Runtime for Service {
         let mut entities = Vec::new();
         let results: Vec<P4Result<()>> = {
             let _guard = s.ops.read().await;
-            let digests = s.digests.lock().unwrap();
+            // A copy, so that a long read does not hold up the digest task.
+            let digests: Vec<_> = s.digests.lock().unwrap().configs().collect();
             req.entities.iter().map(|e| read_entity(&s.control, &digests, e, &mut entities)).collect()
         };
         let mut items: Vec<Result<pb::ReadResponse, Status>> = Vec::new();
