@@ -24,9 +24,10 @@ def test_constant_delay(lab: TwoHostLab) -> None:
     assert abs(added - DELAY) <= TOLERANCE, f"added delay {ms(added)}, configured {ms(DELAY)}"
     # No packet leaves before its time (the switch holds each one the full delay).
     assert min(delayed.delays_ns) >= DELAY - 0.2 * MS, f"a packet took only {ms(min(delayed.delays_ns))}"
-    # A constant delay adds no jitter worth the name.
-    spread = percentile(delayed.delays_ns, 99) - median(delayed.delays_ns)
-    assert spread <= 5 * MS, f"p99 - median = {ms(spread)}"
+    # A constant delay adds no jitter worth the name. (p90, not the maximum: on a busy 2-core host
+    # other processes can stall the switch or the probe for milliseconds now and then.)
+    spread = percentile(delayed.delays_ns, 90) - median(delayed.delays_ns)
+    assert spread <= 2 * MS, f"p90 - median = {ms(spread)}"
     assert delayed.reordered == 0
 
 

@@ -4,9 +4,7 @@ spread matches the uniform jitter distribution."""
 
 from __future__ import annotations
 
-import statistics
-
-from wirestats import MS, median, ms
+from wirestats import MS, median, ms, percentile
 
 from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import run_probe
@@ -34,9 +32,9 @@ def test_reorder_mode_1_reorders(lab: TwoHostLab) -> None:
     assert result.lost == 0
     assert result.reordered >= COUNT // 10, f"only {result.reordered} of {COUNT} packets reordered"
     delays = result.delays_ns
-    # Uniform on [delay - j, delay + j]: mean delay, sd j / sqrt(3) = 2.31 ms (+ host noise).
-    assert abs(median(delays) - DELAY) <= 1.5 * MS, ms(median(delays))
-    sd = statistics.pstdev(delays)
-    assert 1.6 * MS <= sd <= 3.0 * MS, f"delay sd {ms(sd)}, expected about {ms(JITTER / 3 ** 0.5)}"
+    # Uniform on [delay - j, delay + j]: median = delay, interquartile range = j (quantiles, not
+    # moments: host stalls put a few packets far out and would inflate a standard deviation).
+    assert abs(median(delays) - DELAY) <= 2 * MS, ms(median(delays))
+    iqr = percentile(delays, 75) - percentile(delays, 25)
+    assert 0.75 * JITTER <= iqr <= 1.35 * JITTER, f"delay IQR {ms(iqr)}, expected {ms(JITTER)}"
     assert min(delays) >= DELAY - JITTER - 0.2 * MS, ms(min(delays))
-    assert max(delays) <= DELAY + JITTER + 3 * MS, ms(max(delays))

@@ -4,7 +4,7 @@ once the queue limit (in bytes or in packets) is reached, and queueing delay bou
 from __future__ import annotations
 
 import pytest
-from wirestats import MS, ms, ns_per_byte_q16, settled_counters
+from wirestats import MS, median, ms, ns_per_byte_q16, settled_counters
 
 from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, run_probe
@@ -27,8 +27,13 @@ def test_rate_limit_and_queue_full(lab: TwoHostLab, limit: dict) -> None:
     lab.impair(UPLINK, ns_per_byte_q16=ns_per_byte_q16(RATE), **limit)
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=offered_pps, size=SIZE, port=9050)
 
+    # While the queue is busy, frames leave back to back one serialisation time apart: the median
+    # gap between arrivals gives the shaped rate, unmoved by a stall of the sender now and then.
+    gaps = [b - a for a, b in zip(result.rx_ns, result.rx_ns[1:])]
+    shaped = FRAME_BITS / median(gaps) * 1e9
+    assert abs(shaped - RATE) <= 0.02 * RATE, f"shaped rate {shaped / 1e6:.3f} Mbit/s, configured {RATE / 1e6}"
     goodput = result.wire_bits_per_second()
-    assert abs(goodput - RATE) <= 0.03 * RATE, f"goodput {goodput / 1e6:.3f} Mbit/s, configured {RATE / 1e6} Mbit/s"
+    assert abs(goodput - RATE) <= 0.08 * RATE, f"goodput {goodput / 1e6:.3f} Mbit/s, configured {RATE / 1e6} Mbit/s"
 
     c = settled_counters(lab, UPLINK)
     assert c.profile_in == n
@@ -38,10 +43,12 @@ def test_rate_limit_and_queue_full(lab: TwoHostLab, limit: dict) -> None:
     # About a third is dropped (offered 1.5x): anything near 0 or near all is wrong.
     assert 0.2 * n <= queue_full <= 0.45 * n, f"{queue_full} of {n} dropped for queue_full"
 
-    # The queue never holds more than its limit: the queueing delay is bounded by limit / rate.
+    # The queue holds up to its limit and no more: with the queue full most of the time, the typical
+    # queueing delay sits just under limit / rate (a limit enforced at half or twice fails).
     limit_bytes = limit.get("queue_limit_bytes") or limit["queue_limit_pkts"] * FRAME_BITS // 8
     bound = limit_bytes * 8 / RATE * 1e9 + FRAME_BITS / RATE * 1e9
-    assert max(result.delays_ns) <= bound + 3 * MS, f"max delay {ms(max(result.delays_ns))}, bound {ms(bound)}"
+    typical = median(result.delays_ns)
+    assert 0.7 * bound <= typical <= bound + 1 * MS, f"median delay {ms(typical)}, queue bound {ms(bound)}"
 
 
 def test_rate_below_limit_passes_everything(lab: TwoHostLab) -> None:
@@ -55,5 +62,5 @@ def test_rate_below_limit_passes_everything(lab: TwoHostLab) -> None:
     assert c.drops[DropReason.QUEUE_FULL] == 0
     # Each frame takes FRAME_BITS / RATE = 0.83 ms on the emulated wire.
     serialisation = FRAME_BITS / RATE * 1e9
-    median_delay = sorted(result.delays_ns)[len(result.delays_ns) // 2]
+    median_delay = median(result.delays_ns)
     assert serialisation - 0.1 * MS <= median_delay <= serialisation + 2 * MS, ms(median_delay)

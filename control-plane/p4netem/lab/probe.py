@@ -72,8 +72,8 @@ def send(dst: str, port: int, count: int, rate: float, size: int) -> dict:
             # sleep when well ahead, spin for the last stretch.
             target = start + seq * interval
             ahead = target - time.perf_counter()
-            if ahead > 0.002:
-                time.sleep(ahead - 0.001)
+            if ahead > 0.0003:
+                time.sleep(ahead - 0.0002)
             while time.perf_counter() < target:
                 pass
         datagram = make_datagram(seq, time.time_ns(), pad)

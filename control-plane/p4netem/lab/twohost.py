@@ -21,6 +21,7 @@ from .netns import PREFIX, Namespace, Resources, disable_offloads, run, unique_t
 from .switch import SwitchProcess
 
 LAB_PROFILE = 1
+CPU_PORT = 510  # P4 port that stands for the controller (PacketIn/PacketOut); not a host port
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,14 @@ class TwoHostLab:
         p4info: str | Path | None = None,
         log_path: str | Path | None = None,
         switch_args: tuple[str, ...] = (),
+        cpu_port: int | None = CPU_PORT,
     ):
         self.seed = seed
         self.binary = binary
         self.p4info_file = Path(p4info) if p4info else p4info_path()
         self.log_path = log_path
         self.switch_args = switch_args
+        self.cpu_port = cpu_port
         self.resources = Resources()
         self.token = unique_token()
         self.hosts: list[Host] = []
@@ -70,6 +73,7 @@ class TwoHostLab:
                 {h.switch_port: h.switch_iface for h in self.hosts},
                 binary=self.binary,
                 seed=self.seed,
+                cpu_port=self.cpu_port,
                 log_path=self.log_path,
                 extra_args=self.switch_args,
                 resources=self.resources,
