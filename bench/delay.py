@@ -59,6 +59,10 @@ def measure(t: Topo, ctl) -> dict:
     err = [d - DELAY_NS - base_med for d in delayed]
     abs_err = [abs(e) for e in err]
     us = 1e-3
+    def dist(v: list[float]) -> dict:
+        return {f"p{q:g}": percentile(v, q) * us for q in (1, 10, 50, 90, 99, 99.9)} | {
+            "max": max(v) * us}
+
     return {
         "delay_error_us_p50": statistics.median(err) * us,
         "delay_error_us_p99": percentile(abs_err, 99) * us,
@@ -73,6 +77,8 @@ def measure(t: Topo, ctl) -> dict:
                        "received_baseline": len(base), "received_delayed": len(delayed)},
             "background": {"offered_bps": BACKGROUND_BPS, "frame_bytes": BACKGROUND_FRAME,
                            "baseline_run": base_bg, "delayed_run": load_bg},
+            "baseline_one_way_us": dist(base),
+            "delayed_error_us": dist(err),
             "clock": "tx: CLOCK_REALTIME in the sender before send(); rx: SO_TIMESTAMPNS",
         },
     }

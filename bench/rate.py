@@ -19,14 +19,16 @@ steady). With k the first and N the last datagram of that window,
 """
 from __future__ import annotations
 
-from common import finish, send, sink
+from p4netem import pipeline as pl
+
+from common import send, sink
 from topo import Topo
 
 RATES = (64e3, 1e6, 10e6, 100e6)
-OVERLOAD = 1.25
+OVERLOAD = 2.0
 SEND_SECONDS = 4.0
 WARMUP_S = 0.5
-QUEUE_SECONDS = 0.1
+QUEUE_SECONDS = 0.25
 QUEUE_MIN_FRAMES = 32
 PORT = 5301
 
@@ -49,6 +51,7 @@ def one_rate(t: Topo, ctl, rate_bps: float) -> dict:
     queue_bytes = max(int(QUEUE_SECONDS * rate_bps / 8), QUEUE_MIN_FRAMES * frame)
     q16 = ns_per_byte_q16(rate_bps)
     ctl.set_impairment(1, 0, ns_per_byte_q16=q16, overhead_bytes=0, queue_limit_bytes=queue_bytes)
+    before = ctl.counters(1, 0)
     # The queue drains for up to QUEUE_SECONDS after the sender stops; idle must outlast a frame gap.
     idle = max(1.0, 4 * frame * 8 / rate_bps)
     with sink(t, t.h2, PORT, idle=idle) as done:
@@ -60,7 +63,10 @@ def one_rate(t: Topo, ctl, rate_bps: float) -> dict:
     k = next(i for i, r in enumerate(rx) if r - rx[0] >= WARMUP_S * 1e9)
     n = len(rx) - 1
     goodput = 8 * sum(fb[k + 1:n + 1]) / ((rx[n] - rx[k]) / 1e9)
+    after = ctl.counters(1, 0)
     ctl.set_impairment(1, 0)
+    frame_time_ns = frame * 8 / rate_bps * 1e9
+    max_gap = max(b - a for a, b in zip(rx[k:n], rx[k + 1:n + 1]))
     return {
         "configured_bps": rate_bps,
         "goodput_bps": goodput,
@@ -73,6 +79,13 @@ def one_rate(t: Topo, ctl, rate_bps: float) -> dict:
         "received": len(rx),
         "window_frames": n - k,
         "window_s": (rx[n] - rx[k]) / 1e9,
+        # Diagnostics: a gap much longer than one frame time means the link went idle (queue ran
+        # dry: the sender was starved longer than the queue lasts) or the switch stalled.
+        "max_gap_frame_times": max_gap / frame_time_ns,
+        "sender_max_late_ms": sent["max_late_ms"],
+        "switch_queue_full_drops": after.drops[pl.DropReason.QUEUE_FULL]
+        - before.drops[pl.DropReason.QUEUE_FULL],
+        "switch_out": after.profile_out - before.profile_out,
     }
 
 

@@ -59,6 +59,8 @@ def environment() -> dict:
         "git_commit": out("git", "rev-parse", "HEAD"),
         "git_dirty": bool(out("git", "status", "--porcelain", "--untracked-files=no")),
         "python": sys.version.split()[0],
+        # Other load on this 2-core machine skews latency tails: recorded so a reader can tell.
+        "loadavg_at_start": open("/proc/loadavg").read().split()[:3],
         "iperf3": out("iperf3", "--version").splitlines()[0] if out("iperf3", "--version") else "",
     }
 
@@ -93,7 +95,7 @@ def print_table(res: dict) -> None:
             t.add_row(key, f"{f[key]:.4g} {unit}", "", "", "")
     for r, e in (f.get("rate_error_pct") or {}).items():
         t.add_row(f"rate_error_pct[{r}]", f"{e:.4g} %", "", "", "")
-    Console().print(t)
+    Console(width=130).print(t)
     for name, err in res["errors"].items():
         Console().print(f"[red]{name} failed:[/red] {err.splitlines()[-1]}")
 
@@ -160,6 +162,7 @@ def main() -> int:
     finally:
         topology.teardown(t)
     res["config"]["total_s"] = round(time.monotonic() - started, 1)
+    res["environment"]["loadavg_at_end"] = open("/proc/loadavg").read().split()[:3]
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

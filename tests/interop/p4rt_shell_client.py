@@ -42,7 +42,7 @@ def main() -> None:
             print("DUPLICATE_REJECTED", " ".join(str(e).split()), flush=True)
 
         for entry in sh.TableEntry(TABLE).read():
-            msg = entry._entry  # the p4.v1.TableEntry protobuf as the server sent it
+            msg = entry.msg()  # the shell rebuilds the p4.v1.TableEntry from what the server sent
             keys = {sh.context.get_mf_name(TABLE, m.field_id): int.from_bytes(m.exact.value, "big")
                     for m in msg.match}
             act = msg.action.action

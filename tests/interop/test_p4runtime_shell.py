@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from p4netem.lab import PREFIX, Resources, SwitchProcess, disable_offloads, run, unique_token
+from p4netem.paths import p4info_path
+
 ROOT = Path(__file__).resolve().parents[2]
-SWITCH = ROOT / "dataplane" / "target" / "release" / "p4netem-switch"
-P4INFO = ROOT / "p4src" / "p4netem.p4info.txtpb"
 SHELL_VENV = ROOT / ".venv-p4rt-shell"
 CLIENT = Path(__file__).with_name("p4rt_shell_client.py")
 DEVICE_ID = 1
@@ -29,25 +28,6 @@ CONTRACT_TABLES = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_listening(port: int, proc: subprocess.Popen, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"p4netem-switch exited with {proc.returncode}: {proc.stderr.read()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"p4netem-switch did not listen on {port} within {timeout} s")
-
-
 @pytest.fixture(scope="module")
 def shell_python() -> Path:
     subprocess.run([str(ROOT / "scripts" / "setup-p4rt-shell.sh")], check=True)
@@ -55,22 +35,27 @@ def shell_python() -> Path:
 
 
 @pytest.fixture
-def switch(tmp_path):
-    assert SWITCH.exists(), f"{SWITCH} missing: build it with `cd dataplane && cargo build --release`"
-    port = _free_port()
-    proc = subprocess.Popen([str(SWITCH), "--grpc-addr", f"127.0.0.1:{port}",
-                             "--device-id", str(DEVICE_ID)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_listening(port, proc)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
+def switch(switch_bin: str, tmp_path):
+    """A bare p4netem-switch (no pipeline pushed, no entries) on two veth ports, 1 and 2."""
+    if os.geteuid() != 0:
+        pytest.fail("the interop test needs root (veths, raw sockets)", pytrace=False)
+    with Resources() as res:
+        token = unique_token()
+        ports = {}
+        for n in (1, 2):
+            a, b = f"{PREFIX}{token}i{n}", f"{PREFIX}{token}j{n}"
+            res.veth(a, b)
+            for dev in (a, b):
+                run(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"])
+                disable_offloads(dev)
+                run(["ip", "link", "set", dev, "up"])
+            ports[n] = a
+        sw = SwitchProcess(ports, binary=switch_bin, device_id=DEVICE_ID,
+                           log_path=tmp_path / "switch.log", resources=res).start()
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            yield sw
+        finally:
+            sw.stop()
 
 
 def test_p4runtime_shell_sets_pipeline_writes_and_reads(shell_python, switch, tmp_path):
@@ -79,11 +64,12 @@ def test_p4runtime_shell_sets_pipeline_writes_and_reads(shell_python, switch, tm
     device_config = tmp_path / "p4netem-switch.bin"
     device_config.write_bytes(b"p4netem-switch\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-    r = subprocess.run([str(shell_python), str(CLIENT), switch, str(DEVICE_ID), str(P4INFO),
-                        str(device_config), "7", "9"],
+    r = subprocess.run([str(shell_python), str(CLIENT), switch.grpc_addr, str(DEVICE_ID),
+                        str(p4info_path()), str(device_config), "1", "2"],
                        capture_output=True, text=True, timeout=60, env=env)
     out = r.stdout
-    assert r.returncode == 0, f"p4runtime-shell client failed:\n{out}\n{r.stderr}"
+    assert r.returncode == 0, (f"p4runtime-shell client failed:\n{out}\n{r.stderr}\n"
+                               f"switch log:\n{switch.log_tail()}")
 
     tables = dict(re.findall(r"^TABLE (\S+) id=(0x[0-9a-f]{8})", out, re.M))
     assert {name: int(i, 16) for name, i in tables.items()} == CONTRACT_TABLES, out
@@ -94,7 +80,7 @@ def test_p4runtime_shell_sets_pipeline_writes_and_reads(shell_python, switch, tm
 
     entries = re.findall(r"^ENTRY .*$", out, re.M)
     assert entries == [
-        "ENTRY P4netemIngress.port_map standard_metadata.ingress_port=7 "
-        "action=P4netemIngress.set_egress_port port=9"
+        "ENTRY P4netemIngress.port_map standard_metadata.ingress_port=1 "
+        "action=P4netemIngress.set_egress_port port=2"
     ], out
     assert "AFTER_DELETE 0" in out.splitlines(), out
