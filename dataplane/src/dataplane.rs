@@ -58,6 +58,8 @@ pub struct DataPlaneConfig {
     pub rx_frames: usize,
     pub tx_frames: usize,
     pub check_offloads: bool,
+    /// Keep polling this long after the last work before sleeping (0 = sleep at once).
+    pub busy_poll_ns: u64,
 }
 
 struct Port {
@@ -87,6 +89,7 @@ pub struct DataPlane {
     cpu_port: Option<u16>,
     shutdown: Arc<AtomicBool>,
     wall_offset_ns: i64,
+    busy_poll_ns: u64,
 }
 
 pub fn monotonic_ns() -> u64 {
@@ -173,6 +176,7 @@ impl DataPlane {
             cpu_port: cfg.cpu_port,
             shutdown,
             wall_offset_ns: clock_ns(libc::CLOCK_REALTIME) as i64 - now as i64,
+            busy_poll_ns: cfg.busy_poll_ns,
             link,
         })
     }
@@ -190,6 +194,7 @@ impl DataPlane {
         // VLAN tags the kernel stripped into the ring header are put back here.
         let mut scratch = vec![0u8; FRAME_SIZE + 8];
         let mut last_flush = monotonic_ns();
+        let mut last_work = 0u64;
         while !self.shutdown.load(Ordering::Relaxed) {
             let snap = self.link.snapshot.load_full();
             self.sync_control(&snap);
@@ -209,9 +214,14 @@ impl DataPlane {
                 }
             }
             if work > 0 || backlog {
+                last_work = now;
                 continue;
             }
             let now = monotonic_ns();
+            if now.saturating_sub(last_work) < self.busy_poll_ns {
+                std::hint::spin_loop();
+                continue;
+            }
             if now.saturating_sub(last_flush) > MAX_SLEEP_NS {
                 self.flush_pcaps();
                 last_flush = now;

@@ -77,6 +77,11 @@ struct Args {
     #[arg(long, default_value_t = 2048)]
     tx_frames: usize,
 
+    /// Keep polling the rings this many microseconds after the last packet before sleeping in
+    /// ppoll (trades CPU for latency and throughput under load; 0 = sleep at once).
+    #[arg(long, default_value_t = 30, value_name = "US")]
+    busy_poll_us: u64,
+
     /// PRNG seed (also settable at run time through the rng_seed register). Default: from the clock.
     #[arg(long)]
     seed: Option<u64>,
@@ -141,9 +146,9 @@ fn main() {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     if let Err(e) = run(args) {
-        tracing::error!("{e:#}");
         eprintln!("p4netem-switch: {e:#}");
         std::process::exit(1);
     }
@@ -185,6 +190,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         rx_frames: args.rx_frames,
         tx_frames: args.tx_frames,
         check_offloads: !args.no_offload_check,
+        busy_poll_ns: args.busy_poll_us * 1000,
     };
     let dp = DataPlane::open(&cfg, link, shutdown.clone())?;
     tracing::info!(seed, ports = args.interfaces.len(), buffers = args.buffers, "data plane ready");
