@@ -118,7 +118,8 @@ pub const COUNTER_PARSER_ERRORS: u32 = 0x1200_0004;
 pub const COUNTER_PROFILE_DUP: u32 = 0x1200_0005;
 pub const COUNTER_PROFILE_CORRUPT: u32 = 0x1200_0006;
 
-pub const DIGEST_MAC_LEARN: u32 = 0x1700_0001;
+/// p4c derives v1model digest ids from the struct name (no @id possible): 0x17000000 | JOAAT("mac_learn_digest_t").
+pub const DIGEST_MAC_LEARN: u32 = 0x17F8_D97F;
 
 pub const CTRL_HDR_PACKET_IN: u32 = 0x0400_0001;
 pub const CTRL_HDR_PACKET_OUT: u32 = 0x0400_0002;
