@@ -11,6 +11,11 @@ stage. Per probe:
 
 ``delay_error_us_p50`` is the median of the signed error, ``delay_error_us_p99`` the 99th percentile of
 |error|.
+
+During both runs the same probes also go, at the same moments, over a reference path between the same
+hosts that only a Linux bridge forwards (topo.py). Its one-way delays (``delay_reference_us_*``) are
+the machine's own tail: a switch-path tail that the reference does not share comes from the switch
+process (its thread descheduled, by other load or by the hypervisor: see hoststats.py).
 """
 from __future__ import annotations
 
@@ -27,42 +32,58 @@ PROBES = 2000
 PROBE_FRAME = 100
 PROBE_PORT = 5101
 BG_PORT = 5102
+REF_PORT = 5103
 
 
-def one_run(t: Topo, ctl, delay_ns: int) -> list[int]:
-    ctl.set_impairment(1, 0, delay_ns=delay_ns)
+def probe(t: Topo) -> tuple[list[int], list[int], dict]:
+    """One probe run under background load through the switch, with reference probes over the
+    bridge-only path at the same time. Returns the one-way delays (ns) of the switch probes and of the
+    reference probes, and what the background flow achieved."""
     duration = PROBES / PROBE_PPS
-    with sink(t, t.h2, BG_PORT, idle=1.0) as bg_done, sink(t, t.h2, PROBE_PORT, idle=1.0) as done:
+    h1r, h2r = t.ref
+    with sink(t, t.h2, BG_PORT, idle=1.0) as bg_done, sink(t, t.h2, PROBE_PORT, idle=1.0) as done, \
+            sink(t, h2r, REF_PORT, idle=1.0) as ref_done:
         # Background starts first and outlasts the probes so that every probe sees the load.
         bg = send(t, t.h1, t.h2.ip, BG_PORT, BACKGROUND_BPS, BACKGROUND_FRAME,
                   duration=duration + 1.0, background=True)
-        send(t, t.h1, t.h2.ip, PROBE_PORT, PROBE_PPS * PROBE_FRAME * 8, PROBE_FRAME, count=PROBES)
+        ref = send(t, h1r, h2r.ip, REF_PORT, PROBE_PPS * PROBE_FRAME * 8, PROBE_FRAME,
+                   count=PROBES, background=True)
+        sent = send(t, t.h1, t.h2.ip, PROBE_PORT, PROBE_PPS * PROBE_FRAME * 8, PROBE_FRAME,
+                    count=PROBES)
         bg_sent = finish(bg)
-        rec = done()
-        bg_rec = bg_done()
+        finish(ref)
+        rec, ref_rec, bg_rec = done(), ref_done(), bg_done()
     if len(rec["seq"]) < 0.99 * PROBES:
-        raise RuntimeError(f"only {len(rec['seq'])} of {PROBES} probes arrived (delay {delay_ns} ns)")
+        raise RuntimeError(f"only {len(rec['seq'])} of {PROBES} probes arrived")
     bg_bytes = sum(bg_rec["frame_bytes"])
     bg_span = (bg_rec["rx_ns"][-1] - bg_rec["rx_ns"][0]) / 1e9 if bg_rec["rx_ns"] else 0
-    ctl.last_background = {"sent": bg_sent["sent"], "received": len(bg_rec["seq"]),
-                           "received_mbit_s": bg_bytes * 8 / bg_span / 1e6 if bg_span else 0.0}
-    return [rx - tx for rx, tx in zip(rec["rx_ns"], rec["tx_ns"])]
+    info = {"bg_sent": bg_sent["sent"], "bg_received": len(bg_rec["seq"]),
+            "bg_received_mbit_s": bg_bytes * 8 / bg_span / 1e6 if bg_span else 0.0,
+            "probes_received": len(rec["seq"]), "reference_probes_received": len(ref_rec["seq"]),
+            "probe_sender_max_late_ms": sent["max_late_ms"]}
+    return ([rx - tx for rx, tx in zip(rec["rx_ns"], rec["tx_ns"])],
+            [rx - tx for rx, tx in zip(ref_rec["rx_ns"], ref_rec["tx_ns"])], info)
+
+
+US = 1e-3
+
+
+def dist_us(v: list[float]) -> dict:
+    return {f"p{q:g}": percentile(v, q) * US for q in (1, 10, 50, 90, 99, 99.9)} | {
+        "max": max(v) * US}
 
 
 def measure(t: Topo, ctl) -> dict:
-    base = one_run(t, ctl, 0)
-    base_bg = ctl.last_background
-    delayed = one_run(t, ctl, DELAY_NS)
-    load_bg = ctl.last_background
+    ctl.set_impairment(1, 0, delay_ns=0)
+    base, ref_base, base_bg = probe(t)
+    ctl.set_impairment(1, 0, delay_ns=DELAY_NS)
+    delayed, ref_delayed, load_bg = probe(t)
+    ref = ref_base + ref_delayed
     ctl.set_impairment(1, 0)
     base_med = statistics.median(base)
     err = [d - DELAY_NS - base_med for d in delayed]
     abs_err = [abs(e) for e in err]
-    us = 1e-3
-    def dist(v: list[float]) -> dict:
-        return {f"p{q:g}": percentile(v, q) * us for q in (1, 10, 50, 90, 99, 99.9)} | {
-            "max": max(v) * us}
-
+    us = US
     return {
         "delay_error_us_p50": statistics.median(err) * us,
         "delay_error_us_p99": percentile(abs_err, 99) * us,
@@ -71,14 +92,19 @@ def measure(t: Topo, ctl) -> dict:
         "delay_error_us_p99_signed": percentile(err, 99) * us,
         "delay_baseline_us_p50": base_med * us,
         "delay_baseline_us_p99": percentile(base, 99) * us,
+        "delay_reference_us_p50": statistics.median(ref) * us,
+        "delay_reference_us_p99": percentile(ref, 99) * us,
         "delay_config": {
             "delay_ns": DELAY_NS,
             "probes": {"count": PROBES, "pps": PROBE_PPS, "frame_bytes": PROBE_FRAME,
                        "received_baseline": len(base), "received_delayed": len(delayed)},
             "background": {"offered_bps": BACKGROUND_BPS, "frame_bytes": BACKGROUND_FRAME,
                            "baseline_run": base_bg, "delayed_run": load_bg},
-            "baseline_one_way_us": dist(base),
-            "delayed_error_us": dist(err),
+            "baseline_one_way_us": dist_us(base),
+            "delayed_error_us": dist_us(err),
+            "reference_one_way_us": dist_us(ref),
+            "reference": "probes at the same rate over the bridge-only path h1-ref -> h2-ref, "
+                         "concurrently with both runs: the machine's own latency tail",
             "clock": "tx: CLOCK_REALTIME in the sender before send(); rx: SO_TIMESTAMPNS",
         },
     }

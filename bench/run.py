@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import control  # noqa: E402
+import hoststats  # noqa: E402
 import delay  # noqa: E402
 import loss  # noqa: E402
 import p4rt_writes  # noqa: E402
@@ -88,6 +89,7 @@ def print_table(res: dict) -> None:
     extra = [
         ("throughput_bridge_gbit_s", "Gbit/s"), ("throughput_switch_gbit_s", "Gbit/s"),
         ("delay_error_us_p50", "us"), ("delay_baseline_us_p50", "us"), ("delay_baseline_us_p99", "us"),
+        ("delay_reference_us_p50", "us"), ("delay_reference_us_p99", "us"),
         ("loss_measured", ""),
     ]
     for key, unit in extra:
@@ -119,11 +121,13 @@ def main() -> int:
     figures, errors = res["figures"], res["errors"]
     started = time.monotonic()
 
-    def step(name: str, fn) -> None:
-        if name not in only:
+    def step(name: str, fn, label: str = "") -> None:
+        if name not in only or name in errors:
             return
         t0 = time.monotonic()
-        print(f"== {name}", flush=True)
+        label = label or name
+        print(f"== {label}", flush=True)
+        cpu0 = hoststats.cpu_times()
         try:
             out = fn()
         except Exception:  # one failed measurement must not lose the others
@@ -132,16 +136,22 @@ def main() -> int:
             return
         for k, v in out.items():
             (res["config"] if k.endswith("_config") else figures)[k] = v
-        res["config"].setdefault("durations_s", {})[name] = round(time.monotonic() - t0, 1)
+        wall = time.monotonic() - t0
+        res["config"].setdefault("durations_s", {})[label] = round(wall, 1)
+        res["config"].setdefault("host_cpu", {})[label] = hoststats.steal_between(
+            cpu0, hoststats.cpu_times(), wall)
 
     t = topology.setup()
     try:
-        bridge = {}
+        bridge: dict = {}
         if "throughput" in only:
-            def run_bridge():
-                bridge.update(throughput.bridge_baseline(t))
-                return {}
-            step("throughput", run_bridge)
+            # The baseline: a Linux bridge on the same veth ends, before the switch owns them.
+            topology.bridge_up(t)
+            try:
+                step("throughput", lambda: bridge.update(throughput.through_bridge(t)) or {},
+                     label="throughput (bridge)")
+            finally:
+                topology.bridge_down(t)
         sw = SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,
                            log_path=ROOT / "build" / "bench-switch.log")
         with sw:
@@ -149,9 +159,8 @@ def main() -> int:
             ctl = control.Control(sw.grpc_addr, sw.device_id)
             ctl.start()
             try:
-                if "throughput" in only and "throughput" not in errors:
-                    step("throughput", lambda: throughput.summarise(bridge,
-                                                                    throughput.through_switch(t)))
+                step("throughput", lambda: throughput.summarise(bridge, throughput.through_switch(t)),
+                     label="throughput (switch)")
                 ctl.classify_by_ingress_port()
                 step("delay", lambda: delay.measure(t, ctl))
                 step("rate", lambda: rate.measure(t, ctl))

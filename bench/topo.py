@@ -3,6 +3,11 @@
     [ns p4nb-h1] h1-eth0 10.77.0.1 ==veth== p4nb-s1 (root ns, switch port 1)
     [ns p4nb-h2] h2-eth0 10.77.0.2 ==veth== p4nb-s2 (root ns, switch port 2)
 
+and, for latency measurements, a reference path between the same two hosts that the switch never
+sees: h1-ref 10.78.0.1 ==veth== p4nb-r1 -- bridge p4nbbr1 -- p4nb-r2 ==veth== h2-ref 10.78.0.2.
+Probes sent over both paths at the same time show which latency tails belong to the machine
+(scheduling, vCPU steal) rather than to the switch.
+
 The root-namespace ends are what either forwarder attaches to: the p4netem-switch (port 1 and 2) or,
 for the baseline, a Linux bridge enslaving the very same two ends. Offloads are off on all four ends in
 both cases (raw-socket forwarding needs it, and the baseline must run with identical settings), IPv6 is
@@ -37,7 +42,10 @@ class Topo:
     h1: Host
     h2: Host
     ports: tuple[str, str]  # root-namespace ends: switch port 1, port 2
+    ref: tuple[Host, Host]  # the hosts' ends of the reference path
+    ref_ports: tuple[str, str]
     bridge: str = "p4nbbr0"
+    ref_bridge: str = "p4nbbr1"
 
     def netns(self, host: Host, *cmd: str) -> list[str]:
         return ["ip", "netns", "exec", host.ns, *cmd]
@@ -47,6 +55,9 @@ TOPO = Topo(
     h1=Host("p4nb-h1", "h1-eth0", "10.77.0.1", "02:77:00:00:00:01"),
     h2=Host("p4nb-h2", "h2-eth0", "10.77.0.2", "02:77:00:00:00:02"),
     ports=("p4nb-s1", "p4nb-s2"),
+    ref=(Host("p4nb-h1", "h1-ref", "10.78.0.1", "02:78:00:00:00:01"),
+         Host("p4nb-h2", "h2-ref", "10.78.0.2", "02:78:00:00:00:02")),
+    ref_ports=("p4nb-r1", "p4nb-r2"),
 )
 
 
@@ -63,8 +74,9 @@ def _ipv6_off(dev: str, ns: str | None = None) -> None:
 
 
 def teardown(t: Topo = TOPO) -> None:
-    sh("ip", "link", "del", t.bridge, check=False)
-    for p in t.ports:
+    for br in (t.bridge, t.ref_bridge):
+        sh("ip", "link", "del", br, check=False)
+    for p in t.ports + t.ref_ports:
         sh("ip", "link", "del", p, check=False)
     for h in (t.h1, t.h2):
         sh("ip", "netns", "del", h.ns, check=False)
@@ -72,10 +84,13 @@ def teardown(t: Topo = TOPO) -> None:
 
 def setup(t: Topo = TOPO) -> Topo:
     teardown(t)
-    for h, port in ((t.h1, t.ports[0]), (t.h2, t.ports[1])):
+    for h in (t.h1, t.h2):
         sh("ip", "netns", "add", h.ns)
-        sh("ip", "link", "add", port, "type", "veth", "peer", "name", h.dev, "netns", h.ns)
         sh(*t.netns(h, "ip", "link", "set", "lo", "up"))
+    pairs = ((t.h1, t.ports[0]), (t.h2, t.ports[1]), (t.ref[0], t.ref_ports[0]),
+             (t.ref[1], t.ref_ports[1]))
+    for h, port in pairs:
+        sh("ip", "link", "add", port, "type", "veth", "peer", "name", h.dev, "netns", h.ns)
         sh(*t.netns(h, "ip", "link", "set", h.dev, "address", h.mac))
         sh(*t.netns(h, "ip", "addr", "add", f"{h.ip}/24", "dev", h.dev))
         _ipv6_off(h.dev, h.ns)
@@ -84,9 +99,14 @@ def setup(t: Topo = TOPO) -> Topo:
         _offloads_off(port)
         sh(*t.netns(h, "ip", "link", "set", h.dev, "up"))
         sh("ip", "link", "set", port, "up")
-    for h, peer in ((t.h1, t.h2), (t.h2, t.h1)):
+    for h, peer in ((t.h1, t.h2), (t.h2, t.h1), (t.ref[0], t.ref[1]), (t.ref[1], t.ref[0])):
         sh(*t.netns(h, "ip", "neigh", "replace", peer.ip, "lladdr", peer.mac, "dev", h.dev,
                     "nud", "permanent"))
+    sh("ip", "link", "add", t.ref_bridge, "type", "bridge", "stp_state", "0", "forward_delay", "0")
+    _ipv6_off(t.ref_bridge)
+    for p in t.ref_ports:
+        sh("ip", "link", "set", p, "master", t.ref_bridge)
+    sh("ip", "link", "set", t.ref_bridge, "up")
     return t
 
 
