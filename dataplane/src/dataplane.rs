@@ -71,6 +71,7 @@ struct Port {
     pcap_out: Option<PcapWriter>,
     warned_truncated: bool,
     warned_csum: bool,
+    tx_failing: bool,
 }
 
 pub struct DataPlane {
@@ -154,6 +155,7 @@ impl DataPlane {
                 pcap_out,
                 warned_truncated: false,
                 warned_csum: false,
+                tx_failing: false,
             });
             tracing::info!(port = spec.number, iface = %spec.ifname, "port up");
         }
@@ -209,8 +211,17 @@ impl DataPlane {
             for pi in 0..self.ports.len() {
                 self.drain_backlog(pi);
                 backlog |= !self.ports[pi].backlog.is_empty();
-                if let Err(e) = self.ports[pi].io.tx_flush() {
-                    tracing::warn!(iface = %self.ports[pi].io.ifname, "tx: {e}");
+                let port = &mut self.ports[pi];
+                match port.io.tx_flush() {
+                    Err(e) if !port.tx_failing => {
+                        port.tx_failing = true; // log once per failure episode, not per loop turn
+                        tracing::warn!(iface = %port.io.ifname, "tx failing: {e}");
+                    }
+                    Ok(()) if port.tx_failing => {
+                        port.tx_failing = false;
+                        tracing::info!(iface = %port.io.ifname, "tx works again");
+                    }
+                    _ => {}
                 }
             }
             if work > 0 || backlog {
@@ -225,6 +236,8 @@ impl DataPlane {
             if now.saturating_sub(last_flush) > MAX_SLEEP_NS {
                 self.flush_pcaps();
                 last_flush = now;
+                // Follow NTP slewing of the wall clock (RX timestamps are wall-clock).
+                self.wall_offset_ns = clock_ns(libc::CLOCK_REALTIME) as i64 - monotonic_ns() as i64;
             }
             let wait = self.wheel.next_deadline_ns().map_or(MAX_SLEEP_NS, |d| d.saturating_sub(now));
             if wait <= SPIN_NS {
@@ -322,7 +335,16 @@ impl DataPlane {
                 let _ = w.record((now as i64 + self.wall_offset_ns) as u64, frame);
             }
             let number = port.number;
-            self.process(snap, number, frame, truncated, now);
+            // Time of arrival: the kernel's RX timestamp (wall clock) when it is plausible, so that
+            // delay and rate count from when the frame reached the port, not from when this loop
+            // got to it.
+            let stamp = f.timestamp_ns as i64 - self.wall_offset_ns;
+            let arrival = if stamp > 0 && (stamp as u64) <= now && now - (stamp as u64) < MAX_SLEEP_NS {
+                stamp as u64
+            } else {
+                now
+            };
+            self.process(snap, number, frame, truncated, arrival);
             self.ports[pi].io.rx_release();
         }
         n

@@ -25,8 +25,9 @@ use p4netem_switch::state::{ActionCall, Capacities, ControlConfig, FieldMatch, S
 #[command(name = "p4netem-switch", version)]
 struct Args {
     /// A data-plane port: port number N (0..511) on interface IFACE. Repeat for each port,
-    /// e.g. `-i 1@veth1 -i 2@veth2` (as simple_switch_grpc).
-    #[arg(short = 'i', long = "interface", value_name = "N@IFACE", value_parser = parse_port, required = true)]
+    /// e.g. `-i 1@veth1 -i 2@veth2` (as simple_switch_grpc). Without any, the switch only serves
+    /// P4Runtime (useful to read its P4Info).
+    #[arg(short = 'i', long = "interface", value_name = "N@IFACE", value_parser = parse_port)]
     interfaces: Vec<PortSpec>,
 
     /// P4Runtime gRPC listen address.

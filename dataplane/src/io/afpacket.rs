@@ -66,6 +66,8 @@ pub struct RxFrame {
     pub status: u32,
     pub vlan_tci: u16,
     pub vlan_tpid: u16,
+    /// Kernel receive time (CLOCK_REALTIME, ns).
+    pub timestamp_ns: u64,
 }
 
 pub struct AfPacket {
@@ -191,6 +193,7 @@ impl AfPacket {
                 status,
                 vlan_tci: h.tp_vlan_tci,
                 vlan_tpid: h.tp_vlan_tpid,
+                timestamp_ns: h.tp_sec as u64 * 1_000_000_000 + h.tp_nsec as u64,
             });
         }
     }
