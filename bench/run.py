@@ -29,7 +29,7 @@ import p4rt_writes  # noqa: E402
 import rate  # noqa: E402
 import throughput  # noqa: E402
 import topo as topology  # noqa: E402
-from p4netem.lab import SwitchProcess  # noqa: E402
+from p4netem.lab import SwitchProcess, unique_token  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
@@ -141,7 +141,8 @@ def main() -> int:
         res["config"].setdefault("host_cpu", {})[label] = hoststats.steal_between(
             cpu0, hoststats.cpu_times(), wall)
 
-    t = topology.setup()
+    t = topology.setup(topology.make(unique_token()))
+    res["config"]["topology"] = {"h1": t.h1.ns, "h2": t.h2.ns, "switch_ports": list(t.ports)}
     try:
         bridge: dict = {}
         if "throughput" in only:

@@ -1,10 +1,11 @@
 """The benchmark topology: two hosts in namespaces, each joined by a veth to the root namespace.
 
-    [ns p4nb-h1] h1-eth0 10.77.0.1 ==veth== p4nb-s1 (root ns, switch port 1)
-    [ns p4nb-h2] h2-eth0 10.77.0.2 ==veth== p4nb-s2 (root ns, switch port 2)
+    [ns p4nb<T>h1] h1-eth0 10.77.0.1 ==veth== p4nb<T>s1 (root ns, switch port 1)
+    [ns p4nb<T>h2] h2-eth0 10.77.0.2 ==veth== p4nb<T>s2 (root ns, switch port 2)
 
 and, for latency measurements, a reference path between the same two hosts that the switch never
-sees: h1-ref 10.78.0.1 ==veth== p4nb-r1 -- bridge p4nbbr1 -- p4nb-r2 ==veth== h2-ref 10.78.0.2.
+sees: h1-ref 10.78.0.1 ==veth== p4nb<T>r1 -- bridge p4nb<T>b1 -- p4nb<T>r2 ==veth== h2-ref 10.78.0.2.
+<T> is a token unique to the run (see make()).
 Probes sent over both paths at the same time show which latency tails belong to the machine
 (scheduling, vCPU steal) rather than to the switch.
 
@@ -14,8 +15,8 @@ both cases (raw-socket forwarding needs it, and the baseline must run with ident
 off (no router solicitations or MLD reports in the measurements) and neighbours are static (no ARP
 during a measurement).
 
-Only names starting with ``p4nb`` are created and deleted here, so that benchmarks never touch
-another engineer's ``p4n*`` namespaces.
+Only names starting with ``p4nb<T>`` are created and deleted here, so that a benchmark never touches
+another run's or another engineer's ``p4n*`` namespaces.
 """
 from __future__ import annotations
 
@@ -44,21 +45,29 @@ class Topo:
     ports: tuple[str, str]  # root-namespace ends: switch port 1, port 2
     ref: tuple[Host, Host]  # the hosts' ends of the reference path
     ref_ports: tuple[str, str]
-    bridge: str = "p4nbbr0"
-    ref_bridge: str = "p4nbbr1"
+    bridge: str
+    ref_bridge: str
 
     def netns(self, host: Host, *cmd: str) -> list[str]:
         return ["ip", "netns", "exec", host.ns, *cmd]
 
 
-TOPO = Topo(
-    h1=Host("p4nb-h1", "h1-eth0", "10.77.0.1", "02:77:00:00:00:01"),
-    h2=Host("p4nb-h2", "h2-eth0", "10.77.0.2", "02:77:00:00:00:02"),
-    ports=("p4nb-s1", "p4nb-s2"),
-    ref=(Host("p4nb-h1", "h1-ref", "10.78.0.1", "02:78:00:00:00:01"),
-         Host("p4nb-h2", "h2-ref", "10.78.0.2", "02:78:00:00:00:02")),
-    ref_ports=("p4nb-r1", "p4nb-r2"),
-)
+def make(token: str) -> Topo:
+    """The topology's names for one run: every name carries `token`, so that two benchmark runs
+    (or a benchmark and a test) on one machine never touch each other's namespaces and links."""
+    n = f"p4nb{token}"
+    if len(n) + 2 > 15:
+        raise ValueError(f"token {token!r} too long for interface names")
+    return Topo(
+        h1=Host(f"{n}h1", "h1-eth0", "10.77.0.1", "02:77:00:00:00:01"),
+        h2=Host(f"{n}h2", "h2-eth0", "10.77.0.2", "02:77:00:00:00:02"),
+        ports=(f"{n}s1", f"{n}s2"),
+        ref=(Host(f"{n}h1", "h1-ref", "10.78.0.1", "02:78:00:00:00:01"),
+             Host(f"{n}h2", "h2-ref", "10.78.0.2", "02:78:00:00:00:02")),
+        ref_ports=(f"{n}r1", f"{n}r2"),
+        bridge=f"{n}b0",
+        ref_bridge=f"{n}b1",
+    )
 
 
 def _offloads_off(dev: str, ns: str | None = None) -> None:
@@ -73,7 +82,7 @@ def _ipv6_off(dev: str, ns: str | None = None) -> None:
     subprocess.run([*pre, "sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"], capture_output=True)
 
 
-def teardown(t: Topo = TOPO) -> None:
+def teardown(t: Topo) -> None:
     for br in (t.bridge, t.ref_bridge):
         sh("ip", "link", "del", br, check=False)
     for p in t.ports + t.ref_ports:
@@ -82,7 +91,7 @@ def teardown(t: Topo = TOPO) -> None:
         sh("ip", "netns", "del", h.ns, check=False)
 
 
-def setup(t: Topo = TOPO) -> Topo:
+def setup(t: Topo) -> Topo:
     teardown(t)
     for h in (t.h1, t.h2):
         sh("ip", "netns", "add", h.ns)
@@ -110,7 +119,7 @@ def setup(t: Topo = TOPO) -> Topo:
     return t
 
 
-def bridge_up(t: Topo = TOPO) -> None:
+def bridge_up(t: Topo) -> None:
     """Enslave both root-namespace ends to a plain Linux bridge (the throughput baseline)."""
     sh("ip", "link", "add", t.bridge, "type", "bridge", "stp_state", "0", "forward_delay", "0")
     _ipv6_off(t.bridge)
@@ -120,13 +129,13 @@ def bridge_up(t: Topo = TOPO) -> None:
     sh("ip", "link", "set", t.bridge, "up")
 
 
-def bridge_down(t: Topo = TOPO) -> None:
+def bridge_down(t: Topo) -> None:
     for p in t.ports:
         sh("ip", "link", "set", p, "nomaster", check=False)
     sh("ip", "link", "del", t.bridge, check=False)
 
 
-def offload_state(t: Topo = TOPO) -> dict[str, dict[str, str]]:
+def offload_state(t: Topo) -> dict[str, dict[str, str]]:
     """What ethtool reports for each end, recorded in the results so both runs are shown identical."""
     out: dict[str, dict[str, str]] = {}
     ends = [(None, p) for p in t.ports] + [(t.h1.ns, t.h1.dev), (t.h2.ns, t.h2.dev)]
