@@ -97,9 +97,17 @@ def print_table(res: dict) -> None:
             t.add_row(key, f"{f[key]:.4g} {unit}", "", "", "")
     for r, e in (f.get("rate_error_pct") or {}).items():
         t.add_row(f"rate_error_pct[{r}]", f"{e:.4g} %", "", "", "")
-    Console(width=130).print(t)
+    console = Console(width=130)
+    console.print(t)
+    env, host = res["environment"], res["config"].get("host_cpu", {})
+    if "delay" in host:
+        # The latency tail depends on what else runs on the machine: say so next to the figures.
+        d = host["delay"]
+        console.print(f"host during delay: CPUs {d['busy_pct_of_wall']}% busy (the bench's own load is "
+                      f"~30%), steal {d['steal_pct_of_wall']}%; load average at start "
+                      f"{env['loadavg_at_start'][0]}")
     for name, err in res["errors"].items():
-        Console().print(f"[red]{name} failed:[/red] {err.splitlines()[-1]}")
+        console.print(f"[red]{name} failed:[/red] {err.splitlines()[-1]}")
 
 
 def main() -> int:
