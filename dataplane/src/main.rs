@@ -83,6 +83,11 @@ struct Args {
     #[arg(long, default_value_t = 30, value_name = "US")]
     busy_poll_us: u64,
 
+    /// Run the data-plane thread with this SCHED_FIFO real-time priority (1..99; 0 = normal
+    /// scheduling). Keeps release times accurate when the machine is busy.
+    #[arg(long, default_value_t = 10, value_name = "PRIO")]
+    rt_priority: i32,
+
     /// PRNG seed (also settable at run time through the rng_seed register). Default: from the clock.
     #[arg(long)]
     seed: Option<u64>,
@@ -192,6 +197,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         tx_frames: args.tx_frames,
         check_offloads: !args.no_offload_check,
         busy_poll_ns: args.busy_poll_us * 1000,
+        rt_priority: args.rt_priority.clamp(0, 99),
     };
     let dp = DataPlane::open(&cfg, link, shutdown.clone())?;
     tracing::info!(seed, ports = args.interfaces.len(), buffers = args.buffers, "data plane ready");
