@@ -27,7 +27,7 @@ use crate::rng::Prng;
 use crate::stage::corrupt::flip;
 use crate::stage::{Ctx, Impairments, Pkt, Verdict};
 use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
-use crate::tables::{Forward, ProfileTable, Snapshot};
+use crate::tables::{Forward, Snapshot};
 use crate::wheel::Wheel;
 
 /// A release closer than this is waited for by spinning instead of sleeping (ppoll wake-up
@@ -307,7 +307,7 @@ impl DataPlane {
             self.stages.rate.reset();
             self.learn.clear();
         }
-        let profiles = Arc::as_ptr(&snap.profiles) as *const ProfileTable as usize;
+        let profiles = Arc::as_ptr(&snap.profiles) as usize;
         if profiles != self.profiles_seen {
             self.profiles_seen = profiles;
             for (pd, imp) in snap.profiles.iter() {
@@ -438,6 +438,7 @@ impl DataPlane {
 
     /// Sends now if the release time has come, else holds the packet in the wheel.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn emit(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], flip_bit: Option<u32>, release: u64, now: u64) {
         if release <= now {
             return self.send_now(out, pd, in_port, frame, flip_bit);

@@ -132,3 +132,6 @@ impl Capacities {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -149,7 +149,7 @@ impl Classifier {
                 Group { mask, max_priority, buckets: index, items }
             })
             .collect();
-        groups.sort_by(|a, b| b.max_priority.cmp(&a.max_priority));
+        groups.sort_by_key(|g| std::cmp::Reverse(g.max_priority));
         Classifier { groups, len: rules.len() }
     }
 

@@ -1,0 +1,204 @@
+//! SwitchControl semantics: validation errors, batch publication, registers, counters, reset.
+use std::sync::atomic::Ordering;
+
+use super::*;
+use crate::contract::*;
+
+fn control() -> (SwitchControl, DataPlaneLink) {
+    let cfg = ControlConfig {
+        caps: Capacities { classifier_entries: 4, profiles: 8, ..Capacities::default() },
+        ports: vec![1, 2],
+        ..ControlConfig::default()
+    };
+    SwitchControl::new(cfg).unwrap()
+}
+
+fn port_map(port: u128, out: u128) -> TableEntry {
+    TableEntry {
+        table_id: TABLE_PORT_MAP,
+        matches: vec![Some(FieldMatch::Exact(port))],
+        priority: 0,
+        action: ActionCall { action_id: ACTION_SET_EGRESS_PORT, params: vec![out] },
+        controller_metadata: 0,
+    }
+}
+
+fn classifier(prio: i32, port: u128, profile: u128) -> TableEntry {
+    let mut matches = vec![None; ck::COUNT];
+    matches[ck::INGRESS_PORT] = Some(FieldMatch::Ternary { value: port, mask: 0x1ff });
+    TableEntry {
+        table_id: TABLE_CLASSIFIER,
+        matches,
+        priority: prio,
+        action: ActionCall { action_id: ACTION_SET_PROFILE, params: vec![profile, 0, 0] },
+        controller_metadata: 0,
+    }
+}
+
+fn profile(pid: u128, dir: u128, delay: u128) -> TableEntry {
+    let mut params = vec![0u128; imp::COUNT];
+    params[imp::DELAY_NS] = delay;
+    TableEntry {
+        table_id: TABLE_PROFILE,
+        matches: vec![Some(FieldMatch::Exact(pid)), Some(FieldMatch::Exact(dir))],
+        priority: 0,
+        action: ActionCall { action_id: ACTION_SET_IMPAIRMENT, params },
+        controller_metadata: 0,
+    }
+}
+
+fn kind(r: &Result<(), StateError>) -> &'static str {
+    match r {
+        Ok(()) => "ok",
+        Err(StateError::InvalidArgument(_)) => "invalid",
+        Err(StateError::NotFound(_)) => "notfound",
+        Err(StateError::AlreadyExists(_)) => "exists",
+        Err(StateError::OutOfRange(_)) => "range",
+        Err(StateError::ResourceExhausted(_)) => "full",
+        Err(StateError::FailedPrecondition(_)) => "precondition",
+    }
+}
+
+#[test]
+fn table_write_errors() {
+    let (c, _l) = control();
+    let mut unknown = port_map(1, 2);
+    unknown.table_id = 0x0200_0099;
+    let mut wrong_action = port_map(1, 2);
+    wrong_action.action.action_id = ACTION_SET_PROFILE;
+    let mut wrong_params = port_map(1, 2);
+    wrong_params.action.params.push(1);
+    let mut too_wide = port_map(1, 2);
+    too_wide.action.params[0] = 512;
+    let mut exact_with_prio = port_map(3, 2);
+    exact_with_prio.priority = 5;
+    let mut no_prio = classifier(1, 1, 1);
+    no_prio.priority = 0;
+    let mut bad_mask = classifier(1, 1, 1);
+    bad_mask.matches[ck::INGRESS_PORT] = Some(FieldMatch::Ternary { value: 3, mask: 1 });
+    let mut bad_kind = classifier(1, 1, 1);
+    bad_kind.matches[ck::L4_SRC_PORT] = Some(FieldMatch::Exact(80));
+    let mut noaction_entry = profile(1, 0, 0);
+    noaction_entry.action = ActionCall { action_id: ACTION_NO_ACTION, params: vec![] };
+    let results = c.write_tables(vec![
+        (UpdateKind::Insert, port_map(1, 2)),
+        (UpdateKind::Insert, port_map(1, 2)),
+        (UpdateKind::Insert, unknown),
+        (UpdateKind::Insert, wrong_action),
+        (UpdateKind::Insert, wrong_params),
+        (UpdateKind::Insert, too_wide),
+        (UpdateKind::Insert, exact_with_prio),
+        (UpdateKind::Insert, no_prio),
+        (UpdateKind::Insert, bad_mask),
+        (UpdateKind::Insert, bad_kind),
+        (UpdateKind::Modify, port_map(9, 1)),
+        (UpdateKind::Delete, port_map(9, 1)),
+        (UpdateKind::Insert, classifier(1, 1, 8)), // profile_id >= --profiles
+        (UpdateKind::Insert, profile(8, 0, 0)),    // key profile_id >= --profiles
+        (UpdateKind::Insert, noaction_entry),      // NoAction is @defaultonly in profile
+    ]);
+    let kinds: Vec<&str> = results.iter().map(kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "ok", "exists", "notfound", "invalid", "invalid", "invalid", "invalid", "invalid", "invalid", "invalid",
+            "notfound", "notfound", "range", "range", "invalid"
+        ]
+    );
+    // Only the successful insert is there.
+    assert_eq!(c.read_table(TABLE_PORT_MAP).unwrap(), vec![port_map(1, 2)]);
+}
+
+#[test]
+fn capacity_is_the_runtime_size() {
+    let (c, _l) = control();
+    let batch: Vec<_> = (0..5).map(|i| (UpdateKind::Insert, classifier(10 + i, i as u128, 1))).collect();
+    let kinds: Vec<&str> = c.write_tables(batch).iter().map(kind).collect();
+    assert_eq!(kinds, vec!["ok", "ok", "ok", "ok", "full"]);
+    assert_eq!(c.read_table(TABLE_CLASSIFIER).unwrap().len(), 4);
+    assert_eq!(kind(&c.write_tables(vec![(UpdateKind::Delete, classifier(10, 0, 0))])[0]), "ok");
+    assert_eq!(kind(&c.write_tables(vec![(UpdateKind::Insert, classifier(99, 7, 1))])[0]), "ok");
+}
+
+#[test]
+fn batch_publishes_one_snapshot_with_all_changes() {
+    let (c, l) = control();
+    let before = l.snapshot.load_full();
+    c.write_tables(vec![
+        (UpdateKind::Insert, port_map(1, 2)),
+        (UpdateKind::Insert, classifier(5, 1, 3)),
+        (UpdateKind::Insert, profile(3, 0, 1_000_000)),
+    ]);
+    let after = l.snapshot.load_full();
+    assert!(!std::sync::Arc::ptr_eq(&before, &after));
+    assert_eq!(after.port_map.get(1), Some(crate::tables::Forward::Port(2)));
+    let key = crate::tables::ClassKey { ingress_port: 1, ..Default::default() };
+    assert_eq!(after.classifier.lookup(&key).unwrap().pd(), 6);
+    assert_eq!(after.impairment(6).unwrap().delay_ns, 1_000_000);
+    // Untouched tables are shared, not rebuilt.
+    assert!(std::sync::Arc::ptr_eq(&before.l2_fwd, &after.l2_fwd));
+    // Modify replaces the action; read returns the new one.
+    c.write_tables(vec![(UpdateKind::Modify, profile(3, 0, 7))]);
+    assert_eq!(l.snapshot.load().impairment(6).unwrap().delay_ns, 7);
+}
+
+#[test]
+fn defaults_and_const_default() {
+    let (c, l) = control();
+    assert_eq!(c.default_action(TABLE_PORT_MAP).unwrap().action_id, ACTION_DROP_PACKET);
+    c.set_default_action(TABLE_L2_LEARN, Some(ActionCall { action_id: ACTION_LEARN, params: vec![] })).unwrap();
+    assert!(l.snapshot.load().learn_on_miss);
+    let e = c.set_default_action(TABLE_L2_FWD, Some(ActionCall { action_id: ACTION_SEND_TO_CPU, params: vec![] }));
+    assert_eq!(kind(&e), "invalid");
+    let bad = c.set_default_action(TABLE_CLASSIFIER, Some(ActionCall { action_id: ACTION_SET_PROFILE, params: vec![9, 0, 0] }));
+    assert_eq!(kind(&bad), "range");
+    c.set_default_action(TABLE_L2_LEARN, None).unwrap();
+    assert!(!l.snapshot.load().learn_on_miss);
+}
+
+#[test]
+fn registers_counters_and_reset() {
+    let (c, l) = control();
+    assert_eq!(c.register_size(REG_NEXT_FREE_NS).unwrap(), 16);
+    assert_eq!(kind(&c.read_register(REG_NEXT_FREE_NS, 16).map(|_| ())), "range");
+    assert_eq!(kind(&c.write_register(REG_GE_STATE, 0, 256)), "invalid");
+    assert_eq!(kind(&c.read_register(0x1600_0099, 0).map(|_| ())), "notfound");
+    // Writing the seed bumps the generation the data plane watches.
+    let g = l.registers.rng_seed_generation.load(Ordering::Acquire);
+    c.write_register(REG_RNG_SEED, 0, 1234).unwrap();
+    assert_eq!(l.registers.rng_seed_generation.load(Ordering::Acquire), g + 1);
+    assert_eq!(c.read_register(REG_RNG_SEED, 0).unwrap(), 1234);
+    // dist_table holds the built-in normal table: median sample 0, sorted.
+    assert!(c.read_register(REG_DIST_TABLE, 2048).unwrap() < 200);
+    assert_eq!(c.counter_size(COUNTER_DROPS).unwrap(), 16 * 8);
+    l.counters.profile_in.add(3, 100);
+    assert_eq!(c.read_counter(COUNTER_PROFILE_IN, 3).unwrap(), (100, 1));
+    assert_eq!(kind(&c.read_counter(COUNTER_PROFILE_IN, 16).map(|_| ())), "range");
+    c.write_counter(COUNTER_PROFILE_IN, 3, 5, 6).unwrap();
+    assert_eq!(c.read_counter(COUNTER_PROFILE_IN, 3).unwrap(), (5, 6));
+    c.write_tables(vec![(UpdateKind::Insert, port_map(1, 2))]);
+    c.write_register(REG_NEXT_FREE_NS, 1, 99).unwrap();
+    c.reset_all();
+    assert!(c.read_table(0).unwrap().is_empty());
+    assert_eq!(c.read_counter(COUNTER_PROFILE_IN, 3).unwrap(), (0, 0));
+    assert_eq!(c.read_register(REG_NEXT_FREE_NS, 1).unwrap(), 0);
+    assert!(l.snapshot.load().port_map.get(1).is_none());
+}
+
+#[test]
+fn packet_out_checks_and_queue() {
+    let (c, l) = control();
+    assert_eq!(kind(&c.packet_out(7, vec![0; 60])), "invalid");
+    assert_eq!(kind(&c.packet_out(1, vec![0; 5])), "invalid");
+    c.packet_out(2, vec![1; 60]).unwrap();
+    assert_eq!(l.packet_out_rx.try_recv().unwrap(), (2, vec![1; 60]));
+}
+
+#[tokio::test]
+async fn packet_in_and_digest_queues_deliver() {
+    let (c, l) = control();
+    l.packet_in_tx.try_send(PacketIn { ingress_port: 2, payload: vec![9; 20] }).unwrap();
+    l.digest_tx.try_send(DigestEvent { digest_id: DIGEST_MAC_LEARN, fields: vec![0xaabb, 1] }).unwrap();
+    assert_eq!(c.next_packet_in().await.ingress_port, 2);
+    assert_eq!(c.next_digest().await.fields, vec![0xaabb, 1]);
+}
