@@ -9,6 +9,7 @@ Run with the project venv as root: .venv/bin/python scripts/demo.py
 from __future__ import annotations
 
 import json
+import subprocess
 import re
 import sys
 import time
@@ -42,7 +43,7 @@ def ping_rtt_ms(src: Namespace, dst_ip: str, count: int = 10) -> tuple[float, fl
 
 def iperf_mbit(client: Namespace, server: Namespace, server_ip: str, seconds: int = 5) -> float:
     """TCP goodput from client to server in Mbit/s (iperf3, receiver side)."""
-    srv = server.popen(["iperf3", "-s", "-1", "-p", "5201"], stdout=None, stderr=None)
+    srv = server.popen(["iperf3", "-s", "-1", "-p", "5201"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):
         if ":5201 " in server.run(["ss", "-Hltn"]).stdout:
             break
@@ -90,7 +91,7 @@ def main() -> int:
                       "< 10 (rate)")
         console.print(table)
         reasons = ", ".join(f"{r.name.lower()} {n}" for r, n in up.drops.items() if n) or "none"
-        console.print(f"uplink counters: in {up.profile_in}, out {up.profile_out}, "
+        console.print(f"uplink counters since start: in {up.profile_in}, out {up.profile_out}, "
                       f"dropped {up.dropped} ({reasons})")
     finally:
         with console.status("tearing down"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 from wirestats import ping, wait_listening
 
@@ -24,7 +25,7 @@ def test_ping_fails_without_a_route(lab: TwoHostLab) -> None:
 
 def test_tcp_transfer(lab: TwoHostLab) -> None:
     """iperf3 (TCP) from h1 to h2: the connection opens and data flows at a real rate."""
-    server = lab.h2.ns.popen(["iperf3", "-s", "-1", "-p", "5201"], stdout=None, stderr=None)
+    server = lab.h2.ns.popen(["iperf3", "-s", "-1", "-p", "5201"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_listening(lab.h2.ns, 5201)
     out = lab.h1.ns.run(["iperf3", "-c", lab.h2.ip, "-p", "5201", "-t", "2", "-J"], timeout=30).stdout
     server.wait(timeout=10)
