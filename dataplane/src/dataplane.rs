@@ -62,6 +62,8 @@ pub struct DataPlaneConfig {
     pub busy_poll_ns: u64,
     /// SCHED_FIFO priority for the data-plane thread (0 = normal scheduling).
     pub rt_priority: i32,
+    /// One TX thread per port doing the `sendto`s (see io/kicker.rs); false: the loop does them.
+    pub tx_threads: bool,
 }
 
 struct Port {
@@ -141,7 +143,10 @@ impl DataPlane {
                 bail!("port number {} given twice", spec.number);
             }
             port_index[spec.number as usize] = i as u16;
-            let io = AfPacket::open(&spec.ifname, &rings).with_context(|| format!("opening port {}", spec.number))?;
+            let mut io = AfPacket::open(&spec.ifname, &rings).with_context(|| format!("opening port {}", spec.number))?;
+            if cfg.tx_threads {
+                io.start_tx_thread().with_context(|| format!("TX thread of port {}", spec.number))?;
+            }
             let (pcap_in, pcap_out) = match &cfg.pcap_dir {
                 Some(dir) => {
                     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -80,6 +80,8 @@ pub struct AfPacket {
     tx: Ring,
     /// Frames committed to the TX ring since the last `tx_flush`.
     tx_queued: usize,
+    /// The TX thread doing the `sendto`s, if any (declared before the fields it uses: dropped first).
+    kicker: Option<super::kicker::Kicker>,
 }
 
 // SAFETY: the mapping is owned by this value and only touched through &mut self / &self by the
@@ -142,6 +144,7 @@ impl AfPacket {
             // SAFETY: rx_len < map_len.
             tx: Ring { base: unsafe { map.add(rx_len) }, frames: txr.tp_frame_nr as usize, head: 0 },
             tx_queued: 0,
+            kicker: None,
         };
         if let Err(e) = setsockopt(raw, SOL_PACKET, PACKET_QDISC_BYPASS, &1i32) {
             tracing::warn!(iface = ifname, "PACKET_QDISC_BYPASS unavailable ({e}); transmitting through the qdisc");
@@ -240,10 +243,22 @@ impl AfPacket {
         self.tx_queued
     }
 
-    /// Asks the kernel to send every frame committed since the last flush (one syscall).
+    /// Moves this port's `sendto` to a thread of its own (see `kicker.rs`).
+    pub fn start_tx_thread(&mut self) -> io::Result<()> {
+        self.kicker = Some(super::kicker::Kicker::start(self.fd.as_raw_fd(), &self.ifname)?);
+        Ok(())
+    }
+
+    /// Asks the kernel to send every frame committed since the last flush: one `sendto`, or one
+    /// eventfd write to the port's TX thread.
     #[inline]
     pub fn tx_flush(&mut self) -> io::Result<()> {
         if self.tx_queued == 0 {
+            return Ok(());
+        }
+        if let Some(k) = &self.kicker {
+            k.kick();
+            self.tx_queued = 0;
             return Ok(());
         }
         // SAFETY: sendto with no buffer on a TX-ring socket sends the ring's pending frames.
@@ -284,6 +299,8 @@ impl AsRawFd for AfPacket {
 
 impl Drop for AfPacket {
     fn drop(&mut self) {
+        // Stop the TX thread before the mapping and the socket go away.
+        self.kicker = None;
         // SAFETY: unmaps exactly the mapping made in open().
         unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
     }
