@@ -33,10 +33,10 @@ from .errors import P4RuntimeError, WriteError, status_code_from_int
 from .p4info import P4Info
 from .proto import p4runtime_pb2
 
+# After .proto: the generated stub module imports p4.v1.p4runtime_pb2, which is now our fast one.
+from p4.v1.p4runtime_pb2_grpc import P4RuntimeStub  # noqa: E402  isort: skip
+
 log = logging.getLogger(__name__)
-
-_SERVICE = "/p4.v1.P4Runtime/"
-
 
 @dataclass(frozen=True)
 class CounterValue:
@@ -63,33 +63,6 @@ class Digest:
 
 def _uint128(value: int) -> p4runtime_pb2.Uint128:
     return p4runtime_pb2.Uint128(high=value >> 64, low=value & (2**64 - 1))
-
-
-class _Stub:
-    """The five P4Runtime RPCs, bound to our (fast) message classes."""
-
-    def __init__(self, channel: grpc.Channel):
-        p = p4runtime_pb2
-        self.Write = channel.unary_unary(
-            _SERVICE + "Write", p.WriteRequest.SerializeToString, p.WriteResponse.FromString
-        )
-        self.Read = channel.unary_stream(_SERVICE + "Read", p.ReadRequest.SerializeToString, p.ReadResponse.FromString)
-        self.SetForwardingPipelineConfig = channel.unary_unary(
-            _SERVICE + "SetForwardingPipelineConfig",
-            p.SetForwardingPipelineConfigRequest.SerializeToString,
-            p.SetForwardingPipelineConfigResponse.FromString,
-        )
-        self.GetForwardingPipelineConfig = channel.unary_unary(
-            _SERVICE + "GetForwardingPipelineConfig",
-            p.GetForwardingPipelineConfigRequest.SerializeToString,
-            p.GetForwardingPipelineConfigResponse.FromString,
-        )
-        self.StreamChannel = channel.stream_stream(
-            _SERVICE + "StreamChannel", p.StreamMessageRequest.SerializeToString, p.StreamMessageResponse.FromString
-        )
-        self.Capabilities = channel.unary_unary(
-            _SERVICE + "Capabilities", p.CapabilitiesRequest.SerializeToString, p.CapabilitiesResponse.FromString
-        )
 
 
 class P4RuntimeClient:
@@ -119,7 +92,7 @@ class P4RuntimeClient:
         self.timeout = timeout
         self.is_primary = False
         self._channel: grpc.Channel | None = None
-        self._stub: _Stub | None = None
+        self._stub: P4RuntimeStub | None = None
         self._requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None] = queue.Queue()
         self._arbitration: queue.Queue[p4runtime_pb2.MasterArbitrationUpdate | P4RuntimeError] = queue.Queue()
         self._packets: queue.Queue[p4runtime_pb2.PacketIn] = queue.Queue()
@@ -147,7 +120,7 @@ class P4RuntimeClient:
             raise P4RuntimeError(
                 grpc.StatusCode.UNAVAILABLE, f"no P4Runtime server answers at {self.address} after {timeout:.0f} s"
             ) from None
-        self._stub = _Stub(self._channel)
+        self._stub = P4RuntimeStub(self._channel)
         responses = self._stub.StreamChannel(self._request_iterator())
         self._reader = threading.Thread(target=self._read_stream, args=(responses,), daemon=True, name="p4rt-stream")
         self._reader.start()
@@ -229,7 +202,7 @@ class P4RuntimeClient:
         self.close()
 
     @property
-    def stub(self) -> _Stub:
+    def stub(self) -> P4RuntimeStub:
         if self._stub is None:
             raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "client is not connected")
         return self._stub
