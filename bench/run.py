@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -30,6 +31,7 @@ import rate  # noqa: E402
 import throughput  # noqa: E402
 import topo as topology  # noqa: E402
 from p4netem.lab import SwitchProcess, unique_token  # noqa: E402
+from p4netem.paths import switch_binary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
@@ -51,7 +53,16 @@ def environment() -> dict:
         return r.stdout.strip()
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), "")
+    binary = switch_binary()
+    build = {}
+    if binary.exists():
+        # The working tree can be ahead of the binary: identify the binary measured, not just HEAD.
+        build = {"path": str(binary), "sha256": hashlib.sha256(binary.read_bytes()).hexdigest()[:16],
+                 "mtime": datetime.datetime.fromtimestamp(binary.stat().st_mtime,
+                                                          datetime.timezone.utc).isoformat(
+                                                              timespec="seconds")}
     return {
+        "switch_binary": build,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "kernel": platform.release(),
         "kernel_version": platform.version(),
