@@ -91,6 +91,9 @@ class P4RuntimeClient:
         self.p4info = p4info
         self.timeout = timeout
         self.is_primary = False
+        # Highest election id the device reported for our (device, role) in its last arbitration
+        # answer (the primary's, or the highest ever seen when there is none); None if unknown.
+        self.primary_election_id: int | None = None
         self._channel: grpc.Channel | None = None
         self._stub: P4RuntimeStub | None = None
         self._requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None] = queue.Queue()
@@ -104,10 +107,16 @@ class P4RuntimeClient:
 
     # ---- connection and arbitration -------------------------------------------------------------
 
-    def connect(self, timeout: float | None = None) -> P4RuntimeClient:
+    def connect(self, timeout: float | None = None, arbitrate: bool = True) -> P4RuntimeClient:
         """Open the channel and the stream, and run arbitration. Raises if the device does not answer
-        or rejects the arbitration; a non-primary (backup) client connects with is_primary False."""
+        or rejects the arbitration; a non-primary (backup) client connects with is_primary False.
+
+        With arbitrate=False only the channel is opened (no stream): enough for Read and
+        GetForwardingPipelineConfig, which need no election id, and it never disturbs the controllers
+        that hold the device."""
         timeout = self.timeout if timeout is None else timeout
+        self._closing.clear()
+        self.stream_failure = None
         self._channel = grpc.insecure_channel(
             self.address,
             options=[("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)],
@@ -118,14 +127,40 @@ class P4RuntimeClient:
             self._channel.close()
             self._channel = None
             raise P4RuntimeError(
-                grpc.StatusCode.UNAVAILABLE, f"no P4Runtime server answers at {self.address} after {timeout:.0f} s"
+                grpc.StatusCode.UNAVAILABLE, f"no P4Runtime server answers at {self.address} after {timeout:g} s"
             ) from None
         self._stub = P4RuntimeStub(self._channel)
-        responses = self._stub.StreamChannel(self._request_iterator())
+        if not arbitrate:
+            return self
+        self._requests = queue.Queue()
+        responses = self._stub.StreamChannel(self._request_iterator(self._requests))
         self._reader = threading.Thread(target=self._read_stream, args=(responses,), daemon=True, name="p4rt-stream")
         self._reader.start()
-        self.arbitrate(timeout=timeout)
+        try:
+            self.arbitrate(timeout=timeout)
+        except P4RuntimeError:
+            self.close()
+            raise
         return self
+
+    @property
+    def connected(self) -> bool:
+        """True while the channel is open and, if a stream was opened, the stream is alive."""
+        if self._channel is None:
+            return False
+        if self._reader is not None and (self.stream_failure is not None or not self._reader.is_alive()):
+            return False
+        return True
+
+    def reconnect(self, timeout: float | None = None, election_id: int | None = None) -> P4RuntimeClient:
+        """Close whatever is left of the connection and connect again, re-running arbitration with
+        this client's election id (or a new one). Used after the switch restarted or the stream
+        broke; the caller decides when to retry its own requests."""
+        arbitrate = self._reader is not None or self.stream_failure is not None
+        self.close()
+        if election_id is not None:
+            self.election_id = election_id
+        return self.connect(timeout=timeout, arbitrate=arbitrate)
 
     def arbitrate(self, election_id: int | None = None, timeout: float | None = None) -> bool:
         """Send a MasterArbitrationUpdate (optionally with a new election id); returns is_primary."""
@@ -152,11 +187,20 @@ class P4RuntimeClient:
             raise P4RuntimeError(code, f"arbitration rejected: {answer.status.message}")
         # OK: we are primary. ALREADY_EXISTS / NOT_FOUND: a backup (another primary, or none yet).
         self.is_primary = code == grpc.StatusCode.OK
+        self._note_election(answer)
         return self.is_primary
 
-    def _request_iterator(self) -> Iterator[p4runtime_pb2.StreamMessageRequest]:
+    def _note_election(self, arb: p4runtime_pb2.MasterArbitrationUpdate) -> None:
+        if arb.HasField("election_id"):
+            self.primary_election_id = (arb.election_id.high << 64) | arb.election_id.low
+
+    @staticmethod
+    def _request_iterator(
+        requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None],
+    ) -> Iterator[p4runtime_pb2.StreamMessageRequest]:
+        # Bound to one stream's queue: after a reconnect the old stream's iterator ends on its own.
         while True:
-            item = self._requests.get()
+            item = requests.get()
             if item is None:
                 return
             yield item
@@ -168,6 +212,7 @@ class P4RuntimeClient:
                 if kind == "arbitration":
                     # The device also sends one when the primary changes; keep is_primary current.
                     self.is_primary = msg.arbitration.status.code == 0
+                    self._note_election(msg.arbitration)
                     self._arbitration.put(msg.arbitration)
                 elif kind == "packet":
                     self._packets.put(msg.packet)
@@ -186,9 +231,11 @@ class P4RuntimeClient:
     def close(self) -> None:
         self._closing.set()
         self._requests.put(None)
+        self.is_primary = False
         if self._channel is not None:
             self._channel.close()
             self._channel = None
+        self._stub = None
         if self._reader is not None:
             self._reader.join(timeout=2)
             self._reader = None
@@ -285,9 +332,10 @@ class P4RuntimeClient:
         params: Mapping[str, Value] | None = None,
         priority: int = 0,
         is_default: bool = False,
+        controller_metadata: int = 0,
     ) -> p4runtime_pb2.TableEntry:
         """Build a TableEntry by names with this client's P4Info."""
-        return build_table_entry(self.info, table, match, action, params, priority, is_default)
+        return build_table_entry(self.info, table, match, action, params, priority, is_default, controller_metadata)
 
     def insert_table_entry(
         self,

@@ -163,11 +163,17 @@ def build_table_entry(
     params: Mapping[str, Value] | None = None,
     priority: int = 0,
     is_default: bool = False,
+    controller_metadata: int = 0,
 ) -> p4runtime_pb2.TableEntry:
     """A TableEntry by names. `is_default=True` builds the table's default entry (no match, MODIFY
-    it to change the default action). With `action=None` the entry has no action (for DELETE/reads)."""
+    it to change the default action). With `action=None` the entry has no action (for DELETE/reads).
+    `controller_metadata` is an opaque 64-bit cookie the switch stores and reads back with the entry."""
     info = p4info.table(table)
     entry = p4runtime_pb2.TableEntry(table_id=info.id)
+    if controller_metadata:
+        if not 0 <= controller_metadata < 1 << 64:
+            raise P4RuntimeError(grpc.StatusCode.OUT_OF_RANGE, f"{info.name}: controller_metadata is 64 bits")
+        entry.controller_metadata = controller_metadata
     if is_default:
         if match:
             raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT, f"{info.name}: a default entry has no match")
@@ -225,6 +231,7 @@ class TableEntryView:
     is_default: bool
     packets: int | None = None
     bytes: int | None = None
+    controller_metadata: int = 0
 
 
 def decode_table_entry(p4info: P4Info, entry: p4runtime_pb2.TableEntry) -> TableEntryView:
@@ -262,6 +269,7 @@ def decode_table_entry(p4info: P4Info, entry: p4runtime_pb2.TableEntry) -> Table
         is_default=entry.is_default_action,
         packets=entry.counter_data.packet_count if has_counter else None,
         bytes=entry.counter_data.byte_count if has_counter else None,
+        controller_metadata=entry.controller_metadata,
     )
 
 

@@ -226,6 +226,13 @@ class P4Info:
     def controller_header(self, name: str) -> ControllerHeaderInfo:
         return self._headers.get(name)
 
+    def has_table(self, name: str) -> bool:
+        """Whether the P4Info has a table of this full name (optional stages: e.g. the radio)."""
+        return name in self._tables.by_name
+
+    def has_register(self, name: str) -> bool:
+        return name in self._registers.by_name
+
     # Lookups by id, for decoding what the switch sends back.
     def table_by_id(self, table_id: int) -> TableInfo:
         return self._tables.get_id(table_id)

@@ -1,0 +1,38 @@
+"""Controller API of p4netem: profiles applied to rules on a running switch, atomically.
+
+    from p4netem.control import Controller, Rule, Timeline
+
+    with Controller.connect("127.0.0.1:9559", device_id=1, election_id=1) as ctl:
+        ctl.bump_in_the_wire(1, 2)             # forward port 1 <-> 2
+        ctl.apply("hspa")                      # all traffic between ports 1 (clients) and 2
+        ctl.apply("lte-200ms", ["client=10.0.0.2,ue=2"])   # one client on another profile
+        ctl.apply("lte")                       # atomic switch of the whole-link rule
+        ctl.applied()                          # [AppliedRule(number, rule, profile, ...)]
+        ctl.stats().rows                       # [LinkStats(label, direction, profile, counters)]
+        ctl.reset()                            # back to a plain wire
+
+Pieces:
+  Controller        connect (arbitration, election id, reconnect), pipeline verify/push, port map,
+                    apply / apply_many / prepare+commit (atomic switch), applied, remove, reset, stats
+  Rule              which traffic (switch ports, addresses, L4 ports, protocol, DSCP) and which UE
+  parse_rule_option the command-line form "client=10.0.0.1,server.ports=443,ue=7"
+  Timeline          timed steps (apply, set, outage, restore, wait) from YAML or Python, run with
+                    Controller.run_timeline() / TimelinePlayer
+
+Errors: bad input raises ProfileError / RuleError / TimelineError (subclasses of ValueError listing
+every problem with its field path) before anything is written; switch failures raise
+P4RuntimeError with `.code` (grpc.StatusCode) and `.message`. docs/control.md has the details.
+"""
+
+from ..p4rt import P4RuntimeError, WriteError
+from ..profiles import Profile, ProfileError
+from .controller import (DEFAULT_RULE, AppliedRule, ApplyResult, Controller, LinkStats, ProfileSwitch,
+                         SwitchStats, profile_differences)
+from .rules import Endpoint, PortRange, Rule, RuleError, load_rules, parse_rule_option
+from .state import ManagedRule, SwitchState
+
+__all__ = [
+    "DEFAULT_RULE", "AppliedRule", "ApplyResult", "Controller", "Endpoint", "LinkStats", "ManagedRule",
+    "P4RuntimeError", "PortRange", "Profile", "ProfileError", "ProfileSwitch", "Rule", "RuleError",
+    "SwitchState", "SwitchStats", "WriteError", "load_rules", "parse_rule_option", "profile_differences",
+]

@@ -1,0 +1,733 @@
+"""The controller: connect to a p4netem switch and apply named profiles to rules, atomically.
+
+    from p4netem.control import Controller, Rule
+
+    with Controller.connect("127.0.0.1:9559", election_id=1) as ctl:
+        ctl.bump_in_the_wire(1, 2)                      # port 1 <-> port 2
+        ctl.apply("hspa")                               # all traffic between ports 1 and 2
+        ctl.apply("lte-200ms", [Rule.parse({"client": "10.0.0.2", "ue": 2})])
+        ctl.apply("lte")                                # atomic switch of the first rule
+        for row in ctl.stats().rows: ...
+
+How a profile is applied (docs/control.md has the details):
+  1. everything is validated first (profile, rules, encodings): bad input raises ProfileError or
+     RuleError and nothing is written;
+  2. write A (ROLLBACK_ON_ERROR): the new parameters go under the rule's *spare* profile id, whose
+     rate/delay/loss-model registers are reset (no classifier entry points at it yet);
+  3. write B (DATAPLANE_ATOMIC): the classifier entries of every rule flip to the spare id. The
+     switch publishes a batch as one snapshot, so every packet is classified either before (old
+     profile, old id) or after (new profile, new id): no packet sees a mix, and both directions
+     change together;
+  4. write C: the old id's profile entries are deleted; the old id becomes the spare.
+  If write B fails, write A is undone. Each rule owns its two ids for its lifetime, so its
+  counters (summed over both ids) are cumulative across switches.
+
+Every failure is a P4RuntimeError (`.code`: the gRPC status, `.message`: a plain sentence), or a
+ProfileError/RuleError for bad input.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from .. import pipeline as pl
+from ..p4rt import P4Info, P4RuntimeClient, P4RuntimeError, WriteError, update
+from ..p4rt.entries import build_counter_entry, build_register_entry, build_table_entry
+from ..p4rt.proto import p4runtime_pb2
+from ..paths import p4info_path
+from ..profiles import Profile, ProfileError, builtin_profiles, load_profile
+from ..profiles.errors import Problem
+from ..stats import PdCounters, read_counters, read_parser_errors
+from .rules import Rule, RuleError
+from .state import ManagedRule, SwitchState, read_state
+from .tag import MAX_PROFILE_ID, MAX_RULE, EntryTag, name_crc
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Controller", "AppliedRule", "ApplyResult", "ProfileSwitch", "LinkStats", "SwitchStats",
+           "DEFAULT_RULE", "RADIO_TABLE"]
+
+DEFAULT_RULE = Rule.between_ports(1, 2)
+# The radio stage (issue 3) adds this table; when the switch's P4Info has it, a profile's radio
+# model is written in the same batch as its link parameters.
+RADIO_TABLE = f"{pl.INGRESS}.radio_profile"
+RADIO_ACTION = f"{pl.INGRESS}.set_radio"
+
+# Registers that hold a pd's shaping state; reset when a profile id is (re)used so that a new
+# profile starts with an empty virtual clock, no release-order constraint and the good GE state.
+_PD_STATE_REGISTERS = (pl.NEXT_FREE_NS, pl.LAST_RELEASE_NS, pl.GE_STATE)
+_PD_COUNTERS = (pl.PROFILE_IN, pl.PROFILE_OUT, pl.PROFILE_DUP, pl.PROFILE_CORRUPT)
+_DIRECTIONS = (pl.UPLINK, pl.DOWNLINK)
+
+
+@dataclass(frozen=True)
+class AppliedRule:
+    """A rule on the switch and the profile it has (read back from the profile table)."""
+
+    number: int  # the rule's number on this switch (stable for its lifetime)
+    rule: Rule  # with the priority it has on the switch
+    profile: Profile | None  # as programmed (link parameters read back); None if entries are missing
+    profile_name: str | None  # name of the profile applied, when known to this controller
+    modified: tuple[str, ...]  # fields in which the switch differs from that named profile
+    profile_id: int
+    spare_id: int
+
+    @property
+    def label(self) -> str:
+        if self.profile_name is None:
+            return "unknown profile"
+        return self.profile_name + (" (modified)" if self.modified else "")
+
+
+@dataclass
+class ApplyResult:
+    rules: list[AppliedRule]
+    added: int = 0
+    switched: int = 0
+    warnings: list[str] = field(default_factory=list)
+    flip_sent_ns: int = 0  # CLOCK_MONOTONIC when write B was sent ...
+    flip_done_ns: int = 0  # ... and when the switch acknowledged it (the new profiles are in force)
+
+    def __iter__(self) -> Iterator[AppliedRule]:
+        return iter(self.rules)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """Counters of one direction of one rule (summed over its two profile ids), or of a
+    profile-direction that unmanaged entries or the default action use."""
+
+    label: str  # "#3" for rule 3, "default" for unclassified traffic, "pd 14" otherwise
+    direction: str  # uplink / downlink
+    profile: str  # profile label
+    rule: str  # the traffic, one line
+    counters: PdCounters
+
+
+@dataclass(frozen=True)
+class SwitchStats:
+    time_ns: int  # CLOCK_MONOTONIC when read
+    rows: list[LinkStats]
+    parser_errors: dict[pl.ParserError, int]
+    radio: list[dict] | None  # per-UE radio states, None while the switch has no radio stage
+
+
+class ProfileSwitch:
+    """A prepared profile switch: write A is done, `commit()` sends the one atomic write B."""
+
+    def __init__(self, ctl: Controller, flip: list, cleanup: list, undo: list, result: ApplyResult):
+        self._ctl = ctl
+        self._flip = flip
+        self._cleanup = cleanup
+        self._undo = undo
+        self.result = result
+        self.committed = False
+
+    def commit(self) -> ApplyResult:
+        """Write B: flip every rule to its new profile id in one batch."""
+        if self.committed:
+            raise RuntimeError("this profile switch was already committed")
+        self.result.flip_sent_ns = time.monotonic_ns()
+        try:
+            self._ctl._write(self._flip, "switch the classifier to the new profile", atomic=True)
+        except P4RuntimeError:
+            self._rollback()
+            raise
+        self.result.flip_done_ns = time.monotonic_ns()
+        self.committed = True
+        return self.result
+
+    def cleanup(self) -> None:
+        """Write C: delete the profile entries nothing points to any more (never raises: the
+        switch already runs the new profile; a leftover entry is harmless and reused later)."""
+        if not self._cleanup:
+            return
+        try:
+            self._ctl._write(self._cleanup, "delete the old profile entries", atomic=False)
+        except P4RuntimeError as err:
+            log.warning("leftover profile entries: %s", err)
+
+    def _rollback(self) -> None:
+        if not self._undo:
+            return
+        try:
+            self._ctl._write(self._undo, "undo the staged profile entries", atomic=False)
+        except P4RuntimeError as err:
+            log.warning("could not undo the staged profile entries: %s", err)
+
+
+class Controller:
+    """A controller of one p4netem switch (see the module docstring)."""
+
+    def __init__(self, client: P4RuntimeClient, *, profiles: Iterable[Profile] = (), owns_client: bool = False):
+        self.client = client
+        self._owns_client = owns_client
+        self._known: dict[str, Profile] = dict(builtin_profiles())
+        for profile in profiles:
+            self.add_profile(profile)
+        self._local_p4info: P4Info | None = None
+
+    # ---- connection -------------------------------------------------------------------------------
+
+    @classmethod
+    def connect(
+        cls,
+        address: str = "127.0.0.1:9559",
+        *,
+        device_id: int = 1,
+        election_id: int = 1,
+        role: str = "",
+        primary: bool = True,
+        p4info: str | Path | P4Info | None = None,
+        timeout: float = 10.0,
+        profiles: Iterable[Profile] = (),
+    ) -> Controller:
+        """Connect to a switch. With primary=True (the default) run arbitration with `election_id`;
+        the controller can write only if it became primary (`is_primary`). With primary=False
+        open a read-only connection (no stream, no election: never disturbs other controllers).
+
+        The switch's pipeline is checked against `p4info` (default: p4src/p4netem.p4info.txtpb);
+        a switch without a pipeline gets it pushed (primary only)."""
+        client = P4RuntimeClient(address, device_id=device_id, election_id=election_id, role=role, timeout=timeout)
+        client.connect(arbitrate=primary)
+        ctl = cls(client, profiles=profiles, owns_client=True)
+        try:
+            if isinstance(p4info, P4Info):
+                ctl._local_p4info = p4info
+            else:
+                path = Path(p4info) if p4info else p4info_path()
+                ctl._local_p4info = P4Info.load(path) if path.exists() else None
+            ctl._adopt_pipeline()
+        except BaseException:
+            client.close()
+            raise
+        return ctl
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> Controller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def is_primary(self) -> bool:
+        return self.client.is_primary
+
+    @property
+    def address(self) -> str:
+        return self.client.address
+
+    def reconnect(self, election_id: int | None = None) -> None:
+        """Reconnect and re-run arbitration (with a new election id if given)."""
+        self.client.reconnect(election_id=election_id)
+        self._adopt_pipeline()
+
+    def _ensure_connected(self) -> None:
+        if not self.client.connected:
+            log.info("connection to %s lost; reconnecting", self.address)
+            self.reconnect()
+
+    def _adopt_pipeline(self) -> None:
+        """Use the switch's P4Info; push ours if it has none; verify ours matches if we can."""
+        info, _, _ = self.client.get_pipeline("P4INFO_AND_COOKIE")
+        if info is None:
+            if self._local_p4info is None:
+                raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
+                                     f"the switch at {self.address} has no pipeline and no local P4Info was found")
+            if not self.is_primary:
+                raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
+                                     f"the switch at {self.address} has no pipeline; a primary controller must push it")
+            self.client.set_pipeline(self._local_p4info, action="VERIFY_AND_COMMIT")
+        else:
+            self.client.p4info = info
+            if self.is_primary and self._local_p4info is not None:
+                self.verify_pipeline()
+        self.client.p4info = info or self._local_p4info
+
+    def verify_pipeline(self, p4info: P4Info | None = None) -> None:
+        """Ask the switch whether it runs the pipeline of `p4info` (default: the local contract):
+        SetForwardingPipelineConfig VERIFY. Raises INVALID_ARGUMENT naming the first difference."""
+        p4info = p4info or self._local_p4info
+        if p4info is None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "no local P4Info to verify against")
+        running = self.client.p4info
+        try:
+            self.client.set_pipeline(p4info, action="VERIFY")
+        except P4RuntimeError as err:
+            raise P4RuntimeError(err.code, f"the switch's pipeline does not match {p4info_path().name}: "
+                                 f"{err.message}") from None
+        finally:
+            self.client.p4info = running or p4info
+
+    def push_pipeline(self, p4info: P4Info | None = None, keep_state: bool = True) -> None:
+        """Push the pipeline: RECONCILE_AND_COMMIT keeps tables and counters; keep_state=False
+        (VERIFY_AND_COMMIT) clears every table, register and counter."""
+        p4info = p4info or self._local_p4info
+        if p4info is None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "no local P4Info to push")
+        self._ensure_connected()
+        action = "RECONCILE_AND_COMMIT" if keep_state else "VERIFY_AND_COMMIT"
+        try:
+            self.client.set_pipeline(p4info, action=action)
+        except P4RuntimeError as err:
+            raise self._explain(err, "push the pipeline") from None
+
+    # ---- profiles ---------------------------------------------------------------------------------
+
+    def add_profile(self, profile: Profile) -> None:
+        """Make a profile known by name (to apply it by name and to show it by name)."""
+        self._known[profile.name] = profile
+
+    @property
+    def known_profiles(self) -> dict[str, Profile]:
+        return dict(self._known)
+
+    def resolve_profile(self, profile: Profile | str | Path) -> Profile:
+        """A Profile, a known name (built-in or added) or a YAML file holding one profile."""
+        if isinstance(profile, Profile):
+            return profile
+        name = str(profile)
+        if name in self._known:
+            return self._known[name]
+        path = Path(name)
+        if path.suffix in (".yaml", ".yml") or path.exists():
+            loaded = load_profile(path)
+            self.add_profile(loaded)
+            return loaded
+        raise ProfileError([Problem("", f"no built-in or known profile {name!r} and no such file; "
+                                    f"built-ins: {', '.join(builtin_profiles())}")])
+
+    @property
+    def has_radio_stage(self) -> bool:
+        return self.client.info.has_table(RADIO_TABLE)
+
+    # ---- ports ------------------------------------------------------------------------------------
+
+    def set_port_map(self, mapping: Mapping[int, int]) -> None:
+        """Forward packets entering port k out of port mapping[k] (other ports are left as they are)."""
+        for src, dst in mapping.items():
+            for port in (src, dst):
+                if not 0 <= int(port) <= 511:
+                    raise RuleError([Problem("port_map", f"port {port} out of range 0..511")])
+        self._ensure_connected()
+        current = read_state(self.client).port_map
+        updates = []
+        for src, dst in sorted(mapping.items()):
+            entry = build_table_entry(self.client.info, pl.PORT_MAP, {"standard_metadata.ingress_port": src},
+                                      pl.SET_EGRESS_PORT, {"port": dst})
+            if current.get(src) == dst:
+                continue
+            updates.append(update("MODIFY" if src in current else "INSERT", entry))
+        self._write(updates, "set the port map", atomic=True)
+
+    def bump_in_the_wire(self, port_a: int = 1, port_b: int = 2) -> None:
+        """Forward port_a <-> port_b (the inline-shaper setup)."""
+        self.set_port_map({port_a: port_b, port_b: port_a})
+
+    def port_map(self) -> dict[int, int | str]:
+        self._ensure_connected()
+        return self._read(lambda: read_state(self.client).port_map)
+
+    # ---- apply ------------------------------------------------------------------------------------
+
+    def apply(self, profile: Profile | str | Path, rules: Sequence[Rule | Mapping | str] | None = None) -> ApplyResult:
+        """Apply one profile to `rules` (default: DEFAULT_RULE, all traffic between ports 1 and 2).
+        Rules already on the switch (same traffic) switch atomically to the new profile; others
+        are added above every existing entry (later rules win), the first of `rules` highest."""
+        resolved = self.resolve_profile(profile)
+        return self.apply_many([(rule, resolved) for rule in self._rules(rules)])
+
+    def apply_many(self, assignments: Sequence[tuple[Rule | Mapping | str, Profile | str | Path]]) -> ApplyResult:
+        """Apply a profile per rule, every rule switching in the same atomic write."""
+        switch = self.prepare(assignments)
+        result = switch.commit()
+        switch.cleanup()
+        return result
+
+    def prepare(self, assignments: Sequence[tuple[Rule | Mapping | str, Profile | str | Path]]) -> ProfileSwitch:
+        """Validate, then write the new parameters under the spare ids (write A); the returned
+        ProfileSwitch's commit() makes them take effect in one write. Used by timelines to keep
+        the time-critical part to one RPC."""
+        pairs, encoded, warnings = self._validate(assignments)
+        self._ensure_connected()
+        state = self._read(lambda: read_state(self.client, RADIO_TABLE if self.has_radio_stage else None))
+        return self._plan(state, pairs, encoded, warnings)
+
+    def _rules(self, rules: Sequence[Rule | Mapping | str] | None) -> list[Rule]:
+        if rules is None or len(rules) == 0:
+            return [DEFAULT_RULE]
+        from .rules import parse_rule_option
+
+        out, problems = [], []
+        for i, rule in enumerate(rules):
+            try:
+                out.append(parse_rule_option(rule) if isinstance(rule, str) else Rule.parse(rule))
+            except RuleError as exc:
+                problems += exc.prefixed(f"rules[{i}]") if len(rules) > 1 else exc.problems
+        if problems:
+            raise RuleError(problems)
+        return out
+
+    def _validate(self, assignments):
+        """Everything that can be checked without the switch, before anything is written."""
+        pairs: list[tuple[Rule, Profile]] = []
+        problems: list[Problem] = []
+        for i, (rule, profile) in enumerate(assignments):
+            where = f"rules[{i}]"
+            try:
+                rule = self._rules([rule])[0]
+            except RuleError as exc:
+                problems += exc.prefixed(where)
+                continue
+            try:
+                profile = self.resolve_profile(profile)
+            except ProfileError as exc:
+                raise exc.with_source(exc.source or str(profile)) from None
+            pairs.append((rule, profile))
+        seen: dict[tuple, int] = {}
+        for i, (rule, _) in enumerate(pairs):
+            key = rule.traffic_key()
+            if key in seen:
+                problems.append(Problem(f"rules[{i}]", f"selects the same traffic as rules[{seen[key]}]"))
+            seen.setdefault(key, i)
+        if problems:
+            raise RuleError(problems)
+        if not pairs:
+            raise RuleError([Problem("rules", "no rule to apply")])
+        warnings: list[str] = []
+        encoded: dict[str, dict] = {}
+        radio = self.has_radio_stage
+        for _, profile in pairs:
+            if profile.name in encoded:
+                continue
+            if profile.has_radio and not radio:
+                warnings.append(f"{profile.name}: radio model {profile.radio.model} not applied (this switch has "
+                                "no radio stage); link parameters applied")
+            encoded[profile.name] = {
+                "link": {d: profile.to_table_params(d, ignore_radio=True) for d in _DIRECTIONS},
+                "radio": self._radio_params(profile) if radio else None,
+            }
+        return pairs, encoded, warnings
+
+    def _radio_params(self, profile: Profile) -> dict[str, int]:
+        """The set_radio params of a profile, once the radio stage exists. The encoding belongs to
+        the radio model (p4netem.profiles.radio); until it provides `to_table_params`, a switch
+        with a radio stage cannot be given radio parameters by this controller."""
+        encode = getattr(profile.radio, "to_table_params", None)
+        if encode is None:
+            raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
+                                 "the switch has a radio stage but p4netem.profiles.radio has no table encoding yet")
+        return encode()
+
+    def _plan(self, state: SwitchState, pairs, encoded, warnings) -> ProfileSwitch:
+        info = self.client.info
+        max_ids = min(info.table(pl.PROFILE).size // 2, MAX_PROFILE_ID + 1)
+        used_ids = state.used_profile_ids()
+        used_numbers = set(state.managed) | {
+            t.rule for t in (EntryTag.decode(e.controller_metadata) for e in state.broken) if t}
+        free_ids = (i for i in range(1, max_ids) if i not in used_ids)
+        free_numbers = (n for n in range(1, MAX_RULE + 1) if n not in used_numbers)
+        new_rules = [rule for rule, _ in pairs if state.find(rule) is None and rule.priority is None]
+        next_priority = state.max_priority() + len(new_rules)
+
+        stage, flip, cleanup, undo = [], [], [], []
+        applied: list[AppliedRule] = []
+        result = ApplyResult(rules=applied, warnings=list(warnings))
+        radio_table = RADIO_TABLE if encoded and next(iter(encoded.values()))["radio"] is not None else None
+        for rule, profile in pairs:
+            enc = encoded[profile.name]
+            managed = state.find(rule)
+            if managed is not None:
+                target, old, number, priority = managed.spare_id, managed.profile_id, managed.number, managed.priority
+                kind = "MODIFY"
+                result.switched += 1
+            else:
+                try:
+                    target, spare = next(free_ids), next(free_ids)
+                    number = next(free_numbers)
+                except StopIteration:
+                    raise P4RuntimeError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                         f"no free profile ids or rule numbers for {rule.describe()}") from None
+                old = spare  # after the flip the other id of the pair is the spare
+                if rule.priority is not None:
+                    priority = rule.priority
+                else:
+                    priority, next_priority = next_priority, next_priority - 1
+                kind = "INSERT"
+                result.added += 1
+                # A new rule starts with zeroed counters on both of its ids (a removed rule may
+                # have used them before).
+                for pid in (target, spare):
+                    stage += self._counter_resets(pid)
+            # Write A: the new parameters under `target`, its pd state reset.
+            for d in _DIRECTIONS:
+                params = enc["link"][d]
+                entry = build_table_entry(info, pl.PROFILE, {"meta.profile_id": target, "meta.direction": d},
+                                          pl.SET_IMPAIRMENT, params)
+                before = state.profiles.get((target, d))
+                stage.append(update("MODIFY" if before is not None else "INSERT", entry))
+                if before is None:
+                    undo.append(update("DELETE", build_table_entry(info, pl.PROFILE, {
+                        "meta.profile_id": target, "meta.direction": d})))
+                else:
+                    undo.append(update("MODIFY", build_table_entry(info, pl.PROFILE, {
+                        "meta.profile_id": target, "meta.direction": d}, pl.SET_IMPAIRMENT, before)))
+                if kind == "MODIFY" and (old, d) in state.profiles:
+                    cleanup.append(update("DELETE", build_table_entry(info, pl.PROFILE, {
+                        "meta.profile_id": old, "meta.direction": d})))
+                for reg in _PD_STATE_REGISTERS:
+                    stage.append(update("MODIFY", build_register_entry(info, reg, pl.pd_index(target, d), 0)))
+            if radio_table is not None:
+                stage, undo, cleanup = self._radio_updates(state, target, old, enc["radio"], stage, undo, cleanup)
+            # Write B: both classifier entries point at `target`; the tag remembers `old` as spare.
+            tag = EntryTag(rule=number, spare_id=old, profile_crc=name_crc(profile.name)).encode()
+            for d in _DIRECTIONS:
+                flip.append(update(kind, build_table_entry(
+                    info, pl.CLASSIFIER, rule.direction_matches(d), pl.SET_PROFILE,
+                    {"profile_id": target, "direction": d, "ue_id": rule.ue}, priority=priority,
+                    controller_metadata=tag)))
+            self.add_profile(profile)
+            applied.append(AppliedRule(number=number, rule=rule.model_copy(update={"priority": priority}),
+                                       profile=profile, profile_name=profile.name, modified=(),
+                                       profile_id=target, spare_id=old))
+        self._write(stage, "write the new profile parameters", atomic=False, rollback=True)
+        return ProfileSwitch(self, flip, cleanup, undo, result)
+
+    def _radio_updates(self, state, target, old, params, stage, undo, cleanup):
+        info = self.client.info
+        key = next(iter(info.table(RADIO_TABLE).match_fields))
+        entry = build_table_entry(info, RADIO_TABLE, {key: target}, RADIO_ACTION, params)
+        before = state.radio.get(target)
+        stage.append(update("MODIFY" if before is not None else "INSERT", entry))
+        if before is None:
+            undo.append(update("DELETE", build_table_entry(info, RADIO_TABLE, {key: target})))
+        else:
+            undo.append(update("MODIFY", build_table_entry(info, RADIO_TABLE, {key: target}, RADIO_ACTION, before)))
+        if old in state.radio and old != target:
+            cleanup.append(update("DELETE", build_table_entry(info, RADIO_TABLE, {key: old})))
+        return stage, undo, cleanup
+
+    def _counter_resets(self, profile_id: int) -> list:
+        info = self.client.info
+        out = []
+        for d in _DIRECTIONS:
+            pd = pl.pd_index(profile_id, d)
+            out += [update("MODIFY", build_counter_entry(info, c, pd, 0, 0)) for c in _PD_COUNTERS]
+            out += [update("MODIFY", build_counter_entry(info, pl.DROPS, pl.drop_index(pd, r), 0, 0))
+                    for r in pl.DropReason]
+        return out
+
+    # ---- read back --------------------------------------------------------------------------------
+
+    def state(self) -> SwitchState:
+        """The raw snapshot (classifier, profile table, port map) sorted into managed rules."""
+        self._ensure_connected()
+        return self._read(lambda: read_state(self.client, RADIO_TABLE if self.has_radio_stage else None))
+
+    def applied(self) -> list[AppliedRule]:
+        """Every managed rule with the profile the switch holds for it, by rule number."""
+        return [self._applied_rule(m, s) for s in [self.state()] for m in s.managed.values()]
+
+    def _applied_rule(self, managed: ManagedRule, state: SwitchState) -> AppliedRule:
+        up = state.profiles.get((managed.profile_id, pl.UPLINK))
+        down = state.profiles.get((managed.profile_id, pl.DOWNLINK))
+        known = next((p for p in self._known.values() if name_crc(p.name) == managed.profile_crc), None)
+        profile = None
+        modified: tuple[str, ...] = ()
+        if up is not None and down is not None:
+            name = known.name if known else "unknown"
+            meta = {"title": known.title, "description": known.description, "source": known.source,
+                    "radio": known.radio} if known else {}
+            profile = Profile.from_table_params(name, up, down, **meta)
+            if known is not None:
+                modified = tuple(profile_differences(known, profile))
+        return AppliedRule(number=managed.number, rule=managed.rule, profile=profile,
+                           profile_name=known.name if known else None, modified=modified,
+                           profile_id=managed.profile_id, spare_id=managed.spare_id)
+
+    # ---- remove and reset -------------------------------------------------------------------------
+
+    def remove(self, rules: Sequence[Rule | Mapping | str]) -> int:
+        """Remove managed rules (matched by their traffic) and their profile entries; returns how
+        many were removed. A rule that is not on the switch is an error (nothing is removed)."""
+        wanted = self._rules(rules)
+        state = self.state()
+        found = []
+        for i, rule in enumerate(wanted):
+            managed = state.find(rule)
+            if managed is None:
+                raise RuleError([Problem(f"rules[{i}]", f"no such rule on the switch: {rule.describe()}")])
+            found.append(managed)
+        info = self.client.info
+        first, second = [], []
+        for managed in found:
+            for entry in managed.entries:
+                first.append(update("DELETE", build_table_entry(info, pl.CLASSIFIER, entry.match,
+                                                                priority=entry.priority)))
+            for pid in (managed.profile_id, managed.spare_id):
+                for d in _DIRECTIONS:
+                    if (pid, d) in state.profiles:
+                        second.append(update("DELETE", build_table_entry(
+                            info, pl.PROFILE, {"meta.profile_id": pid, "meta.direction": d})))
+        self._write(first, "remove the rules' classifier entries", atomic=True)
+        self._write(second, "remove the rules' profile entries", atomic=False)
+        return len(found)
+
+    def reset(self, port_map: bool = False) -> None:
+        """Back to a plain wire: delete every classifier and profile entry (managed or not),
+        restore both tables' default actions, zero every counter and the pd state registers.
+        With port_map=True the port map goes too (no traffic passes until it is set again)."""
+        self._ensure_connected()
+        info = self.client.info
+        state = self.state()
+        deletes = [update("DELETE", build_table_entry(info, pl.CLASSIFIER, e.match, priority=e.priority))
+                   for e in state.classifier]
+        deletes += [update("DELETE", build_table_entry(info, pl.PROFILE, {"meta.profile_id": pid,
+                                                                         "meta.direction": d}))
+                    for pid, d in state.profiles]
+        if self.has_radio_stage:
+            key = next(iter(info.table(RADIO_TABLE).match_fields))
+            deletes += [update("DELETE", build_table_entry(info, RADIO_TABLE, {key: rid})) for rid in state.radio]
+        if port_map:
+            deletes += [update("DELETE", build_table_entry(info, pl.PORT_MAP, {"standard_metadata.ingress_port": p}))
+                        for p in state.port_map]
+        self._write(deletes, "delete the classifier and profile entries", atomic=False, rollback=True)
+        others = [update("MODIFY", build_table_entry(info, t, is_default=True)) for t in (pl.CLASSIFIER, pl.PROFILE)]
+        others += [update("MODIFY", build_counter_entry(info, c.name, None, 0, 0))
+                   for c in info.counters]
+        others += [update("MODIFY", build_register_entry(info, r, None, 0))
+                   for r in (*_PD_STATE_REGISTERS, pl.BACKLOG_BYTES, pl.BACKLOG_PKTS)]
+        self._write(others, "reset default actions, counters and registers", atomic=False)
+
+    # ---- counters ---------------------------------------------------------------------------------
+
+    def stats(self) -> SwitchStats:
+        """Counters per rule and direction (cumulative over the rule's profile switches), per
+        profile-direction of unmanaged entries and of the default profile, and parser errors."""
+        state = self.state()
+        rows: list[tuple[str, str, str, str, tuple[int, ...]]] = []
+        covered: set[int] = set()
+        for managed in state.managed.values():
+            applied = self._applied_rule(managed, state)
+            for d in _DIRECTIONS:
+                pds = tuple(pl.pd_index(pid, d) for pid in (managed.profile_id, managed.spare_id))
+                rows.append((f"#{managed.number}", _dir_name(d), applied.label, managed.rule.describe(), pds))
+                covered |= set(pds)
+        others: dict[int, list[str]] = {}
+        for entry in state.unmanaged + state.broken:
+            if entry.action == pl.SET_PROFILE:
+                pd = pl.pd_index(entry.params["profile_id"], entry.params["direction"])
+                if pd not in covered:
+                    others.setdefault(pd, []).append(_match_summary(entry.match))
+        for pd in sorted(others):
+            rows.append((f"pd {pd}", _dir_name(pd % 2), f"profile id {pd // 2}", "; ".join(sorted(set(others[pd]))),
+                         (pd,)))
+            covered.add(pd)
+        if 0 not in covered:
+            rows.append(("default", _dir_name(0), "profile id 0", "unclassified traffic", (0,)))
+        counters = self._read(lambda: read_counters(self.client, [pd for row in rows for pd in row[4]]))
+        out = []
+        for label, direction, profile, rule, pds in rows:
+            total = counters[pds[0]]
+            for pd in pds[1:]:
+                total = total + counters[pd]
+            out.append(LinkStats(label, direction, profile, rule, total))
+        parser = self._read(lambda: read_parser_errors(self.client))
+        return SwitchStats(time_ns=time.monotonic_ns(), rows=out, parser_errors=parser, radio=None)
+
+    # ---- plumbing ---------------------------------------------------------------------------------
+
+    def _read(self, fn):
+        """Run a read; on UNAVAILABLE reconnect once and retry (reads are idempotent)."""
+        try:
+            return fn()
+        except P4RuntimeError as err:
+            if err.code != grpc.StatusCode.UNAVAILABLE:
+                raise self._explain(err, "read") from None
+            self.reconnect()
+            return fn()
+
+    def _write(self, updates: list, what: str, atomic: bool, rollback: bool = False) -> None:
+        """One Write. atomic: DATAPLANE_ATOMIC (table entries only; seen whole by the data plane);
+        rollback: ROLLBACK_ON_ERROR (all or nothing). Falls back to weaker atomicity only when the
+        target says UNIMPLEMENTED."""
+        if not updates:
+            return
+        modes = ["DATAPLANE_ATOMIC", "ROLLBACK_ON_ERROR"] if atomic else (["ROLLBACK_ON_ERROR"] if rollback else [])
+        modes.append("CONTINUE_ON_ERROR")
+        for mode in modes:
+            try:
+                self.client.write(updates, atomicity=mode)
+                return
+            except WriteError as err:
+                if err.code == grpc.StatusCode.UNIMPLEMENTED and mode != "CONTINUE_ON_ERROR":
+                    log.warning("%s: the switch does not support %s; trying a weaker atomicity", what, mode)
+                    continue
+                raise self._explain(err, what) from None
+
+    def _explain(self, err: P4RuntimeError, what: str) -> P4RuntimeError:
+        """The same error with a plain sentence for the cases users hit."""
+        c = self.client
+        if err.code == grpc.StatusCode.PERMISSION_DENIED:
+            highest = c.primary_election_id
+            seen = f"; the switch's highest election id is {highest}" if highest is not None else ""
+            msg = (f"cannot {what}: this controller is not the primary of device {c.device_id} at {c.address} "
+                   f"(our election id {c.election_id}{seen}); use a higher election id to take over. "
+                   f"Switch said: {err.message}")
+            return WriteError(err.code, msg, getattr(err, "errors", [])) if isinstance(err, WriteError) \
+                else P4RuntimeError(err.code, msg)
+        if err.code == grpc.StatusCode.UNAVAILABLE:
+            return P4RuntimeError(err.code, f"cannot {what}: the switch at {c.address} is unreachable ({err.message})")
+        if isinstance(err, WriteError):
+            return WriteError(err.code, f"cannot {what}: {err.message}", err.errors)
+        return P4RuntimeError(err.code, f"cannot {what}: {err.message}")
+
+
+def _dir_name(direction: int) -> str:
+    return "uplink" if direction == pl.UPLINK else "downlink"
+
+
+def _match_summary(match: Mapping) -> str:
+    if not match:
+        return "all traffic"
+    parts = []
+    for key, m in sorted(match.items()):
+        short = key.rsplit(".", 1)[-1]
+        vals = tuple(vars(m).values())
+        parts.append(f"{short}={vals[0]}" if len(vals) == 1 or (len(vals) == 2 and short in ("ingress_port",)) else
+                     f"{short}={'/'.join(str(v) for v in vals)}")
+    return " ".join(parts)
+
+
+def profile_differences(expected: Profile, actual: Profile) -> list[str]:
+    """Field paths where `actual` differs from `expected` as the switch would see them, with both
+    values: ["downlink.delay: 50ms -> 80ms", ...]."""
+    out = []
+    for direction in ("uplink", "downlink"):
+        a = getattr(expected, direction).model_dump(mode="json")
+        b = getattr(actual, direction).model_dump(mode="json")
+        if expected.link(direction).to_table_params() == actual.link(direction).to_table_params():
+            continue
+        for key in a:
+            if a[key] != b[key]:
+                out.append(f"{direction}.{key}: {_fmt(a[key])} -> {_fmt(b[key])}")
+    return out
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+    return str(value)

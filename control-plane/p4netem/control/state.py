@@ -1,0 +1,141 @@
+"""What a switch holds, read back in one P4Runtime Read and sorted into the controller's terms.
+
+The controller keeps no state of its own between calls: every operation starts from this snapshot
+(classifier, profile table and port map), so any number of CLI invocations, scripts and other
+P4Runtime clients can take turns on one switch. Entries written by this package carry an
+EntryTag cookie (tag.py) and are grouped into ManagedRules; every other classifier entry is
+"unmanaged" (shown, counted, never modified except by reset).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import pipeline as pl
+from ..p4rt import P4RuntimeClient, TableEntryView, decode_table_entry
+from ..p4rt.proto import p4runtime_pb2
+from ..profiles.errors import ProfileError
+from .rules import Rule, RuleError
+from .tag import EntryTag
+
+__all__ = ["ManagedRule", "SwitchState", "read_state"]
+
+
+@dataclass(frozen=True)
+class ManagedRule:
+    """A rule this package wrote: its uplink and downlink classifier entries, read back."""
+
+    number: int
+    rule: Rule
+    profile_id: int  # the id its entries point to now
+    spare_id: int  # the id the next profile switch will write to
+    profile_crc: int  # crc32 of the name of the profile last applied
+    ue: int
+    priority: int
+    entries: tuple[TableEntryView, TableEntryView]  # (uplink, downlink)
+
+    @property
+    def pds(self) -> tuple[int, ...]:
+        """Every pd the rule's counters live in (both ids, both directions)."""
+        return tuple(pl.pd_index(pid, d) for pid in (self.profile_id, self.spare_id) for d in (0, 1))
+
+
+@dataclass
+class SwitchState:
+    classifier: list[TableEntryView]
+    profiles: dict[tuple[int, int], dict[str, int]]  # (profile id, direction) -> set_impairment params
+    port_map: dict[int, int | str]  # in port -> out port (or the action name when not a port)
+    managed: dict[int, ManagedRule] = field(default_factory=dict)
+    broken: list[TableEntryView] = field(default_factory=list)  # tagged entries that form no rule
+    unmanaged: list[TableEntryView] = field(default_factory=list)
+    radio: dict[int, dict[str, int]] = field(default_factory=dict)  # radio profile id -> params
+
+    def used_profile_ids(self) -> set[int]:
+        """Ids that something refers to: classifier entries, profile entries, spare ids, and 0
+        (the classifier's default action sends unclassified traffic to profile 0)."""
+        used = {0}
+        used |= {pid for pid, _ in self.profiles}
+        for entry in self.classifier:
+            if entry.action == pl.SET_PROFILE:
+                used.add(entry.params.get("profile_id", 0))
+        for rule in self.managed.values():
+            used |= {rule.profile_id, rule.spare_id}
+        for entry in self.broken:
+            tag = EntryTag.decode(entry.controller_metadata)
+            if tag:
+                used.add(tag.spare_id)
+        return used
+
+    def max_priority(self) -> int:
+        return max((e.priority for e in self.classifier), default=0)
+
+    def find(self, rule: Rule) -> ManagedRule | None:
+        """The managed rule selecting the same traffic (and with the same priority when `rule`
+        asks for one)."""
+        key = rule.traffic_key()
+        for managed in self.managed.values():
+            if managed.rule.traffic_key() == key and rule.priority in (None, managed.priority):
+                return managed
+        return None
+
+
+def read_state(client: P4RuntimeClient, radio_table: str | None = None) -> SwitchState:
+    """One Read of the classifier, profile and port-map tables (and the radio table if given)."""
+    info = client.info
+    tables = [pl.CLASSIFIER, pl.PROFILE, pl.PORT_MAP] + ([radio_table] if radio_table else [])
+    wildcards = [p4runtime_pb2.TableEntry(table_id=info.table(t).id) for t in tables]
+    by_table: dict[str, list[TableEntryView]] = {t: [] for t in tables}
+    for entity in client.read(*wildcards):
+        view = decode_table_entry(info, entity.table_entry)
+        by_table.setdefault(view.table, []).append(view)
+
+    profiles = {}
+    for e in by_table[pl.PROFILE]:
+        if e.action == pl.SET_IMPAIRMENT:
+            profiles[(e.match["meta.profile_id"].value, e.match["meta.direction"].value)] = e.params
+    port_map: dict[int, int | str] = {}
+    for e in by_table[pl.PORT_MAP]:
+        port = e.match["standard_metadata.ingress_port"].value
+        port_map[port] = e.params["port"] if e.action == pl.SET_EGRESS_PORT else (e.action or "?").rsplit(".", 1)[-1]
+    radio = {}
+    if radio_table:
+        for e in by_table[radio_table]:
+            key = next(iter(e.match.values()))
+            radio[key.value] = e.params
+
+    state = SwitchState(classifier=by_table[pl.CLASSIFIER], profiles=profiles, port_map=port_map, radio=radio)
+    _group_rules(state)
+    return state
+
+
+def _group_rules(state: SwitchState) -> None:
+    groups: dict[int, list[TableEntryView]] = {}
+    for entry in state.classifier:
+        tag = EntryTag.decode(entry.controller_metadata)
+        if tag is None or entry.action != pl.SET_PROFILE:
+            state.unmanaged.append(entry)
+        else:
+            groups.setdefault(tag.rule, []).append(entry)
+    for number, entries in sorted(groups.items()):
+        by_dir = {e.params["direction"]: e for e in entries}
+        up, down = by_dir.get(pl.UPLINK), by_dir.get(pl.DOWNLINK)
+        tags = {e.controller_metadata for e in entries}
+        same = (
+            len(entries) == 2 and up is not None and down is not None and len(tags) == 1
+            and up.params["profile_id"] == down.params["profile_id"]
+            and up.params["ue_id"] == down.params["ue_id"] and up.priority == down.priority
+        )
+        if not same:
+            state.broken += entries
+            continue
+        tag = EntryTag.decode(up.controller_metadata)
+        assert tag is not None
+        try:
+            rule = Rule.from_matches(up.match, down.match, ue=up.params["ue_id"], priority=up.priority)
+        except (RuleError, ProfileError):
+            state.broken += entries
+            continue
+        state.managed[number] = ManagedRule(
+            number=number, rule=rule, profile_id=up.params["profile_id"], spare_id=tag.spare_id,
+            profile_crc=tag.profile_crc, ue=up.params["ue_id"], priority=up.priority, entries=(up, down),
+        )
