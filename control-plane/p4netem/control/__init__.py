@@ -30,9 +30,12 @@ from .controller import (DEFAULT_RULE, AppliedRule, ApplyResult, Controller, Lin
                          SwitchStats, profile_differences)
 from .rules import Endpoint, PortRange, Rule, RuleError, load_rules, parse_rule_option
 from .state import ManagedRule, SwitchState
+from .timeline import (OUTAGE, Event, EventResult, Step, Timeline, TimelineError, TimelinePlayer,
+                       TimelineResult, modify_profile)
 
 __all__ = [
     "DEFAULT_RULE", "AppliedRule", "ApplyResult", "Controller", "Endpoint", "LinkStats", "ManagedRule",
     "P4RuntimeError", "PortRange", "Profile", "ProfileError", "ProfileSwitch", "Rule", "RuleError",
-    "SwitchState", "SwitchStats", "WriteError", "load_rules", "parse_rule_option", "profile_differences",
+    "SwitchState", "SwitchStats", "WriteError", "OUTAGE", "Event", "EventResult", "Step", "Timeline",
+    "TimelineError", "TimelinePlayer", "TimelineResult", "modify_profile", "load_rules", "parse_rule_option", "profile_differences",
 ]

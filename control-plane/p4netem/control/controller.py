@@ -499,7 +499,9 @@ class Controller:
                     info, pl.CLASSIFIER, rule.direction_matches(d), pl.SET_PROFILE,
                     {"profile_id": target, "direction": d, "ue_id": rule.ue}, priority=priority,
                     controller_metadata=tag)))
-            self.add_profile(profile)
+            # Remember new names for read-back; a changed copy of a known profile (a timeline's
+            # `set`) must not replace the original, which is what `modified` is measured against.
+            self._known.setdefault(profile.name, profile)
             applied.append(AppliedRule(number=number, rule=rule.model_copy(update={"priority": priority}),
                                        profile=profile, profile_name=profile.name, modified=(),
                                        profile_id=target, spare_id=old))
@@ -611,6 +613,21 @@ class Controller:
         others += [update("MODIFY", build_register_entry(info, r, None, 0))
                    for r in (*_PD_STATE_REGISTERS, pl.BACKLOG_BYTES, pl.BACKLOG_PKTS)]
         self._write(others, "reset default actions, counters and registers", atomic=False)
+
+    # ---- timelines --------------------------------------------------------------------------------
+
+    def run_timeline(self, timeline, rules: Sequence[Rule | Mapping | str] | None = None, *,
+                     lead_s: float = 0.2, on_event=None):
+        """Run a Timeline (or a path to its YAML) on `rules` (default: the timeline's own rules,
+        else DEFAULT_RULE). Everything is validated before the first write; returns a
+        TimelineResult with the time error of every change. Ctrl-C stops it (result.interrupted)
+        and leaves the switch on the last profile applied."""
+        from .timeline import Timeline, TimelinePlayer
+
+        if not isinstance(timeline, Timeline):
+            timeline = Timeline.load(timeline)
+        parsed = self._rules(rules) if rules else None
+        return TimelinePlayer(self, timeline, parsed, lead_s=lead_s, on_event=on_event).run()
 
     # ---- counters ---------------------------------------------------------------------------------
 
