@@ -1,18 +1,30 @@
 """The `p4netem` command line (typer). One module per command group; this module only assembles
 them, so each group's options and help live next to the code they drive.
 
+Commands: switch, apply, reset, show, stats, timeline (run, check), profiles (list, show,
+validate). Every command that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR,
+default 127.0.0.1:9559), --device-id and --election-id. docs/cli.md shows each with its output.
+
 Exit codes a script can rely on (every command):
-  0  done
-  1  the command ran and found a problem (validation failed, a check did not pass)
-  2  bad usage (unknown option, missing argument: typer/click's own code)
-  3  the switch could not be reached or refused the request (the gRPC status is printed)
+  0    done
+  1    the command ran and found a problem: an invalid profile, rule or timeline (nothing was
+       written to the switch), a check that did not pass (timeline --max-error), or the switch
+       process failed (`p4netem switch`)
+  2    bad usage (unknown option, missing argument: typer/click's own code)
+  3    the switch could not be reached or refused the request (not primary, bad request); the
+       message carries the gRPC status name, e.g. `error: switch 127.0.0.1:9559: UNAVAILABLE: ...`
+  130  a timeline was interrupted with Ctrl-C (the switch keeps the last profile applied)
+
+Errors are printed on stderr, first line starting with `error:`; warnings with `warning:`.
+`--json` (apply, show, stats, timeline run) prints machine-readable output on stdout.
 """
 
 from __future__ import annotations
 
 import typer
 
-from . import profiles_cmd
+from . import apply_cmd, profiles_cmd, show_cmd, switch_cmd, timeline_cmd
+from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE
 
 app = typer.Typer(
     name="p4netem",
@@ -21,7 +33,13 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+switch_cmd.register(app)
+apply_cmd.register(app)
+show_cmd.register(app)
+app.add_typer(timeline_cmd.app, name="timeline")
 app.add_typer(profiles_cmd.app, name="profiles")
+
+__all__ = ["app", "main", "EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "EXIT_SWITCH", "EXIT_INTERRUPTED"]
 
 
 def main() -> None:

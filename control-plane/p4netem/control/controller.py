@@ -51,7 +51,7 @@ from .tag import MAX_PROFILE_ID, MAX_RULE, EntryTag, name_crc
 log = logging.getLogger(__name__)
 
 __all__ = ["Controller", "AppliedRule", "ApplyResult", "ProfileSwitch", "LinkStats", "SwitchStats",
-           "DEFAULT_RULE", "RADIO_TABLE"]
+           "DEFAULT_RULE", "RADIO_TABLE", "resolve_profile"]
 
 DEFAULT_RULE = Rule.between_ports(1, 2)
 # The radio stage (issue 3) adds this table; when the switch's P4Info has it, a profile's radio
@@ -84,6 +84,22 @@ class AppliedRule:
             return "unknown profile"
         return self.profile_name + (" (modified)" if self.modified else "")
 
+    def to_dict(self) -> dict:
+        """JSON-ready: the rule, the profile name and the parameters in force, in human units."""
+        p = self.profile
+        return {
+            "number": self.number,
+            "rule": self.rule.to_dict(),
+            "traffic": self.rule.describe(),
+            "profile": self.profile_name,
+            "modified": list(self.modified),
+            "uplink": p.uplink.model_dump(mode="json", exclude_defaults=True) if p else None,
+            "downlink": p.downlink.model_dump(mode="json", exclude_defaults=True) if p else None,
+            "radio": p.radio.model_dump(mode="json") if p else None,
+            "profile_id": self.profile_id,
+            "spare_id": self.spare_id,
+        }
+
 
 @dataclass
 class ApplyResult:
@@ -112,6 +128,16 @@ class LinkStats:
     rule: str  # the traffic, one line
     counters: PdCounters
 
+    def to_dict(self) -> dict:
+        c = self.counters
+        return {
+            "label": self.label, "direction": self.direction, "profile": self.profile, "rule": self.rule,
+            "packets_in": c.profile_in, "packets_out": c.profile_out, "bytes_in": c.bytes_in,
+            "bytes_out": c.bytes_out, "duplicated": c.profile_dup, "corrupted": c.profile_corrupt,
+            "dropped": c.dropped, "drops": {r.name.lower(): n for r, n in c.drops.items()},
+            "held": c.conservation_gap(),
+        }
+
 
 @dataclass(frozen=True)
 class SwitchStats:
@@ -119,6 +145,11 @@ class SwitchStats:
     rows: list[LinkStats]
     parser_errors: dict[pl.ParserError, int]
     radio: list[dict] | None  # per-UE radio states, None while the switch has no radio stage
+
+    def to_dict(self) -> dict:
+        return {"rows": [r.to_dict() for r in self.rows],
+                "parser_errors": {e.name.lower(): n for e, n in self.parser_errors.items()},
+                "radio": self.radio}
 
 
 class ProfileSwitch:
@@ -297,18 +328,9 @@ class Controller:
 
     def resolve_profile(self, profile: Profile | str | Path) -> Profile:
         """A Profile, a known name (built-in or added) or a YAML file holding one profile."""
-        if isinstance(profile, Profile):
-            return profile
-        name = str(profile)
-        if name in self._known:
-            return self._known[name]
-        path = Path(name)
-        if path.suffix in (".yaml", ".yml") or path.exists():
-            loaded = load_profile(path)
-            self.add_profile(loaded)
-            return loaded
-        raise ProfileError([Problem("", f"no built-in or known profile {name!r} and no such file; "
-                                    f"built-ins: {', '.join(builtin_profiles())}")])
+        resolved = resolve_profile(profile, self._known)
+        self._known.setdefault(resolved.name, resolved)
+        return resolved
 
     @property
     def has_radio_stage(self) -> bool:
@@ -711,6 +733,22 @@ class Controller:
         if isinstance(err, WriteError):
             return WriteError(err.code, f"cannot {what}: {err.message}", err.errors)
         return P4RuntimeError(err.code, f"cannot {what}: {err.message}")
+
+
+def resolve_profile(profile: Profile | str | Path, known: Mapping[str, Profile] | None = None) -> Profile:
+    """A Profile as is, a name from `known` (default: the built-ins), or a YAML file with one
+    profile. Raises ProfileError naming what was not found."""
+    known = builtin_profiles() if known is None else known
+    if isinstance(profile, Profile):
+        return profile
+    name = str(profile)
+    if name in known:
+        return known[name]
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return load_profile(path)
+    raise ProfileError([Problem("", f"no built-in or known profile {name!r} and no such file; "
+                                f"built-ins: {', '.join(builtin_profiles())}")])
 
 
 def _dir_name(direction: int) -> str:

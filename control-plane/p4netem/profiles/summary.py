@@ -8,7 +8,7 @@ from typing import Iterable
 from .link import LinkParams
 from .profile import Profile
 
-__all__ = ["markdown_table", "radio_summary"]
+__all__ = ["markdown_table", "radio_summary", "link_summary"]
 
 HEADER = ("| name | title | down rate | up rate | delay (one way) | jitter (sigma) | loss | queue "
           "| radio | source |")
@@ -38,6 +38,32 @@ def _jitter(link: LinkParams) -> str:
     if not link.jitter:
         return "-"
     return f"{link.jitter} {link.jitter_distribution.value}"
+
+
+def link_summary(link: LinkParams) -> str:
+    """The impairments of one direction that are on, in one line ("no impairment" if none)."""
+    parts = []
+    if link.rate:
+        parts.append(f"rate {link.rate}")
+    if link.delay:
+        parts.append(f"delay {link.delay}")
+    if link.jitter:
+        parts.append(f"jitter {_jitter(link)}")
+    if not link.reorder.keep_order:
+        parts.append("jitter may reorder")
+    if link.reorder.probability:
+        parts.append(f"reorder {link.reorder.probability}")
+    if link.loss or link.gilbert_elliott is not None:
+        parts.append(f"loss {_loss(link)}")
+    if link.rate and not link.queue.unlimited:
+        parts.append(f"queue {_queue(link)}")
+    if link.overhead:
+        parts.append(f"overhead {link.overhead}B")
+    if link.duplicate:
+        parts.append(f"duplicate {link.duplicate}")
+    if link.corrupt:
+        parts.append(f"corrupt {link.corrupt}")
+    return ", ".join(parts) if parts else "no impairment"
 
 
 def radio_summary(profile: Profile) -> str:

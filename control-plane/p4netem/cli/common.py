@@ -1,0 +1,101 @@
+"""What every switch command shares: the connection options, the exit codes, error printing.
+
+Errors go to stderr as one line starting with `error:` (more lines may follow with the problems of
+a file); warnings start with `warning:`. The exit code says what kind of failure it was (see
+p4netem.cli). Scripts should rely on the exit code and on `--json` output, not on table layout.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from ..control import Controller, P4RuntimeError, ProfileError
+from ..lab.netns import LabError
+
+EXIT_OK = 0
+EXIT_PROBLEM = 1  # bad profile/rule/timeline, a check that failed, the switch process failed
+EXIT_USAGE = 2  # typer/click usage errors
+EXIT_SWITCH = 3  # the switch could not be reached or refused the request
+EXIT_INTERRUPTED = 130  # Ctrl-C during a timeline (the shell's convention for SIGINT)
+
+DEFAULT_ADDR = "127.0.0.1:9559"
+
+console = Console()
+err_console = Console(stderr=True)
+
+SwitchAddr = Annotated[str, typer.Option(
+    "--switch", "-s", envvar="P4NETEM_ADDR", metavar="HOST:PORT",
+    help="P4Runtime address of the switch (env P4NETEM_ADDR).")]
+DeviceId = Annotated[int, typer.Option(
+    "--device-id", envvar="P4NETEM_DEVICE_ID", min=0, help="P4Runtime device id (env P4NETEM_DEVICE_ID).")]
+ElectionId = Annotated[int, typer.Option(
+    "--election-id", envvar="P4NETEM_ELECTION_ID", min=1,
+    help="Election id for arbitration: the highest live one is primary and may write "
+         "(env P4NETEM_ELECTION_ID).")]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON (stable, for scripts) instead of tables.")]
+
+
+def error(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+
+
+def warning(message: str) -> None:
+    err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+
+
+def connect(addr: str, device_id: int, election_id: int, *, write: bool = True,
+            profiles: list | None = None) -> Controller:
+    """A Controller; for write commands it must be primary (else exit 3 with the reason)."""
+    ctl = Controller.connect(addr, device_id=device_id, election_id=election_id, primary=write,
+                             timeout=5.0, profiles=profiles or ())
+    if write and not ctl.is_primary:
+        highest = ctl.client.primary_election_id
+        ctl.close()
+        raise P4RuntimeError(
+            _permission_denied(),
+            f"not the primary controller of device {device_id} at {addr}: our election id {election_id}"
+            + (f" is below the switch's highest, {highest}" if highest is not None else "")
+            + "; pass a higher --election-id to take over")
+    return ctl
+
+
+def _permission_denied():
+    import grpc
+
+    return grpc.StatusCode.PERMISSION_DENIED
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(fn: F) -> F:
+    """Map the package's exceptions to messages and exit codes."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ProfileError as exc:  # also RuleError and TimelineError: bad input, nothing written
+            error(str(exc))
+            raise typer.Exit(EXIT_PROBLEM) from None
+        except P4RuntimeError as exc:
+            error(f"switch {kwargs.get('addr', '')}: {exc.code.name}: {exc.message}".replace("switch : ", "switch: "))
+            raise typer.Exit(EXIT_SWITCH) from None
+        except LabError as exc:
+            error(str(exc))
+            raise typer.Exit(EXIT_PROBLEM) from None
+        except OSError as exc:
+            error(str(exc))
+            raise typer.Exit(EXIT_PROBLEM) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()

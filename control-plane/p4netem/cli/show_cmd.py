@@ -1,0 +1,155 @@
+"""`p4netem show` (what the switch holds) and `p4netem stats` (a live table of its counters)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from ..control import Controller, SwitchStats
+from ..pipeline import DropReason
+from ..profiles.summary import link_summary
+from .apply_cmd import ProfilesOpt, gather_profiles
+from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded,
+                     stdout_is_terminal)
+
+
+@guarded
+def show(
+    profiles: ProfilesOpt = None,
+    as_json: Json = False,
+    addr: SwitchAddr = DEFAULT_ADDR,
+    device_id: DeviceId = 1,
+    election_id: ElectionId = 1,
+) -> None:
+    """Show the port map and every rule with the profile it has.
+
+    Shows the port map, every rule with the profile it has (read back from the switch), and
+    the entries other controllers wrote. Read-only: needs no election and disturbs nobody."""
+    with connect(addr, device_id, election_id, write=False, profiles=gather_profiles(profiles)) as ctl:
+        state = ctl.state()
+        applied = [ctl._applied_rule(m, state) for m in state.managed.values()]
+        if as_json:
+            typer.echo(json.dumps({
+                "switch": addr, "device_id": device_id,
+                "port_map": {str(k): v for k, v in sorted(state.port_map.items())},
+                "rules": [a.to_dict() for a in applied],
+                "unmanaged_entries": len(state.unmanaged), "broken_entries": len(state.broken),
+                "radio_stage": ctl.has_radio_stage,
+            }, indent=2))
+            return
+        pm = ", ".join(f"{k} -> {v}" for k, v in sorted(state.port_map.items())) or "empty (nothing is forwarded)"
+        console.print(f"switch {addr} device {device_id}: port map {pm}", highlight=False)
+        if not applied:
+            console.print("no rules: unclassified traffic gets profile 0 (no impairment)", highlight=False)
+        else:
+            table = Table("#", "traffic", "ue", "prio", "profile", "downlink", "uplink", "ids")
+            for a in applied:
+                down = link_summary(a.profile.downlink) if a.profile else "entries missing"
+                up = link_summary(a.profile.uplink) if a.profile else "entries missing"
+                table.add_row(str(a.number), a.rule.describe(), str(a.rule.ue), str(a.rule.priority), a.label,
+                              down, up, f"{a.profile_id}/{a.spare_id}")
+            console.print(table)
+            for a in applied:
+                for diff in a.modified:
+                    console.print(f"  #{a.number} {diff}", highlight=False)
+                if a.profile is not None and a.profile.has_radio and not ctl.has_radio_stage:
+                    console.print(f"  #{a.number} radio {a.profile.radio.model}: not applied "
+                                  "(this switch has no radio stage)", highlight=False)
+        if state.unmanaged or state.broken:
+            console.print(f"{len(state.unmanaged)} classifier entries from other controllers"
+                          + (f", {len(state.broken)} incomplete p4netem entries" if state.broken else ""),
+                          highlight=False)
+
+
+def _rate(now: int, before: int | None, dt: float) -> str:
+    if before is None or dt <= 0:
+        return "-"
+    return f"{(now - before) * 8 / dt / 1e6:.3f}"
+
+
+def stats_table(stats: SwitchStats, previous: SwitchStats | None) -> Group:
+    dt = (stats.time_ns - previous.time_ns) / 1e9 if previous else 0.0
+    before = {(r.label, r.direction): r.counters for r in previous.rows} if previous else {}
+    table = Table("rule", "dir", "profile", "in", "out", "Mbit/s out", "dup", "corrupt", "dropped",
+                  "drops by reason", "held", title="p4netem counters (cumulative; rate over the last refresh)")
+    for row in stats.rows:
+        c = row.counters
+        old = before.get((row.label, row.direction))
+        reasons = ", ".join(f"{r.name.lower()} {n}" for r, n in c.drops.items() if n) or "-"
+        table.add_row(row.label, row.direction, row.profile, str(c.profile_in), str(c.profile_out),
+                      _rate(c.bytes_out, old.bytes_out if old else None, dt), str(c.profile_dup),
+                      str(c.profile_corrupt), str(c.dropped), reasons, str(c.conservation_gap()))
+    parser = ", ".join(f"{e.name.lower()} {n}" for e, n in stats.parser_errors.items() if n) or "none"
+    radio = ("radio: this switch has no radio stage" if stats.radio is None
+             else "radio: " + (", ".join(f"ue {s['ue']} {s['state']}" for s in stats.radio) or "no UE seen"))
+    return Group(table, Text(f"parser errors: {parser}\n{radio}"))
+
+
+@guarded
+def stats(
+    interval: Annotated[float, typer.Option("--interval", "-n", min=0.1, help="Seconds between refreshes.")] = 1.0,
+    once: Annotated[Optional[bool], typer.Option(
+        "--once/--watch", help="Print one snapshot / refresh live until Ctrl-C (default: live on a "
+                               "terminal, once otherwise).")] = None,
+    count: Annotated[int, typer.Option("--count", min=0, help="Stop after this many refreshes (0: until Ctrl-C).")] = 0,
+    profiles: ProfilesOpt = None,
+    as_json: Json = False,
+    addr: SwitchAddr = DEFAULT_ADDR,
+    device_id: DeviceId = 1,
+    election_id: ElectionId = 1,
+) -> None:
+    """Live table of counters per rule and direction, drops by reason.
+
+    Counters per rule and direction: packets in and out, throughput, duplicates, corrupted,
+    drops by reason (loss_random, loss_burst, queue_full, radio, no_route, ...) and packets held
+    in the delay line; parser errors; radio states once the switch has a radio stage. Counters of
+    a rule add up over its profile switches. Read-only."""
+    if once is None:
+        once = as_json or not stdout_is_terminal()
+    with connect(addr, device_id, election_id, write=False, profiles=gather_profiles(profiles)) as ctl:
+        if as_json:
+            _json_stats(ctl, once, interval, count)
+        elif once and count <= 1:
+            console.print(stats_table(ctl.stats(), None))
+        else:
+            _live(ctl, interval, count)
+
+
+def _json_stats(ctl: Controller, once: bool, interval: float, count: int) -> None:
+    n = 0
+    while True:
+        typer.echo(json.dumps(ctl.stats().to_dict()))
+        n += 1
+        if once and count <= 1 or (count and n >= count):
+            return
+        time.sleep(interval)
+
+
+def _live(ctl: Controller, interval: float, count: int) -> None:
+    previous = None
+    n = 0
+    try:
+        current = ctl.stats()
+        with Live(stats_table(current, None), console=console, auto_refresh=False) as live:
+            while not count or n < count - 1:
+                time.sleep(interval)
+                previous, current = current, ctl.stats()
+                live.update(stats_table(current, previous), refresh=True)
+                n += 1
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a live view ends
+
+
+def register(app: typer.Typer) -> None:
+    app.command("show")(show)
+    app.command("stats")(stats)
+
+
+__all__ = ["register", "DropReason"]

@@ -1,0 +1,150 @@
+"""`p4netem switch`: run p4netem-switch in the foreground on the given ports."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..lab.netns import LabError, disable_offloads
+from ..paths import switch_binary
+from .common import (DEFAULT_ADDR, EXIT_PROBLEM, DeviceId, ElectionId, SwitchAddr, connect, console, error,
+                     guarded)
+
+_PORT = re.compile(r"^(\d+)@(\S+)$")
+
+
+def parse_ports(specs: list[str]) -> dict[int, str]:
+    ports: dict[int, str] = {}
+    for spec in specs:
+        m = _PORT.match(spec)
+        if not m or not 0 <= int(m.group(1)) <= 511:
+            raise typer.BadParameter(f"{spec!r} is not N@IFACE with N in 0..511 (e.g. 1@veth1)",
+                                     param_hint="'-i'")
+        number = int(m.group(1))
+        if number in ports or m.group(2) in ports.values():
+            raise typer.BadParameter(f"{spec!r}: port or interface given twice", param_hint="'-i'")
+        ports[number] = m.group(2)
+    return ports
+
+
+def parse_port_map(text: str, ports: dict[int, str]) -> dict[int, int]:
+    text = text.strip().lower()
+    if text == "none":
+        return {}
+    if text == "auto":
+        if len(ports) == 2:
+            a, b = sorted(ports)
+            return {a: b, b: a}
+        return {}
+    mapping: dict[int, int] = {}
+    for item in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", item)
+        if not m:
+            raise typer.BadParameter(f"{item!r} is not IN:OUT (e.g. 1:2,2:1), auto or none", param_hint="'--port-map'")
+        mapping[int(m.group(1))] = int(m.group(2))
+    return mapping
+
+
+def _wait_grpc(proc: subprocess.Popen, addr: str, timeout: float) -> None:
+    host, _, port = addr.rpartition(":")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LabError(f"p4netem-switch exited with code {proc.returncode} during start-up (its log is above)")
+        try:
+            with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise LabError(f"p4netem-switch did not open {addr} within {timeout:g} s")
+
+
+def _stop(proc: subprocess.Popen, sig: int = signal.SIGINT) -> int:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            return proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
+
+
+@guarded
+def switch(
+    ctx: typer.Context,
+    interface: Annotated[Optional[list[str]], typer.Option(
+        "--interface", "-i", metavar="N@IFACE",
+        help="A switch port: P4 port number N on Linux interface IFACE (repeatable, as simple_switch_grpc).")] = None,
+    port_map: Annotated[str, typer.Option(
+        "--port-map", metavar="auto|none|IN:OUT,...",
+        help="Port map installed once the switch is up. auto: with two ports, forward each to the other.")] = "auto",
+    fix_offloads: Annotated[bool, typer.Option(
+        "--fix-offloads", help="Turn off checksum/segmentation offloads on the interfaces first (ethtool -K).")] = False,
+    pcap: Annotated[Optional[Path], typer.Option("--pcap", metavar="DIR", help="Write one pcap per port and direction.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="PRNG seed (reproducible loss/jitter).")] = None,
+    cpu_port: Annotated[Optional[int], typer.Option("--cpu-port", help="P4 port for PacketIn/PacketOut.")] = None,
+    binary: Annotated[Optional[Path], typer.Option("--binary", help="p4netem-switch to run (default: the build's).")] = None,
+    addr: SwitchAddr = DEFAULT_ADDR,
+    device_id: DeviceId = 1,
+    election_id: ElectionId = 1,
+) -> None:
+    """Run p4netem-switch on the given ports, in the foreground.
+
+    Runs p4netem-switch with its P4Runtime server on --switch; Ctrl-C (or
+    SIGTERM) stops it cleanly. Options it does not know are passed on to p4netem-switch (e.g.
+    --rt-priority 0, --log-level debug; see p4netem-switch --help). Exit code: the switch's
+    (0 after a clean stop), 1 if it fails to start."""
+    ports = parse_ports(interface or [])
+    mapping = parse_port_map(port_map, ports)
+    exe = binary or switch_binary()
+    if not exe.exists():
+        raise LabError(f"switch binary {exe} not found: build it with `make build`")
+    if fix_offloads:
+        for iface in ports.values():
+            disable_offloads(iface)
+    cmd = [str(exe), "--grpc-addr", addr, "--device-id", str(device_id)]
+    for number, iface in sorted(ports.items()):
+        cmd += ["-i", f"{number}@{iface}"]
+    if pcap is not None:
+        cmd += ["--pcap", str(pcap)]
+    if seed is not None:
+        cmd += ["--seed", str(seed)]
+    if cpu_port is not None:
+        cmd += ["--cpu-port", str(cpu_port)]
+    cmd += list(ctx.args)
+
+    proc = subprocess.Popen(cmd)
+    # SIGTERM to us stops the switch the same way Ctrl-C does (SIGINT reaches us as KeyboardInterrupt).
+    previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+    try:
+        _wait_grpc(proc, addr, timeout=30)
+        if mapping:
+            with connect(addr, device_id, election_id) as ctl:
+                ctl.set_port_map(mapping)
+        pm = ", ".join(f"{a}->{b}" for a, b in sorted(mapping.items())) or "none"
+        names = " ".join(f"{n}@{i}" for n, i in sorted(ports.items())) or "no ports"
+        console.print(f"p4netem-switch running (pid {proc.pid}): {names}; P4Runtime {addr} device {device_id}; "
+                      f"port map {pm}. Ctrl-C stops it.", highlight=False)
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        rc = _stop(proc, signal.SIGINT)
+    except BaseException:
+        _stop(proc, signal.SIGTERM)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if rc != 0:
+        error(f"p4netem-switch exited with code {rc}")
+        raise typer.Exit(EXIT_PROBLEM)
+    console.print("p4netem-switch stopped", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("switch", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(switch)
