@@ -295,6 +295,8 @@ class Controller:
         if p4info is None:
             raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "no local P4Info to verify against")
         running = self.client.p4info
+        if running is not None:
+            p4info = _sized_like(p4info, running)
         try:
             self.client.set_pipeline(p4info, action="VERIFY")
         except P4RuntimeError as err:
@@ -726,13 +728,36 @@ class Controller:
             msg = (f"cannot {what}: this controller is not the primary of device {c.device_id} at {c.address} "
                    f"(our election id {c.election_id}{seen}); use a higher election id to take over. "
                    f"Switch said: {err.message}")
-            return WriteError(err.code, msg, getattr(err, "errors", [])) if isinstance(err, WriteError) \
-                else P4RuntimeError(err.code, msg)
+            return WriteError(err.code, msg, getattr(err, "errors", []), detail=False) \
+                if isinstance(err, WriteError) else P4RuntimeError(err.code, msg)
         if err.code == grpc.StatusCode.UNAVAILABLE:
             return P4RuntimeError(err.code, f"cannot {what}: the switch at {c.address} is unreachable ({err.message})")
-        if isinstance(err, WriteError):
-            return WriteError(err.code, f"cannot {what}: {err.message}", err.errors)
+        if isinstance(err, WriteError) and err.errors:
+            # A batch error is UNKNOWN with one status per update; the others of an atomic batch
+            # are ABORTED. Report the updates that failed for a reason, with the first one's code.
+            real = [e for e in err.errors if e.code != grpc.StatusCode.ABORTED] or err.errors
+            code = real[0].code if err.code == grpc.StatusCode.UNKNOWN else err.code
+            detail = "; ".join(f"{e.message} (update {e.index}: {e.code.name})" for e in real[:3])
+            more = f" (+{len(real) - 3} more)" if len(real) > 3 else ""
+            return WriteError(code, f"cannot {what}: {detail}{more}", err.errors, detail=False)
         return P4RuntimeError(err.code, f"cannot {what}: {err.message}")
+
+
+def _sized_like(contract: P4Info, running: P4Info) -> P4Info:
+    """The contract with each table, register and counter size capped at the running switch's:
+    a switch started with smaller capacities (--classifier-entries, --profiles) runs the same
+    pipeline, and VERIFY refuses sizes larger than the target's."""
+    from ..p4rt.proto import p4info_pb2
+
+    msg = p4info_pb2.P4Info()
+    msg.CopyFrom(contract.message)
+    sizes = {o.preamble.id: o.size for kind in ("tables", "registers", "counters")
+             for o in getattr(running.message, kind)}
+    for kind in ("tables", "registers", "counters"):
+        for obj in getattr(msg, kind):
+            if obj.preamble.id in sizes and 0 < sizes[obj.preamble.id] < obj.size:
+                obj.size = sizes[obj.preamble.id]
+    return P4Info(msg)
 
 
 def resolve_profile(profile: Profile | str | Path, known: Mapping[str, Profile] | None = None) -> Profile:

@@ -272,12 +272,12 @@ class Rule(BaseModel):
         ips = [(side, getattr(self, side).ip) for side in ("client", "server")]
         versions = {net.version for _, net in ips if net is not None}
         if len(versions) > 1:
-            problems.append(Problem("server.ip", f"{self.server.ip} is IPv{self.server.ip.version} "
-                                    f"but client.ip {self.client.ip} is "
+            problems.append(Problem("server.ip", f"{_net_str(self.server.ip)} is IPv{self.server.ip.version} "
+                                    f"but client.ip {_net_str(self.client.ip)} is "
                                     f"IPv{self.client.ip.version}; no packet has both"))
         if self.ip_version is not None and versions and versions != {self.ip_version}:
             side, net = next((s, n) for s, n in ips if n is not None)
-            problems.append(Problem("ip_version", f"{self.ip_version} contradicts {side}.ip {net}"))
+            problems.append(Problem("ip_version", f"{self.ip_version} contradicts {side}.ip {_net_str(net)}"))
         has_ports = self.client.ports is not None or self.server.ports is not None
         if has_ports and self.protocol is not None and self.protocol not in _PORT_PROTOCOLS:
             problems.append(Problem("protocol", f"{_protocol_name(self.protocol)} has no ports; "

@@ -50,10 +50,12 @@ class WriteError(P4RuntimeError):
     """A Write failed; `errors` lists the updates that failed (the others were applied, unless the
     request asked for atomicity)."""
 
-    def __init__(self, code: grpc.StatusCode, message: str, errors: list[UpdateError]):
-        detail = "; ".join(f"update {e.index}: {e.code.name}: {e.message}" for e in errors[:5])
-        more = f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""
-        super().__init__(code, f"{message}{': ' + detail if detail else ''}{more}")
+    def __init__(self, code: grpc.StatusCode, message: str, errors: list[UpdateError], *, detail: bool = True):
+        """`detail`: append the first failed updates to the message (off when the caller has
+        already written them into it)."""
+        text = "; ".join(f"update {e.index}: {e.code.name}: {e.message}" for e in errors[:5]) if detail else ""
+        more = f" (+{len(errors) - 5} more)" if detail and len(errors) > 5 else ""
+        super().__init__(code, f"{message}{': ' + text if text else ''}{more}")
         self.errors = errors
 
     @classmethod

@@ -1,0 +1,144 @@
+"""Timelines without a switch: YAML forms, the compiled schedule, `set` on profiles, and every
+problem named with its step and field before anything runs."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from p4netem.control import OUTAGE, Timeline, TimelineError, modify_profile
+from p4netem.control.controller import resolve_profile
+from p4netem.profiles import ProfileError, builtin_profile, builtin_profiles
+from p4netem.profiles.units import Duration, Percent, Rate
+
+MS = 1_000_000
+S = 1_000_000_000
+
+
+def compile_text(text: str, base=None, **extra):
+    timeline = Timeline.loads(text, "t.yaml")
+    known = dict(builtin_profiles())
+    known.update({p.name: p for p in timeline.profiles})
+    return timeline, timeline.compile(functools.partial(resolve_profile, known=known), base)
+
+
+def test_schedule_of_a_handover():
+    timeline, events = compile_text("""
+name: handover
+profiles:
+  - {name: weak-cell, both: {delay: 80ms, loss: 2%}}
+steps:
+  - apply: lte
+  - at: 10s
+    set: {downlink.rate: 2Mbit, delay: 40ms}
+  - at: 20s
+    outage: 3s
+  - wait: 2s
+  - apply: weak-cell
+  - wait: 5s
+  - restore
+  - outage: open
+  - at: 40s
+    restore:
+""")
+    got = [(e.at_ns, e.action, e.profile.name) for e in events]
+    assert got == [
+        (0, "apply lte", "lte"),
+        (10 * S, "set downlink.rate=2Mbit, delay=40ms", "lte"),
+        (20 * S, "outage 3s", "outage"),
+        (23 * S, "end of outage, back to lte", "lte"),
+        (25 * S, "apply weak-cell", "weak-cell"),
+        (30 * S, "restore weak-cell; outage open", "outage"),  # same instant: one change
+        (40 * S, "end of outage, back to weak-cell", "weak-cell"),
+    ]
+    changed = events[1].profile
+    assert changed.downlink.rate == Rate.parse("2Mbit") and changed.uplink.rate == builtin_profile("lte").uplink.rate
+    assert changed.downlink.delay == changed.uplink.delay == Duration.parse("40ms")
+    # The outage ends with the changed profile, not the original one.
+    assert events[3].profile == changed
+    assert events[2].profile == OUTAGE and OUTAGE.uplink.loss == Percent(100)
+    assert timeline.duration_ns() == 40 * S
+
+
+def test_restore_undoes_set_steps():
+    _, events = compile_text("""
+steps:
+  - apply: hspa
+  - set: {uplink.loss: 1%}     # at the same instant as the apply: one change
+  - at: 1s
+    restore: true
+""")
+    assert [e.at_ns for e in events] == [0, S]
+    assert events[0].profile.uplink.loss == Percent(1) and events[0].action == "apply hspa; set uplink.loss=1%"
+    assert events[-1].profile == builtin_profile("hspa")
+
+
+def test_timeline_can_start_from_the_switch_profile():
+    timeline, events = compile_text("steps:\n  - set: {delay: 5ms}\n", base=builtin_profile("lan"))
+    assert timeline.needs_base
+    assert events[0].profile.downlink.delay == 5 * MS and events[0].profile.downlink.rate == Rate.parse("1Gbit")
+    with pytest.raises(TimelineError, match="no profile in force to change; apply one first"):
+        compile_text("steps:\n  - set: {delay: 5ms}\n")
+
+
+def test_every_problem_is_named_with_step_and_field():
+    with pytest.raises(TimelineError) as info:
+        compile_text("""
+steps:
+  - apply: nosuch
+  - at: 5s
+    set: {downlink.rate: -2Mbit, dealy: 4ms, loss: 200%}
+  - at: 2s
+    wait: 1s
+  - outage: 0s
+  - {apply: lte, wait: 1s}
+  - foo
+""")
+    text = str(info.value)
+    assert text.startswith("t.yaml: ")
+    for needle in ("steps[3].outage: 0s out of range (0s..24h], or open",
+                   "steps[4]: 2 actions (apply, wait); a step has exactly one of",
+                   'steps[5]: "foo" is not a step'):
+        assert needle in text, text
+    # Structure first; once the structure is valid, the schedule's problems all at once.
+    with pytest.raises(TimelineError) as info:
+        compile_text("""
+steps:
+  - apply: nosuch
+  - at: 5s
+    set: {downlink.rate: -2Mbit, dealy: 4ms, loss: 200%}
+  - at: 2s
+    wait: 1s
+""", base=builtin_profile("lan"))
+    msgs = [str(p) for p in info.value.problems]
+    assert msgs[0].startswith("steps[0].apply: no built-in or known profile 'nosuch'")
+    assert "steps[1].set.loss: 200% out of range 0..100%" in msgs
+    assert "steps[1].set.dealy: unknown field; did you mean 'delay'?" in msgs
+    assert any(m.startswith('steps[1].set.downlink.rate: "-2Mbit" is not a rate') for m in msgs)
+    assert "steps[2].at: 2s is before the end of the previous step (5s)" in msgs
+
+
+def test_bad_yaml_and_shapes():
+    with pytest.raises(TimelineError, match="not valid YAML"):
+        Timeline.loads("steps: [apply: lte", "x.yaml")
+    with pytest.raises(TimelineError, match="steps: must be a non-empty list of steps"):
+        Timeline.loads("steps: []")
+    with pytest.raises(TimelineError, match="rules\\[0\\].dscp: 64 out of range"):
+        Timeline.loads("rules: [{client: 10.0.0.1, dscp: 64}]\nsteps: [{apply: lte}]")
+    with pytest.raises(TimelineError, match="profiles\\[0\\].uplink.loss: 150% out of range"):
+        Timeline.loads("profiles: [{name: x, uplink: {loss: 150%}}]\nsteps: [{apply: x}]")
+    assert Timeline.loads("- apply: lte\n- wait: 1s\n").duration_ns() == S  # a bare list of steps
+
+
+def test_modify_profile_paths():
+    hspa = builtin_profile("hspa")
+    changed = modify_profile(hspa, {"both.loss": "1%", "downlink.queue.packets": 30, "uplink.jitter": None})
+    assert changed.uplink.loss == changed.downlink.loss == Percent(1)
+    assert changed.downlink.queue.packets == 30 and changed.uplink.jitter == 0
+    assert changed.radio == hspa.radio and changed.name == "hspa"
+    with pytest.raises(ProfileError) as info:
+        modify_profile(hspa, {"name": "x", "downlink.rate.x": 1, "rate": "unlimited"})
+    msgs = [str(p) for p in info.value.problems]
+    assert msgs[0] == "name: cannot be changed by a timeline"
+    assert any(m.startswith("downlink.rate.x: downlink.rate is not a block") for m in msgs), msgs
