@@ -113,20 +113,29 @@ def test_delay_and_rate_follow_a_profile_switch(lab: TwoHostLab, ctl: Controller
         assert abs(shaped - rate) <= 0.03 * rate, f"{profile.name}: shaped {shaped / 1e6:.3f} Mbit/s"
 
 
-def _labels(result: ProbeResult, threshold_ns: int) -> dict[int, str]:
-    """seq -> "a" or "b" for every datagram received, checking that no packet saw a mix: profile
-    a is a short delay and no duplicate, b a long delay and duplication 100%."""
+def _labels(result: ProbeResult, short_ns: int, long_ns: int) -> dict[int, str]:
+    """seq -> "a" or "b" for every datagram sent, checking that no packet saw a mix: profile a is
+    a short delay and no duplicate, b a long delay and duplication 100%.
+
+    Duplication is deterministic, so the number of copies says which profile a packet got; its
+    delay must then be that profile's. Measurement noise (a sender descheduled between its
+    timestamp and its send) can only add delay, so the checks are one-sided where noise could
+    strike: a b packet never arrives before the long delay (a copy that did got a's delay), an a
+    packet arrives before it (one that did not got b's delay, or 55 ms of noise)."""
     copies: dict[int, list[int]] = defaultdict(list)
     for seq, delay in zip(result.seq, result.delays_ns):
         copies[seq].append(delay)
     assert result.lost == 0, f"{result.lost} probes lost"
     labels = {}
     for seq, delays in copies.items():
-        kinds = {"b" if d >= threshold_ns else "a" for d in delays}
-        assert len(kinds) == 1, f"seq {seq}: copies with both delays {[ms(d) for d in delays]}"
-        kind = kinds.pop()
-        assert len(delays) == (2 if kind == "b" else 1), \
-            f"seq {seq}: delay of profile {kind} ({[ms(d) for d in delays]}) but {len(delays)} copies"
+        assert len(delays) in (1, 2), f"seq {seq}: {len(delays)} copies"
+        kind = "b" if len(delays) == 2 else "a"
+        if kind == "b":
+            assert all(d >= long_ns - 0.2 * MS for d in delays), \
+                f"seq {seq}: duplicated (profile b) but delays {[ms(d) for d in delays]}"
+        else:
+            assert short_ns - 0.2 * MS <= delays[0] < long_ns - 0.2 * MS, \
+                f"seq {seq}: not duplicated (profile a) but delay {ms(delays[0])}"
         labels[seq] = kind
     return labels
 
@@ -139,8 +148,9 @@ def _boundaries(result: ProbeResult, labels: dict[int, str]) -> list[tuple[int, 
 
 
 def test_profile_switch_is_atomic_under_traffic(lab: TwoHostLab, ctl: Controller) -> None:
-    a = Profile.parse({"name": "atomic-a", "both": {"delay": "10ms"}})
-    b = Profile.parse({"name": "atomic-b", "both": {"delay": "30ms", "duplicate": "100%"}})
+    short, long = 5 * MS, 60 * MS
+    a = Profile.parse({"name": "atomic-a", "both": {"delay": "5ms"}})
+    b = Profile.parse({"name": "atomic-b", "both": {"delay": "60ms", "duplicate": "100%"}})
     flips = 8
     timeline = Timeline.parse({"profiles": [a.to_dict(), b.to_dict()], "steps": [
         {"at": f"{i * 200}ms", "apply": "atomic-b" if i % 2 == 0 else "atomic-a"} for i in range(flips)]})
@@ -157,9 +167,9 @@ def test_profile_switch_is_atomic_under_traffic(lab: TwoHostLab, ctl: Controller
     assert len(result.events) == flips
 
     for name, probe in (("uplink", up), ("downlink", down)):
-        labels = _labels(probe, 20 * MS)
-        # Each profile's packets saw exactly its delay.
-        for kind, want in (("a", 10 * MS), ("b", 30 * MS)):
+        labels = _labels(probe, short, long)
+        # Each profile's packets saw its delay (typically: medians).
+        for kind, want in (("a", short), ("b", long)):
             delays = [d for s, d in zip(probe.seq, probe.delays_ns) if labels[s] == kind]
             median = statistics.median(delays)
             assert want <= median <= want + 2 * MS, f"{name} {kind}: median {ms(median)}"
