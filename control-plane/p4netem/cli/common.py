@@ -26,7 +26,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C during a timeline (the shell's convention for S
 
 DEFAULT_ADDR = "127.0.0.1:9559"
 
-console = Console()
+console = Console(soft_wrap=True)  # status lines stay one line (scripts grep them)
 err_console = Console(stderr=True)
 
 SwitchAddr = Annotated[str, typer.Option(

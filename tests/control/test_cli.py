@@ -1,0 +1,184 @@
+"""The `p4netem` command line, run as users run it (.venv/bin/p4netem in a subprocess) against a
+real p4netem-switch: apply/show/stats/reset, timelines, the `switch` command with Ctrl-C, and the
+exit codes and messages scripts rely on (docs/cli.md, p4netem.cli)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from p4netem.control import Controller
+from p4netem.lab import SwitchProcess, TwoHostLab, free_tcp_port
+
+P4NETEM = Path(sys.executable).parent / "p4netem"
+
+
+def cli(*args: str, addr: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="160")
+    if addr:
+        env["P4NETEM_ADDR"] = addr
+    return subprocess.run([str(P4NETEM), *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def rtt_ms(lab: TwoHostLab, count: int = 5) -> float:
+    out = lab.h1.ns.run(["ping", "-n", "-c", str(count), "-i", "0.2", lab.h2.ip]).stdout
+    m = re.search(r"= [\d.]+/([\d.]+)/", out)
+    assert m, out
+    return float(m.group(1))
+
+
+def test_apply_show_stats_reset(lab: TwoHostLab) -> None:
+    addr = lab.switch.grpc_addr
+    # The lab's own client holds election id 1: a second controller with the same id is refused.
+    same = cli("apply", "hspa", addr=addr)
+    assert same.returncode == 3, same.stderr
+    assert same.stderr.startswith(f"error: switch {addr}: INVALID_ARGUMENT"), same.stderr
+
+    r = cli("apply", "hspa", "--election-id", "2", addr=addr)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("applied hspa to 1 rule(s): 0 switched, 1 added"), r.stdout
+    assert "downlink: rate 3Mbit, delay 50ms, jitter 3.54ms normal" in r.stdout
+    assert "warning: hspa: radio model umts not applied" in r.stderr
+    assert rtt_ms(lab) >= 100  # 50 ms each way
+
+    shown = json.loads(cli("show", "--json", addr=addr).stdout)
+    (rule,) = shown["rules"]
+    assert rule["profile"] == "hspa" and rule["downlink"]["rate"] == "3Mbit" and rule["modified"] == []
+    # Added above the lab's own (unmanaged) port entries, which have priority 10.
+    assert rule["rule"] == {"client": {"switch_port": 1}, "server": {"switch_port": 2}, "priority": 11}
+    assert shown["port_map"] == {"1": 2, "2": 1}
+
+    stats = json.loads(cli("stats", "--json", addr=addr).stdout)
+    rows = {(row["label"], row["direction"]): row for row in stats["rows"]}
+    assert rows[("#1", "uplink")]["packets_in"] >= 5 and rows[("#1", "downlink")]["packets_out"] >= 5
+    assert rows[("#1", "uplink")]["profile"] == "hspa" and stats["radio"] is None
+    table = cli("stats", "--once", addr=addr)
+    assert table.returncode == 0 and "drops by reason" in table.stdout and "hspa" in table.stdout
+    assert "radio: this switch has no radio stage" in table.stdout
+
+    switched = json.loads(cli("apply", "lan", "--election-id", "2", "--json", addr=addr).stdout)
+    assert (switched["added"], switched["switched"]) == (0, 1) and switched["rules"][0]["profile"] == "lan"
+    assert rtt_ms(lab) < 20
+    # The counters of rule 1 kept counting across the switch.
+    again = {(row["label"], row["direction"]): row for row in json.loads(cli("stats", "--json", addr=addr).stdout)["rows"]}
+    assert again[("#1", "uplink")]["packets_in"] >= rows[("#1", "uplink")]["packets_in"] + 5
+
+    r = cli("reset", "--election-id", "2", addr=addr)
+    assert r.returncode == 0 and r.stdout.startswith("reset:"), r.stdout + r.stderr
+    assert json.loads(cli("show", "--json", addr=addr).stdout)["rules"] == []
+
+
+def test_exit_codes_and_messages(bare_switch: SwitchProcess, tmp_path) -> None:
+    addr = bare_switch.grpc_addr
+    r = cli("apply", "lan", "--switch", "127.0.0.1:1")
+    assert r.returncode == 3 and r.stderr.startswith("error: switch 127.0.0.1:1: UNAVAILABLE"), r.stderr
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nuplink: {loss: 150%}\n")
+    r = cli("apply", str(bad), addr=addr)
+    assert r.returncode == 1 and "uplink.loss: 150% out of range 0..100%" in r.stderr, r.stderr
+    r = cli("apply", "lan", "--rule", "client=10.0.0.1,dscp=99", addr=addr)
+    assert r.returncode == 1 and "dscp: 99 out of range 0..63" in r.stderr, r.stderr
+    assert cli("profiles", "validate", str(bad)).returncode == 1
+
+    assert cli("apply").returncode == 2
+    assert cli("apply", "lan", "--no-such-option").returncode == 2
+    assert cli("stats", "--interval", "0").returncode == 2
+
+    with Controller.connect(addr, election_id=10):
+        r = cli("apply", "lan", "--election-id", "5", addr=addr)
+        assert r.returncode == 3, r.stderr
+        assert "PERMISSION_DENIED" in r.stderr and "not the primary controller" in r.stderr
+        assert "pass a higher --election-id" in r.stderr
+        # Reads need no election.
+        assert cli("show", addr=addr).returncode == 0
+    assert json.loads(cli("show", "--json", addr=addr).stdout)["rules"] == []  # nothing was written
+
+
+def test_timeline_run_and_check(bare_switch: SwitchProcess, tmp_path) -> None:
+    addr = bare_switch.grpc_addr
+    good = tmp_path / "good.yaml"
+    (tmp_path / "slow-wan.yaml").write_text("name: slow-wan\nboth: {delay: 40ms, rate: 5Mbit}\n")
+    good.write_text("""
+name: short
+steps:
+  - apply: lan
+  - {at: 100ms, apply: slow-wan.yaml}   # a file next to the timeline
+  - {at: 200ms, set: {downlink.rate: 1Mbit}}
+  - {at: 300ms, outage: 100ms}
+""")
+    r = cli("timeline", "check", str(good))
+    assert r.returncode == 0 and "ok, 5 changes over 400ms" in r.stdout, r.stdout + r.stderr
+    r = cli("timeline", "run", str(good), "--json", addr=addr)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [e["at_ms"] for e in out["events"]] == [0, 100, 200, 300, 400]
+    assert out["events"][-1]["action"] == "end of outage, back to slow-wan"
+    assert all(0 <= e["error_ms"] < 100 for e in out["events"]), out
+    # The switch holds no names: a profile from a file is shown by name when the file is given.
+    assert json.loads(cli("show", "--json", addr=addr).stdout)["rules"][0]["profile"] is None
+    shown = json.loads(cli("show", "--json", "--profiles", str(tmp_path / "slow-wan.yaml"), addr=addr).stdout)
+    rule = shown["rules"][0]
+    assert rule["profile"] == "slow-wan" and rule["modified"] == ["downlink.rate: 5Mbit -> 1Mbit"]
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps:\n  - apply: lan\n  - {at: 1s, set: {downlink.rate: fast}}\n")
+    for args in (("check", str(bad)), ("run", str(bad))):
+        r = cli("timeline", *args, addr=addr)
+        assert r.returncode == 1 and 'steps[1].set.downlink.rate: "fast" is not a rate' in r.stderr, r.stderr
+    # The failed run wrote nothing: the switch still has what the good run left.
+    assert json.loads(cli("show", "--json", "--profiles", str(tmp_path / "slow-wan.yaml"),
+                          addr=addr).stdout) == shown
+
+
+def _port_open(addr: str) -> bool:
+    host, port = addr.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def test_switch_command_runs_in_the_foreground_and_stops_on_ctrl_c(switch_bin: str) -> None:
+    if os.geteuid() != 0:
+        pytest.fail("needs root", pytrace=False)
+    hosts = TwoHostLab()
+    try:
+        hosts._build_hosts()  # namespaces and veths only; the CLI starts the switch
+        addr = f"127.0.0.1:{free_tcp_port()}"
+        proc = subprocess.Popen(
+            [str(P4NETEM), "switch", "-i", f"1@{hosts.h1.switch_iface}", "-i", f"2@{hosts.h2.switch_iface}",
+             "--switch", addr, "--binary", switch_bin, "--fix-offloads", "--rt-priority", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.startswith("p4netem-switch running"), line + (proc.stderr.read() if proc.poll() else "")
+            assert "port map 1->2, 2->1" in line
+            assert rtt_ms(hosts, 3) < 20  # forwarding between the two ports
+            assert cli("apply", "wan-90ms", addr=addr).returncode == 0
+            assert rtt_ms(hosts, 3) >= 90
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 0, err
+        assert "p4netem-switch stopped" in out
+        assert "SIGINT: shutting down" in err  # the switch's own clean shutdown
+        assert not _port_open(addr)
+        r = cli("switch", "-i", "1@no-such-iface0", "--switch", f"127.0.0.1:{free_tcp_port()}",
+                "--binary", switch_bin, "--rt-priority", "0")
+        assert r.returncode == 1 and "p4netem-switch exited with code" in r.stderr, r.stderr
+    finally:
+        hosts.close()
