@@ -29,13 +29,14 @@ import loss  # noqa: E402
 import p4rt_writes  # noqa: E402
 import rate  # noqa: E402
 import throughput  # noqa: E402
+import timeline  # noqa: E402
 import topo as topology  # noqa: E402
 from p4netem.lab import SwitchProcess, unique_token  # noqa: E402
 from p4netem.paths import switch_binary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "p4rt")
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "p4rt", "timeline")
 
 # (key, bar, comparison, unit, what)
 BARS = (
@@ -44,6 +45,7 @@ BARS = (
     ("rate_error_pct_max", 2.0, "<=", "%", "worst rate error, 64k..100 Mbit/s"),
     ("loss_error_sigma", 3.0, "<=", "sigma", "loss error at 1%, 1e5 packets"),
     ("p4rt_writes_per_s", 10_000.0, ">=", "/s", "classifier inserts, batches of 500"),
+    ("timeline_step_error_ms_p99", 5.0, "<=", "ms", "timeline change in force after its time, p99"),
 )
 
 
@@ -102,6 +104,9 @@ def print_table(res: dict) -> None:
         ("delay_error_us_p50", "us"), ("delay_baseline_us_p50", "us"), ("delay_baseline_us_p99", "us"),
         ("delay_reference_us_p50", "us"), ("delay_reference_us_p99", "us"),
         ("loss_measured", ""),
+        ("timeline_step_error_ms_p50", "ms"), ("timeline_step_error_ms_max", "ms"),
+        ("timeline_wire_error_ms_p50", "ms"), ("timeline_wire_error_ms_p99", "ms"),
+        ("timeline_wire_error_ms_max", "ms"),
     ]
     for key, unit in extra:
         if isinstance(f.get(key), (int, float)):
@@ -186,6 +191,8 @@ def main() -> int:
                 step("rate", lambda: rate.measure(t, ctl))
                 step("loss", lambda: loss.measure(t, ctl))
                 step("p4rt", lambda: p4rt_writes.measure(ctl))
+                # Last: its controller takes the primary role from the bench's own client.
+                step("timeline", lambda: timeline.measure(t, sw.grpc_addr, sw.device_id))
             finally:
                 ctl.close()
     finally:

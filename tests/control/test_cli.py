@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -177,6 +178,19 @@ def test_switch_command_runs_in_the_foreground_and_stops_on_ctrl_c(switch_bin: s
         assert "p4netem-switch stopped" in out
         assert "SIGINT: shutting down" in err  # the switch's own clean shutdown
         assert not _port_open(addr)
+
+        # A `p4netem switch` killed outright (SIGKILL, no chance to clean up) takes its switch along.
+        addr = f"127.0.0.1:{free_tcp_port()}"
+        proc = subprocess.Popen([str(P4NETEM), "switch", "--switch", addr, "--binary", switch_bin, "--rt-priority", "0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None and proc.stdout.readline().startswith("p4netem-switch running")
+        assert _port_open(addr)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while _port_open(addr) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _port_open(addr), "the switch outlived its p4netem switch process"
         r = cli("switch", "-i", "1@no-such-iface0", "--switch", f"127.0.0.1:{free_tcp_port()}",
                 "--binary", switch_bin, "--rt-priority", "0")
         assert r.returncode == 1 and "p4netem-switch exited with code" in r.stderr, r.stderr

@@ -66,6 +66,15 @@ def _wait_grpc(proc: subprocess.Popen, addr: str, timeout: float) -> None:
     raise LabError(f"p4netem-switch did not open {addr} within {timeout:g} s")
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when this CLI process dies, even by SIGKILL, so that a
+    killed `p4netem switch` never leaves a switch running (and holding its ports) behind."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGINT) -> int:
     if proc.poll() is None:
         proc.send_signal(sig)
@@ -120,7 +129,7 @@ def switch(
         cmd += ["--cpu-port", str(cpu_port)]
     cmd += list(ctx.args)
 
-    proc = subprocess.Popen(cmd)
+    proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
     # SIGTERM to us stops the switch the same way Ctrl-C does (SIGINT reaches us as KeyboardInterrupt).
     previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
     try:

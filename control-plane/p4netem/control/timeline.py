@@ -35,6 +35,7 @@ it records, per change, how late the switch acknowledged it.
 from __future__ import annotations
 
 import gc
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -400,6 +401,7 @@ class EventResult:
 
     event: Event
     scheduled_ns: int  # absolute
+    prepared_ns: int  # write A done (when this is after scheduled_ns, preparing made it late)
     sent_ns: int  # the flip write was sent ...
     done_ns: int  # ... and acknowledged: the new profile is in force
     wall_ns: int  # CLOCK_REALTIME at sent_ns (to line up with packet timestamps)
@@ -431,29 +433,106 @@ class TimelineResult:
         return max(self.errors_ms, default=0.0)
 
 
+class _Realtime:
+    """Run the calling thread SCHED_FIFO while inside (root only; otherwise a no-op): the wait for
+    a step's time and its one Write then do not queue behind other runnable processes, which on a
+    busy machine costs milliseconds. Only the short, time-critical part runs like this (a sleep
+    followed by one RPC); preparing the next change runs at normal priority."""
+
+    def __init__(self, priority: int) -> None:
+        self.priority = priority
+        self._saved: tuple[int, os.sched_param] | None = None
+
+    def __enter__(self) -> "_Realtime":
+        if self.priority <= 0:
+            return self
+        try:
+            saved = (os.sched_getscheduler(0), os.sched_getparam(0))
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))
+            self._saved = saved
+        except (PermissionError, OSError, AttributeError):
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            policy, param = self._saved
+            os.sched_setscheduler(0, policy, param)
+            self._saved = None
+
+
+# grpcio (C-core) does a call's socket I/O on its own event-engine threads, not on the calling
+# thread: under CPU contention they add up to ~10 ms to a Write unless they run real-time too
+# (measured: flip Write p99 10 ms -> 0.9 ms with three CPU hogs on this 2-core machine).
+_GRPC_THREAD_NAMES = ("event_engine", "grpc_global_tim")
+
+
+class _GrpcThreadsRealtime:
+    """SCHED_FIFO for this process's gRPC I/O threads while inside (root only; no-op otherwise).
+    They sleep unless there is gRPC traffic, so this costs nothing between steps."""
+
+    def __init__(self, priority: int) -> None:
+        self.priority = priority
+        self._saved: list[tuple[int, int, os.sched_param]] = []
+
+    def __enter__(self) -> "_GrpcThreadsRealtime":
+        if self.priority <= 0:
+            return self
+        try:
+            tasks = os.listdir("/proc/self/task")
+        except OSError:
+            return self
+        for task in tasks:
+            try:
+                with open(f"/proc/self/task/{task}/comm") as f:
+                    if f.read().strip() not in _GRPC_THREAD_NAMES:
+                        continue
+                tid = int(task)
+                saved = (tid, os.sched_getscheduler(tid), os.sched_getparam(tid))
+                os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(self.priority))
+                self._saved.append(saved)
+            except (OSError, ValueError):
+                continue  # a thread that ended, or no permission: leave it
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for tid, policy, param in self._saved:
+            try:
+                os.sched_setscheduler(tid, policy, param)
+            except OSError:
+                pass
+        self._saved = []
+
+
 def sleep_until(deadline_ns: int) -> None:
-    """Sleep until CLOCK_MONOTONIC reaches deadline_ns: coarse sleeps, then short ones, then a
-    spin for the last 0.2 ms (time.sleep alone overshoots by up to a scheduler tick)."""
+    """Sleep until CLOCK_MONOTONIC reaches deadline_ns. No spinning: a spinning real-time thread
+    would take a CPU from the traffic under test right at every change. A sleep overshoots by the
+    timer slack (50 us for normal threads, none for real-time ones) plus the wake-up latency."""
     while True:
         left = deadline_ns - time.monotonic_ns()
         if left <= 0:
             return
-        if left > 3_000_000:
-            time.sleep((left - 2_000_000) / 1e9)
-        elif left > 400_000:
-            time.sleep(0.0002)
+        time.sleep(left / 1e9)
 
 
 class TimelinePlayer:
-    """Runs a timeline against a Controller (see Controller.run_timeline)."""
+    """Runs a timeline against a Controller (see Controller.run_timeline).
+
+    rt_priority: SCHED_FIFO priority (root only; 0 = off) of the wait-and-flip part of each step
+    and, for the run, of this process's gRPC I/O threads: on a busy machine a Write otherwise
+    waits milliseconds for a CPU. The default 4 is below p4netem-switch's P4Runtime threads
+    (--grpc-rt-priority 5), so the switch handles the Write the moment it arrives, and below its
+    data plane (10). Preparing each change (a Read and a Write) runs at normal priority."""
 
     def __init__(self, controller: Any, timeline: Timeline, rules: Sequence[Rule] | None = None,
-                 lead_s: float = 0.2, on_event: Callable[[EventResult], None] | None = None):
+                 lead_s: float = 0.2, on_event: Callable[[EventResult], None] | None = None,
+                 rt_priority: int = 4):
         self.ctl = controller
         self.timeline = timeline
         self.rules = list(rules) if rules else (list(timeline.rules) or None)
         self.lead_ns = int(lead_s * 1e9)
         self.on_event = on_event
+        self.rt_priority = rt_priority
 
     def compile(self) -> list[Event]:
         """Everything checked before the first write (the base profile comes from the switch when
@@ -483,15 +562,21 @@ class TimelinePlayer:
         gc.disable()  # a collection in the middle of a step would cost milliseconds
         start = time.monotonic_ns() + self.lead_ns
         result = TimelineResult(self.timeline, start, time.time_ns() + self.lead_ns)
+        grpc_threads = _GrpcThreadsRealtime(self.rt_priority).__enter__()
         try:
             for event in events:
+                # Normal priority: preparing (a Read and write A) is not time-critical as long as
+                # it ends before the step's time, and a real-time thread doing it would take a CPU
+                # from the traffic under test for milliseconds at every step.
                 prepared = self.ctl.prepare([(rule, event.profile) for rule in rules])
+                ready = time.monotonic_ns()
                 scheduled = start + event.at_ns
-                sleep_until(scheduled)
-                wall = time.time_ns()
-                prepared.commit()
+                with _Realtime(self.rt_priority):
+                    sleep_until(scheduled)
+                    wall = time.time_ns()
+                    prepared.commit()
                 done = prepared.result
-                er = EventResult(event, scheduled, done.flip_sent_ns, done.flip_done_ns, wall)
+                er = EventResult(event, scheduled, ready, done.flip_sent_ns, done.flip_done_ns, wall)
                 result.events.append(er)
                 if self.on_event:
                     self.on_event(er)
@@ -500,6 +585,7 @@ class TimelinePlayer:
         except KeyboardInterrupt:
             result.interrupted = True
         finally:
+            grpc_threads.__exit__()
             if gc_was_enabled:
                 gc.enable()
         return result
