@@ -179,6 +179,14 @@ def test_switch_command_runs_in_the_foreground_and_stops_on_ctrl_c(switch_bin: s
         assert "SIGINT: shutting down" in err  # the switch's own clean shutdown
         assert not _port_open(addr)
 
+        # An address another process listens on is refused before anything starts.
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            busy = f"127.0.0.1:{taken.getsockname()[1]}"
+            r = cli("switch", "--switch", busy, "--binary", switch_bin)
+        assert r.returncode == 1 and f"something already listens on {busy}" in r.stderr, r.stderr
+
         # A `p4netem switch` killed outright (SIGKILL, no chance to clean up) takes its switch along.
         addr = f"127.0.0.1:{free_tcp_port()}"
         proc = subprocess.Popen([str(P4NETEM), "switch", "--switch", addr, "--binary", switch_bin, "--rt-priority", "0"],

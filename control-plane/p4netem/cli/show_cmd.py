@@ -56,6 +56,10 @@ def show(
                 table.add_row(str(a.number), a.rule.describe(), str(a.rule.ue), str(a.rule.priority), a.label,
                               down, up, f"{a.profile_id}/{a.spare_id}")
             console.print(table)
+            unknown = [f"#{a.number}" for a in applied if a.profile_name is None]
+            if unknown:
+                console.print(f"  {', '.join(unknown)}: profile not built-in and not given here (the switch holds "
+                              "no names): pass its file with --profiles to see its name", highlight=False)
             for a in applied:
                 for diff in a.modified:
                     console.print(f"  #{a.number} {diff}", highlight=False)

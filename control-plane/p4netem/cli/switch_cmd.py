@@ -52,17 +52,25 @@ def parse_port_map(text: str, ports: dict[int, str]) -> dict[int, int]:
     return mapping
 
 
-def _wait_grpc(proc: subprocess.Popen, addr: str, timeout: float) -> None:
+def _listening(addr: str) -> bool:
     host, _, port = addr.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=0.5):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _wait_grpc(proc: subprocess.Popen, addr: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise LabError(f"p4netem-switch exited with code {proc.returncode} during start-up (its log is above)")
-        try:
-            with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=0.5):
-                return
-        except OSError:
+        if _listening(addr):
             time.sleep(0.05)
+            if proc.poll() is None:  # it is our switch that answers, not one that just died
+                return
+        time.sleep(0.05)
     raise LabError(f"p4netem-switch did not open {addr} within {timeout:g} s")
 
 
@@ -112,6 +120,10 @@ def switch(
     (0 after a clean stop), 1 if it fails to start."""
     ports = parse_ports(interface or [])
     mapping = parse_port_map(port_map, ports)
+    if _listening(addr):
+        # Otherwise the new switch fails to bind while every command talks to the old one.
+        raise LabError(f"something already listens on {addr} (another switch?); stop it or pass "
+                       "--switch HOST:PORT with a free port")
     exe = binary or switch_binary()
     if not exe.exists():
         raise LabError(f"switch binary {exe} not found: build it with `make build`")

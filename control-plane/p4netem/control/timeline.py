@@ -559,7 +559,7 @@ class TimelinePlayer:
         end_offset = self.timeline.duration_ns()
         gc.collect()
         gc_was_enabled = gc.isenabled()
-        gc.disable()  # a collection in the middle of a step would cost milliseconds
+        gc.disable()  # a collection in the middle of a step would cost milliseconds (see below)
         start = time.monotonic_ns() + self.lead_ns
         result = TimelineResult(self.timeline, start, time.time_ns() + self.lead_ns)
         grpc_threads = _GrpcThreadsRealtime(self.rt_priority).__enter__()
@@ -571,6 +571,8 @@ class TimelinePlayer:
                 prepared = self.ctl.prepare([(rule, event.profile) for rule in rules])
                 ready = time.monotonic_ns()
                 scheduled = start + event.at_ns
+                if scheduled - ready > 50_000_000:
+                    gc.collect(1)  # the young generations, well before the step's time
                 with _Realtime(self.rt_priority):
                     sleep_until(scheduled)
                     wall = time.time_ns()
