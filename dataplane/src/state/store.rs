@@ -10,6 +10,49 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Rel
 use crate::contract::{self, *};
 use crate::state::{Capacities, StateError};
 
+/// Integer atomics, for which all-zero bytes are a valid value (std documents each as having
+/// the in-memory representation of its integer type).
+///
+/// # Safety
+/// Implement only for types whose all-zero bit pattern is a valid value.
+pub unsafe trait ZeroValid: Sized {}
+// SAFETY: atomics of integers have the representation of the integer; 0 is valid.
+unsafe impl ZeroValid for AtomicU8 {}
+// SAFETY: as above.
+unsafe impl ZeroValid for AtomicU16 {}
+// SAFETY: as above.
+unsafe impl ZeroValid for AtomicU32 {}
+// SAFETY: as above.
+unsafe impl ZeroValid for AtomicU64 {}
+
+/// `n` zeroed atomics that cost nothing until touched: a large `alloc_zeroed` is an anonymous
+/// mapping whose pages the kernel supplies (zero-filled) on first access, so the per-UE arrays
+/// of a million UEs (hundreds of MB) neither slow the start nor take memory for idle UEs.
+pub fn zeroed<A: ZeroValid>(n: usize) -> Box<[A]> {
+    if n == 0 {
+        return Vec::new().into_boxed_slice();
+    }
+    let layout = std::alloc::Layout::array::<A>(n).expect("array size overflows");
+    // SAFETY: layout has non-zero size; a null result is handled; zero bytes are a valid A
+    // (ZeroValid); the Box frees with the same layout (Layout::array::<A>(n)).
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut A;
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n))
+    }
+}
+
+/// Stores 0 in every cell that is not 0 already: pages never written stay unmapped.
+fn clear_u64(cells: &[AtomicU64]) {
+    for c in cells {
+        if c.load(Relaxed) != 0 {
+            c.store(0, Relaxed);
+        }
+    }
+}
+
 /// Counter arrays: bytes at `2 * i`, packets at `2 * i + 1`, so one update touches one cache line.
 pub struct CounterArray {
     cells: Box<[AtomicU64]>,
@@ -17,7 +60,7 @@ pub struct CounterArray {
 
 impl CounterArray {
     fn new(size: u32) -> Self {
-        CounterArray { cells: (0..size as usize * 2).map(|_| AtomicU64::new(0)).collect() }
+        CounterArray { cells: zeroed(size as usize * 2) }
     }
     #[inline]
     pub fn add(&self, index: usize, bytes: u64) {
@@ -39,10 +82,15 @@ impl CounterArray {
         self.cells[2 * index].store(bytes, Relaxed);
         self.cells[2 * index + 1].store(packets, Relaxed);
     }
-    fn clear(&self) {
-        for c in self.cells.iter() {
-            c.store(0, Relaxed);
+    /// Adds one packet and no bytes (PACKETS counters).
+    #[inline]
+    pub fn add_packet(&self, index: usize) {
+        if let Some(c) = self.cells.get(2 * index + 1) {
+            c.fetch_add(1, Relaxed);
         }
+    }
+    fn clear(&self) {
+        clear_u64(&self.cells);
     }
 }
 
@@ -53,6 +101,8 @@ pub struct Counters {
     pub parser_errors: CounterArray,
     pub profile_dup: CounterArray,
     pub profile_corrupt: CounterArray,
+    /// Index `ue * RADIO_PROMO_KINDS + kind`.
+    pub radio_promotions: CounterArray,
 }
 
 impl Counters {
@@ -65,6 +115,7 @@ impl Counters {
             parser_errors: size(COUNTER_PARSER_ERRORS),
             profile_dup: size(COUNTER_PROFILE_DUP),
             profile_corrupt: size(COUNTER_PROFILE_CORRUPT),
+            radio_promotions: size(COUNTER_RADIO_PROMOTIONS),
         }
     }
 
@@ -76,6 +127,7 @@ impl Counters {
             COUNTER_PARSER_ERRORS => &self.parser_errors,
             COUNTER_PROFILE_DUP => &self.profile_dup,
             COUNTER_PROFILE_CORRUPT => &self.profile_corrupt,
+            COUNTER_RADIO_PROMOTIONS => &self.radio_promotions,
             _ => return Err(StateError::NotFound(format!("no counter with id {id:#x}"))),
         })
     }
@@ -93,6 +145,7 @@ impl Counters {
             &self.parser_errors,
             &self.profile_dup,
             &self.profile_corrupt,
+            &self.radio_promotions,
         ] {
             c.clear();
         }
@@ -111,6 +164,8 @@ pub struct Registers {
     pub rng_seed: AtomicU64,
     /// Bumped on every `rng_seed` write; the data plane reseeds when it sees a new value.
     pub rng_seed_generation: AtomicU64,
+    /// Per-UE radio state (see stage/radio.rs).
+    pub radio: RadioRegisters,
     /// The built-in distribution tables, restored by a reset.
     initial_dist: Box<[i16]>,
     initial_seed: u64,
@@ -118,6 +173,105 @@ pub struct Registers {
 
 fn atomics<T>(n: u32, f: impl Fn() -> T) -> Box<[T]> {
     (0..n).map(|_| f()).collect()
+}
+
+/// The per-UE radio registers of the contract. Allocated zeroed and lazily (see [`zeroed`]):
+/// all-zero is "IDLE since 0, never active", the state of a UE nobody has heard from.
+pub struct RadioRegisters {
+    pub state: Box<[AtomicU8]>,
+    pub last_activity_ns: Box<[AtomicU64]>,
+    pub promo_done_ns: Box<[AtomicU64]>,
+    /// Index `ue * 2 + direction`.
+    pub fach_free_ns: Box<[AtomicU64]>,
+    pub drx_ref_ns: Box<[AtomicU64]>,
+    pub state_since_ns: Box<[AtomicU64]>,
+    /// Index `ue * RADIO_STATE_STRIDE + state`.
+    pub state_time_ns: Box<[AtomicU64]>,
+    pub promo_pkts: Box<[AtomicU32]>,
+}
+
+impl RadioRegisters {
+    fn new(caps: &Capacities) -> Self {
+        let n = |id| caps.register_size(id).expect("contract register") as usize;
+        RadioRegisters {
+            state: zeroed(n(REG_RADIO_STATE)),
+            last_activity_ns: zeroed(n(REG_RADIO_LAST_ACTIVITY_NS)),
+            promo_done_ns: zeroed(n(REG_RADIO_PROMO_DONE_NS)),
+            fach_free_ns: zeroed(n(REG_RADIO_FACH_FREE_NS)),
+            drx_ref_ns: zeroed(n(REG_RADIO_DRX_REF_NS)),
+            state_since_ns: zeroed(n(REG_RADIO_STATE_SINCE_NS)),
+            state_time_ns: zeroed(n(REG_RADIO_STATE_TIME_NS)),
+            promo_pkts: zeroed(n(REG_RADIO_PROMO_PKTS)),
+        }
+    }
+
+    /// The number of UEs the arrays hold.
+    pub fn ues(&self) -> usize {
+        self.state.len()
+    }
+
+    fn u64_array(&self, reg_id: u32) -> Option<&[AtomicU64]> {
+        Some(match reg_id {
+            REG_RADIO_LAST_ACTIVITY_NS => &self.last_activity_ns,
+            REG_RADIO_PROMO_DONE_NS => &self.promo_done_ns,
+            REG_RADIO_FACH_FREE_NS => &self.fach_free_ns,
+            REG_RADIO_DRX_REF_NS => &self.drx_ref_ns,
+            REG_RADIO_STATE_SINCE_NS => &self.state_since_ns,
+            REG_RADIO_STATE_TIME_NS => &self.state_time_ns,
+            _ => return None,
+        })
+    }
+
+    fn size(&self, reg_id: u32) -> Option<usize> {
+        match reg_id {
+            REG_RADIO_STATE => Some(self.state.len()),
+            REG_RADIO_PROMO_PKTS => Some(self.promo_pkts.len()),
+            id => self.u64_array(id).map(|a| a.len()),
+        }
+    }
+
+    fn read(&self, reg_id: u32, i: usize) -> Option<u128> {
+        match reg_id {
+            REG_RADIO_STATE => Some(self.state[i].load(Relaxed) as u128),
+            REG_RADIO_PROMO_PKTS => Some(self.promo_pkts[i].load(Relaxed) as u128),
+            id => self.u64_array(id).map(|a| a[i].load(Relaxed) as u128),
+        }
+    }
+
+    fn write(&self, reg_id: u32, i: usize, value: u128) -> bool {
+        match reg_id {
+            REG_RADIO_STATE => self.state[i].store(value as u8, Relaxed),
+            REG_RADIO_PROMO_PKTS => self.promo_pkts[i].store(value as u32, Relaxed),
+            id => match self.u64_array(id) {
+                Some(a) => a[i].store(value as u64, Relaxed),
+                None => return false,
+            },
+        }
+        true
+    }
+
+    fn reset(&self) {
+        for id in [
+            REG_RADIO_LAST_ACTIVITY_NS,
+            REG_RADIO_PROMO_DONE_NS,
+            REG_RADIO_FACH_FREE_NS,
+            REG_RADIO_DRX_REF_NS,
+            REG_RADIO_STATE_SINCE_NS,
+            REG_RADIO_STATE_TIME_NS,
+        ] {
+            clear_u64(self.u64_array(id).expect("u64 radio register"));
+        }
+        for c in self.state.iter() {
+            if c.load(Relaxed) != 0 {
+                c.store(0, Relaxed);
+            }
+        }
+        for c in self.promo_pkts.iter() {
+            if c.load(Relaxed) != 0 {
+                c.store(0, Relaxed);
+            }
+        }
+    }
 }
 
 impl Registers {
@@ -133,6 +287,7 @@ impl Registers {
             dist_table: atomics(DIST_TABLE_LEN * DIST_TABLES, || AtomicU16::new(0)),
             rng_seed: AtomicU64::new(seed),
             rng_seed_generation: AtomicU64::new(0),
+            radio: RadioRegisters::new(caps),
             initial_dist,
             initial_seed: seed,
         };
@@ -161,7 +316,7 @@ impl Registers {
             REG_BACKLOG_PKTS => self.backlog_pkts[i].load(Relaxed) as u128,
             REG_DIST_TABLE => self.dist_table[i].load(Relaxed) as u128,
             REG_RNG_SEED => self.rng_seed.load(Relaxed) as u128,
-            _ => unreachable!("check_index validated the id"),
+            id => self.radio.read(id, i).expect("check_index validated the id"),
         })
     }
 
@@ -186,7 +341,10 @@ impl Registers {
                 // Release: the data plane that sees the new generation also sees the new seed.
                 self.rng_seed_generation.fetch_add(1, std::sync::atomic::Ordering::Release);
             }
-            _ => unreachable!("check_index validated the id"),
+            id => {
+                let written = self.radio.write(id, i, value);
+                debug_assert!(written, "check_index validated the id");
+            }
         }
         Ok(())
     }
@@ -197,6 +355,7 @@ impl Registers {
             | REG_BACKLOG_PKTS => self.next_free_ns.len() as u32,
             REG_DIST_TABLE => self.dist_table.len() as u32,
             REG_RNG_SEED => 1,
+            id if self.radio.size(id).is_some() => self.radio.size(id).unwrap_or(0) as u32,
             _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
         })
     }
@@ -223,6 +382,7 @@ impl Registers {
         for a in self.backlog_bytes.iter().chain(self.backlog_pkts.iter()) {
             a.store(0, Relaxed);
         }
+        self.radio.reset();
         self.restore_dist();
         self.rng_seed.store(self.initial_seed, Relaxed);
         self.rng_seed_generation.fetch_add(1, std::sync::atomic::Ordering::Release);
