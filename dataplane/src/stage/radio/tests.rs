@@ -372,6 +372,9 @@ fn unknown_state_for_the_model_wakes_up_and_ue_ids_past_the_arrays_pass_untouche
     assert_eq!(h.state(1), st::IDLE);
 }
 
+/// Per packet of one UE: its ready time and the events it caused.
+type Trace = Vec<(u64, Vec<(u8, u8, u64)>)>;
+
 /// A simple random workload: (time, ue, dir, len) sorted by time.
 fn workload(ues: u32, per_ue: usize, seed: u64) -> Vec<(u64, u32, u32, u32)> {
     let mut rng = Prng::new(seed);
@@ -398,14 +401,14 @@ fn a_thousand_ues_are_independent_of_each_other() {
     for p in [umts(), lte(), RadioParams { ready_timer_ns: 8 * S, tail_ns: 40 * S, ..gprs() }] {
         let load = workload(1000, 12, 5 + p.model as u64);
         let mut all = Harness::new(1000);
-        let mut shared: HashMap<u32, Vec<(u64, Vec<(u8, u8, u64)>)>> = HashMap::new();
+        let mut shared: HashMap<u32, Trace> = HashMap::new();
         for &(t, ue, dir, len) in &load {
             let ready = all.send(&p, ue, dir, len, t).unwrap();
             shared.entry(ue).or_default().push((ready, all.take_events()));
         }
         for ue in (0..1000).step_by(37) {
             let mut alone = Harness::new(1000);
-            let mine: Vec<(u64, Vec<(u8, u8, u64)>)> = load
+            let mine: Trace = load
                 .iter()
                 .filter(|x| x.1 == ue)
                 .map(|&(t, ue, dir, len)| {
