@@ -57,7 +57,7 @@ FLOOD_NET, FLOOD_MASK = "10.96.0.0", 0xFFFE0000  # 131072 addresses: UEs 0..1310
 FLOOD_FRAME = 64
 BURST = 120_000
 RX_FRAMES = 131_072  # the switch's RX ring must hold a whole burst
-ROUNDS = 5
+ROUNDS = 7
 PKTGEN = REPO_ROOT / "dataplane" / "target" / "release" / "p4netem-pktgen"
 
 US = 1e-3

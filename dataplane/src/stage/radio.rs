@@ -43,10 +43,9 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::{Ctx, Pkt, Stage, Verdict};
 use crate::contract::{
-    radio_model as model, radio_promo as kind, radio_state as st, DropReason, RADIO_DIRECTIONS, RADIO_PROMO_KINDS,
-    RADIO_STATE_STRIDE,
+    radio_model as model, radio_promo as kind, radio_state as st, DropReason, RADIO_PROMO_KINDS, RADIO_STATE_STRIDE,
 };
-use crate::state::RadioRegisters;
+use crate::state::{RadioRegisters, UeRadio};
 use crate::tables::RadioParams;
 
 /// One state change of one UE, effective at `at_ns` (data-plane clock).
@@ -91,24 +90,37 @@ struct Ue {
 }
 
 impl Ue {
-    fn load(r: &RadioRegisters, ue: usize) -> Self {
+    fn load(c: &UeRadio) -> Self {
         Ue {
-            state: r.state[ue].load(Relaxed),
-            since: r.state_since_ns[ue].load(Relaxed),
-            last: r.last_activity_ns[ue].load(Relaxed),
-            done: r.promo_done_ns[ue].load(Relaxed),
-            drx_ref: r.drx_ref_ns[ue].load(Relaxed),
-            promo_pkts: r.promo_pkts[ue].load(Relaxed),
+            state: c.state.load(Relaxed),
+            since: c.since_ns.load(Relaxed),
+            last: c.last_activity_ns.load(Relaxed),
+            done: c.promo_done_ns.load(Relaxed),
+            drx_ref: c.drx_ref_ns.load(Relaxed),
+            promo_pkts: c.promo_pkts.load(Relaxed),
         }
     }
 
-    fn store(&self, r: &RadioRegisters, ue: usize) {
-        r.state[ue].store(self.state, Relaxed);
-        r.state_since_ns[ue].store(self.since, Relaxed);
-        r.last_activity_ns[ue].store(self.last, Relaxed);
-        r.promo_done_ns[ue].store(self.done, Relaxed);
-        r.drx_ref_ns[ue].store(self.drx_ref, Relaxed);
-        r.promo_pkts[ue].store(self.promo_pkts, Relaxed);
+    /// Writes back what changed (one cache line: the UE's own).
+    fn store(&self, was: &Ue, c: &UeRadio) {
+        if self.state != was.state {
+            c.state.store(self.state, Relaxed);
+        }
+        if self.since != was.since {
+            c.since_ns.store(self.since, Relaxed);
+        }
+        if self.last != was.last {
+            c.last_activity_ns.store(self.last, Relaxed);
+        }
+        if self.done != was.done {
+            c.promo_done_ns.store(self.done, Relaxed);
+        }
+        if self.drx_ref != was.drx_ref {
+            c.drx_ref_ns.store(self.drx_ref, Relaxed);
+        }
+        if self.promo_pkts != was.promo_pkts {
+            c.promo_pkts.store(self.promo_pkts, Relaxed);
+        }
     }
 }
 
@@ -264,13 +276,15 @@ impl Stage<RadioParams> for Radio {
         }
         let now = ctx.now;
         let dir = (ctx.pd & 1) as usize;
-        let mut u = Ue::load(r, i);
+        let cell = &r.ues[i];
+        let was = Ue::load(cell);
+        let mut u = was;
         self.advance(p, r, ue, &mut u, now);
 
         let ready = match (p.model, u.state) {
             (_, st::PROMOTING) => {
                 if p.promo_queue_pkts != 0 && u.promo_pkts >= p.promo_queue_pkts {
-                    u.store(r, i);
+                    u.store(&was, cell);
                     return Verdict::Drop(DropReason::Radio);
                 }
                 u.promo_pkts = u.promo_pkts.saturating_add(1);
@@ -280,8 +294,8 @@ impl Stage<RadioParams> for Radio {
             (model::UMTS, st::FACH) => {
                 let q = p.fach_ns_per_byte_q16 as u128;
                 let threshold = if dir == UPLINK { p.rlc_ul_bytes } else { p.rlc_dl_bytes } as u128;
-                let cell = &r.fach_free_ns[i * RADIO_DIRECTIONS as usize + dir];
-                let free = cell.load(Relaxed);
+                let clock = &cell.fach_free_ns[dir];
+                let free = clock.load(Relaxed);
                 let tx = ((pkt.len as u128 * q) >> 16) as u64;
                 // RLC buffer = bytes still to send at the FACH rate + this packet; compared in
                 // time at that rate (P4 cannot divide), or in bytes when FACH has no rate.
@@ -294,7 +308,7 @@ impl Stage<RadioParams> for Radio {
                     self.promote(p, ctx, ue, &mut u, p.fach_to_dch_ns, kind::FACH_DCH, now)
                 } else {
                     let fin = free.max(now).saturating_add(tx);
-                    cell.store(fin, Relaxed);
+                    clock.store(fin, Relaxed);
                     fin
                 }
             }
@@ -310,7 +324,7 @@ impl Stage<RadioParams> for Radio {
             (_, _) => self.promote(p, ctx, ue, &mut u, p.idle_to_connected_ns, kind::TO_READY, now),
         };
         u.last = u.last.max(ready);
-        u.store(r, i);
+        u.store(&was, cell);
         pkt.ready = ready;
         Verdict::Pass
     }

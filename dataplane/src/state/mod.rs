@@ -6,11 +6,12 @@
 
 mod control;
 mod entries;
+pub mod lazy;
 mod store;
 
 pub use control::{ControlConfig, DataPlaneLink, SwitchControl};
 pub use entries::TableStore;
-pub use store::{CounterArray, Counters, RadioRegisters, Registers};
+pub use store::{CounterArray, Counters, RadioRegisters, Registers, UeRadio};
 
 /// One key of a table entry, already decoded to integers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

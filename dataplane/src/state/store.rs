@@ -7,32 +7,17 @@
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
+use super::lazy::{LazyArray, ZeroValid};
 use crate::contract::{self, *};
 use crate::state::{Capacities, StateError};
 
-/// Integer atomics, for which all-zero bytes are a valid value (std documents each as having
-/// the in-memory representation of its integer type).
-///
-/// # Safety
-/// Implement only for types whose all-zero bit pattern is a valid value.
-pub unsafe trait ZeroValid: Sized {}
-// SAFETY: atomics of integers have the representation of the integer; 0 is valid.
-unsafe impl ZeroValid for AtomicU8 {}
-// SAFETY: as above.
-unsafe impl ZeroValid for AtomicU16 {}
-// SAFETY: as above.
-unsafe impl ZeroValid for AtomicU32 {}
-// SAFETY: as above.
-unsafe impl ZeroValid for AtomicU64 {}
-
-/// `n` zeroed atomics that cost nothing until touched: a large `alloc_zeroed` is an anonymous
-/// mapping whose pages the kernel supplies (zero-filled) on first access, so the per-UE arrays
-/// of a million UEs (hundreds of MB) neither slow the start nor take memory for idle UEs.
-pub fn zeroed<A: ZeroValid>(n: usize) -> Box<[A]> {
+/// `n` zeroed atomics (calloc: lazily zeroed pages for large arrays).
+fn zeroed<A: ZeroValid>(n: usize) -> Box<[A]> {
     if n == 0 {
         return Vec::new().into_boxed_slice();
     }
     let layout = std::alloc::Layout::array::<A>(n).expect("array size overflows");
+    debug_assert!(std::mem::align_of::<A>() <= 16, "calloc's alignment");
     // SAFETY: layout has non-zero size; a null result is handled; zero bytes are a valid A
     // (ZeroValid); the Box frees with the same layout (Layout::array::<A>(n)).
     unsafe {
@@ -175,102 +160,110 @@ fn atomics<T>(n: u32, f: impl Fn() -> T) -> Box<[T]> {
     (0..n).map(|_| f()).collect()
 }
 
-/// The per-UE radio registers of the contract. Allocated zeroed and lazily (see [`zeroed`]):
-/// all-zero is "IDLE since 0, never active", the state of a UE nobody has heard from.
+/// One UE's radio registers, in one cache line: a packet reads and writes only its own UE's line
+/// (the contract's per-UE registers are views of these fields). `radio_state_time_ns`, written
+/// only at state changes, is kept apart.
+#[repr(C, align(64))]
+pub struct UeRadio {
+    pub since_ns: AtomicU64,
+    pub last_activity_ns: AtomicU64,
+    pub promo_done_ns: AtomicU64,
+    pub drx_ref_ns: AtomicU64,
+    /// The FACH virtual clock per direction (`radio_fach_free_ns[ue * 2 + direction]`).
+    pub fach_free_ns: [AtomicU64; 2],
+    pub promo_pkts: AtomicU32,
+    pub state: AtomicU8,
+}
+
+// SAFETY: every field is an integer atomic (or an array of them): all-zero bytes are valid.
+unsafe impl ZeroValid for UeRadio {}
+
+/// The per-UE radio registers of the contract, zero (IDLE since 0, never active: a UE nobody has
+/// heard from) until used, and allocated lazily (see [`LazyArray`]).
 pub struct RadioRegisters {
-    pub state: Box<[AtomicU8]>,
-    pub last_activity_ns: Box<[AtomicU64]>,
-    pub promo_done_ns: Box<[AtomicU64]>,
-    /// Index `ue * 2 + direction`.
-    pub fach_free_ns: Box<[AtomicU64]>,
-    pub drx_ref_ns: Box<[AtomicU64]>,
-    pub state_since_ns: Box<[AtomicU64]>,
+    pub ues: LazyArray<UeRadio>,
     /// Index `ue * RADIO_STATE_STRIDE + state`.
-    pub state_time_ns: Box<[AtomicU64]>,
-    pub promo_pkts: Box<[AtomicU32]>,
+    pub state_time_ns: LazyArray<AtomicU64>,
 }
 
 impl RadioRegisters {
     fn new(caps: &Capacities) -> Self {
-        let n = |id| caps.register_size(id).expect("contract register") as usize;
+        let n = caps.register_size(REG_RADIO_STATE).expect("contract register") as usize;
         RadioRegisters {
-            state: zeroed(n(REG_RADIO_STATE)),
-            last_activity_ns: zeroed(n(REG_RADIO_LAST_ACTIVITY_NS)),
-            promo_done_ns: zeroed(n(REG_RADIO_PROMO_DONE_NS)),
-            fach_free_ns: zeroed(n(REG_RADIO_FACH_FREE_NS)),
-            drx_ref_ns: zeroed(n(REG_RADIO_DRX_REF_NS)),
-            state_since_ns: zeroed(n(REG_RADIO_STATE_SINCE_NS)),
-            state_time_ns: zeroed(n(REG_RADIO_STATE_TIME_NS)),
-            promo_pkts: zeroed(n(REG_RADIO_PROMO_PKTS)),
+            ues: LazyArray::new(n, true),
+            state_time_ns: LazyArray::new(n * RADIO_STATE_STRIDE as usize, false),
         }
     }
 
     /// The number of UEs the arrays hold.
     pub fn ues(&self) -> usize {
-        self.state.len()
+        self.ues.len()
     }
 
-    fn u64_array(&self, reg_id: u32) -> Option<&[AtomicU64]> {
+    fn size(&self, reg_id: u32) -> Option<usize> {
+        let n = self.ues.len();
         Some(match reg_id {
-            REG_RADIO_LAST_ACTIVITY_NS => &self.last_activity_ns,
-            REG_RADIO_PROMO_DONE_NS => &self.promo_done_ns,
-            REG_RADIO_FACH_FREE_NS => &self.fach_free_ns,
-            REG_RADIO_DRX_REF_NS => &self.drx_ref_ns,
-            REG_RADIO_STATE_SINCE_NS => &self.state_since_ns,
-            REG_RADIO_STATE_TIME_NS => &self.state_time_ns,
+            REG_RADIO_STATE | REG_RADIO_LAST_ACTIVITY_NS | REG_RADIO_PROMO_DONE_NS | REG_RADIO_DRX_REF_NS
+            | REG_RADIO_STATE_SINCE_NS | REG_RADIO_PROMO_PKTS => n,
+            REG_RADIO_FACH_FREE_NS => n * RADIO_DIRECTIONS as usize,
+            REG_RADIO_STATE_TIME_NS => self.state_time_ns.len(),
             _ => return None,
         })
     }
 
-    fn size(&self, reg_id: u32) -> Option<usize> {
-        match reg_id {
-            REG_RADIO_STATE => Some(self.state.len()),
-            REG_RADIO_PROMO_PKTS => Some(self.promo_pkts.len()),
-            id => self.u64_array(id).map(|a| a.len()),
-        }
+    /// The 64-bit cell behind a register index, for the u64 registers.
+    fn u64_cell(&self, reg_id: u32, i: usize) -> Option<&AtomicU64> {
+        Some(match reg_id {
+            REG_RADIO_LAST_ACTIVITY_NS => &self.ues[i].last_activity_ns,
+            REG_RADIO_PROMO_DONE_NS => &self.ues[i].promo_done_ns,
+            REG_RADIO_DRX_REF_NS => &self.ues[i].drx_ref_ns,
+            REG_RADIO_STATE_SINCE_NS => &self.ues[i].since_ns,
+            REG_RADIO_FACH_FREE_NS => &self.ues[i / 2].fach_free_ns[i % 2],
+            REG_RADIO_STATE_TIME_NS => &self.state_time_ns[i],
+            _ => return None,
+        })
     }
 
     fn read(&self, reg_id: u32, i: usize) -> Option<u128> {
         match reg_id {
-            REG_RADIO_STATE => Some(self.state[i].load(Relaxed) as u128),
-            REG_RADIO_PROMO_PKTS => Some(self.promo_pkts[i].load(Relaxed) as u128),
-            id => self.u64_array(id).map(|a| a[i].load(Relaxed) as u128),
+            REG_RADIO_STATE => Some(self.ues[i].state.load(Relaxed) as u128),
+            REG_RADIO_PROMO_PKTS => Some(self.ues[i].promo_pkts.load(Relaxed) as u128),
+            id => self.u64_cell(id, i).map(|c| c.load(Relaxed) as u128),
         }
     }
 
     fn write(&self, reg_id: u32, i: usize, value: u128) -> bool {
         match reg_id {
-            REG_RADIO_STATE => self.state[i].store(value as u8, Relaxed),
-            REG_RADIO_PROMO_PKTS => self.promo_pkts[i].store(value as u32, Relaxed),
-            id => match self.u64_array(id) {
-                Some(a) => a[i].store(value as u64, Relaxed),
+            REG_RADIO_STATE => self.ues[i].state.store(value as u8, Relaxed),
+            REG_RADIO_PROMO_PKTS => self.ues[i].promo_pkts.store(value as u32, Relaxed),
+            id => match self.u64_cell(id, i) {
+                Some(c) => c.store(value as u64, Relaxed),
                 None => return false,
             },
         }
         true
     }
 
+    /// Zero everything that is not zero (untouched pages stay unmapped: reading them maps the
+    /// shared zero page).
     fn reset(&self) {
-        for id in [
-            REG_RADIO_LAST_ACTIVITY_NS,
-            REG_RADIO_PROMO_DONE_NS,
-            REG_RADIO_FACH_FREE_NS,
-            REG_RADIO_DRX_REF_NS,
-            REG_RADIO_STATE_SINCE_NS,
-            REG_RADIO_STATE_TIME_NS,
-        ] {
-            clear_u64(self.u64_array(id).expect("u64 radio register"));
-        }
-        for c in self.state.iter() {
-            if c.load(Relaxed) != 0 {
-                c.store(0, Relaxed);
+        for u in self.ues.iter() {
+            for c in [&u.since_ns, &u.last_activity_ns, &u.promo_done_ns, &u.drx_ref_ns]
+                .into_iter()
+                .chain(u.fach_free_ns.iter())
+            {
+                if c.load(Relaxed) != 0 {
+                    c.store(0, Relaxed);
+                }
+            }
+            if u.promo_pkts.load(Relaxed) != 0 {
+                u.promo_pkts.store(0, Relaxed);
+            }
+            if u.state.load(Relaxed) != 0 {
+                u.state.store(0, Relaxed);
             }
         }
-        for c in self.promo_pkts.iter() {
-            if c.load(Relaxed) != 0 {
-                c.store(0, Relaxed);
-            }
-        }
+        clear_u64(&self.state_time_ns);
     }
 }
 

@@ -54,7 +54,7 @@ impl Harness {
     }
 
     fn state(&self, ue: u32) -> u8 {
-        self.regs.radio.state[ue as usize].load(Relaxed)
+        self.regs.radio.ues[ue as usize].state.load(Relaxed)
     }
 
     fn time_in(&self, ue: u32, state: u8) -> u64 {
@@ -344,7 +344,7 @@ fn promo_queue_limit_drops_excess_packets_with_reason_radio() {
     assert_eq!(h.send(&p, 0, DL, 100, S + 3), Err(DropReason::Radio));
     assert_eq!(h.send(&p, 0, UL, 100, S + 4), Err(DropReason::Radio));
     // The drops are not activity; after completion traffic flows.
-    assert_eq!(h.regs.radio.last_activity_ns[0].load(Relaxed), 3 * S);
+    assert_eq!(h.regs.radio.ues[0].last_activity_ns.load(Relaxed), 3 * S);
     assert_eq!(h.ready(&p, 0, UL, 3 * S + 1), 3 * S + 1);
     // Unlimited (0): any number waits.
     let p = umts();
