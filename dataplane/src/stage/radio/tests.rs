@@ -455,3 +455,46 @@ fn rate_stage_starts_from_the_ready_time() {
     let ready = S + 260 * MS;
     assert_eq!(deps, vec![ready + 800_000, ready + 1_600_000, ready + 2_400_000]);
 }
+
+#[test]
+fn lte_short_drx_wake_and_direct_demotions_to_idle() {
+    let p = lte();
+    // A downlink packet in short DRX waits for the short cycle's grid (20 ms from the DRX start).
+    let mut h = Harness::new(2);
+    h.ready(&p, 0, UL, S);
+    let last = S + 260 * MS;
+    let drx_ref = last + 100 * MS;
+    let t = drx_ref + 5 * MS; // short DRX lasts 20 ms: on-durations at ref, ref + 20 ms
+    assert_eq!(h.ready(&p, 0, DL, t), drx_ref + 20 * MS);
+    let ev = h.take_events();
+    assert_eq!(&ev[2..], &[(st::CONNECTED, st::SHORT_DRX, drx_ref), (st::SHORT_DRX, st::CONNECTED, drx_ref + 20 * MS)]);
+    // An uplink packet in short DRX leaves at once.
+    let last = drx_ref + 20 * MS;
+    let t = last + 100 * MS + 3 * MS;
+    assert_eq!(h.ready(&p, 0, UL, t), t);
+    assert_eq!(h.take_events().last(), Some(&(st::SHORT_DRX, st::CONNECTED, t)));
+    // Without DRX, CONNECTED goes straight to IDLE at the tail.
+    let p = RadioParams { drx_inactivity_ns: 0, ..lte() };
+    let mut h = Harness::new(2);
+    h.ready(&p, 0, UL, S);
+    let last = S + 260 * MS;
+    let t = last + 10 * S + 5;
+    assert_eq!(h.ready(&p, 0, DL, t), t + 260 * MS);
+    assert_eq!(h.take_events()[2], (st::CONNECTED, st::IDLE, last + 10 * S));
+    assert_eq!(h.time_in(0, st::CONNECTED), 10 * S);
+    // A tail shorter than the short DRX phase ends short DRX in IDLE.
+    let p = RadioParams { tail_ns: 110 * MS, ..lte() };
+    let mut h = Harness::new(2);
+    h.ready(&p, 0, UL, S);
+    let last = S + 260 * MS;
+    h.ready(&p, 0, UL, last + S);
+    let ev = h.take_events();
+    assert_eq!(&ev[2..4], &[(st::CONNECTED, st::SHORT_DRX, last + 100 * MS), (st::SHORT_DRX, st::IDLE, last + 110 * MS)]);
+    // No long DRX: short DRX lasts until the tail.
+    let p = RadioParams { long_drx_cycle_ns: 0, ..lte() };
+    let mut h = Harness::new(2);
+    h.ready(&p, 0, UL, S);
+    let last = S + 260 * MS;
+    h.ready(&p, 0, UL, last + 5 * S);
+    assert_eq!(h.take_events()[2..4], [(st::CONNECTED, st::SHORT_DRX, last + 100 * MS), (st::SHORT_DRX, st::CONNECTED, last + 5 * S)]);
+}
