@@ -51,8 +51,10 @@ def test_first_packet_after_idle_waits_for_the_promotion(lab: TwoHostLab) -> Non
     assert base < 2 * MS, f"packets within the tail took {ms(base)} (median): they must not wait"
     added = median(wake) - base
     assert abs(added - promotion) <= 1 * MS, f"wake-up delay {ms(added)}, promotion {ms(promotion)}"
-    for k, d in enumerate(wake):
-        assert abs(d - base - promotion) <= 10 * MS, f"cycle {k}: first packet waited {ms(d)}"
+    # Each wake-up, not just the median: never early, and (a shared 2-vCPU host may stall one)
+    # at least four of five within 5 ms.
+    assert all(promotion <= d <= promotion + 100 * MS for d in wake), [ms(d) for d in wake]
+    assert sum(abs(d - base - promotion) <= 5 * MS for d in wake) >= 4, [ms(d) for d in wake]
     # A packet arriving during the promotion leaves with the one that started it, after it.
     for k in range(5):
         lag = rx[3 * k + 1] - rx[3 * k]
@@ -66,7 +68,7 @@ def test_downlink_first_wake_up(lab: TwoHostLab) -> None:
     lab.apply_profile(radio_profile(model="umts", promotion_idle_dch="300ms", inactivity_dch_fach="5s"))
     down = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=1, rate=1, port=9102, idle=1.0)
     assert down.received == 1
-    assert abs(down.delays_ns[0] - 300 * MS) <= 5 * MS, f"downlink first packet waited {ms(down.delays_ns[0])}"
+    assert 300 * MS <= down.delays_ns[0] <= 330 * MS, f"downlink first packet waited {ms(down.delays_ns[0])}"
     # The radio is shared: the uplink that follows finds it awake.
     up = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=20, rate=100, port=9103)
     assert up.lost == 0 and median(up.delays_ns) < 2 * MS, ms(median(up.delays_ns))
@@ -83,7 +85,7 @@ def test_fach_small_bursts_stay_large_ones_promote(lab: TwoHostLab) -> None:
     time.sleep(0.3)
     # Three 142-byte frames back to back: 426 B in the RLC buffer at most, under 543.
     small = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=3, rate=0, size=100, port=9105, idle=0.5)
-    assert small.lost == 0 and max(small.delays_ns) < 20 * MS, [ms(d) for d in small.delays_ns]
+    assert small.lost == 0 and max(small.delays_ns) < 50 * MS, [ms(d) for d in small.delays_ns]
     assert read_ue(lab.client, 0).state == RadioState.FACH
     # Ten 342-byte frames back to back: the second one takes the buffer past 543 B.
     large = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=10, rate=0, size=300, port=9106, idle=1.0)
@@ -107,9 +109,11 @@ def test_drx_wait_is_bounded_by_the_cycle(lab: TwoHostLab) -> None:
     got = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=0, rate=0, port=9107, at=offsets, idle=1.0)
     assert got.lost == 0
     delay = dict(zip(got.seq, got.delays_ns))
-    waits = [delay[i] for i in range(1, len(offsets))]
-    assert max(waits) <= cycle + 2 * MS, f"a downlink packet waited {ms(max(waits))} in DRX"
-    assert max(waits) >= 15 * MS and min(waits) < 15 * MS, [ms(w) for w in waits]
+    waits = sorted(delay[i] for i in range(1, len(offsets)))
+    # Bounded by one cycle (p90 on the wire, where a stalled host can add to any one packet; the
+    # digests below check every wake-up exactly), and spread over the cycle.
+    assert waits[26] <= cycle + 1 * MS and waits[-1] <= cycle + 20 * MS, [ms(w) for w in waits]
+    assert waits[-1] >= 15 * MS and waits[0] < 15 * MS, [ms(w) for w in waits]
     # The switch's own account: each wake-up lands in an on-duration of the cycle grid that
     # starts when DRX starts.
     events = watcher.collect(timeout=2, idle=0.5)
@@ -176,11 +180,12 @@ def test_digests_in_order_with_states_times_and_energy(lab: TwoHostLab) -> None:
     assert t == sorted(t)
     assert t[1] - t[0] == promotion and t[5] - t[4] == promotion
     assert t[2] - t[1] == 150 * MS  # DCH -> FACH: the timer, from the last activity (= t[1])
-    assert abs(t[3] - t[2] - 350 * MS) <= 20 * MS  # FACH -> IDLE: 200 ms after the packet at 0.5 s
-    # The switch's clock against the wire: the first change is the first packet's arrival.
+    # FACH -> IDLE: 200 ms after the second packet's arrival (t[2] is the first's + 350 ms).
     tx = dict(zip(got.seq, got.tx_ns))
-    assert abs(t[0] + offset - tx[0]) <= 5 * MS, ms(t[0] + offset - tx[0])
-    assert abs(t[4] + offset - tx[2]) <= 5 * MS
+    assert abs((t[3] - t[2]) - (tx[1] - tx[0] - 150 * MS)) <= 5 * MS, ms(t[3] - t[2])
+    # The switch's clock against the wire: the first change is the first packet's arrival.
+    assert abs(t[0] + offset - tx[0]) <= 20 * MS, ms(t[0] + offset - tx[0])
+    assert abs(t[4] + offset - tx[2]) <= 20 * MS
     # Time per state, and the energy estimate from it.
     ue = read_ue(lab.client, 0)
     assert ue.time_in_state_ns[S_.DCH] == 150 * MS
