@@ -55,12 +55,13 @@ def sink(topo: Topo, host: Host, port: int, idle: float = 1.0, timeout: float = 
 
 
 def send(topo: Topo, host: Host, dst: str, port: int, rate_bps: float, size: int,
-         count: int = 0, duration: float = 0.0, background: bool = False):
+         count: int = 0, duration: float = 0.0, background: bool = False, dst_count: int = 1):
     """Run the paced UDP sender in ``host``. Returns its JSON summary, or the Popen when
-    ``background`` (the caller then calls ``finish(proc)``)."""
+    ``background`` (the caller then calls ``finish(proc)``). With ``dst_count`` N, datagram i goes
+    to ``dst`` + i % N."""
     cmd = topo.netns(host, PY, TRAFFIC, "send", "--dst", dst, "--port", str(port),
                      "--rate-bps", str(rate_bps), "--size", str(size),
-                     "--count", str(count), "--duration", str(duration))
+                     "--count", str(count), "--duration", str(duration), "--dst-count", str(dst_count))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return proc if background else finish(proc)
 

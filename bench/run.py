@@ -27,6 +27,7 @@ import hoststats  # noqa: E402
 import delay  # noqa: E402
 import loss  # noqa: E402
 import p4rt_writes  # noqa: E402
+import radio  # noqa: E402
 import rate  # noqa: E402
 import throughput  # noqa: E402
 import timeline  # noqa: E402
@@ -36,7 +37,7 @@ from p4netem.paths import switch_binary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "p4rt", "timeline")
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "p4rt", "radio", "timeline")
 
 # (key, bar, comparison, unit, what)
 BARS = (
@@ -45,6 +46,8 @@ BARS = (
     ("rate_error_pct_max", 2.0, "<=", "%", "worst rate error, 64k..100 Mbit/s"),
     ("loss_error_sigma", 3.0, "<=", "sigma", "loss error at 1%, 1e5 packets"),
     ("p4rt_writes_per_s", 10_000.0, ">=", "/s", "classifier inserts, batches of 500"),
+    ("rrc_promotion_error_us_p99", 1000.0, "<=", "us", "first packet after idle vs promotion (100 ms)"),
+    ("rrc_throughput_ratio_100k_ue", 0.9, ">=", "", "switch pps, 100k awake UEs / 1 UE"),
     ("timeline_step_error_ms_p99", 5.0, "<=", "ms", "timeline change in force after its time, p99"),
 )
 
@@ -104,6 +107,8 @@ def print_table(res: dict) -> None:
         ("delay_error_us_p50", "us"), ("delay_baseline_us_p50", "us"), ("delay_baseline_us_p99", "us"),
         ("delay_reference_us_p50", "us"), ("delay_reference_us_p99", "us"),
         ("loss_measured", ""),
+        ("rrc_promotion_error_us_p50", "us"), ("rrc_switch_mpps_1_ue", "Mpps"),
+        ("rrc_switch_mpps_100k_ue", "Mpps"),
         ("timeline_step_error_ms_p50", "ms"), ("timeline_step_error_ms_max", "ms"),
         ("timeline_wire_error_ms_p50", "ms"), ("timeline_wire_error_ms_p99", "ms"),
         ("timeline_wire_error_ms_max", "ms"),
@@ -191,10 +196,24 @@ def main() -> int:
                 step("rate", lambda: rate.measure(t, ctl))
                 step("loss", lambda: loss.measure(t, ctl))
                 step("p4rt", lambda: p4rt_writes.measure(ctl))
+                step("radio", lambda: radio.promotion_accuracy(t, ctl), label="radio (promotion)")
                 # Last: its controller takes the primary role from the bench's own client.
                 step("timeline", lambda: timeline.measure(t, sw.grpc_addr, sw.device_id))
             finally:
                 ctl.close()
+        if "radio" in only and "radio" not in errors:
+            # The burst method needs an RX ring that holds a whole burst: a switch of its own.
+            sw2 = SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,
+                                log_path=ROOT / "build" / "bench-switch-radio.log",
+                                extra_args=["--rx-frames", str(radio.RX_FRAMES)])
+            with sw2:
+                ctl2 = control.Control(sw2.grpc_addr, sw2.device_id)
+                ctl2.start()
+                try:
+                    step("radio", lambda: radio.throughput_ratio(t, ctl2, sw2.proc.pid),
+                         label="radio (throughput)")
+                finally:
+                    ctl2.close()
     finally:
         topology.teardown(t)
     res["config"]["total_s"] = round(time.monotonic() - started, 1)

@@ -47,13 +47,22 @@ def send(args: argparse.Namespace) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     if args.tos:
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, args.tos)
-    sock.connect((args.dst, args.port))
+    base = struct.unpack("!I", socket.inet_aton(args.dst))[0]
+    targets = [(socket.inet_ntoa(struct.pack("!I", base + i)), args.port) for i in range(max(1, args.dst_count))]
+    if len(targets) == 1:
+        sock.connect(targets[0])
     count = args.count or (1 << 62)
     t0 = time.monotonic()
     end = t0 + args.duration if args.duration else float("inf")
     sent = errors = 0
     max_late = 0.0  # how far behind schedule a datagram went out: shows a starved sender
-    pack, now_ns, mono, sendmsg = HEADER.pack, time.time_ns, time.monotonic, sock.send
+    pack, now_ns, mono = HEADER.pack, time.time_ns, time.monotonic
+    if len(targets) == 1:
+        sendmsg = sock.send
+    else:
+        # Datagram i goes to dst + i % dst_count (many UEs from one sender).
+        def sendmsg(data: bytes, _sendto=sock.sendto, _n=len(targets)) -> None:
+            _sendto(data, targets[sent % _n])
     while sent < count:
         now = mono()
         if now >= end:
@@ -132,6 +141,7 @@ def main() -> None:
     s.add_argument("--count", type=int, default=0)
     s.add_argument("--duration", type=float, default=0.0)
     s.add_argument("--tos", type=int, default=0)
+    s.add_argument("--dst-count", type=int, default=1, help="datagram i goes to --dst + i %% N")
     s.set_defaults(func=send)
     k = sub.add_parser("sink")
     k.add_argument("--port", type=int, required=True)

@@ -19,6 +19,7 @@
 #include "include/forwarding.p4"
 #include "include/classifier.p4"
 #include "include/profile.p4"
+#include "include/radio.p4"
 #include "include/loss.p4"
 #include "include/duplication.p4"
 #include "include/corruption.p4"

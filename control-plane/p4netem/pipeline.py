@@ -16,6 +16,7 @@ L2_FWD = f"{INGRESS}.l2_fwd"
 L2_LEARN = f"{INGRESS}.l2_learn"
 CLASSIFIER = f"{INGRESS}.classifier"
 PROFILE = f"{INGRESS}.profile"
+RADIO_PROFILE = f"{INGRESS}.radio_profile"
 
 # Actions
 SET_EGRESS_PORT = f"{INGRESS}.set_egress_port"
@@ -24,6 +25,8 @@ DROP_PACKET = f"{INGRESS}.drop_packet"
 LEARN = f"{INGRESS}.learn"
 SET_PROFILE = f"{INGRESS}.set_profile"
 SET_IMPAIRMENT = f"{INGRESS}.set_impairment"
+SET_RADIO = f"{INGRESS}.set_radio"
+SET_PROFILE_UE_BY_ADDR = f"{INGRESS}.set_profile_ue_by_addr"
 NO_ACTION = "NoAction"
 
 # set_impairment parameters, in contract order. All are required by P4Runtime; 0 means "off".
@@ -46,6 +49,29 @@ IMPAIRMENT_PARAMS = (
     "corrupt_prob",
 )
 
+# set_radio parameters, in contract order (times in ns; 0 = off / never for timers).
+RADIO_PARAMS = (
+    "model",
+    "idle_to_dch_ns",
+    "fach_to_dch_ns",
+    "idle_to_connected_ns",
+    "standby_to_ready_ns",
+    "promo_spread_ns",
+    "dch_fach_timer_ns",
+    "fach_idle_timer_ns",
+    "drx_inactivity_ns",
+    "short_drx_time_ns",
+    "short_drx_cycle_ns",
+    "long_drx_cycle_ns",
+    "drx_on_ns",
+    "tail_ns",
+    "ready_timer_ns",
+    "rlc_ul_bytes",
+    "rlc_dl_bytes",
+    "fach_ns_per_byte_q16",
+    "promo_queue_pkts",
+)
+
 # Registers
 NEXT_FREE_NS = f"{INGRESS}.next_free_ns"
 LAST_RELEASE_NS = f"{INGRESS}.last_release_ns"
@@ -54,6 +80,14 @@ BACKLOG_BYTES = f"{INGRESS}.backlog_bytes"
 BACKLOG_PKTS = f"{INGRESS}.backlog_pkts"
 DIST_TABLE = f"{INGRESS}.dist_table"
 RNG_SEED = f"{INGRESS}.rng_seed"
+RADIO_STATE = f"{INGRESS}.radio_state"
+RADIO_LAST_ACTIVITY_NS = f"{INGRESS}.radio_last_activity_ns"
+RADIO_PROMO_DONE_NS = f"{INGRESS}.radio_promo_done_ns"
+RADIO_FACH_FREE_NS = f"{INGRESS}.radio_fach_free_ns"
+RADIO_DRX_REF_NS = f"{INGRESS}.radio_drx_ref_ns"
+RADIO_STATE_SINCE_NS = f"{INGRESS}.radio_state_since_ns"
+RADIO_STATE_TIME_NS = f"{INGRESS}.radio_state_time_ns"
+RADIO_PROMO_PKTS = f"{INGRESS}.radio_promo_pkts"
 
 # Counters
 PROFILE_IN = f"{INGRESS}.profile_in"
@@ -62,8 +96,10 @@ DROPS = f"{INGRESS}.drops"
 PARSER_ERRORS = f"{INGRESS}.parser_errors"
 PROFILE_DUP = f"{INGRESS}.profile_dup"
 PROFILE_CORRUPT = f"{INGRESS}.profile_corrupt"
+RADIO_PROMOTIONS = f"{INGRESS}.radio_promotions"
 
 MAC_LEARN_DIGEST = "mac_learn_digest_t"
+RADIO_STATE_DIGEST = "radio_state_digest_t"
 
 UPLINK = 0
 DOWNLINK = 1
@@ -92,6 +128,42 @@ class DropReason(IntEnum):
 DROP_REASONS_PER_PD = 8
 
 
+class RadioModel(IntEnum):
+    """set_radio's `model`."""
+
+    NONE = 0
+    UMTS = 1
+    LTE = 2
+    GPRS = 3
+
+
+class RadioState(IntEnum):
+    """The radio state enum of radio_state, radio_state_time_ns and radio_state_digest_t."""
+
+    IDLE = 0
+    PROMOTING = 1
+    FACH = 2
+    DCH = 3
+    CONNECTED = 4  # LTE continuous reception
+    SHORT_DRX = 5
+    LONG_DRX = 6
+    STANDBY = 7  # GPRS
+    READY = 8  # GPRS
+
+
+class PromotionKind(IntEnum):
+    """The `kind` part of a radio_promotions index."""
+
+    IDLE_DCH = 0
+    FACH_DCH = 1
+    IDLE_CONNECTED = 2
+    TO_READY = 3
+
+
+RADIO_STATE_STRIDE = 16  # radio_state_time_ns cells per UE
+RADIO_PROMO_KINDS = 4  # radio_promotions cells per UE
+
+
 class ParserError(IntEnum):
     OTHER = 0
     PACKET_TOO_SHORT = 1
@@ -109,6 +181,24 @@ def pd_index(profile_id: int, direction: int) -> int:
 def drop_index(pd: int, reason: DropReason | int) -> int:
     """Index of the drops counter for one pd and reason."""
     return pd * DROP_REASONS_PER_PD + int(reason)
+
+
+def state_time_index(ue: int, state: RadioState | int) -> int:
+    """Index of radio_state_time_ns for one UE and state."""
+    return ue * RADIO_STATE_STRIDE + int(state)
+
+
+def promotion_index(ue: int, kind: PromotionKind | int) -> int:
+    """Index of the radio_promotions counter for one UE and promotion kind."""
+    return ue * RADIO_PROMO_KINDS + int(kind)
+
+
+def radio_params(**given: int) -> dict[str, int]:
+    """All set_radio parameters, the given ones set, the others 0 (off)."""
+    unknown = set(given) - set(RADIO_PARAMS)
+    if unknown:
+        raise ValueError(f"unknown set_radio parameter(s): {', '.join(sorted(unknown))}")
+    return {name: int(given.get(name, 0)) for name in RADIO_PARAMS}
 
 
 def impairment_params(**given: int) -> dict[str, int]:

@@ -93,6 +93,7 @@ pub const TABLE_L2_FWD: u32 = 0x0200_0002;
 pub const TABLE_L2_LEARN: u32 = 0x0200_0003;
 pub const TABLE_CLASSIFIER: u32 = 0x0200_0004;
 pub const TABLE_PROFILE: u32 = 0x0200_0005;
+pub const TABLE_RADIO_PROFILE: u32 = 0x0200_0006;
 
 /// p4c's fixed id for core.p4's `NoAction`.
 pub const ACTION_NO_ACTION: u32 = 21257015;
@@ -102,6 +103,8 @@ pub const ACTION_DROP_PACKET: u32 = 0x0100_0003;
 pub const ACTION_LEARN: u32 = 0x0100_0004;
 pub const ACTION_SET_PROFILE: u32 = 0x0100_0005;
 pub const ACTION_SET_IMPAIRMENT: u32 = 0x0100_0006;
+pub const ACTION_SET_RADIO: u32 = 0x0100_0007;
+pub const ACTION_SET_PROFILE_UE_BY_ADDR: u32 = 0x0100_0008;
 
 pub const REG_NEXT_FREE_NS: u32 = 0x1600_0001;
 pub const REG_LAST_RELEASE_NS: u32 = 0x1600_0002;
@@ -110,6 +113,14 @@ pub const REG_BACKLOG_BYTES: u32 = 0x1600_0004;
 pub const REG_BACKLOG_PKTS: u32 = 0x1600_0005;
 pub const REG_DIST_TABLE: u32 = 0x1600_0006;
 pub const REG_RNG_SEED: u32 = 0x1600_0007;
+pub const REG_RADIO_STATE: u32 = 0x1600_0008;
+pub const REG_RADIO_LAST_ACTIVITY_NS: u32 = 0x1600_0009;
+pub const REG_RADIO_PROMO_DONE_NS: u32 = 0x1600_000A;
+pub const REG_RADIO_FACH_FREE_NS: u32 = 0x1600_000B;
+pub const REG_RADIO_DRX_REF_NS: u32 = 0x1600_000C;
+pub const REG_RADIO_STATE_SINCE_NS: u32 = 0x1600_000D;
+pub const REG_RADIO_STATE_TIME_NS: u32 = 0x1600_000E;
+pub const REG_RADIO_PROMO_PKTS: u32 = 0x1600_000F;
 
 pub const COUNTER_PROFILE_IN: u32 = 0x1200_0001;
 pub const COUNTER_PROFILE_OUT: u32 = 0x1200_0002;
@@ -117,9 +128,12 @@ pub const COUNTER_DROPS: u32 = 0x1200_0003;
 pub const COUNTER_PARSER_ERRORS: u32 = 0x1200_0004;
 pub const COUNTER_PROFILE_DUP: u32 = 0x1200_0005;
 pub const COUNTER_PROFILE_CORRUPT: u32 = 0x1200_0006;
+pub const COUNTER_RADIO_PROMOTIONS: u32 = 0x1200_0007;
 
 /// p4c derives v1model digest ids from the struct name (no @id possible): 0x17000000 | JOAAT("mac_learn_digest_t").
 pub const DIGEST_MAC_LEARN: u32 = 0x17F8_D97F;
+/// The same rule for the radio digest: 0x17000000 | JOAAT("radio_state_digest_t").
+pub const DIGEST_RADIO_STATE: u32 = 0x17C4_B86E;
 
 pub const CTRL_HDR_PACKET_IN: u32 = 0x0400_0001;
 pub const CTRL_HDR_PACKET_OUT: u32 = 0x0400_0002;
@@ -138,6 +152,12 @@ pub const DIST_TABLE_LEN: u32 = 4096;
 pub const DIST_TABLES: u32 = 4;
 /// netem's NETEM_DIST_SCALE: table values are in units of sigma / 8192.
 pub const DIST_SCALE: i64 = 8192;
+/// Per-UE radio arrays with one cell per state: index `ue * RADIO_STATE_STRIDE + state`.
+pub const RADIO_STATE_STRIDE: u32 = 16;
+/// `radio_promotions` cells per UE: index `ue * RADIO_PROMO_KINDS + kind`.
+pub const RADIO_PROMO_KINDS: u32 = 4;
+/// `radio_fach_free_ns` cells per UE: index `ue * 2 + direction`.
+pub const RADIO_DIRECTIONS: u32 = 2;
 
 /// Drop reasons, the `reason` part of a `drops` index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +191,35 @@ pub const JITTER_PARETO: u8 = 3;
 pub const JITTER_PARETONORMAL: u8 = 4;
 pub const JITTER_USER: u8 = 5;
 
+/// `set_radio.model` values.
+pub mod radio_model {
+    pub const NONE: u8 = 0;
+    pub const UMTS: u8 = 1;
+    pub const LTE: u8 = 2;
+    pub const GPRS: u8 = 3;
+}
+
+/// The radio state enum shared by `radio_state`, `radio_state_time_ns` and the digest.
+pub mod radio_state {
+    pub const IDLE: u8 = 0;
+    pub const PROMOTING: u8 = 1;
+    pub const FACH: u8 = 2;
+    pub const DCH: u8 = 3;
+    pub const CONNECTED: u8 = 4;
+    pub const SHORT_DRX: u8 = 5;
+    pub const LONG_DRX: u8 = 6;
+    pub const STANDBY: u8 = 7;
+    pub const READY: u8 = 8;
+}
+
+/// Promotion kinds, the `kind` part of a `radio_promotions` index.
+pub mod radio_promo {
+    pub const IDLE_DCH: u32 = 0;
+    pub const FACH_DCH: u32 = 1;
+    pub const IDLE_CONNECTED: u32 = 2;
+    pub const TO_READY: u32 = 3;
+}
+
 // ---- params ------------------------------------------------------------------------------------
 
 const fn p(id: u32, name: &'static str, bits: u32) -> ParamDef {
@@ -201,6 +250,52 @@ pub mod imp {
     pub const CORRUPT_PROB: usize = 15;
     pub const COUNT: usize = 16;
 }
+
+/// Indices into `set_radio`'s params (param id - 1).
+pub mod rp {
+    pub const MODEL: usize = 0;
+    pub const IDLE_TO_DCH_NS: usize = 1;
+    pub const FACH_TO_DCH_NS: usize = 2;
+    pub const IDLE_TO_CONNECTED_NS: usize = 3;
+    pub const STANDBY_TO_READY_NS: usize = 4;
+    pub const PROMO_SPREAD_NS: usize = 5;
+    pub const DCH_FACH_TIMER_NS: usize = 6;
+    pub const FACH_IDLE_TIMER_NS: usize = 7;
+    pub const DRX_INACTIVITY_NS: usize = 8;
+    pub const SHORT_DRX_TIME_NS: usize = 9;
+    pub const SHORT_DRX_CYCLE_NS: usize = 10;
+    pub const LONG_DRX_CYCLE_NS: usize = 11;
+    pub const DRX_ON_NS: usize = 12;
+    pub const TAIL_NS: usize = 13;
+    pub const READY_TIMER_NS: usize = 14;
+    pub const RLC_UL_BYTES: usize = 15;
+    pub const RLC_DL_BYTES: usize = 16;
+    pub const FACH_NS_PER_BYTE_Q16: usize = 17;
+    pub const PROMO_QUEUE_PKTS: usize = 18;
+    pub const COUNT: usize = 19;
+}
+
+pub const SET_RADIO_PARAMS: &[ParamDef] = &[
+    p(1, "model", 8),
+    p(2, "idle_to_dch_ns", 48),
+    p(3, "fach_to_dch_ns", 48),
+    p(4, "idle_to_connected_ns", 48),
+    p(5, "standby_to_ready_ns", 48),
+    p(6, "promo_spread_ns", 48),
+    p(7, "dch_fach_timer_ns", 48),
+    p(8, "fach_idle_timer_ns", 48),
+    p(9, "drx_inactivity_ns", 48),
+    p(10, "short_drx_time_ns", 48),
+    p(11, "short_drx_cycle_ns", 48),
+    p(12, "long_drx_cycle_ns", 48),
+    p(13, "drx_on_ns", 48),
+    p(14, "tail_ns", 48),
+    p(15, "ready_timer_ns", 48),
+    p(16, "rlc_ul_bytes", 32),
+    p(17, "rlc_dl_bytes", 32),
+    p(18, "fach_ns_per_byte_q16", 48),
+    p(19, "promo_queue_pkts", 32),
+];
 
 pub const SET_IMPAIRMENT_PARAMS: &[ParamDef] = &[
     p(1, "delay_ns", 48),
@@ -240,6 +335,18 @@ pub const ACTIONS: &[ActionDef] = &[
         id: ACTION_SET_IMPAIRMENT,
         name: "P4netemIngress.set_impairment",
         params: SET_IMPAIRMENT_PARAMS,
+    },
+    ActionDef { id: ACTION_SET_RADIO, name: "P4netemIngress.set_radio", params: SET_RADIO_PARAMS },
+    ActionDef {
+        id: ACTION_SET_PROFILE_UE_BY_ADDR,
+        name: "P4netemIngress.set_profile_ue_by_addr",
+        params: &[
+            p(1, "profile_id", 16),
+            p(2, "direction", 1),
+            p(3, "ue_base", 32),
+            p(4, "ue_mask", 32),
+            p(5, "ue_from_dst", 1),
+        ],
     },
 ];
 
@@ -303,7 +410,7 @@ pub const TABLES: &[TableDef] = &[
             k(9, "meta.l4_dst_port", 16, MatchKind::Range),
             k(10, "meta.dscp", 6, MatchKind::Ternary),
         ],
-        action_ids: &[ACTION_SET_PROFILE],
+        action_ids: &[ACTION_SET_PROFILE, ACTION_SET_PROFILE_UE_BY_ADDR],
         size: DEFAULT_CLASSIFIER_ENTRIES,
         default_action_id: ACTION_SET_PROFILE,
         default_params: &[0, 0, 0],
@@ -317,6 +424,15 @@ pub const TABLES: &[TableDef] = &[
         ],
         action_ids: &[ACTION_SET_IMPAIRMENT, ACTION_NO_ACTION],
         size: DEFAULT_PD,
+        default_action_id: ACTION_NO_ACTION,
+        default_params: &[],
+    },
+    TableDef {
+        id: TABLE_RADIO_PROFILE,
+        name: "P4netemIngress.radio_profile",
+        keys: &[k(1, "meta.profile_id", 16, MatchKind::Exact)],
+        action_ids: &[ACTION_SET_RADIO, ACTION_NO_ACTION],
+        size: DEFAULT_PROFILES,
         default_action_id: ACTION_NO_ACTION,
         default_params: &[],
     },
@@ -336,6 +452,7 @@ pub const DEFAULT_ONLY_ACTIONS: &[(u32, u32)] = &[
     (TABLE_L2_FWD, ACTION_NO_ACTION),
     (TABLE_L2_LEARN, ACTION_LEARN),
     (TABLE_PROFILE, ACTION_NO_ACTION),
+    (TABLE_RADIO_PROFILE, ACTION_NO_ACTION),
 ];
 
 /// (table, action) pairs annotated `@tableonly` (none in this program).
@@ -367,6 +484,12 @@ pub const COUNTERS: &[CounterDef] = &[
     CounterDef { id: COUNTER_PARSER_ERRORS, name: "P4netemIngress.parser_errors", unit: CounterUnit::Packets, size: 4 },
     CounterDef { id: COUNTER_PROFILE_DUP, name: "P4netemIngress.profile_dup", unit: CounterUnit::Both, size: DEFAULT_PD },
     CounterDef { id: COUNTER_PROFILE_CORRUPT, name: "P4netemIngress.profile_corrupt", unit: CounterUnit::Both, size: DEFAULT_PD },
+    CounterDef {
+        id: COUNTER_RADIO_PROMOTIONS,
+        name: "P4netemIngress.radio_promotions",
+        unit: CounterUnit::Packets,
+        size: DEFAULT_UE_IDS * RADIO_PROMO_KINDS,
+    },
 ];
 
 pub const REGISTERS: &[RegisterDef] = &[
@@ -377,13 +500,44 @@ pub const REGISTERS: &[RegisterDef] = &[
     RegisterDef { id: REG_BACKLOG_PKTS, name: "P4netemIngress.backlog_pkts", bits: 32, size: DEFAULT_PD },
     RegisterDef { id: REG_DIST_TABLE, name: "P4netemIngress.dist_table", bits: 16, size: DIST_TABLE_LEN * DIST_TABLES },
     RegisterDef { id: REG_RNG_SEED, name: "P4netemIngress.rng_seed", bits: 64, size: 1 },
+    RegisterDef { id: REG_RADIO_STATE, name: "P4netemIngress.radio_state", bits: 8, size: DEFAULT_UE_IDS },
+    RegisterDef {
+        id: REG_RADIO_LAST_ACTIVITY_NS,
+        name: "P4netemIngress.radio_last_activity_ns",
+        bits: 64,
+        size: DEFAULT_UE_IDS,
+    },
+    RegisterDef { id: REG_RADIO_PROMO_DONE_NS, name: "P4netemIngress.radio_promo_done_ns", bits: 64, size: DEFAULT_UE_IDS },
+    RegisterDef {
+        id: REG_RADIO_FACH_FREE_NS,
+        name: "P4netemIngress.radio_fach_free_ns",
+        bits: 64,
+        size: DEFAULT_UE_IDS * RADIO_DIRECTIONS,
+    },
+    RegisterDef { id: REG_RADIO_DRX_REF_NS, name: "P4netemIngress.radio_drx_ref_ns", bits: 64, size: DEFAULT_UE_IDS },
+    RegisterDef {
+        id: REG_RADIO_STATE_SINCE_NS,
+        name: "P4netemIngress.radio_state_since_ns",
+        bits: 64,
+        size: DEFAULT_UE_IDS,
+    },
+    RegisterDef {
+        id: REG_RADIO_STATE_TIME_NS,
+        name: "P4netemIngress.radio_state_time_ns",
+        bits: 64,
+        size: DEFAULT_UE_IDS * RADIO_STATE_STRIDE,
+    },
+    RegisterDef { id: REG_RADIO_PROMO_PKTS, name: "P4netemIngress.radio_promo_pkts", bits: 32, size: DEFAULT_UE_IDS },
 ];
 
-pub const DIGESTS: &[DigestDef] = &[DigestDef {
-    id: DIGEST_MAC_LEARN,
-    name: "mac_learn_digest_t",
-    fields: &[("src_addr", 48), ("ingress_port", 9)],
-}];
+pub const DIGESTS: &[DigestDef] = &[
+    DigestDef { id: DIGEST_MAC_LEARN, name: "mac_learn_digest_t", fields: &[("src_addr", 48), ("ingress_port", 9)] },
+    DigestDef {
+        id: DIGEST_RADIO_STATE,
+        name: "radio_state_digest_t",
+        fields: &[("ue_id", 32), ("old_state", 8), ("new_state", 8), ("timestamp_ns", 64)],
+    },
+];
 
 pub const CONTROLLER_HEADERS: &[ControllerHeaderDef] = &[
     ControllerHeaderDef {
@@ -466,6 +620,7 @@ mod tests {
             assert_eq!(d.params.len(), t.default_params.len(), "{}", t.name);
         }
         assert_eq!(action(ACTION_SET_IMPAIRMENT).unwrap().params.len(), imp::COUNT);
+        assert_eq!(action(ACTION_SET_RADIO).unwrap().params.len(), rp::COUNT);
         assert_eq!(table(TABLE_CLASSIFIER).unwrap().keys.len(), ck::COUNT);
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 
-use crate::contract::{DropReason, DIGEST_MAC_LEARN};
+use crate::contract::{DropReason, DIGEST_MAC_LEARN, DIGEST_RADIO_STATE};
 use crate::io::afpacket::FRAME_SIZE;
 use crate::io::pcap::PcapWriter;
 use crate::io::{ethtool, AfPacket, RingConfig};
@@ -25,7 +25,7 @@ use crate::parse::parse;
 use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
 use crate::rng::Prng;
 use crate::stage::corrupt::flip;
-use crate::stage::{Ctx, Impairments, Pkt, Verdict};
+use crate::stage::{Ctx, Impairment, Impairments, Pkt, Stage, Verdict};
 use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
 use crate::tables::{Forward, Snapshot};
 use crate::wheel::Wheel;
@@ -412,12 +412,31 @@ impl DataPlane {
         if truncated {
             return self.drop_pkt(pd, DropReason::Malformed, len);
         }
-        let Some(&imp) = snap.impairment(pd) else {
+        let imp = snap.impairment(pd);
+        let radio = snap.radio(sel.profile_id as u32);
+        if imp.is_none() && radio.is_none() {
             return self.send_now(out, pd, in_port, frame, None);
-        };
+        }
+        let imp = imp.copied().unwrap_or_default();
         let mut pkt = Pkt::new(len as u32, now);
+        if let Some(radio) = radio {
+            pkt.ue = sel.ue(parsed.key.ipv4_src, parsed.key.ipv4_dst);
+            let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
+            let verdict = self.stages.radio.apply(radio, &mut ctx, &mut pkt);
+            self.report_radio_events();
+            if let Verdict::Drop(reason) = verdict {
+                return self.drop_pkt(pd, reason, len);
+            }
+        }
+        self.impair(&imp, out, pd, in_port, frame, pkt, now);
+    }
+
+    /// The stages after the radio, for a packet and its duplicate.
+    #[allow(clippy::too_many_arguments)]
+    fn impair(&mut self, imp: &Impairment, out: u16, pd: u32, in_port: u16, frame: &[u8], mut pkt: Pkt, now: u64) {
+        let len = frame.len();
         let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
-        match self.stages.run(&imp, &mut ctx, &mut pkt) {
+        match self.stages.run(imp, &mut ctx, &mut pkt) {
             Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
             Verdict::Pass => self.emit(out, pd, in_port, frame, pkt.flip_bit, pkt.release, now),
         }
@@ -425,9 +444,24 @@ impl DataPlane {
         if pkt.duplicate {
             let mut copy = pkt.copy_of(now);
             let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
-            match self.stages.run(&imp, &mut ctx, &mut copy) {
+            match self.stages.run(imp, &mut ctx, &mut copy) {
                 Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
                 Verdict::Pass => self.emit(out, pd, in_port, frame, copy.flip_bit, copy.release, now),
+            }
+        }
+    }
+
+    /// Radio state changes of the last packet become `radio_state_digest_t` messages (only when a
+    /// client enabled the digest; a full queue drops them, as P4Runtime allows for digests).
+    fn report_radio_events(&self) {
+        let events = self.stages.radio.events();
+        if events.is_empty() || !self.link.radio_digests.load(Ordering::Relaxed) {
+            return;
+        }
+        for ev in events {
+            let fields = vec![ev.ue as u128, ev.old as u128, ev.new as u128, ev.at_ns as u128];
+            if self.link.digest_tx.try_send(DigestEvent { digest_id: DIGEST_RADIO_STATE, fields }).is_err() {
+                tracing::debug!(ue = ev.ue, "digest queue full: radio state event dropped");
             }
         }
     }

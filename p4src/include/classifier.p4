@@ -20,6 +20,19 @@ control Classify(inout headers_t hdr,
         meta.ue_id = ue_id;
     }
 
+    /* One entry for many hosts, each its own UE (and radio): ue_id = ue_base + (IPv4 source,
+     * or destination with ue_from_dst, & ue_mask). Branch-free: `pick` is all ones for dst. */
+    @name(".P4netemIngress.set_profile_ue_by_addr")
+    @id(0x01000008)
+    action set_profile_ue_by_addr(profile_id_t profile_id, direction_t direction, ue_id_t ue_base,
+                                  bit<32> ue_mask, bit<1> ue_from_dst) {
+        meta.profile_id = profile_id;
+        meta.direction = direction;
+        bit<32> pick = (bit<32>)0 - (bit<32>)ue_from_dst;
+        bit<32> addr = (meta.ipv4_src & ~pick) | (meta.ipv4_dst & pick);
+        meta.ue_id = ue_base + (addr & ue_mask);
+    }
+
     @name(".P4netemIngress.classifier")
     @id(0x02000004)
     table classifier {
@@ -37,6 +50,7 @@ control Classify(inout headers_t hdr,
         }
         actions = {
             set_profile;
+            set_profile_ue_by_addr;
         }
         default_action = set_profile(0, 0, 0);
         size = CLASSIFIER_SIZE;

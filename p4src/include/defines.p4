@@ -14,6 +14,8 @@
 #define L2_LEARN_SIZE        4096
 #define CLASSIFIER_SIZE      65536
 #define PROFILE_SIZE         8192
+/* radio_profile: one entry per profile (the radio is shared by both directions). */
+#define RADIO_PROFILE_SIZE   4096
 /* One slot per profile-direction (pd = profile_id * 2 + direction). */
 #define PD_COUNT             8192
 /* Profiles addressable by pd; larger profile ids fall back to DEFAULT_PROFILE. */
@@ -28,6 +30,16 @@
 #define DIST_TABLE_LEN       4096
 #define DIST_TABLE_SIZE      16384
 #define DIST_INDEX_BITS      12
+/* Per-UE radio state: UE ids (classifier) index arrays of UE_COUNT. */
+#define UE_COUNT             1048576
+/* radio_state_time_ns: one cell per state, index ue * RADIO_STATE_STRIDE + state. */
+#define RADIO_STATE_STRIDE   16
+#define RADIO_STATE_TIME_SIZE 16777216
+/* radio_fach_free_ns: index ue * 2 + direction. */
+#define RADIO_FACH_SIZE      2097152
+/* radio_promotions: index ue * RADIO_PROMO_KINDS + kind. */
+#define RADIO_PROMO_KINDS    4
+#define RADIO_PROMO_COUNTER_SIZE 4194304
 
 /* ---- drop reasons (index within a pd's block of the drops counter) ---- */
 #define DROP_LOSS_RANDOM     0
@@ -49,6 +61,26 @@
 #define DIST_USER            5
 /* Table samples are in units of sigma / NETEM_DIST_SCALE (netem's scale, 8192 = 2^13). */
 #define NETEM_DIST_SCALE_SHIFT 13
+
+/* ---- radio (set_radio.model, the state enum, promotion kinds) ---- */
+#define RADIO_NONE           0
+#define RADIO_UMTS           1
+#define RADIO_LTE            2
+#define RADIO_GPRS           3
+#define RADIO_IDLE           0
+#define RADIO_PROMOTING      1
+#define RADIO_FACH           2
+#define RADIO_DCH            3
+#define RADIO_CONNECTED      4
+#define RADIO_SHORT_DRX      5
+#define RADIO_LONG_DRX       6
+#define RADIO_STANDBY        7
+#define RADIO_READY          8
+#define PROMO_IDLE_DCH       0
+#define PROMO_FACH_DCH       1
+#define PROMO_IDLE_CONNECTED 2
+#define PROMO_TO_READY       3
+#define DIRECTION_DOWNLINK   1
 
 /* ---- reorder modes ---- */
 #define REORDER_KEEP_ORDER   0
@@ -92,6 +124,7 @@
 /* ---- v1model multi-pass plumbing ---- */
 /* Digest receiver id; bmv2 ignores the value, P4Runtime does not expose it. */
 #define MAC_LEARN_RECEIVER   1
+#define RADIO_RECEIVER       2
 /* Clone session that carries duplicates (DuplicationStage). The controller must
  * create it on bmv2 (any replica port: the copy is recirculated before leaving). */
 #define DUP_CLONE_SESSION    1

@@ -32,12 +32,17 @@ control P4netemEgress(inout headers_t hdr,
                 meta.corrupt_pending = 0;
                 meta.departure_ns = 0;
                 meta.release_ns = 0;
+                meta.radio_ev_pending = 0;  /* the original reports the radio's changes */
+                meta.radio_discard = 0;
                 recirculate_preserving_field_list(PRESERVE_FL);
             } else {
                 time_ns_t now = (time_ns_t)standard_metadata.egress_global_timestamp * NS_PER_US;
-                if (meta.in_backlog == 1 || meta.corrupt_pending == 1 || now < meta.release_ns) {
+                bool waiting = meta.radio_discard == 0 && now < meta.release_ns;
+                if (meta.in_backlog == 1 || meta.corrupt_pending == 1 || meta.radio_ev_pending != 0 || waiting) {
                     meta.pass_kind = PASS_HOLD;
                     recirculate_preserving_field_list(PRESERVE_FL);
+                } else if (meta.radio_discard == 1) {
+                    mark_to_drop(standard_metadata);
                 } else {
                     profile_out.count(meta.pd);
                     if (standard_metadata.egress_port == CPU_PORT) {

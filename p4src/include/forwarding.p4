@@ -43,6 +43,7 @@ control Forwarding(inout headers_t hdr,
     action learn() {
         digest<mac_learn_digest_t>(MAC_LEARN_RECEIVER,
                                    { hdr.ethernet.src_addr, standard_metadata.ingress_port });
+        meta.digest_used = 1;
     }
 
     @name(".P4netemIngress.port_map")

@@ -107,6 +107,17 @@ header packet_out_header_t {
 }
 
 /*
+ * Radio state change (RadioStage): the UE, the old and new state (the contract's state enum) and
+ * the time the change takes effect (ns). No @id, as for mac_learn_digest_t: id 0x17C4B86E.
+ */
+struct radio_state_digest_t {
+    ue_id_t   ue_id;
+    bit<8>    old_state;
+    bit<8>    new_state;
+    time_ns_t timestamp_ns;
+}
+
+/*
  * MAC learning digest. No @id: for v1model digest() calls p4c derives the P4Info
  * digest id from this struct's name (0x17F8D97F), it does not read annotations.
  */
@@ -151,6 +162,49 @@ struct impairment_t {
     prob_t        corrupt_prob;
 }
 
+/* The radio model of the packet's profile (set_radio), valid for one pass. */
+struct radio_params_t {
+    bit<8>        model;
+    duration_ns_t idle_to_dch_ns;
+    duration_ns_t fach_to_dch_ns;
+    duration_ns_t idle_to_connected_ns;
+    duration_ns_t standby_to_ready_ns;
+    duration_ns_t promo_spread_ns;
+    duration_ns_t dch_fach_timer_ns;
+    duration_ns_t fach_idle_timer_ns;
+    duration_ns_t drx_inactivity_ns;
+    duration_ns_t short_drx_time_ns;
+    duration_ns_t short_drx_cycle_ns;
+    duration_ns_t long_drx_cycle_ns;
+    duration_ns_t drx_on_ns;
+    duration_ns_t tail_ns;
+    duration_ns_t ready_timer_ns;
+    bit<32>       rlc_ul_bytes;
+    bit<32>       rlc_dl_bytes;
+    bit<48>       fach_ns_per_byte_q16;
+    bit<32>       promo_queue_pkts;
+}
+
+/* One UE's radio registers while its packet is processed (RadioStage loads and stores them). */
+struct radio_ue_t {
+    bit<8>    rrc_state;
+    time_ns_t since;
+    time_ns_t last;
+    time_ns_t done;
+    time_ns_t drx_ref;
+    bit<32>   promo_pkts;
+}
+
+/* A state change found by one RadioTimerStep. */
+struct radio_change_t {
+    bit<1>    fired;
+    bit<1>    report;      /* 0: a promotion's completion, already reported when it started */
+    bit<8>    old_state;
+    bit<8>    new_state;
+    time_ns_t at;
+    time_ns_t spent;       /* time spent in old_state, for radio_state_time_ns */
+}
+
 /*
  * Fields tagged @field_list(PRESERVE_FL) survive clone_preserving_field_list and
  * recirculate_preserving_field_list: they are what a duplicate or a held packet
@@ -191,6 +245,40 @@ struct metadata_t {
     @field_list(PRESERVE_FL) bit<32>   corrupt_byte;
     @field_list(PRESERVE_FL) bit<8>    corrupt_mask;
 
+    /* Radio: when the radio can carry the packet (rate and delay start from it). */
+    @field_list(PRESERVE_FL) time_ns_t radio_ready_ns;
+    /* Radio state changes still to report. v1model sends at most one digest per ingress pass,
+     * so they wait in six slots (bit i of radio_ev_pending: slot i) and go out one per pass;
+     * egress keeps the packet recirculating until all are out. Slots 0-3: replayed timers,
+     * 4-5: the packet's own change (a promotion's two, or a DRX wake-up). */
+    @field_list(PRESERVE_FL) bit<8>    radio_ev_pending;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev0_old;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev0_new;
+    @field_list(PRESERVE_FL) time_ns_t radio_ev0_at;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev1_old;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev1_new;
+    @field_list(PRESERVE_FL) time_ns_t radio_ev1_at;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev2_old;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev2_new;
+    @field_list(PRESERVE_FL) time_ns_t radio_ev2_at;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev3_old;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev3_new;
+    @field_list(PRESERVE_FL) time_ns_t radio_ev3_at;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev4_old;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev4_new;
+    @field_list(PRESERVE_FL) time_ns_t radio_ev4_at;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev5_old;
+    @field_list(PRESERVE_FL) bit<8>    radio_ev5_new;
+    @field_list(PRESERVE_FL) time_ns_t radio_ev5_at;
+    /* A dropped packet kept only until its radio digests are out (egress then drops it). */
+    @field_list(PRESERVE_FL) bit<1>    radio_discard;
+    /* The digest of this pass (digest() sends the values these have at the end of ingress). */
+    bit<8>    radio_dg_old;
+    bit<8>    radio_dg_new;
+    time_ns_t radio_dg_at;
+    /* This pass already called digest() (learning): the radio digest waits for the next pass. */
+    bit<1>    digest_used;
+
     /* A PacketOut: forwarded untouched, never counted or impaired. */
     bit<1> bypass;
 
@@ -199,6 +287,12 @@ struct metadata_t {
     bit<3> drop_reason;
 
     impairment_t imp;
+    radio_params_t rp;
+    radio_ue_t     ru;
+    radio_change_t rc1;
+    radio_change_t rc2;
+    radio_change_t rc3;
+    radio_change_t rc4;
 }
 
 #endif

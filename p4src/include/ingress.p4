@@ -2,11 +2,12 @@
  * p4netem: ingress control, the contract's stage order.
  *
  *   PASS_FIRST:  parser errors -> forwarding -> classification -> profile_in ->
- *                route -> profile -> loss -> duplication -> corruption (decide) ->
- *                rate (admit) -> delay (release time)
+ *                route -> profile -> radio (ready time) -> loss -> duplication ->
+ *                corruption (decide) -> rate (admit) -> delay (release time)
  *   PASS_DUP:    profile -> corruption (decide) -> rate (admit) -> delay
  *   PASS_HOLD:   corruption (flip, if pending) -> rate (leave the queue once
- *                departed) -> back to egress, which holds or transmits
+ *                departed) -> radio (next pending digest) -> back to egress, which
+ *                holds or transmits
  *
  * Each stage control is applied from exactly one place and picks its work from
  * meta.pass_kind. Stages only record a drop (meta.drop, meta.drop_reason); the
@@ -37,6 +38,7 @@ control P4netemIngress(inout headers_t hdr,
     Forwarding()       forwarding;
     Classify()         classify;
     ProfileLookup()    profile_lookup;
+    RadioStage()       radio;
     LossStage()        loss;
     DuplicationStage() duplication;
     CorruptionStage()  corruption;
@@ -47,6 +49,7 @@ control P4netemIngress(inout headers_t hdr,
         meta.drop = 0;
         meta.drop_reason = 0;
         meta.bypass = 0;
+        meta.digest_used = 0;
 
         if (meta.pass_kind == PASS_FIRST) {
             if (standard_metadata.parser_error != error.NoError) {
@@ -82,6 +85,8 @@ control P4netemIngress(inout headers_t hdr,
             if (meta.drop == 0 && meta.pass_kind != PASS_HOLD) {
                 profile_lookup.apply(hdr, meta, standard_metadata);
             }
+            /* Every pass: the first computes the ready time, each pass sends one pending digest. */
+            radio.apply(hdr, meta, standard_metadata);
             if (meta.drop == 0) {
                 loss.apply(hdr, meta, standard_metadata);
             }
@@ -100,7 +105,13 @@ control P4netemIngress(inout headers_t hdr,
 
             if (meta.drop == 1) {
                 drops.count(meta.pd * DROP_REASONS + (bit<32>)meta.drop_reason);
-                mark_to_drop(standard_metadata);
+                if (meta.radio_ev_pending != 0) {
+                    /* Counted as dropped now; kept looping only to send its radio digests. */
+                    meta.radio_discard = 1;
+                    standard_metadata.egress_spec = meta.out_port;
+                } else {
+                    mark_to_drop(standard_metadata);
+                }
             } else {
                 standard_metadata.egress_spec = meta.out_port;
             }

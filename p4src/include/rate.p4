@@ -1,8 +1,10 @@
 /*
  * p4netem: rate stage (contract stage 6).
  *
- * A virtual clock per pd: departure = max(now, next_free) + wire * ns_per_byte_q16
- * / 2^16, next_free = departure. The rate queue holds the admitted packets whose
+ * A virtual clock per pd: departure = max(ready, next_free) + wire * ns_per_byte_q16
+ * / 2^16, next_free = departure, where ready is the radio's ready time (the arrival
+ * time unless the radio stage makes the packet wait; a duplicate's is never before
+ * its own pass). A packet waiting for its radio counts in the rate queue. The rate queue holds the admitted packets whose
  * departure is still ahead; a packet that would push it past queue_limit_bytes or
  * queue_limit_pkts is dropped (queue_full) before it touches the clock.
  *
@@ -12,7 +14,7 @@
  * size is thus late by at most one recirculation; the software target removes
  * packets exactly at their departure time.
  *
- * With no rate (ns_per_byte_q16 = 0) the stage does nothing: departure = now and
+ * With no rate (ns_per_byte_q16 = 0) the stage does nothing: departure = ready and
  * the queue is always empty.
  */
 #ifndef P4NETEM_RATE_P4
@@ -57,7 +59,11 @@ control RateStage(inout headers_t hdr,
                 meta.in_backlog = 0;
             }
         } else {
-            meta.departure_ns = now;
+            time_ns_t ready = meta.radio_ready_ns;
+            if (ready < now) {
+                ready = now;
+            }
+            meta.departure_ns = ready;
             meta.in_backlog = 0;
             if (meta.imp.ns_per_byte_q16 != 0) {
                 bit<32> wire = standard_metadata.packet_length + (bit<32>)meta.imp.overhead_bytes;
@@ -76,8 +82,8 @@ control RateStage(inout headers_t hdr,
                 } else {
                     time_ns_t free_at;
                     next_free_ns.read(free_at, meta.pd);
-                    time_ns_t begin_ns = now;
-                    if (free_at > now) {
+                    time_ns_t begin_ns = ready;
+                    if (free_at > ready) {
                         begin_ns = free_at;
                     }
                     time_ns_t service = ((time_ns_t)wire * (time_ns_t)meta.imp.ns_per_byte_q16)

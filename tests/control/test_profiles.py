@@ -15,9 +15,10 @@ from p4netem.paths import p4info_path
 from p4netem.profiles import (BUILTIN_NAMES, IMPAIRMENT_PARAMS, SET_IMPAIRMENT, ByteSize,
                               Direction, Duration, GilbertElliott, JitterDistribution,
                               LinkParams, Percent, Profile,
-                              ProfileError, RadioNotSupportedError, Rate, UnitError,
-                              builtin_profile, builtin_profiles, decode_link, dump, dumps,
-                              encode_link, load_profile, load_profiles, loads_profiles)
+                              ProfileError, RADIO_PARAMS, SET_RADIO, Rate, RadioGprs, RadioLte,
+                              RadioNone, RadioUmts, UnitError, builtin_profile, builtin_profiles,
+                              decode_link, decode_radio, dump, dumps, encode_link, encode_radio,
+                              load_profile, load_profiles, loads_profiles)
 from p4netem import profiles as profiles_package
 from p4netem.profiles import units
 
@@ -233,6 +234,13 @@ BAD_INPUTS = [
     ({"radio": {"model": "lte", "short_drx_cycle": "50ms"}}, "radio.short_drx_cycle",
      ["50ms", "long_drx_cycle 40ms"]),
     ({"radio": {"model": "lte", "on_duration": "0s"}}, "radio.on_duration", ["never wake"]),
+    ({"radio": {"model": "lte", "tail": "50ms"}}, "radio.tail", ["50ms", "drx_inactivity 100ms"]),
+    ({"radio": {"model": "lte", "promotion_spread": "2min"}}, "radio.promotion_spread",
+     ["120s", "0s..60s"]),
+    ({"radio": {"model": "umts", "promotion_queue": -1}}, "radio.promotion_queue",
+     ["-1", "0..4294967295"]),
+    ({"radio": {"model": "gprs", "power_ready": "-1W"}}, "radio.power_ready", ["-1", "0..10 W"]),
+    ({"radio": {"model": "none", "promotion": "1s"}}, "radio.promotion", ["unknown field here"]),
     ({"title": "two\nlines"}, "title", ["one line"]),
     ({"description": 5}, "description", ["5", "not a string"]),
     # settings the pipeline would silently ignore
@@ -426,14 +434,76 @@ def test_random_profiles_round_trip_through_the_table():
 
 # ---- radio -----------------------------------------------------------------------------------------
 
-def test_radio_is_never_dropped_silently():
+def test_radio_params_match_the_p4info():
+    from p4netem.p4rt.p4info import P4Info
+    from p4netem import pipeline
+
+    action = P4Info.load(p4info_path()).action(SET_RADIO)
+    assert sorted((p.id, p.name, p.bitwidth) for p in action.params.values()) == sorted(RADIO_PARAMS)
+    assert tuple(name for _, name, _ in RADIO_PARAMS) == pipeline.RADIO_PARAMS
+
+
+def test_radio_encodes_to_set_radio_exactly():
     hspa = builtin_profile("hspa")
-    with pytest.raises(RadioNotSupportedError, match="umts"):
-        hspa.to_table_params("downlink")
-    assert isinstance(RadioNotSupportedError("x"), NotImplementedError)
-    # explicit opt-out applies the link parameters only
+    params = hspa.radio_table_params()
+    assert list(params) == [name for _, name, _ in RADIO_PARAMS]
+    assert params["model"] == 1 and params["idle_to_dch_ns"] == 1_800_000_000
+    assert params["fach_to_dch_ns"] == 1_500_000_000 and params["dch_fach_timer_ns"] == 4 * 10**9
+    assert (params["rlc_ul_bytes"], params["rlc_dl_bytes"]) == (543, 475)
+    assert params["fach_ns_per_byte_q16"] == 400_000 * 65536  # 20 kbit/s = 400 us per byte
+    assert params["idle_to_connected_ns"] == params["drx_inactivity_ns"] == 0  # LTE's: unused
+    # The link params never carry the radio; the radio is its own entry.
+    assert hspa.to_table_params("downlink") == encode_link(hspa.downlink)
     assert hspa.to_table_params("downlink", ignore_radio=True) == encode_link(hspa.downlink)
-    assert Profile.parse({"name": "x", "radio": "none"}).to_table_params("uplink")
+    lte = Profile.parse({"name": "x", "radio": {"model": "lte", "promotion": "100ms",
+                                                "promotion_spread": "20ms", "promotion_queue": 8}})
+    p = lte.radio_table_params()
+    assert (p["model"], p["idle_to_connected_ns"], p["promo_spread_ns"], p["promo_queue_pkts"]) == \
+        (2, 100_000_000, 20_000_000, 8)
+    assert (p["short_drx_cycle_ns"], p["long_drx_cycle_ns"], p["drx_on_ns"], p["tail_ns"]) == \
+        (20_000_000, 40_000_000, 1_000_000, 10 * 10**9)
+    gprs = RadioGprs(model="gprs", promotion="1s")
+    assert gprs.to_table_params()["standby_to_ready_ns"] == 10**9  # defaults to the promotion
+    assert RadioGprs(model="gprs", promotion_standby_ready="300ms").to_table_params()[
+        "standby_to_ready_ns"] == 300_000_000
+    assert encode_radio(RadioNone()) == {name: 0 for _, name, _ in RADIO_PARAMS}
+
+
+@pytest.mark.parametrize("radio", [
+    RadioNone(), RadioUmts(model="umts"), RadioLte(model="lte"), RadioGprs(model="gprs"),
+    RadioUmts(model="umts", fach_rate="unlimited", inactivity_dch_fach=0, promotion_spread="1s"),
+    RadioLte(model="lte", drx_inactivity=0, short_drx_cycle=0, short_drx_time=0, tail="11.576s"),
+    RadioGprs(model="gprs", promotion_standby_ready="200ms", standby_timer="54min", promotion_queue=3),
+])
+def test_radio_table_round_trip(radio):
+    params = encode_radio(radio)
+    assert all(0 <= v < 2 ** bits for (_, name, bits), v in zip(RADIO_PARAMS, params.values()))
+    assert decode_radio(params) == radio
+    assert encode_radio(decode_radio(params)) == params
+    as_bytes = {k: v.to_bytes(max(1, (v.bit_length() + 7) // 8), "big") for k, v in params.items()}
+    assert decode_radio(as_bytes) == radio
+
+
+def test_decode_radio_names_each_bad_param():
+    good = encode_radio(RadioLte(model="lte"))
+    with pytest.raises(ProfileError) as info:
+        decode_radio(good | {"model": 7})
+    assert "model: 7 is not a radio model" in str(info.value)
+    with pytest.raises(ProfileError) as info:
+        decode_radio({k: v for k, v in good.items() if k != "tail_ns"} | {"colour": 1, "rlc_ul_bytes": 2**32})
+    text = str(info.value)
+    assert "tail_ns: missing" in text and "colour: not a set_radio param" in text
+    assert "rlc_ul_bytes: 4294967296 out of range 0..4294967295" in text
+    # A value the table holds but the model refuses (no on-duration) names the model's field.
+    with pytest.raises(ProfileError, match="on_duration"):
+        decode_radio(good | {"drx_on_ns": 0})
+    # ... and reading a whole profile back prefixes it with radio.
+    with pytest.raises(ProfileError, match="radio.model"):
+        Profile.from_table_params("x", LinkParams().to_table_params(), LinkParams().to_table_params(),
+                                  radio=good | {"model": 9})
+    back = Profile.from_table_params("x", LinkParams().to_table_params(), LinkParams().to_table_params(),
+                                     radio=good)
+    assert back.radio == RadioLte(model="lte") and back.has_radio
 
 
 def test_radio_defaults_and_shorthand():

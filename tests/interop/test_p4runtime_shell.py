@@ -25,6 +25,7 @@ CONTRACT_TABLES = {
     "P4netemIngress.l2_learn": 0x02000003,
     "P4netemIngress.classifier": 0x02000004,
     "P4netemIngress.profile": 0x02000005,
+    "P4netemIngress.radio_profile": 0x02000006,
 }
 
 

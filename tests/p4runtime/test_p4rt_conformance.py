@@ -338,6 +338,16 @@ def test_read_write_symmetry_for_every_table(sw):
         "profile": p4runtime_pb2.TableEntry(
             table_id=n.table("profile"), match=[exact(1, 4000), exact(2, 1)],
             action=action(n.action("set_impairment"), imp)),
+        "radio_profile": p4runtime_pb2.TableEntry(
+            table_id=n.table("radio_profile"), match=[exact(1, 4095)],
+            action=action(n.action("set_radio"), {p.id: (p.id * 1_000_003) % (1 << min(p.bitwidth, 32))
+                                                   for p in n.actions["P4netemIngress.set_radio"].params
+                                                   if p.name != "model"} | {1: 2})),
+        "classifier by address": p4runtime_pb2.TableEntry(
+            table_id=n.table("classifier"), match=[ternary(n.key("classifier", "meta.ipv4_src"), 0x0A01_0000,
+                                                           0xFFFF_0000)],
+            priority=5,
+            action=action(n.action("set_profile_ue_by_addr"), {1: 7, 2: 0, 3: 1000, 4: 0xFFFF, 5: 1})),
     }
     for name, te in cases.items():
         c.write(update("INSERT", table_entry=te))
@@ -489,6 +499,19 @@ def test_malformed_requests_get_the_right_status(sw):
     bad(update("INSERT", table_entry=p4runtime_pb2.TableEntry(
         table_id=n.table("profile"), match=[exact(1, 9), exact(2, 0)], action=action(n.action("NoAction")))),
         "PERMISSION_DENIED", "@defaultonly")
+    radio = {p.id: 0 for p in n.actions["P4netemIngress.set_radio"].params}
+    bad(update("INSERT", table_entry=p4runtime_pb2.TableEntry(
+        table_id=n.table("radio_profile"), match=[exact(1, 9)],
+        action=action(n.action("set_radio"), radio | {n.param("set_radio", "model"): 4}))),
+        "INVALID_ARGUMENT", "not a radio model")
+    bad(update("INSERT", table_entry=p4runtime_pb2.TableEntry(
+        table_id=n.table("radio_profile"), match=[exact(1, 4096)], action=action(n.action("set_radio"), radio))),
+        "OUT_OF_RANGE", "profile_id")
+    # A mask that would give some hosts UE ids past the radio arrays.
+    bad(update("INSERT", table_entry=p4runtime_pb2.TableEntry(
+        table_id=n.table("classifier"), match=[ternary(3, 0x0A000000, 0xFF000000)], priority=5,
+        action=action(n.action("set_profile_ue_by_addr"), {1: 1, 2: 0, 3: 1 << 19, 4: 0xFFFFF, 5: 0}))),
+        "OUT_OF_RANGE", "--ue-ids")
     seed = n.register("rng_seed")
     bad(update("MODIFY", register_entry=p4runtime_pb2.RegisterEntry(
         register_id=seed.preamble.id, index=p4runtime_pb2.Index(index=seed.size), data=p4data_pb2.P4Data(bitstring=b"\x01"))),

@@ -36,6 +36,22 @@ def test_names_resolve_to_the_p4info_ids(p4info: P4Info) -> None:
     assert p4info.table_by_id(by_name[pl.CLASSIFIER]).name == pl.CLASSIFIER
 
 
+def test_radio_names_and_index_arithmetic_match_the_p4info(p4info: P4Info) -> None:
+    assert p4info.table(pl.RADIO_PROFILE).size == 4096
+    assert tuple(p4info.action(pl.SET_RADIO).params) == pl.RADIO_PARAMS
+    assert p4info.action(pl.SET_PROFILE_UE_BY_ADDR).params["ue_mask"].bitwidth == 32
+    ues = p4info.register(pl.RADIO_STATE).size
+    for name in (pl.RADIO_LAST_ACTIVITY_NS, pl.RADIO_PROMO_DONE_NS, pl.RADIO_DRX_REF_NS,
+                 pl.RADIO_STATE_SINCE_NS, pl.RADIO_PROMO_PKTS):
+        assert p4info.register(name).size == ues
+    assert p4info.register(pl.RADIO_FACH_FREE_NS).size == 2 * ues
+    assert p4info.register(pl.RADIO_STATE_TIME_NS).size == pl.state_time_index(ues, 0)
+    assert p4info.counter(pl.RADIO_PROMOTIONS).size == pl.promotion_index(ues, 0)
+    assert max(pl.RadioState) < pl.RADIO_STATE_STRIDE and max(pl.PromotionKind) < pl.RADIO_PROMO_KINDS
+    assert p4info.digest(pl.RADIO_STATE_DIGEST).fields == (
+        ("ue_id", 32), ("old_state", 8), ("new_state", 8), ("timestamp_ns", 64))
+
+
 def test_unknown_names_are_not_found(p4info: P4Info) -> None:
     for lookup in (p4info.table, p4info.action, p4info.register, p4info.counter, p4info.digest):
         with pytest.raises(P4RuntimeError) as err:

@@ -3,6 +3,7 @@
 Run inside a namespace:
     python -m p4netem.lab.probe recv --port 9000 [--idle 1.0] [--max-time 60]      (JSON on stdout)
     python -m p4netem.lab.probe send --dst 10.0.0.2 --port 9000 --count 1000 --rate 1000 --size 200
+    python -m p4netem.lab.probe send --dst 10.1.0.0 --dst-count 1000 --at 0,0.5,0.5,1.7 ...
 
 Datagram payload: magic "P4NP" | seq u64 | tx time u64 (CLOCK_REALTIME ns) | crc32 of the previous
 20 bytes | filler with a fixed byte pattern up to --size bytes. The receiver takes the kernel's
@@ -19,6 +20,7 @@ the UDP checksum (SO_NO_CHECK) so that the kernel delivers corrupted payloads in
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import socket
 import statistics
@@ -54,23 +56,31 @@ def make_datagram(seq: int, tx_ns: int, pad: bytes) -> bytes:
 # ---- sender ---------------------------------------------------------------------------------------
 
 
-def send(dst: str, port: int, count: int, rate: float, size: int) -> dict:
-    """Send `count` datagrams of `size` payload bytes at `rate` per second (0 = as fast as possible)."""
+def send(dst: str, port: int, count: int, rate: float, size: int, at: list[float] | None = None,
+         dst_count: int = 1) -> dict:
+    """Send `count` datagrams of `size` payload bytes at `rate` per second (0 = as fast as possible),
+    or one at each offset (seconds from the start) of `at`. With `dst_count` N > 1, datagram `seq`
+    goes to address dst + seq % N (many receivers, or many UEs, with one sender)."""
     if size < MIN_SIZE:
         raise SystemExit(f"--size must be at least {MIN_SIZE}")
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
-    sock.connect((dst, port))
+    base = int(ipaddress.IPv4Address(dst))
+    targets = [(str(ipaddress.IPv4Address(base + i)), port) for i in range(max(1, dst_count))]
+    if len(targets) == 1:
+        sock.connect(targets[0])
     pad = filler(size - HEADER_LEN)
+    if at is not None:
+        count = len(at)
     interval = 1.0 / rate if rate > 0 else 0.0
     errors = 0
     start = time.perf_counter()
     start_ns = time.time_ns()
     for seq in range(count):
-        if interval:
+        target = start + at[seq] if at is not None else (start + seq * interval if interval else None)
+        if target is not None:
             # Pace against the schedule (not the previous send) so the mean rate is exact;
             # sleep when well ahead, spin for the last stretch.
-            target = start + seq * interval
             ahead = target - time.perf_counter()
             if ahead > 0.0003:
                 time.sleep(ahead - 0.0002)
@@ -79,7 +89,10 @@ def send(dst: str, port: int, count: int, rate: float, size: int) -> dict:
         datagram = make_datagram(seq, time.time_ns(), pad)
         while True:
             try:
-                sock.send(datagram)
+                if len(targets) == 1:
+                    sock.send(datagram)
+                else:
+                    sock.sendto(datagram, targets[seq % len(targets)])
                 break
             except (BlockingIOError, OSError) as err:
                 if getattr(err, "errno", None) not in (105, 11):  # ENOBUFS, EAGAIN: back off, retry
@@ -255,11 +268,18 @@ def run_probe(
     port: int = 9000,
     idle: float = 1.0,
     max_time: float | None = None,
+    at: list[float] | None = None,
+    dst_count: int = 1,
 ) -> ProbeResult:
-    """Start a receiver in `dst`, send from `src`, and collect what arrived."""
+    """Start a receiver in `dst`, send from `src`, and collect what arrived. `at` and
+    `dst_count` as for `send()` (the receiver listens on every address of `dst`)."""
     import subprocess
 
-    duration = count / rate if rate > 0 else count / 50_000
+    if at is not None:
+        count = len(at)
+        duration = max(at, default=0.0)
+    else:
+        duration = count / rate if rate > 0 else count / 50_000
     max_time = max_time if max_time is not None else duration + 30.0
     receiver = dst.popen(
         [sys.executable, "-m", "p4netem.lab.probe", "recv", "--port", str(port), "--idle", str(idle),
@@ -274,9 +294,12 @@ def run_probe(
     if "ready" not in line:
         receiver.kill()
         raise RuntimeError(f"probe receiver did not start: {line}{receiver.stderr.read()}")
+    extra = ["--dst-count", str(dst_count)]
+    if at is not None:
+        extra += ["--at", ",".join(f"{t:.6f}" for t in at)]
     sender = src.run(
         [sys.executable, "-m", "p4netem.lab.probe", "send", "--dst", dst_ip, "--port", str(port), "--count",
-         str(count), "--rate", str(rate), "--size", str(size)],
+         str(count), "--rate", str(rate), "--size", str(size), *extra],
         timeout=duration + 60,
     )
     out, err = receiver.communicate(timeout=max_time + 30)
@@ -299,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--count", type=int, default=1000)
     s.add_argument("--rate", type=float, default=1000.0, help="datagrams per second (0: as fast as possible)")
     s.add_argument("--size", type=int, default=64, help=f"UDP payload bytes (>= {MIN_SIZE})")
+    s.add_argument("--at", type=lambda t: [float(x) for x in t.split(",") if x],
+                   help="send one datagram at each of these offsets (s, comma-separated) instead of --count/--rate")
+    s.add_argument("--dst-count", type=int, default=1, help="datagram seq goes to --dst + seq %% N")
     r = sub.add_parser("recv", help="record datagrams, print JSON")
     r.add_argument("--port", type=int, default=9000)
     r.add_argument("--bind", default="0.0.0.0")
@@ -306,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--max-time", type=float, default=60.0)
     args = parser.parse_args(argv)
     if args.mode == "send":
-        result = send(args.dst, args.port, args.count, args.rate, args.size)
+        result = send(args.dst, args.port, args.count, args.rate, args.size, args.at, args.dst_count)
     else:
         result = receive(args.port, args.idle, args.max_time, args.bind)
     json.dump(result, sys.stdout)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -19,6 +20,9 @@ from ..paths import p4info_path
 from ..stats import PdCounters, read_pd_counters
 from .netns import PREFIX, Namespace, Resources, disable_offloads, run, unique_token
 from .switch import SwitchProcess
+
+if TYPE_CHECKING:
+    from ..profiles import Profile
 
 LAB_PROFILE = 1
 CPU_PORT = 510  # P4 port that stands for the controller (PacketIn/PacketOut); not a host port
@@ -158,6 +162,14 @@ class TwoHostLab:
                 raise
             client.modify(entry)
         self._impaired.add(direction)
+
+    def apply_profile(self, profile: "Profile") -> None:
+        """Program a whole profile (both directions and its radio) as LAB_PROFILE, in one Write."""
+        from ..profiles.program import write_profile
+
+        assert self.client is not None
+        write_profile(self.client, profile, LAB_PROFILE)
+        self._impaired.update((pl.UPLINK, pl.DOWNLINK))
 
     def pd(self, direction: int) -> int:
         return pl.pd_index(LAB_PROFILE, direction)

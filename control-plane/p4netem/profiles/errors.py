@@ -16,8 +16,7 @@ from pydantic import ValidationError
 
 from .units import quote
 
-__all__ = ["Problem", "ProfileError", "FieldProblems", "RadioNotSupportedError",
-           "problems_from_validation_error"]
+__all__ = ["Problem", "ProfileError", "FieldProblems", "problems_from_validation_error"]
 
 
 @dataclass(frozen=True)
@@ -53,10 +52,6 @@ class ProfileError(ValueError):
 
     def prefixed(self, prefix: str) -> list[Problem]:
         return [Problem(_join(prefix, p.path), p.message) for p in self.problems]
-
-
-class RadioNotSupportedError(NotImplementedError):
-    """A profile asks for a radio (RRC) model, which the data plane does not implement yet."""
 
 
 class FieldProblems(ValueError):

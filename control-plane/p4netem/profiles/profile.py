@@ -7,16 +7,17 @@ from typing import Annotated, Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from .errors import (KNOWN_FIELDS, FieldProblems, Problem, ProfileError, RadioNotSupportedError,
-                     problems_from_validation_error)
+from .errors import KNOWN_FIELDS, FieldProblems, Problem, ProfileError, problems_from_validation_error
 from .fields import annotate, one_line
 from .link import JitterDistribution, LinkParams
 from .radio import Radio, RadioNone
+from .radio_table import RADIO_PARAMS, decode_radio, encode_radio
 from .table import Direction, encode_link
 from .units import quote
 
 __all__ = ["Profile"]
 
+_RADIO_PARAM_NAMES = {name for _, name, _ in RADIO_PARAMS}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
@@ -93,10 +94,14 @@ class Profile(BaseModel):
 
     @classmethod
     def from_table_params(cls, name: str, uplink: Mapping[str, Any],
-                          downlink: Mapping[str, Any], **meta: Any) -> "Profile":
-        """The profile that set_impairment params read back from a switch mean.
+                          downlink: Mapping[str, Any], radio: Mapping[str, Any] | None = None,
+                          **meta: Any) -> "Profile":
+        """The profile that set_impairment (and set_radio) params read back from a switch mean.
 
-        `meta` may give title, description, source and radio (tables do not hold them).
+        `radio` is the radio_profile entry's set_radio params (None: no entry, no radio; radio
+        power figures are not in the table and come back as the model's defaults), or a radio
+        model as a profile states it. `meta` may give title, description and source (tables do
+        not hold them).
         """
         problems: list[Problem] = []
         links: dict[str, LinkParams] = {}
@@ -105,9 +110,17 @@ class Profile(BaseModel):
                 links[direction] = LinkParams.from_table_params(params)
             except ProfileError as exc:
                 problems += exc.prefixed(direction)
+        decoded: dict[str, Any] = {}
+        if isinstance(radio, Mapping) and set(radio) & _RADIO_PARAM_NAMES:
+            try:
+                decoded["radio"] = decode_radio(radio)
+            except ProfileError as exc:
+                problems += exc.prefixed("radio")
+        elif radio is not None:
+            decoded["radio"] = radio  # a radio model, or its YAML form
         if problems:
             raise ProfileError(problems, f"profile {name!r} from table params")
-        return cls.parse({"name": name, **meta, **links})
+        return cls.parse({"name": name, **meta, **links, **decoded})
 
     # ---- use -----------------------------------------------------------------------------------
     def link(self, direction: Direction | str | int) -> LinkParams:
@@ -121,23 +134,25 @@ class Profile(BaseModel):
                         ignore_radio: bool = False) -> dict[str, int]:
         """The exact set_impairment action params (name -> int) for one direction.
 
-        A radio model other than `none` cannot be applied yet (the data plane has no radio
-        stage): this raises RadioNotSupportedError rather than silently dropping the wake-up
-        delays, unless the caller passes ignore_radio=True to apply only the link parameters.
+        The radio is not part of them: it is the profile's one radio_profile entry
+        (`radio_table_params()`), which an apply writes in the same Write as these.
+        `ignore_radio` is accepted for callers written before the radio stage; it changes
+        nothing.
         """
-        if self.has_radio and not ignore_radio:
-            raise RadioNotSupportedError(
-                f"profile {self.name!r} has radio model {self.radio.model!r}, but the data "
-                "plane has no radio stage yet; applying it would drop the radio wake-up "
-                "delays. Pass ignore_radio=True to apply the link parameters only.")
+        del ignore_radio
         return encode_link(self.link(direction))
 
+    def radio_table_params(self) -> dict[str, int]:
+        """The exact set_radio action params (name -> int) of the profile's radio_profile entry
+        (model 0 when the profile has no radio: that entry means "no radio")."""
+        return encode_radio(self.radio)
+
     def same_table_params(self, other: "Profile") -> bool:
-        """True when both profiles program the switch identically in both directions (values
-        closer than the quantisation step compare equal) and have the same radio."""
+        """True when both profiles program the switch identically in both directions and in
+        their radio entry (values closer than the quantisation step compare equal)."""
         return (encode_link(self.uplink) == encode_link(other.uplink)
                 and encode_link(self.downlink) == encode_link(other.downlink)
-                and self.radio == other.radio)
+                and encode_radio(self.radio) == encode_radio(other.radio))
 
     # ---- output --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -12,6 +12,18 @@ use super::error::{P4Error, P4Result};
 use super::proto::p4::v1 as pb;
 use super::write::check_index;
 
+/// Where a read puts the entities it finds (a Vec, or a sink that streams them out in chunks:
+/// a wildcard read of a per-UE array yields millions).
+pub trait Sink {
+    fn push(&mut self, e: pb::Entity);
+}
+
+impl Sink for Vec<pb::Entity> {
+    fn push(&mut self, e: pb::Entity) {
+        Vec::push(self, e)
+    }
+}
+
 fn entity(e: pb::entity::Entity) -> pb::Entity {
     pb::Entity { entity: Some(e) }
 }
@@ -29,7 +41,7 @@ pub fn read_entity(
     control: &SwitchControl,
     digests: &[(u32, DigestConfig)],
     req: &pb::Entity,
-    out: &mut Vec<pb::Entity>,
+    out: &mut impl Sink,
 ) -> P4Result<()> {
     use pb::entity::Entity as E;
     let Some(req) = req.entity.as_ref() else {

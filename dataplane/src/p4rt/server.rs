@@ -13,6 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::Bytes;
 use tonic::{Code, Request, Response, Status};
 
+use crate::contract;
 use crate::state::SwitchControl;
 
 use super::arbitration::GroupKey;
@@ -30,6 +31,38 @@ use super::ServerConfig;
 
 /// Entities per ReadResponse message: keeps each message far below gRPC's default 4 MiB limit.
 const READ_CHUNK: usize = 1000;
+/// Read responses built ahead of a slow client.
+const READ_QUEUE: usize = 8;
+
+/// Collects read results into ReadResponses of READ_CHUNK entities and sends each when full.
+struct ChunkSink<'a> {
+    buf: Vec<pb::Entity>,
+    tx: &'a mpsc::Sender<Result<pb::ReadResponse, Status>>,
+    /// The client went away: the rest of the read is not sent.
+    gone: bool,
+}
+
+impl ChunkSink<'_> {
+    fn flush(&mut self) {
+        if self.buf.is_empty() || self.gone {
+            return;
+        }
+        let entities = std::mem::replace(&mut self.buf, Vec::with_capacity(READ_CHUNK));
+        self.gone = self.tx.blocking_send(Ok(pb::ReadResponse { entities })).is_err();
+    }
+}
+
+impl super::read::Sink for ChunkSink<'_> {
+    fn push(&mut self, e: pb::Entity) {
+        if self.gone {
+            return;
+        }
+        self.buf.push(e);
+        if self.buf.len() >= READ_CHUNK {
+            self.flush();
+        }
+    }
+}
 
 /// The P4Runtime API version we implement: that of the p4runtime package the protos came from.
 pub const API_VERSION: &str = env!("P4RUNTIME_PROTO_VERSION");
@@ -192,7 +225,9 @@ impl P4Runtime for Service {
         }
         let results = {
             let mut digests = s.digests.lock().unwrap();
-            write::apply(&s.control, &mut digests, ops, mode, |t| s.capacity(t))
+            let results = write::apply(&s.control, &mut digests, ops, mode, |t| s.capacity(t));
+            s.control.set_radio_digests(digests.config(contract::DIGEST_RADIO_STATE).is_some());
+            results
         };
         s.digest_wake.notify_one();
         if results.iter().all(|r| r.is_ok()) {
@@ -209,24 +244,25 @@ impl P4Runtime for Service {
         let s = &self.shared;
         s.check_device(req.device_id)?;
         Shared::check_role(&req.role, 0)?;
-        let mut entities = Vec::new();
-        let results: Vec<P4Result<()>> = {
-            let _guard = s.ops.read().await;
+        // Built on a blocking thread and streamed in chunks as they fill: a wildcard read of a
+        // per-UE array is millions of entities, which must neither sit in memory at once nor
+        // hold up the async runtime.
+        let shared = self.shared.clone();
+        let (tx, rx) = mpsc::channel::<Result<pb::ReadResponse, Status>>(READ_QUEUE);
+        tokio::task::spawn_blocking(move || {
+            let s = &shared;
+            let _guard = s.ops.blocking_read();
             // A copy, so that a long read does not hold up the digest task.
             let digests: Vec<_> = s.digests.lock().unwrap().configs().collect();
-            req.entities.iter().map(|e| read_entity(&s.control, &digests, e, &mut entities)).collect()
-        };
-        let mut items: Vec<Result<pb::ReadResponse, Status>> = Vec::new();
-        let mut rest = entities;
-        while !rest.is_empty() {
-            let tail = rest.split_off(rest.len().min(READ_CHUNK));
-            items.push(Ok(pb::ReadResponse { entities: rest }));
-            rest = tail;
-        }
-        if results.iter().any(|r| r.is_err()) {
-            items.push(Err(batch_status(&results, "Read")));
-        }
-        Ok(Response::new(Box::pin(tokio_stream::iter(items))))
+            let mut sink = ChunkSink { buf: Vec::with_capacity(READ_CHUNK), tx: &tx, gone: false };
+            let results: Vec<P4Result<()>> =
+                req.entities.iter().map(|e| read_entity(&s.control, &digests, e, &mut sink)).collect();
+            sink.flush();
+            if results.iter().any(|r| r.is_err()) {
+                let _ = tx.blocking_send(Err(batch_status(&results, "Read")));
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn set_forwarding_pipeline_config(
@@ -244,6 +280,7 @@ impl P4Runtime for Service {
         if effect == Effect::ClearForwardingState {
             s.control.reset_all();
             s.digests.lock().unwrap().reset();
+            s.control.set_radio_digests(false);
             s.digest_wake.notify_one();
         }
         Ok(Response::new(pb::SetForwardingPipelineConfigResponse {}))

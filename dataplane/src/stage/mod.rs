@@ -4,23 +4,27 @@
 //! contract's registers (so the control plane reads and writes the same values the P4 program
 //! would) or, for the rate queue's departure times, inside the stage.
 //!
-//! Order (contract "Stage semantics"): loss, duplication, corruption, rate, delay. A duplicate
-//! runs corruption, rate and delay as a packet of its own (p4src: PASS_DUP).
+//! Order (contract "Stage semantics"): radio, loss, duplication, corruption, rate, delay. A
+//! duplicate runs corruption, rate and delay as a packet of its own (p4src: PASS_DUP), from the
+//! ready time the radio gave the original. The radio stage takes the profile's radio parameters
+//! ([`RadioParams`]) instead of its impairment, and runs only for profiles that have a radio.
 pub mod corrupt;
 pub mod delay;
 pub mod duplicate;
 pub mod loss;
+pub mod radio;
 pub mod rate;
 
 use crate::contract::DropReason;
 use crate::rng::Prng;
 use crate::state::{Counters, Registers};
-pub use crate::tables::Impairment;
+pub use crate::tables::{Impairment, RadioParams};
 
 pub use corrupt::Corrupt;
 pub use delay::Delay;
 pub use duplicate::Duplicate;
 pub use loss::Loss;
+pub use radio::{Radio, RadioEvent};
 pub use rate::Rate;
 
 /// What every stage sees besides the packet.
@@ -43,18 +47,32 @@ pub struct Pkt {
     pub duplicate: bool,
     /// Set by the corruption stage: the bit (index from the frame start) to flip.
     pub flip_bit: Option<u32>,
+    /// The UE the packet belongs to (classifier), whose radio it uses.
+    pub ue: u32,
+    /// When the radio can carry the packet (arrival time unless the radio stage delays it);
+    /// the rate and delay stages start from here.
+    pub ready: u64,
     pub departure: u64,
     pub release: u64,
 }
 
 impl Pkt {
     pub fn new(len: u32, now: u64) -> Self {
-        Pkt { len, departure: now, release: now, ..Default::default() }
+        Pkt { len, ready: now, departure: now, release: now, ..Default::default() }
     }
 
-    /// The duplicate of a packet that passed the loss and duplication stages.
+    /// The duplicate of a packet that passed the radio, loss and duplication stages: it waits for
+    /// the same radio.
     pub fn copy_of(&self, now: u64) -> Self {
-        Pkt { len: self.len, is_copy: true, departure: now, release: now, ..Default::default() }
+        Pkt {
+            len: self.len,
+            is_copy: true,
+            ue: self.ue,
+            ready: self.ready.max(now),
+            departure: now,
+            release: now,
+            ..Default::default()
+        }
     }
 }
 
@@ -64,12 +82,14 @@ pub enum Verdict {
     Drop(DropReason),
 }
 
-pub trait Stage {
-    fn apply(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict;
+/// Every stage: the profile's parameters (`P`), the shared context, the packet.
+pub trait Stage<P = Impairment> {
+    fn apply(&mut self, params: &P, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict;
 }
 
-/// The five stages composed in contract order.
+/// The stages composed in contract order.
 pub struct Impairments {
+    pub radio: Radio,
     pub loss: Loss,
     pub duplicate: Duplicate,
     pub corrupt: Corrupt,
@@ -79,10 +99,17 @@ pub struct Impairments {
 
 impl Impairments {
     pub fn new(pds: usize, max_queue: usize) -> Self {
-        Impairments { loss: Loss, duplicate: Duplicate, corrupt: Corrupt, rate: Rate::new(pds, max_queue), delay: Delay }
+        Impairments {
+            radio: Radio::new(),
+            loss: Loss,
+            duplicate: Duplicate,
+            corrupt: Corrupt,
+            rate: Rate::new(pds, max_queue),
+            delay: Delay,
+        }
     }
 
-    /// Runs a packet (original or copy) through its stages; the first drop ends it.
+    /// Runs a packet (original or copy) through the stages after the radio; the first drop ends it.
     pub fn run(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         let stages: [&mut dyn Stage; 5] =
             [&mut self.loss, &mut self.duplicate, &mut self.corrupt, &mut self.rate, &mut self.delay];

@@ -1,6 +1,7 @@
 //! Rate stage: a virtual clock per pd and a finite, drop-tail queue.
 //!
-//! `wire = len + overhead_bytes`; `departure = max(now, next_free_ns[pd]) + wire * q16 / 2^16`;
+//! `wire = len + overhead_bytes`; `departure = max(ready, next_free_ns[pd]) + wire * q16 / 2^16`
+//! (ready = arrival time unless the radio stage makes the packet wait);
 //! `next_free_ns[pd] = departure`. The queue holds the admitted packets whose departure is still
 //! ahead; `backlog_bytes`/`backlog_pkts` (registers) are its size, and a packet that would take
 //! them past `queue_limit_bytes`/`queue_limit_pkts` is dropped (queue_full) without touching the
@@ -94,7 +95,8 @@ impl Rate {
 impl Stage for Rate {
     #[inline]
     fn apply(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
-        pkt.departure = ctx.now;
+        // A packet enters the rate queue when the radio can carry it (its ready time).
+        pkt.departure = pkt.ready;
         if !imp.has_rate() {
             return Verdict::Pass;
         }
@@ -109,7 +111,7 @@ impl Stage for Rate {
         if bytes_full || pkts_full {
             return Verdict::Drop(DropReason::QueueFull);
         }
-        let begin = ctx.now.max(regs.next_free_ns[pd].load(Relaxed));
+        let begin = pkt.ready.max(regs.next_free_ns[pd].load(Relaxed));
         let service = ((wire as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
         let departure = begin.saturating_add(service);
         if departure > ctx.now {

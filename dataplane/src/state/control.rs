@@ -1,6 +1,6 @@
 //! `SwitchControl`: the handle the P4Runtime server holds (Clone + Send + Sync), and
 //! `DataPlaneLink`, the other ends of its queues that the data-plane thread holds.
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -57,6 +57,7 @@ struct Inner {
     packet_out_tx: std_mpsc::SyncSender<(u32, Vec<u8>)>,
     waker: Arc<Waker>,
     reset_generation: Arc<AtomicU64>,
+    radio_digests: Arc<AtomicBool>,
 }
 
 /// The data-plane ends of the shared state and queues. Owned by the data-plane thread.
@@ -72,6 +73,9 @@ pub struct DataPlaneLink {
     pub waker: Arc<Waker>,
     /// Bumped by `reset_all`: the data plane drops its private per-pd state (rate queues).
     pub reset_generation: Arc<AtomicU64>,
+    /// A client enabled `radio_state_digest_t`: only then does the data plane build radio digest
+    /// messages (a wake-up of 100k UEs would otherwise queue messages nobody asked for).
+    pub radio_digests: Arc<AtomicBool>,
 }
 
 impl SwitchControl {
@@ -85,6 +89,7 @@ impl SwitchControl {
         let (packet_out_tx, packet_out_rx) = std_mpsc::sync_channel(cfg.packet_out_depth.max(1));
         let waker = Arc::new(Waker::new()?);
         let reset_generation = Arc::new(AtomicU64::new(0));
+        let radio_digests = Arc::new(AtomicBool::new(false));
         let link = DataPlaneLink {
             caps,
             snapshot: snapshot.clone(),
@@ -95,6 +100,7 @@ impl SwitchControl {
             packet_out_rx,
             waker: waker.clone(),
             reset_generation: reset_generation.clone(),
+            radio_digests: radio_digests.clone(),
         };
         let inner = Inner {
             store: Mutex::new(TableStore::new(caps)),
@@ -107,6 +113,7 @@ impl SwitchControl {
             packet_out_tx,
             waker,
             reset_generation,
+            radio_digests,
         };
         Ok((SwitchControl { inner: Arc::new(inner) }, link))
     }
@@ -247,6 +254,11 @@ impl SwitchControl {
             Some(d) => d,
             None => std::future::pending().await,
         }
+    }
+
+    /// Whether the data plane reports radio state changes (the digest is enabled).
+    pub fn set_radio_digests(&self, on: bool) {
+        self.inner.radio_digests.store(on, Ordering::Relaxed);
     }
 
     pub fn capacities(&self) -> Capacities {

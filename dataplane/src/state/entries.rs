@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use crate::contract::{self, *};
 use crate::tables::{
-    ClassKey, Classifier, Forward, Impairment, MacMap, PortMap, ProfileSel, ProfileTable, Rule, Snapshot,
+    ClassKey, Classifier, Forward, Impairment, MacMap, PortMap, ProfileSel, ProfileTable, RadioParams, RadioTable,
+    Rule, Snapshot,
 };
 
 use super::{ActionCall, Capacities, FieldMatch, StateError, TableEntry, UpdateKind};
@@ -188,17 +189,39 @@ impl TableStore {
                 return Err(invalid(format!("{}.{}: value {v:#x} exceeds {} bits", adef.name, p.name, p.bits)));
             }
         }
-        if call.action_id == ACTION_SET_PROFILE && call.params[0] >= self.caps.profiles as u128 {
+        let is_sel = matches!(call.action_id, ACTION_SET_PROFILE | ACTION_SET_PROFILE_UE_BY_ADDR);
+        if is_sel && call.params[0] >= self.caps.profiles as u128 {
             return Err(StateError::OutOfRange(format!(
-                "profile_id {} >= {} (--profiles)",
-                call.params[0], self.caps.profiles
+                "{}.profile_id {} >= {} (--profiles)",
+                adef.name, call.params[0], self.caps.profiles
+            )));
+        }
+        // set_profile's ue_id is not checked (a UE past the radio arrays simply has no radio, as in
+        // p4src); an entry that derives UE ids from addresses must not reach past them, since a
+        // mask that does is a configuration mistake that would silently leave hosts without radio.
+        if call.action_id == ACTION_SET_PROFILE_UE_BY_ADDR {
+            let (base, mask) = (call.params[2], call.params[3]);
+            if base + mask >= self.caps.ue_ids as u128 {
+                return Err(StateError::OutOfRange(format!(
+                    "{}: ue_base {base} + ue_mask {mask:#x} reaches UE {} >= {} (--ue-ids)",
+                    adef.name,
+                    base + mask,
+                    self.caps.ue_ids
+                )));
+            }
+        }
+        if call.action_id == ACTION_SET_RADIO && call.params[rp::MODEL] > radio_model::GPRS as u128 {
+            return Err(invalid(format!(
+                "{}.model {} is not a radio model (0 none, 1 umts, 2 lte, 3 gprs)",
+                adef.name,
+                call.params[rp::MODEL]
             )));
         }
         Ok(())
     }
 
     fn check_key_ranges(&self, def: &TableDef, matches: &[Option<FieldMatch>]) -> Result<(), StateError> {
-        if def.id == TABLE_PROFILE {
+        if def.id == TABLE_PROFILE || def.id == TABLE_RADIO_PROFILE {
             if let Some(FieldMatch::Exact(pid)) = matches[0] {
                 if pid >= self.caps.profiles as u128 {
                     return Err(StateError::OutOfRange(format!(
@@ -347,6 +370,16 @@ impl TableStore {
                     s.profile_default = (t.default.action_id == ACTION_SET_IMPAIRMENT)
                         .then(|| Impairment::from_params(&t.default.params));
                 }
+                TABLE_RADIO_PROFILE => {
+                    s.radios = Arc::new(RadioTable::new(
+                        self.caps.profiles as usize,
+                        entries().filter(|e| e.entry.action.action_id == ACTION_SET_RADIO).map(|e| {
+                            (exact(&e.entry.matches[0]) as u32, RadioParams::from_params(&e.entry.action.params))
+                        }),
+                    ));
+                    s.radio_default = (t.default.action_id == ACTION_SET_RADIO)
+                        .then(|| RadioParams::from_params(&t.default.params));
+                }
                 _ => {}
             }
         }
@@ -371,7 +404,11 @@ fn forward(a: &ActionCall) -> Forward {
 
 fn profile_sel(a: &ActionCall) -> ProfileSel {
     let g = |i: usize| a.params.get(i).copied().unwrap_or(0);
-    ProfileSel { profile_id: g(0) as u16, direction: g(1) as u8, ue_id: g(2) as u32 }
+    let sel = ProfileSel { profile_id: g(0) as u16, direction: g(1) as u8, ue_id: g(2) as u32, ..Default::default() };
+    if a.action_id == ACTION_SET_PROFILE_UE_BY_ADDR {
+        return ProfileSel { ue_mask: g(3) as u32, ue_from_dst: g(4) != 0, ..sel };
+    }
+    sel
 }
 
 fn rule(seq: u64, e: &TableEntry) -> Rule {

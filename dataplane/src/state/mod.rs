@@ -6,11 +6,12 @@
 
 mod control;
 mod entries;
+pub mod lazy;
 mod store;
 
 pub use control::{ControlConfig, DataPlaneLink, SwitchControl};
 pub use entries::TableStore;
-pub use store::{CounterArray, Counters, Registers};
+pub use store::{CounterArray, Counters, RadioRegisters, Registers, UeRadio};
 
 /// One key of a table entry, already decoded to integers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -81,6 +82,8 @@ pub struct Capacities {
     pub classifier_entries: u32,
     /// Number of profile ids; there are `2 * profiles` profile-directions (pd).
     pub profiles: u32,
+    /// Number of UE ids (per-UE radio registers, `radio_promotions`); classifier results must
+    /// name a UE below it.
     pub ue_ids: u32,
 }
 
@@ -107,6 +110,7 @@ impl Capacities {
         Some(match table_id {
             TABLE_CLASSIFIER => self.classifier_entries,
             TABLE_PROFILE => self.pds(),
+            TABLE_RADIO_PROFILE => self.profiles,
             _ => t.size,
         })
     }
@@ -118,6 +122,7 @@ impl Capacities {
         Some(match counter_id {
             COUNTER_DROPS => self.pds() * DROP_REASONS,
             COUNTER_PARSER_ERRORS => c.size,
+            COUNTER_RADIO_PROMOTIONS => self.ue_ids * RADIO_PROMO_KINDS,
             _ => self.pds(),
         })
     }
@@ -128,6 +133,10 @@ impl Capacities {
         let r = register(reg_id)?;
         Some(match reg_id {
             REG_DIST_TABLE | REG_RNG_SEED => r.size,
+            REG_RADIO_FACH_FREE_NS => self.ue_ids * RADIO_DIRECTIONS,
+            REG_RADIO_STATE_TIME_NS => self.ue_ids * RADIO_STATE_STRIDE,
+            REG_RADIO_STATE | REG_RADIO_LAST_ACTIVITY_NS | REG_RADIO_PROMO_DONE_NS | REG_RADIO_DRX_REF_NS
+            | REG_RADIO_STATE_SINCE_NS | REG_RADIO_PROMO_PKTS => self.ue_ids,
             _ => self.pds(),
         })
     }

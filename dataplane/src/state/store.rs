@@ -7,8 +7,36 @@
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
+use super::lazy::{LazyArray, ZeroValid};
 use crate::contract::{self, *};
 use crate::state::{Capacities, StateError};
+
+/// `n` zeroed atomics (calloc: lazily zeroed pages for large arrays).
+fn zeroed<A: ZeroValid>(n: usize) -> Box<[A]> {
+    if n == 0 {
+        return Vec::new().into_boxed_slice();
+    }
+    let layout = std::alloc::Layout::array::<A>(n).expect("array size overflows");
+    debug_assert!(std::mem::align_of::<A>() <= 16, "calloc's alignment");
+    // SAFETY: layout has non-zero size; a null result is handled; zero bytes are a valid A
+    // (ZeroValid); the Box frees with the same layout (Layout::array::<A>(n)).
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut A;
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n))
+    }
+}
+
+/// Stores 0 in every cell that is not 0 already: pages never written stay unmapped.
+fn clear_u64(cells: &[AtomicU64]) {
+    for c in cells {
+        if c.load(Relaxed) != 0 {
+            c.store(0, Relaxed);
+        }
+    }
+}
 
 /// Counter arrays: bytes at `2 * i`, packets at `2 * i + 1`, so one update touches one cache line.
 pub struct CounterArray {
@@ -17,7 +45,7 @@ pub struct CounterArray {
 
 impl CounterArray {
     fn new(size: u32) -> Self {
-        CounterArray { cells: (0..size as usize * 2).map(|_| AtomicU64::new(0)).collect() }
+        CounterArray { cells: zeroed(size as usize * 2) }
     }
     #[inline]
     pub fn add(&self, index: usize, bytes: u64) {
@@ -39,10 +67,15 @@ impl CounterArray {
         self.cells[2 * index].store(bytes, Relaxed);
         self.cells[2 * index + 1].store(packets, Relaxed);
     }
-    fn clear(&self) {
-        for c in self.cells.iter() {
-            c.store(0, Relaxed);
+    /// Adds one packet and no bytes (PACKETS counters).
+    #[inline]
+    pub fn add_packet(&self, index: usize) {
+        if let Some(c) = self.cells.get(2 * index + 1) {
+            c.fetch_add(1, Relaxed);
         }
+    }
+    fn clear(&self) {
+        clear_u64(&self.cells);
     }
 }
 
@@ -53,6 +86,8 @@ pub struct Counters {
     pub parser_errors: CounterArray,
     pub profile_dup: CounterArray,
     pub profile_corrupt: CounterArray,
+    /// Index `ue * RADIO_PROMO_KINDS + kind`.
+    pub radio_promotions: CounterArray,
 }
 
 impl Counters {
@@ -65,6 +100,7 @@ impl Counters {
             parser_errors: size(COUNTER_PARSER_ERRORS),
             profile_dup: size(COUNTER_PROFILE_DUP),
             profile_corrupt: size(COUNTER_PROFILE_CORRUPT),
+            radio_promotions: size(COUNTER_RADIO_PROMOTIONS),
         }
     }
 
@@ -76,6 +112,7 @@ impl Counters {
             COUNTER_PARSER_ERRORS => &self.parser_errors,
             COUNTER_PROFILE_DUP => &self.profile_dup,
             COUNTER_PROFILE_CORRUPT => &self.profile_corrupt,
+            COUNTER_RADIO_PROMOTIONS => &self.radio_promotions,
             _ => return Err(StateError::NotFound(format!("no counter with id {id:#x}"))),
         })
     }
@@ -93,6 +130,7 @@ impl Counters {
             &self.parser_errors,
             &self.profile_dup,
             &self.profile_corrupt,
+            &self.radio_promotions,
         ] {
             c.clear();
         }
@@ -111,6 +149,8 @@ pub struct Registers {
     pub rng_seed: AtomicU64,
     /// Bumped on every `rng_seed` write; the data plane reseeds when it sees a new value.
     pub rng_seed_generation: AtomicU64,
+    /// Per-UE radio state (see stage/radio.rs).
+    pub radio: RadioRegisters,
     /// The built-in distribution tables, restored by a reset.
     initial_dist: Box<[i16]>,
     initial_seed: u64,
@@ -118,6 +158,113 @@ pub struct Registers {
 
 fn atomics<T>(n: u32, f: impl Fn() -> T) -> Box<[T]> {
     (0..n).map(|_| f()).collect()
+}
+
+/// One UE's radio registers, in one cache line: a packet reads and writes only its own UE's line
+/// (the contract's per-UE registers are views of these fields). `radio_state_time_ns`, written
+/// only at state changes, is kept apart.
+#[repr(C, align(64))]
+pub struct UeRadio {
+    pub since_ns: AtomicU64,
+    pub last_activity_ns: AtomicU64,
+    pub promo_done_ns: AtomicU64,
+    pub drx_ref_ns: AtomicU64,
+    /// The FACH virtual clock per direction (`radio_fach_free_ns[ue * 2 + direction]`).
+    pub fach_free_ns: [AtomicU64; 2],
+    pub promo_pkts: AtomicU32,
+    pub state: AtomicU8,
+}
+
+// SAFETY: every field is an integer atomic (or an array of them): all-zero bytes are valid.
+unsafe impl ZeroValid for UeRadio {}
+
+/// The per-UE radio registers of the contract, zero (IDLE since 0, never active: a UE nobody has
+/// heard from) until used, and allocated lazily (see [`LazyArray`]).
+pub struct RadioRegisters {
+    pub ues: LazyArray<UeRadio>,
+    /// Index `ue * RADIO_STATE_STRIDE + state`.
+    pub state_time_ns: LazyArray<AtomicU64>,
+}
+
+impl RadioRegisters {
+    fn new(caps: &Capacities) -> Self {
+        let n = caps.register_size(REG_RADIO_STATE).expect("contract register") as usize;
+        RadioRegisters {
+            ues: LazyArray::new(n, true),
+            state_time_ns: LazyArray::new(n * RADIO_STATE_STRIDE as usize, false),
+        }
+    }
+
+    /// The number of UEs the arrays hold.
+    pub fn ues(&self) -> usize {
+        self.ues.len()
+    }
+
+    fn size(&self, reg_id: u32) -> Option<usize> {
+        let n = self.ues.len();
+        Some(match reg_id {
+            REG_RADIO_STATE | REG_RADIO_LAST_ACTIVITY_NS | REG_RADIO_PROMO_DONE_NS | REG_RADIO_DRX_REF_NS
+            | REG_RADIO_STATE_SINCE_NS | REG_RADIO_PROMO_PKTS => n,
+            REG_RADIO_FACH_FREE_NS => n * RADIO_DIRECTIONS as usize,
+            REG_RADIO_STATE_TIME_NS => self.state_time_ns.len(),
+            _ => return None,
+        })
+    }
+
+    /// The 64-bit cell behind a register index, for the u64 registers.
+    fn u64_cell(&self, reg_id: u32, i: usize) -> Option<&AtomicU64> {
+        Some(match reg_id {
+            REG_RADIO_LAST_ACTIVITY_NS => &self.ues[i].last_activity_ns,
+            REG_RADIO_PROMO_DONE_NS => &self.ues[i].promo_done_ns,
+            REG_RADIO_DRX_REF_NS => &self.ues[i].drx_ref_ns,
+            REG_RADIO_STATE_SINCE_NS => &self.ues[i].since_ns,
+            REG_RADIO_FACH_FREE_NS => &self.ues[i / 2].fach_free_ns[i % 2],
+            REG_RADIO_STATE_TIME_NS => &self.state_time_ns[i],
+            _ => return None,
+        })
+    }
+
+    fn read(&self, reg_id: u32, i: usize) -> Option<u128> {
+        match reg_id {
+            REG_RADIO_STATE => Some(self.ues[i].state.load(Relaxed) as u128),
+            REG_RADIO_PROMO_PKTS => Some(self.ues[i].promo_pkts.load(Relaxed) as u128),
+            id => self.u64_cell(id, i).map(|c| c.load(Relaxed) as u128),
+        }
+    }
+
+    fn write(&self, reg_id: u32, i: usize, value: u128) -> bool {
+        match reg_id {
+            REG_RADIO_STATE => self.ues[i].state.store(value as u8, Relaxed),
+            REG_RADIO_PROMO_PKTS => self.ues[i].promo_pkts.store(value as u32, Relaxed),
+            id => match self.u64_cell(id, i) {
+                Some(c) => c.store(value as u64, Relaxed),
+                None => return false,
+            },
+        }
+        true
+    }
+
+    /// Zero everything that is not zero (untouched pages stay unmapped: reading them maps the
+    /// shared zero page).
+    fn reset(&self) {
+        for u in self.ues.iter() {
+            for c in [&u.since_ns, &u.last_activity_ns, &u.promo_done_ns, &u.drx_ref_ns]
+                .into_iter()
+                .chain(u.fach_free_ns.iter())
+            {
+                if c.load(Relaxed) != 0 {
+                    c.store(0, Relaxed);
+                }
+            }
+            if u.promo_pkts.load(Relaxed) != 0 {
+                u.promo_pkts.store(0, Relaxed);
+            }
+            if u.state.load(Relaxed) != 0 {
+                u.state.store(0, Relaxed);
+            }
+        }
+        clear_u64(&self.state_time_ns);
+    }
 }
 
 impl Registers {
@@ -133,6 +280,7 @@ impl Registers {
             dist_table: atomics(DIST_TABLE_LEN * DIST_TABLES, || AtomicU16::new(0)),
             rng_seed: AtomicU64::new(seed),
             rng_seed_generation: AtomicU64::new(0),
+            radio: RadioRegisters::new(caps),
             initial_dist,
             initial_seed: seed,
         };
@@ -161,7 +309,7 @@ impl Registers {
             REG_BACKLOG_PKTS => self.backlog_pkts[i].load(Relaxed) as u128,
             REG_DIST_TABLE => self.dist_table[i].load(Relaxed) as u128,
             REG_RNG_SEED => self.rng_seed.load(Relaxed) as u128,
-            _ => unreachable!("check_index validated the id"),
+            id => self.radio.read(id, i).expect("check_index validated the id"),
         })
     }
 
@@ -186,7 +334,10 @@ impl Registers {
                 // Release: the data plane that sees the new generation also sees the new seed.
                 self.rng_seed_generation.fetch_add(1, std::sync::atomic::Ordering::Release);
             }
-            _ => unreachable!("check_index validated the id"),
+            id => {
+                let written = self.radio.write(id, i, value);
+                debug_assert!(written, "check_index validated the id");
+            }
         }
         Ok(())
     }
@@ -197,6 +348,7 @@ impl Registers {
             | REG_BACKLOG_PKTS => self.next_free_ns.len() as u32,
             REG_DIST_TABLE => self.dist_table.len() as u32,
             REG_RNG_SEED => 1,
+            id if self.radio.size(id).is_some() => self.radio.size(id).unwrap_or(0) as u32,
             _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
         })
     }
@@ -223,6 +375,7 @@ impl Registers {
         for a in self.backlog_bytes.iter().chain(self.backlog_pkts.iter()) {
             a.store(0, Relaxed);
         }
+        self.radio.reset();
         self.restore_dist();
         self.rng_seed.store(self.initial_seed, Relaxed);
         self.rng_seed_generation.fetch_add(1, std::sync::atomic::Ordering::Release);

@@ -202,3 +202,81 @@ async fn packet_in_and_digest_queues_deliver() {
     assert_eq!(c.next_packet_in().await.ingress_port, 2);
     assert_eq!(c.next_digest().await.fields, vec![0xaabb, 1]);
 }
+
+fn radio_entry(pid: u128, model: u128) -> TableEntry {
+    let mut params = vec![0u128; rp::COUNT];
+    params[rp::MODEL] = model;
+    params[rp::IDLE_TO_CONNECTED_NS] = 260_000_000;
+    TableEntry {
+        table_id: TABLE_RADIO_PROFILE,
+        matches: vec![Some(FieldMatch::Exact(pid))],
+        priority: 0,
+        action: ActionCall { action_id: ACTION_SET_RADIO, params },
+        controller_metadata: 0,
+    }
+}
+
+fn by_addr(base: u128, mask: u128) -> TableEntry {
+    let mut e = classifier(5, 1, 1);
+    e.action = ActionCall { action_id: ACTION_SET_PROFILE_UE_BY_ADDR, params: vec![1, 0, base, mask, 1] };
+    e
+}
+
+#[test]
+fn radio_table_ue_range_and_radio_registers() {
+    let cfg = ControlConfig {
+        caps: Capacities { profiles: 8, ue_ids: 1000, ..Capacities::default() },
+        ..ControlConfig::default()
+    };
+    let (c, l) = SwitchControl::new(cfg).unwrap();
+    // The radio entry compiles into the snapshot; model 0 means no radio.
+    let r = c.write_tables(vec![
+        (UpdateKind::Insert, radio_entry(3, 2)),
+        (UpdateKind::Insert, radio_entry(4, 0)),
+        (UpdateKind::Insert, radio_entry(8, 2)),
+        (UpdateKind::Insert, radio_entry(5, 4)),
+    ]);
+    assert_eq!(r.iter().map(kind).collect::<Vec<_>>(), vec!["ok", "ok", "range", "invalid"]);
+    let snap = l.snapshot.load();
+    assert_eq!(snap.radio(3).map(|p| p.idle_to_connected_ns), Some(260_000_000));
+    assert!(snap.radio(4).is_none() && snap.radio(2).is_none());
+    // Address-derived UE ids must stay inside --ue-ids.
+    let r = c.write_tables(vec![(UpdateKind::Insert, by_addr(900, 99)), (UpdateKind::Insert, by_addr(900, 100))]);
+    assert_eq!(r.iter().map(kind).collect::<Vec<_>>(), vec!["ok", "range"]);
+    let key = crate::tables::ClassKey { ingress_port: 1, ipv4_dst: 0x0a00_0023, ..Default::default() };
+    let sel = l.snapshot.load().classifier.lookup(&key);
+    assert_eq!(sel.map(|s| s.ue(0, 0x0a00_0023)), Some(935)); // 900 + (0x23 & 99)
+    // Per-UE registers: sized by --ue-ids, read/write at the edges, cleared by a reset.
+    assert_eq!(c.register_size(REG_RADIO_STATE).unwrap(), 1000);
+    assert_eq!(c.register_size(REG_RADIO_STATE_TIME_NS).unwrap(), 16_000);
+    assert_eq!(c.register_size(REG_RADIO_FACH_FREE_NS).unwrap(), 2000);
+    assert_eq!(c.counter_size(COUNTER_RADIO_PROMOTIONS).unwrap(), 4000);
+    c.write_register(REG_RADIO_STATE, 999, 3).unwrap();
+    c.write_register(REG_RADIO_STATE_TIME_NS, 15_999, u64::MAX as u128).unwrap();
+    assert_eq!(kind(&c.write_register(REG_RADIO_STATE, 999, 256)), "invalid");
+    assert_eq!(kind(&c.write_register(REG_RADIO_STATE, 1000, 1)), "range");
+    assert_eq!(c.read_register(REG_RADIO_STATE, 999).unwrap(), 3);
+    assert_eq!(c.read_register(REG_RADIO_STATE_TIME_NS, 15_999).unwrap(), u64::MAX as u128);
+    c.write_counter(COUNTER_RADIO_PROMOTIONS, 3999, 0, 7).unwrap();
+    assert_eq!(c.read_counter(COUNTER_RADIO_PROMOTIONS, 3999).unwrap(), (0, 7));
+    c.reset_all();
+    assert_eq!(c.read_register(REG_RADIO_STATE, 999).unwrap(), 0);
+    assert_eq!(c.read_register(REG_RADIO_STATE_TIME_NS, 15_999).unwrap(), 0);
+    assert_eq!(c.read_counter(COUNTER_RADIO_PROMOTIONS, 3999).unwrap(), (0, 0));
+    assert!(l.snapshot.load().radio(3).is_none());
+}
+
+#[test]
+fn a_million_ues_cost_no_start_time() {
+    // Default capacities: 1M UEs, 16M state-time cells. Allocation is lazy, reset scans quickly.
+    let t = std::time::Instant::now();
+    let (c, _l) = SwitchControl::new(ControlConfig::default()).unwrap();
+    let created = t.elapsed();
+    c.write_register(REG_RADIO_LAST_ACTIVITY_NS, 1_048_575, 1).unwrap();
+    let t = std::time::Instant::now();
+    c.reset_all();
+    let reset = t.elapsed();
+    assert_eq!(c.read_register(REG_RADIO_LAST_ACTIVITY_NS, 1_048_575).unwrap(), 0);
+    assert!(created.as_millis() < 500, "creating the state took {created:?}");
+    assert!(reset.as_millis() < 3000, "reset took {reset:?}");
+}

@@ -261,7 +261,7 @@ mod tests {
             dport: range(rng),
             priority: 1 + small(rng, 50) as i32,
             seq,
-            result: ProfileSel { profile_id: seq as u16, direction: (seq & 1) as u8, ue_id: seq as u32 },
+            result: ProfileSel { profile_id: seq as u16, direction: (seq & 1) as u8, ue_id: seq as u32, ..Default::default() },
         }
     }
 
@@ -291,7 +291,7 @@ mod tests {
         port_mask.ingress_port = 0x1ff;
         let mut v = ClassKey::default();
         v.ingress_port = 3;
-        let sel = |p| ProfileSel { profile_id: p, direction: 0, ue_id: 0 };
+        let sel = |p| ProfileSel { profile_id: p, ..Default::default() };
         let rules = [
             Rule { value: any, mask: any, sport: (0, 65535), dport: (0, 65535), priority: 5, seq: 0, result: sel(1) },
             Rule { value: v, mask: port_mask, sport: (0, 65535), dport: (0, 65535), priority: 5, seq: 1, result: sel(2) },
@@ -317,7 +317,7 @@ mod tests {
                     dport: (0, 65535),
                     priority: 10,
                     seq: i as u64,
-                    result: ProfileSel { profile_id: (i % 4096) as u16, direction: 0, ue_id: i },
+                    result: ProfileSel { profile_id: (i % 4096) as u16, ue_id: i, ..Default::default() },
                 }
             })
             .collect();

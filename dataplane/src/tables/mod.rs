@@ -5,12 +5,14 @@ pub mod classifier;
 pub mod exact;
 pub mod hash;
 pub mod profile;
+pub mod radio;
 
 use std::sync::Arc;
 
 pub use classifier::{ClassKey, Classifier, Rule};
 pub use exact::{MacMap, PortMap};
 pub use profile::{Impairment, ProfileTable};
+pub use radio::{RadioParams, RadioTable};
 
 /// The forwarding decision of `port_map` / `l2_fwd`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,18 +23,35 @@ pub enum Forward {
     Drop,
 }
 
-/// The result of `set_profile`.
+/// The result of `set_profile` / `set_profile_ue_by_addr`.
+///
+/// The UE id is `ue_id + (address & ue_mask)`, the address being the IPv4 source or (with
+/// `ue_from_dst`) destination: `set_profile` is the case `ue_mask == 0`, so one entry can give
+/// each of many hosts its own UE (and radio) without an entry per host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ProfileSel {
     pub profile_id: u16,
     pub direction: u8,
+    /// `set_profile`'s ue_id, or `set_profile_ue_by_addr`'s ue_base.
     pub ue_id: u32,
+    pub ue_mask: u32,
+    pub ue_from_dst: bool,
 }
 
 impl ProfileSel {
     #[inline]
     pub fn pd(&self) -> u32 {
         (self.profile_id as u32) << 1 | (self.direction as u32 & 1)
+    }
+
+    /// The packet's UE id (wrapping like P4's bit<32> addition).
+    #[inline]
+    pub fn ue(&self, ipv4_src: u32, ipv4_dst: u32) -> u32 {
+        if self.ue_mask == 0 {
+            return self.ue_id;
+        }
+        let addr = if self.ue_from_dst { ipv4_dst } else { ipv4_src };
+        self.ue_id.wrapping_add(addr & self.ue_mask)
     }
 }
 
@@ -52,11 +71,19 @@ pub struct Snapshot {
     pub profiles: Arc<ProfileTable>,
     /// Default of `profile`: `None` = NoAction (no impairment).
     pub profile_default: Option<Impairment>,
+    pub radios: Arc<RadioTable>,
+    /// Default of `radio_profile`: `None` = NoAction (no radio).
+    pub radio_default: Option<RadioParams>,
 }
 
 impl Snapshot {
     /// The empty pipeline with the P4 program's default actions.
     pub fn empty(pds: usize) -> Self {
+        Self::empty_with(pds, pds / 2)
+    }
+
+    /// The empty pipeline for `pds` profile-directions and `profiles` radio slots.
+    pub fn empty_with(pds: usize, profiles: usize) -> Self {
         Snapshot {
             port_map: Arc::new(PortMap::new([])),
             port_map_default: Forward::Drop,
@@ -67,6 +94,8 @@ impl Snapshot {
             classifier_default: ProfileSel::default(),
             profiles: Arc::new(ProfileTable::new(pds, [])),
             profile_default: None,
+            radios: Arc::new(RadioTable::new(profiles, [])),
+            radio_default: None,
         }
     }
 
@@ -74,5 +103,11 @@ impl Snapshot {
     #[inline]
     pub fn impairment(&self, pd: u32) -> Option<&Impairment> {
         self.profiles.get(pd).or(self.profile_default.as_ref())
+    }
+
+    /// The radio model of a profile: its entry, else the table default; `None` = no radio.
+    #[inline]
+    pub fn radio(&self, profile_id: u32) -> Option<&RadioParams> {
+        self.radios.get(profile_id).or(self.radio_default.as_ref()).filter(|r| r.active())
     }
 }

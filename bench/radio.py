@@ -1,0 +1,227 @@
+"""The radio (RRC) stage: wake-up accuracy and the cost of per-UE state.
+
+rrc_promotion_error_us_p99
+    Profile 2 gets an LTE radio (promotion PROMOTION_NS, no DRX, a tail far longer than the run) and
+    no link impairment; a classifier entry gives every destination address of 10.79.0.0/16 its own UE
+    (set_profile_ue_by_addr). UES datagrams are sent to UES fresh (idle) UEs, one each, at PPS: each
+    is a first packet after idle and waits for a promotion. The same datagrams are then sent again
+    to the same UEs, now awake: that pass is the baseline (the path's own delay, radio stage
+    included, no wait). Per datagram i of the first pass:
+
+        error_i = one_way_delay_i - PROMOTION_NS - median(baseline one-way delays)
+
+    The figure is the 99th percentile of |error| (one-way delay = kernel rx timestamp - send time,
+    as in delay.py).
+
+rrc_throughput_ratio_100k_ue
+    Switch-limited packet rate with UES_MANY active UEs over that with one UE, same offered load:
+    p4netem-pktgen (dataplane/src/bin, an AF_PACKET TX ring) sends 64-byte frames from h1 to
+    destination 10.96.0.0 + i % N (N = UES_MANY or 1), which the classifier turns into N UEs of
+    profile 2. Every UE is woken first (a paced pass over all of them), so the measured packets
+    find their radios CONNECTED: the figure is what a per-UE radio state over 100k UEs costs
+    against one UE's state that stays in cache.
+    On two shared vCPUs a sender flooding the switch live is itself the limit (it and the kernel's
+    veth path need as much CPU as the switch), so the rate is measured on a burst instead: the
+    switch is stopped (SIGSTOP), BURST frames fill its RX ring, it is resumed and forwards them as
+    fast as it can; its rate is BURST over the CPU time its data-plane thread spent doing so (the
+    kernel's per-thread accounting, exact to the ns), which is the rate it would reach with a core
+    to itself, free of the scheduling noise of a shared 2-vCPU machine. The forwarding includes
+    the transmit syscalls (the veth and the receiving namespace's stack run in them).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import time
+
+from common import finish, percentile, send, sink
+from topo import Topo
+
+from p4netem import pipeline as pl
+from p4netem.p4rt import Ternary
+from p4netem.paths import REPO_ROOT
+from p4netem.profiles import Profile
+from p4netem.profiles.program import write_profile
+from p4netem.radio import read_promotions
+
+PROFILE = 2
+PROMOTION_NS = 100_000_000
+UES = 2000
+PPS = 1000
+FRAME = 100
+PORT = 5601
+WAKE_NET, WAKE_MASK, WAKE_UE_BASE = "10.79.0.0", 0xFFFF0000, 200_000
+
+UES_MANY = 100_000
+FLOOD_NET, FLOOD_MASK = "10.96.0.0", 0xFFFE0000  # 131072 addresses: UEs 0..131071
+FLOOD_FRAME = 64
+BURST = 120_000
+RX_FRAMES = 131_072  # the switch's RX ring must hold a whole burst
+ROUNDS = 7
+PKTGEN = REPO_ROOT / "dataplane" / "target" / "release" / "p4netem-pktgen"
+
+US = 1e-3
+
+
+def _radio_profile(promotion: str) -> Profile:
+    return Profile.parse({"name": "bench-radio",
+                          "radio": {"model": "lte", "promotion": promotion, "drx_inactivity": 0,
+                                    "tail": "3600s"}})
+
+
+def _by_dst(ctl, net: str, mask: int, ue_base: int, ue_mask: int) -> object:
+    c = ctl.client
+    return c.table_entry(pl.CLASSIFIER, {"standard_metadata.ingress_port": Ternary(1, 0x1FF),
+                                         "meta.ipv4_dst": Ternary(net, mask)},
+                         pl.SET_PROFILE_UE_BY_ADDR,
+                         {"profile_id": PROFILE, "direction": pl.UPLINK, "ue_base": ue_base,
+                          "ue_mask": ue_mask, "ue_from_dst": 1}, priority=20)
+
+
+def _one_pass(t: Topo) -> tuple[list[int], dict]:
+    with sink(t, t.h2, PORT, idle=1.0) as done:
+        sent = send(t, t.h1, WAKE_NET, PORT, PPS * FRAME * 8, FRAME, count=UES, dst_count=UES)
+        rec = done()
+    delays = {s: rx - tx for s, tx, rx in zip(rec["seq"], rec["tx_ns"], rec["rx_ns"])}
+    if len(delays) < 0.99 * UES:
+        raise RuntimeError(f"only {len(delays)} of {UES} datagrams arrived")
+    return [delays.get(i) for i in range(UES)], sent
+
+
+def promotion_accuracy(t: Topo, ctl) -> dict:
+    c = ctl.client
+    subprocess.run(t.netns(t.h1, "ip", "route", "replace", "10.79.0.0/16", "via", t.h2.ip, "dev", t.h1.dev),
+                   check=True)
+    subprocess.run(t.netns(t.h2, "ip", "route", "replace", "local", "10.79.0.0/16", "dev", "lo"), check=True)
+    entry = _by_dst(ctl, WAKE_NET, WAKE_MASK, WAKE_UE_BASE, 0xFFFF)
+    write_profile(c, _radio_profile(f"{PROMOTION_NS}ns"), PROFILE)
+    c.insert(entry)
+    try:
+        woken, sent1 = _one_pass(t)
+        awake, sent2 = _one_pass(t)
+        promoted = sum(sum(k.values()) for k in read_promotions(c, range(WAKE_UE_BASE, WAKE_UE_BASE + UES)).values())
+    finally:
+        c.delete(c.table_entry(pl.CLASSIFIER, {"standard_metadata.ingress_port": Ternary(1, 0x1FF),
+                                               "meta.ipv4_dst": Ternary(WAKE_NET, WAKE_MASK)}, priority=20))
+    base = [d for d in awake if d is not None]
+    base_med = statistics.median(base)
+    err = [d - PROMOTION_NS - base_med for d in woken if d is not None]
+    abs_err = [abs(e) for e in err]
+    return {
+        "rrc_promotion_error_us_p99": percentile(abs_err, 99) * US,
+        "rrc_promotion_error_us_p50": statistics.median(err) * US,
+        "rrc_promotion_error_us_max": max(abs_err) * US,
+        "rrc_promotion_config": {
+            "promotion_ns": PROMOTION_NS, "ues": UES, "pps": PPS, "frame_bytes": FRAME,
+            "woken_received": len(err), "baseline_received": len(base),
+            "baseline_one_way_us_p50": base_med * US, "baseline_one_way_us_p99": percentile(base, 99) * US,
+            "promotions_counted": promoted,
+            "sender_max_late_ms": [sent1["max_late_ms"], sent2["max_late_ms"]],
+        },
+    }
+
+
+def _pktgen(t: Topo, n: int, *, duration: float = 0.0, count: int = 0, rate: float = 0.0) -> dict:
+    cmd = t.netns(t.h1, str(PKTGEN), "--iface", t.h1.dev, "--src-mac", t.h1.mac, "--dst-mac", t.h2.mac,
+                  "--src-ip", t.h1.ip, "--dst-ip", FLOOD_NET, "--dst-count", str(n), "--size", str(FLOOD_FRAME),
+                  "--duration", str(duration), "--count", str(count), "--rate", str(rate))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + count / 10_000 + 60)
+    if r.returncode != 0:
+        raise RuntimeError(f"p4netem-pktgen failed: {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def _processed(ctl) -> int:
+    return ctl.counters(PROFILE, pl.UPLINK).profile_in
+
+
+def _dp_cpu_ns(pid: int) -> float:
+    """CPU time of the switch's data-plane thread (`p4netem-dp`), ns (scheduler accounting, exact
+    to the ns); the whole process's CPU clock if the kernel does not expose per-thread figures."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            if open(f"/proc/{pid}/task/{task}/comm").read().strip() != "p4netem-dp":
+                continue
+            for line in open(f"/proc/{pid}/task/{task}/sched"):
+                if line.startswith("se.sum_exec_runtime"):
+                    return float(line.split(":")[1]) * 1e6
+        except OSError:
+            break
+    return float(time.clock_gettime_ns(((~pid) << 3) | 2))  # CPUCLOCK_SCHED of the process
+
+
+def _drain(t: Topo, ctl, n: int, switch_pid: int, idle_cpu_per_s: float) -> dict:
+    """One burst: BURST frames fill the stopped switch's RX ring, then the switch works through
+    them alone. Its rate is BURST / the CPU time its data-plane thread spent on them: that is the
+    packet rate of the switch when it is the limit, whatever else the two vCPUs run meanwhile
+    (wall-clock timing of a 0.1 s drain from a polling client is at the mercy of the scheduler)."""
+    before = _processed(ctl)
+    os.kill(switch_pid, signal.SIGSTOP)
+    try:
+        gen = _pktgen(t, n, count=BURST)
+        time.sleep(0.05)  # the last frames reach the ring
+    finally:
+        cpu0, t0 = _dp_cpu_ns(switch_pid), time.monotonic()
+        os.kill(switch_pid, signal.SIGCONT)
+    deadline = t0 + 30
+    while _processed(ctl) - before < gen["sent"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    taken = _processed(ctl) - before
+    cpu, wall = _dp_cpu_ns(switch_pid) - cpu0, time.monotonic() - t0
+    busy = cpu - idle_cpu_per_s * wall  # minus what the idle loop costs anyway
+    return {"ues": n, "sent": gen["sent"], "taken": taken, "dp_cpu_ms": round(cpu / 1e6, 3),
+            "wall_ms": round(wall * 1e3, 1), "switch_pps": taken / (busy / 1e9)}
+
+
+def _idle_cpu_per_s(switch_pid: int) -> float:
+    cpu0, t0 = _dp_cpu_ns(switch_pid), time.monotonic()
+    time.sleep(0.5)
+    return (_dp_cpu_ns(switch_pid) - cpu0) / (time.monotonic() - t0)
+
+
+def throughput_ratio(t: Topo, ctl, switch_pid: int) -> dict:
+    """Needs a switch with an RX ring of at least RX_FRAMES frames (run.py starts one)."""
+    if not PKTGEN.exists():
+        raise RuntimeError(f"{PKTGEN} is missing: build the dataplane crate (make build)")
+    c = ctl.client
+    write_profile(c, _radio_profile("1ms"), PROFILE)
+    c.insert(_by_dst(ctl, FLOOD_NET, FLOOD_MASK, 0, 0x1FFFF))
+    runs = []
+    try:
+        for n in (1, UES_MANY):
+            # Wake every UE at a rate the switch takes without loss; the promotions complete.
+            _pktgen(t, n, count=n, rate=100_000)
+            time.sleep(0.3)
+        idle = _idle_cpu_per_s(switch_pid)
+        for _ in range(ROUNDS):
+            for n in (1, UES_MANY):
+                runs.append(_drain(t, ctl, n, switch_pid, idle))
+        # Every UE was woken once (by the wake-up pass): check a sample of them.
+        sample = read_promotions(c, range(0, UES_MANY, 100))
+        woken_once = sum(1 for k in sample.values() if sum(k.values()) == 1)
+    finally:
+        c.delete(c.table_entry(pl.CLASSIFIER, {"standard_metadata.ingress_port": Ternary(1, 0x1FF),
+                                               "meta.ipv4_dst": Ternary(FLOOD_NET, FLOOD_MASK)}, priority=20))
+    one = statistics.median(r["switch_pps"] for r in runs if r["ues"] == 1)
+    many = statistics.median(r["switch_pps"] for r in runs if r["ues"] == UES_MANY)
+    return {
+        "rrc_throughput_ratio_100k_ue": many / one,
+        "rrc_switch_mpps_1_ue": one / 1e6,
+        "rrc_switch_mpps_100k_ue": many / 1e6,
+        "rrc_throughput_config": {
+            "method": f"burst drain: {BURST} {FLOOD_FRAME}-byte frames from p4netem-pktgen into the RX ring "
+                      f"of the stopped switch (--rx-frames {RX_FRAMES}); rate = frames / CPU time of the "
+                      f"data-plane thread while it forwards them (idle-loop CPU subtracted); {ROUNDS} rounds "
+                      f"alternating 1 / {UES_MANY} UEs, median per case",
+            "idle_loop_cpu_pct": round(idle / 1e7, 3),
+            "radio": "lte, promotion 1 ms (every UE woken before), no DRX, tail 3600 s: every packet finds "
+                     "its radio CONNECTED",
+            "runs": runs,
+            "sampled_ues_promoted_once": f"{woken_once} of {len(sample)}",
+        },
+    }
+
+

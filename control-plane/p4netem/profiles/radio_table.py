@@ -1,0 +1,164 @@
+"""Radio models <-> the `set_radio` action params of the pipeline contract (table radio_profile).
+
+Quantisation: durations are whole nanoseconds (exact both ways); the FACH rate is encoded like a
+link rate (fach_ns_per_byte_q16 = round_half_up(8e9 * 65536 / bit_per_s), 0 = no FACH pacing)
+and read back as the shortest rate with that encoding. So decode(encode(r)) == r for every radio
+written with no more digits than that step allows, and encode(decode(t)) == t for every table
+value a valid radio can produce. Power figures are not part of the table (decode gives defaults).
+
+Params a model does not use are 0 (e.g. an LTE radio has idle_to_dch_ns 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pydantic import TypeAdapter, ValidationError
+
+from .. import pipeline as pl
+from .errors import Problem, ProfileError, problems_from_validation_error
+from .radio import Radio, RadioGprs, RadioLte, RadioNone, RadioUmts
+from .units import Duration, ns_per_byte_q16_to_rate, rate_to_ns_per_byte_q16
+
+__all__ = ["RADIO_PARAMS", "SET_RADIO", "RADIO_TABLE", "encode_radio", "decode_radio"]
+
+RADIO_TABLE = pl.RADIO_PROFILE
+SET_RADIO = pl.SET_RADIO
+
+# (param id, name, bit width) of set_radio, in contract order (a test checks them against the
+# checked-in P4Info).
+RADIO_PARAMS: tuple[tuple[int, str, int], ...] = (
+    (1, "model", 8),
+    (2, "idle_to_dch_ns", 48),
+    (3, "fach_to_dch_ns", 48),
+    (4, "idle_to_connected_ns", 48),
+    (5, "standby_to_ready_ns", 48),
+    (6, "promo_spread_ns", 48),
+    (7, "dch_fach_timer_ns", 48),
+    (8, "fach_idle_timer_ns", 48),
+    (9, "drx_inactivity_ns", 48),
+    (10, "short_drx_time_ns", 48),
+    (11, "short_drx_cycle_ns", 48),
+    (12, "long_drx_cycle_ns", 48),
+    (13, "drx_on_ns", 48),
+    (14, "tail_ns", 48),
+    (15, "ready_timer_ns", 48),
+    (16, "rlc_ul_bytes", 32),
+    (17, "rlc_dl_bytes", 32),
+    (18, "fach_ns_per_byte_q16", 48),
+    (19, "promo_queue_pkts", 32),
+)
+_WIDTHS = {name: bits for _, name, bits in RADIO_PARAMS}
+_MODEL_CODES = {"none": pl.RadioModel.NONE, "umts": pl.RadioModel.UMTS, "lte": pl.RadioModel.LTE,
+                "gprs": pl.RadioModel.GPRS}
+_RADIO = TypeAdapter(Radio)
+
+
+def encode_radio(radio: RadioNone | RadioUmts | RadioLte | RadioGprs) -> dict[str, int]:
+    """set_radio params (name -> unsigned int), in param-id order; all 0 but model for none."""
+    params = pl.radio_params(model=int(_MODEL_CODES[radio.model]))
+    if isinstance(radio, RadioUmts):
+        params.update(
+            idle_to_dch_ns=int(radio.promotion_idle_dch),
+            fach_to_dch_ns=int(radio.promotion_fach_dch),
+            dch_fach_timer_ns=int(radio.inactivity_dch_fach),
+            fach_idle_timer_ns=int(radio.inactivity_fach_idle),
+            rlc_ul_bytes=int(radio.fach_threshold_uplink),
+            rlc_dl_bytes=int(radio.fach_threshold_downlink),
+            fach_ns_per_byte_q16=rate_to_ns_per_byte_q16(radio.fach_rate),
+        )
+    elif isinstance(radio, RadioLte):
+        params.update(
+            idle_to_connected_ns=int(radio.promotion),
+            drx_inactivity_ns=int(radio.drx_inactivity),
+            short_drx_time_ns=int(radio.short_drx_time),
+            short_drx_cycle_ns=int(radio.short_drx_cycle),
+            long_drx_cycle_ns=int(radio.long_drx_cycle),
+            drx_on_ns=int(radio.on_duration),
+            tail_ns=int(radio.tail),
+        )
+    elif isinstance(radio, RadioGprs):
+        standby = radio.promotion if radio.promotion_standby_ready is None else radio.promotion_standby_ready
+        params.update(
+            idle_to_connected_ns=int(radio.promotion),
+            standby_to_ready_ns=int(standby),
+            ready_timer_ns=int(radio.ready_timer),
+            tail_ns=int(radio.standby_timer),
+        )
+    if not isinstance(radio, RadioNone):
+        params.update(promo_spread_ns=int(radio.promotion_spread), promo_queue_pkts=int(radio.promotion_queue))
+    for name, value in params.items():
+        # Validation keeps every field inside its width; this guards the guard.
+        if not 0 <= value < 2 ** _WIDTHS[name]:
+            raise AssertionError(f"{name}={value} does not fit in {_WIDTHS[name]} bits")
+    return params
+
+
+def _as_int(name: str, raw: Any, problems: list[Problem]) -> int | None:
+    if isinstance(raw, (bytes, bytearray)):
+        value = int.from_bytes(raw, "big")  # P4Runtime bytestrings are big-endian
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    else:
+        problems.append(Problem(name, f"{raw!r} is not an integer or a P4Runtime bytestring"))
+        return None
+    if not 0 <= value < 2 ** _WIDTHS[name]:
+        problems.append(Problem(name, f"{value} out of range 0..{2 ** _WIDTHS[name] - 1} "
+                                f"(bit<{_WIDTHS[name]}>)"))
+        return None
+    return value
+
+
+def decode_radio(params: Mapping[str, Any]) -> RadioNone | RadioUmts | RadioLte | RadioGprs:
+    """The radio that set_radio `params` (name -> int or big-endian bytes) mean.
+
+    Every param of the contract must be present; params the model does not use are ignored.
+    Raises ProfileError naming each bad param (unknown, missing, too wide, model out of 0..3, or
+    a value the model refuses).
+    """
+    problems: list[Problem] = []
+    for name in params:
+        if name not in _WIDTHS:
+            problems.append(Problem(name, "not a set_radio param"))
+    values: dict[str, int] = {}
+    for _, name, _ in RADIO_PARAMS:
+        if name not in params:
+            problems.append(Problem(name, "missing"))
+            continue
+        value = _as_int(name, params[name], problems)
+        if value is not None:
+            values[name] = value
+    if not problems and values["model"] not in _MODEL_CODES.values():
+        problems.append(Problem("model", f"{values['model']} is not a radio model; allowed 0 (none), "
+                                "1 (umts), 2 (lte), 3 (gprs)"))
+    if problems:
+        raise ProfileError(problems, SET_RADIO)
+
+    v = values
+    ns = Duration
+    model = pl.RadioModel(v["model"])
+    common = {"promotion_spread": ns(v["promo_spread_ns"]), "promotion_queue": v["promo_queue_pkts"]}
+    if model is pl.RadioModel.NONE:
+        data: dict[str, Any] = {"model": "none"}
+    elif model is pl.RadioModel.UMTS:
+        data = {"model": "umts", "promotion_idle_dch": ns(v["idle_to_dch_ns"]),
+                "promotion_fach_dch": ns(v["fach_to_dch_ns"]),
+                "inactivity_dch_fach": ns(v["dch_fach_timer_ns"]),
+                "inactivity_fach_idle": ns(v["fach_idle_timer_ns"]),
+                "fach_threshold_uplink": v["rlc_ul_bytes"], "fach_threshold_downlink": v["rlc_dl_bytes"],
+                "fach_rate": ns_per_byte_q16_to_rate(v["fach_ns_per_byte_q16"]), **common}
+    elif model is pl.RadioModel.LTE:
+        data = {"model": "lte", "promotion": ns(v["idle_to_connected_ns"]),
+                "drx_inactivity": ns(v["drx_inactivity_ns"]), "short_drx_cycle": ns(v["short_drx_cycle_ns"]),
+                "short_drx_time": ns(v["short_drx_time_ns"]), "long_drx_cycle": ns(v["long_drx_cycle_ns"]),
+                "on_duration": ns(v["drx_on_ns"]), "tail": ns(v["tail_ns"]), **common}
+    else:
+        standby = v["standby_to_ready_ns"]
+        data = {"model": "gprs", "promotion": ns(v["idle_to_connected_ns"]),
+                "promotion_standby_ready": None if standby == v["idle_to_connected_ns"] else ns(standby),
+                "ready_timer": ns(v["ready_timer_ns"]), "standby_timer": ns(v["tail_ns"]), **common}
+    try:
+        return _RADIO.validate_python(data)
+    except ValidationError as exc:
+        raise ProfileError([Problem(f"set_radio ({p.path})", p.message)
+                            for p in problems_from_validation_error(exc)], SET_RADIO) from None

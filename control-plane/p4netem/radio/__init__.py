@@ -1,0 +1,19 @@
+"""The cellular radio (RRC) of each UE, seen from the control plane.
+
+- `RadioWatcher`: live radio state changes from the switch's `radio_state_digest_t` digests,
+  decoded into `RadioEvent`s (per UE in time order).
+- `read_ue()`: one UE's radio registers and promotion counters (`UeRadio`).
+- `estimate_energy()`: joules per state from the time a UE spent in each state and the power
+  figures of its radio model.
+
+Times are the switch's clock (p4netem-switch: CLOCK_MONOTONIC ns of its host, so the same clock as
+`time.monotonic_ns()` on that host). See docs/radio.md.
+"""
+
+from ..pipeline import PromotionKind, RadioState
+from .energy import EnergyEstimate, estimate_energy, state_power
+from .events import RadioEvent, RadioWatcher
+from .reader import UeRadio, read_promotions, read_ue, read_ues
+
+__all__ = ["RadioState", "PromotionKind", "RadioEvent", "RadioWatcher", "UeRadio", "read_ue",
+           "read_ues", "read_promotions", "EnergyEstimate", "estimate_energy", "state_power"]
