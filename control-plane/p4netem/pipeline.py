@@ -88,6 +88,9 @@ RADIO_DRX_REF_NS = f"{INGRESS}.radio_drx_ref_ns"
 RADIO_STATE_SINCE_NS = f"{INGRESS}.radio_state_since_ns"
 RADIO_STATE_TIME_NS = f"{INGRESS}.radio_state_time_ns"
 RADIO_PROMO_PKTS = f"{INGRESS}.radio_promo_pkts"
+# Every per-UE radio register (all zero: a UE never seen, IDLE).
+RADIO_REGISTERS = (RADIO_STATE, RADIO_LAST_ACTIVITY_NS, RADIO_PROMO_DONE_NS, RADIO_FACH_FREE_NS,
+                   RADIO_DRX_REF_NS, RADIO_STATE_SINCE_NS, RADIO_STATE_TIME_NS, RADIO_PROMO_PKTS)
 
 # Counters
 PROFILE_IN = f"{INGRESS}.profile_in"

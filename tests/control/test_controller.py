@@ -13,6 +13,7 @@ import grpc
 import pytest
 from conftest import snapshot
 
+from p4netem import pipeline as pl
 from p4netem.control import (Controller, P4RuntimeError, Profile, ProfileError, RuleError, Timeline,
                              TimelineError)
 from p4netem.lab import SwitchProcess, TwoHostLab
@@ -34,18 +35,28 @@ def test_every_builtin_profile_applies_and_reads_back(ctl: Controller) -> None:
     for name, profile in builtin_profiles().items():
         result = ctl.apply(name)
         assert (result.added, result.switched) == ((1, 0) if not rule_ids else (0, 1)), name
-        # The radio part cannot be applied until the data plane has a radio stage: said, not hidden.
-        assert bool(result.warnings) == profile.has_radio, result.warnings
+        assert result.warnings == []
         (applied,) = ctl.applied()
         rule_ids.add(applied.number)
         assert applied.profile_name == name and applied.modified == ()
-        assert applied.profile == profile  # link parameters read back, radio from the library
+        assert applied.profile == profile  # link parameters and radio read back
         state = ctl.state()
         for d in Direction:
-            assert state.profiles[(applied.profile_id, d)] == profile.to_table_params(d, ignore_radio=True)
-        # Only the profile in force is in the table; the other id of the pair is the spare.
+            assert state.profiles[(applied.profile_id, d)] == profile.to_table_params(d)
+        # The radio entry sits under the same profile id (model 0 for a profile without radio),
+        # so it flipped with the link parameters.
+        assert state.radio == {applied.profile_id: profile.radio_table_params()}
+        # Only the profile in force is in the tables; the other id of the pair is the spare.
         assert set(state.profiles) == {(applied.profile_id, 0), (applied.profile_id, 1)}
     assert rule_ids == {1}
+    # A radio changed on the switch (here by another client's write) shows as a modification.
+    (applied,) = ctl.apply("lte")
+    ctl.client.modify(ctl.client.table_entry(
+        pl.RADIO_PROFILE, {"meta.profile_id": applied.profile_id}, pl.SET_RADIO,
+        builtin_profiles()["lte"].radio_table_params() | {"tail_ns": 5 * 10**9}))
+    (changed,) = ctl.applied()
+    assert changed.label == "lte (modified)" and changed.modified == ("radio.tail: 10s -> 5s",)
+    assert changed.profile.radio.tail == 5 * 10**9
 
 
 def test_rules_priorities_and_cumulative_counters(lab: TwoHostLab, ctl: Controller) -> None:

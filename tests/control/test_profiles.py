@@ -454,7 +454,6 @@ def test_radio_encodes_to_set_radio_exactly():
     assert params["idle_to_connected_ns"] == params["drx_inactivity_ns"] == 0  # LTE's: unused
     # The link params never carry the radio; the radio is its own entry.
     assert hspa.to_table_params("downlink") == encode_link(hspa.downlink)
-    assert hspa.to_table_params("downlink", ignore_radio=True) == encode_link(hspa.downlink)
     lte = Profile.parse({"name": "x", "radio": {"model": "lte", "promotion": "100ms",
                                                 "promotion_spread": "20ms", "promotion_queue": 8}})
     p = lte.radio_table_params()
@@ -606,13 +605,13 @@ def test_builtin_loads_converts_and_round_trips(name):
     assert profile.title and profile.title != profile.name
     assert profile.description and profile.source
     for direction in ("uplink", "downlink"):
-        params = profile.to_table_params(direction, ignore_radio=True)
+        params = profile.to_table_params(direction)
         assert list(params) == [n for _, n, _ in IMPAIRMENT_PARAMS]
         assert all(isinstance(v, int) and 0 <= v < 2 ** WIDTHS[k] for k, v in params.items())
         assert LinkParams.from_table_params(params) == profile.link(direction)
     back = Profile.from_table_params(
-        name, profile.to_table_params("uplink", ignore_radio=True),
-        profile.to_table_params("downlink", ignore_radio=True), title=profile.title,
+        name, profile.to_table_params("uplink"),
+        profile.to_table_params("downlink"), title=profile.title,
         description=profile.description, source=profile.source, radio=profile.radio)
     assert back == profile and back.same_table_params(profile)
     assert loads_profiles(dumps(profile)) == [profile]
@@ -623,7 +622,7 @@ def test_builtin_numbers_follow_cellular_md(name, down, up, rtt_ms, sd_ms, radio
     profile = builtin_profile(name)
     assert profile.radio.model == radio
     for direction, bps in (("downlink", down), ("uplink", up)):
-        params = profile.to_table_params(direction, ignore_radio=True)
+        params = profile.to_table_params(direction)
         expected_q16 = _q16_reference(Fraction(bps)) if bps else 0
         assert params["ns_per_byte_q16"] == expected_q16
         if rtt_ms is not None:

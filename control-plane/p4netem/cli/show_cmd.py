@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ..control import Controller, SwitchStats
 from ..pipeline import DropReason
-from ..profiles.summary import link_summary
+from ..profiles.summary import link_summary, radio_summary
 from .apply_cmd import ProfilesOpt, gather_profiles
 from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded,
                      stdout_is_terminal)
@@ -41,7 +41,6 @@ def show(
                 "port_map": {str(k): v for k, v in sorted(state.port_map.items())},
                 "rules": [a.to_dict() for a in applied],
                 "unmanaged_entries": len(state.unmanaged), "broken_entries": len(state.broken),
-                "radio_stage": ctl.has_radio_stage,
             }, indent=2))
             return
         pm = ", ".join(f"{k} -> {v}" for k, v in sorted(state.port_map.items())) or "empty (nothing is forwarded)"
@@ -49,12 +48,13 @@ def show(
         if not applied:
             console.print("no rules: unclassified traffic gets profile 0 (no impairment)", highlight=False)
         else:
-            table = Table("#", "traffic", "ue", "prio", "profile", "downlink", "uplink", "ids")
+            table = Table("#", "traffic", "ue", "prio", "profile", "downlink", "uplink", "radio", "ids")
             for a in applied:
                 down = link_summary(a.profile.downlink) if a.profile else "entries missing"
                 up = link_summary(a.profile.uplink) if a.profile else "entries missing"
+                radio = radio_summary(a.profile) if a.profile else "-"
                 table.add_row(str(a.number), a.rule.describe(), str(a.rule.ue), str(a.rule.priority), a.label,
-                              down, up, f"{a.profile_id}/{a.spare_id}")
+                              down, up, radio, f"{a.profile_id}/{a.spare_id}")
             console.print(table)
             unknown = [f"#{a.number}" for a in applied if a.profile_name is None]
             if unknown:
@@ -63,9 +63,6 @@ def show(
             for a in applied:
                 for diff in a.modified:
                     console.print(f"  #{a.number} {diff}", highlight=False)
-                if a.profile is not None and a.profile.has_radio and not ctl.has_radio_stage:
-                    console.print(f"  #{a.number} radio {a.profile.radio.model}: not applied "
-                                  "(this switch has no radio stage)", highlight=False)
         if state.unmanaged or state.broken:
             console.print(f"{len(state.unmanaged)} classifier entries from other controllers"
                           + (f", {len(state.broken)} incomplete p4netem entries" if state.broken else ""),

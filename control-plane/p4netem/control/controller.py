@@ -43,6 +43,7 @@ from ..p4rt.proto import p4runtime_pb2
 from ..paths import p4info_path
 from ..profiles import Profile, ProfileError, builtin_profiles, load_profile
 from ..profiles.errors import Problem
+from ..profiles.program import SLOTS, profile_params, slot_entry
 from ..stats import PdCounters, read_counters, read_parser_errors
 from .rules import Rule, RuleError
 from .state import ManagedRule, SwitchState, read_state
@@ -51,13 +52,9 @@ from .tag import MAX_PROFILE_ID, MAX_RULE, EntryTag, name_crc
 log = logging.getLogger(__name__)
 
 __all__ = ["Controller", "AppliedRule", "ApplyResult", "ProfileSwitch", "LinkStats", "SwitchStats",
-           "DEFAULT_RULE", "RADIO_TABLE", "resolve_profile"]
+           "DEFAULT_RULE", "resolve_profile"]
 
 DEFAULT_RULE = Rule.between_ports(1, 2)
-# The radio stage (issue 3) adds this table; when the switch's P4Info has it, a profile's radio
-# model is written in the same batch as its link parameters.
-RADIO_TABLE = f"{pl.INGRESS}.radio_profile"
-RADIO_ACTION = f"{pl.INGRESS}.set_radio"
 
 # Registers that hold a pd's shaping state; reset when a profile id is (re)used so that a new
 # profile starts with an empty virtual clock, no release-order constraint and the good GE state.
@@ -334,10 +331,6 @@ class Controller:
         self._known.setdefault(resolved.name, resolved)
         return resolved
 
-    @property
-    def has_radio_stage(self) -> bool:
-        return self.client.info.has_table(RADIO_TABLE)
-
     # ---- ports ------------------------------------------------------------------------------------
 
     def set_port_map(self, mapping: Mapping[int, int]) -> None:
@@ -387,7 +380,7 @@ class Controller:
         the time-critical part to one RPC."""
         pairs, encoded, warnings = self._validate(assignments)
         self._ensure_connected()
-        state = self._read(lambda: read_state(self.client, RADIO_TABLE if self.has_radio_stage else None))
+        state = self._read(lambda: read_state(self.client))
         return self._plan(state, pairs, encoded, warnings)
 
     def _rules(self, rules: Sequence[Rule | Mapping | str] | None) -> list[Rule]:
@@ -432,29 +425,10 @@ class Controller:
         if not pairs:
             raise RuleError([Problem("rules", "no rule to apply")])
         warnings: list[str] = []
-        encoded: dict[str, dict] = {}
-        radio = self.has_radio_stage
-        for _, profile in pairs:
-            if profile.name in encoded:
-                continue
-            if profile.has_radio and not radio:
-                warnings.append(f"{profile.name}: radio model {profile.radio.model} not applied (this switch has "
-                                "no radio stage); link parameters applied")
-            encoded[profile.name] = {
-                "link": {d: profile.to_table_params(d, ignore_radio=True) for d in _DIRECTIONS},
-                "radio": self._radio_params(profile) if radio else None,
-            }
+        # The params of every slot (both directions' set_impairment and set_radio), encoded
+        # before anything is read or written.
+        encoded = {profile.name: profile_params(profile) for _, profile in pairs}
         return pairs, encoded, warnings
-
-    def _radio_params(self, profile: Profile) -> dict[str, int]:
-        """The set_radio params of a profile, once the radio stage exists. The encoding belongs to
-        the radio model (p4netem.profiles.radio); until it provides `to_table_params`, a switch
-        with a radio stage cannot be given radio parameters by this controller."""
-        encode = getattr(profile.radio, "to_table_params", None)
-        if encode is None:
-            raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
-                                 "the switch has a radio stage but p4netem.profiles.radio has no table encoding yet")
-        return encode()
 
     def _plan(self, state: SwitchState, pairs, encoded, warnings) -> ProfileSwitch:
         info = self.client.info
@@ -470,7 +444,6 @@ class Controller:
         stage, flip, cleanup, undo = [], [], [], []
         applied: list[AppliedRule] = []
         result = ApplyResult(rules=applied, warnings=list(warnings))
-        radio_table = RADIO_TABLE if encoded and next(iter(encoded.values()))["radio"] is not None else None
         for rule, profile in pairs:
             enc = encoded[profile.name]
             managed = state.find(rule)
@@ -496,26 +469,19 @@ class Controller:
                 # have used them before).
                 for pid in (target, spare):
                     stage += self._counter_resets(pid)
-            # Write A: the new parameters under `target`, its pd state reset.
+            # Write A: the new parameters (both directions and the radio) under `target`, its pd
+            # state reset; undo puts back what `target` held, cleanup deletes `old`'s entries.
+            for slot, params in zip(SLOTS, enc):
+                before = state.slot_params(slot, target)
+                stage.append(update("MODIFY" if before is not None else "INSERT",
+                                    slot_entry(info, slot, target, params)))
+                undo.append(update("DELETE", slot_entry(info, slot, target)) if before is None
+                            else update("MODIFY", slot_entry(info, slot, target, before)))
+                if kind == "MODIFY" and state.slot_params(slot, old) is not None:
+                    cleanup.append(update("DELETE", slot_entry(info, slot, old)))
             for d in _DIRECTIONS:
-                params = enc["link"][d]
-                entry = build_table_entry(info, pl.PROFILE, {"meta.profile_id": target, "meta.direction": d},
-                                          pl.SET_IMPAIRMENT, params)
-                before = state.profiles.get((target, d))
-                stage.append(update("MODIFY" if before is not None else "INSERT", entry))
-                if before is None:
-                    undo.append(update("DELETE", build_table_entry(info, pl.PROFILE, {
-                        "meta.profile_id": target, "meta.direction": d})))
-                else:
-                    undo.append(update("MODIFY", build_table_entry(info, pl.PROFILE, {
-                        "meta.profile_id": target, "meta.direction": d}, pl.SET_IMPAIRMENT, before)))
-                if kind == "MODIFY" and (old, d) in state.profiles:
-                    cleanup.append(update("DELETE", build_table_entry(info, pl.PROFILE, {
-                        "meta.profile_id": old, "meta.direction": d})))
                 for reg in _PD_STATE_REGISTERS:
                     stage.append(update("MODIFY", build_register_entry(info, reg, pl.pd_index(target, d), 0)))
-            if radio_table is not None:
-                stage, undo, cleanup = self._radio_updates(state, target, old, enc["radio"], stage, undo, cleanup)
             # Write B: both classifier entries point at `target`; the tag remembers `old` as spare.
             tag = EntryTag(rule=number, spare_id=old, profile_crc=name_crc(profile.name)).encode()
             for d in _DIRECTIONS:
@@ -532,20 +498,6 @@ class Controller:
         self._write(stage, "write the new profile parameters", atomic=False, rollback=True)
         return ProfileSwitch(self, flip, cleanup, undo, result)
 
-    def _radio_updates(self, state, target, old, params, stage, undo, cleanup):
-        info = self.client.info
-        key = next(iter(info.table(RADIO_TABLE).match_fields))
-        entry = build_table_entry(info, RADIO_TABLE, {key: target}, RADIO_ACTION, params)
-        before = state.radio.get(target)
-        stage.append(update("MODIFY" if before is not None else "INSERT", entry))
-        if before is None:
-            undo.append(update("DELETE", build_table_entry(info, RADIO_TABLE, {key: target})))
-        else:
-            undo.append(update("MODIFY", build_table_entry(info, RADIO_TABLE, {key: target}, RADIO_ACTION, before)))
-        if old in state.radio and old != target:
-            cleanup.append(update("DELETE", build_table_entry(info, RADIO_TABLE, {key: old})))
-        return stage, undo, cleanup
-
     def _counter_resets(self, profile_id: int) -> list:
         info = self.client.info
         out = []
@@ -559,9 +511,9 @@ class Controller:
     # ---- read back --------------------------------------------------------------------------------
 
     def state(self) -> SwitchState:
-        """The raw snapshot (classifier, profile table, port map) sorted into managed rules."""
+        """The raw snapshot (classifier, profile and radio tables, port map) sorted into managed rules."""
         self._ensure_connected()
-        return self._read(lambda: read_state(self.client, RADIO_TABLE if self.has_radio_stage else None))
+        return self._read(lambda: read_state(self.client))
 
     def applied(self) -> list[AppliedRule]:
         """Every managed rule with the profile the switch holds for it, by rule number."""
@@ -570,14 +522,16 @@ class Controller:
     def _applied_rule(self, managed: ManagedRule, state: SwitchState) -> AppliedRule:
         up = state.profiles.get((managed.profile_id, pl.UPLINK))
         down = state.profiles.get((managed.profile_id, pl.DOWNLINK))
+        radio: object = state.radio.get(managed.profile_id)  # set_radio params; None: no entry, no radio
         known = next((p for p in self._known.values() if name_crc(p.name) == managed.profile_crc), None)
         profile = None
         modified: tuple[str, ...] = ()
         if up is not None and down is not None:
             name = known.name if known else "unknown"
-            meta = {"title": known.title, "description": known.description, "source": known.source,
-                    "radio": known.radio} if known else {}
-            profile = Profile.from_table_params(name, up, down, **meta)
+            meta = {"title": known.title, "description": known.description, "source": known.source} if known else {}
+            if known is not None and radio == known.radio_table_params():
+                radio = known.radio  # the same radio; keeps the power figures the table does not hold
+            profile = Profile.from_table_params(name, up, down, radio, **meta)
             if known is not None:
                 modified = tuple(profile_differences(known, profile))
         return AppliedRule(number=managed.number, rule=managed.rule, profile=profile,
@@ -604,38 +558,36 @@ class Controller:
                 first.append(update("DELETE", build_table_entry(info, pl.CLASSIFIER, entry.match,
                                                                 priority=entry.priority)))
             for pid in (managed.profile_id, managed.spare_id):
-                for d in _DIRECTIONS:
-                    if (pid, d) in state.profiles:
-                        second.append(update("DELETE", build_table_entry(
-                            info, pl.PROFILE, {"meta.profile_id": pid, "meta.direction": d})))
+                second += [update("DELETE", slot_entry(info, slot, pid)) for slot in SLOTS
+                           if state.slot_params(slot, pid) is not None]
         self._write(first, "remove the rules' classifier entries", atomic=True)
         self._write(second, "remove the rules' profile entries", atomic=False)
         return len(found)
 
     def reset(self, port_map: bool = False) -> None:
-        """Back to a plain wire: delete every classifier and profile entry (managed or not),
-        restore both tables' default actions, zero every counter and the pd state registers.
-        With port_map=True the port map goes too (no traffic passes until it is set again)."""
+        """Back to a plain wire: delete every classifier, profile and radio entry (managed or
+        not), restore the tables' default actions, zero every counter, the pd state registers and
+        every UE's radio (IDLE, never seen). With port_map=True the port map goes too (no traffic
+        passes until it is set again)."""
         self._ensure_connected()
         info = self.client.info
         state = self.state()
         deletes = [update("DELETE", build_table_entry(info, pl.CLASSIFIER, e.match, priority=e.priority))
                    for e in state.classifier]
-        deletes += [update("DELETE", build_table_entry(info, pl.PROFILE, {"meta.profile_id": pid,
-                                                                         "meta.direction": d}))
-                    for pid, d in state.profiles]
-        if self.has_radio_stage:
-            key = next(iter(info.table(RADIO_TABLE).match_fields))
-            deletes += [update("DELETE", build_table_entry(info, RADIO_TABLE, {key: rid})) for rid in state.radio]
+        deletes += [update("DELETE", slot_entry(info, (pl.PROFILE, d), pid)) for pid, d in state.profiles]
+        deletes += [update("DELETE", slot_entry(info, (pl.RADIO_PROFILE, None), pid)) for pid in state.radio]
         if port_map:
             deletes += [update("DELETE", build_table_entry(info, pl.PORT_MAP, {"standard_metadata.ingress_port": p}))
                         for p in state.port_map]
         self._write(deletes, "delete the classifier and profile entries", atomic=False, rollback=True)
-        others = [update("MODIFY", build_table_entry(info, t, is_default=True)) for t in (pl.CLASSIFIER, pl.PROFILE)]
+        others = [update("MODIFY", build_table_entry(info, t, is_default=True))
+                  for t in (pl.CLASSIFIER, pl.PROFILE, pl.RADIO_PROFILE)]
+        # Wildcard zero writes: p4netem-switch skips cells that are already zero, so this costs
+        # no memory for the million UEs never seen (about 0.2 s for the per-UE arrays).
         others += [update("MODIFY", build_counter_entry(info, c.name, None, 0, 0))
                    for c in info.counters]
         others += [update("MODIFY", build_register_entry(info, r, None, 0))
-                   for r in (*_PD_STATE_REGISTERS, pl.BACKLOG_BYTES, pl.BACKLOG_PKTS)]
+                   for r in (*_PD_STATE_REGISTERS, pl.BACKLOG_BYTES, pl.BACKLOG_PKTS, *pl.RADIO_REGISTERS)]
         self._write(others, "reset default actions, counters and registers", atomic=False)
 
     # ---- timelines --------------------------------------------------------------------------------
@@ -798,13 +750,17 @@ def profile_differences(expected: Profile, actual: Profile) -> list[str]:
     values: ["downlink.delay: 50ms -> 80ms", ...]."""
     out = []
     for direction in ("uplink", "downlink"):
-        a = getattr(expected, direction).model_dump(mode="json")
-        b = getattr(actual, direction).model_dump(mode="json")
         if expected.link(direction).to_table_params() == actual.link(direction).to_table_params():
             continue
-        for key in a:
-            if a[key] != b[key]:
-                out.append(f"{direction}.{key}: {_fmt(a[key])} -> {_fmt(b[key])}")
+        a = getattr(expected, direction).model_dump(mode="json")
+        b = getattr(actual, direction).model_dump(mode="json")
+        out += [f"{direction}.{key}: {_fmt(a[key])} -> {_fmt(b[key])}" for key in a if a[key] != b[key]]
+    if expected.radio_table_params() != actual.radio_table_params():
+        a = expected.radio.model_dump(mode="json")
+        b = actual.radio.model_dump(mode="json")
+        # Power figures never reach the switch: only the fields it holds can differ.
+        out += [f"radio.{key}: {_fmt(a.get(key, '-'))} -> {_fmt(b.get(key, '-'))}"
+                for key in dict.fromkeys([*a, *b]) if not key.startswith("power_") and a.get(key) != b.get(key)]
     return out
 
 

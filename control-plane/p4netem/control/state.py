@@ -1,8 +1,8 @@
 """What a switch holds, read back in one P4Runtime Read and sorted into the controller's terms.
 
 The controller keeps no state of its own between calls: every operation starts from this snapshot
-(classifier, profile table and port map), so any number of CLI invocations, scripts and other
-P4Runtime clients can take turns on one switch. Entries written by this package carry an
+(classifier, profile and radio tables, port map), so any number of CLI invocations, scripts and
+other P4Runtime clients can take turns on one switch. Entries written by this package carry an
 EntryTag cookie (tag.py) and are grouped into ManagedRules; every other classifier entry is
 "unmanaged" (shown, counted, never modified except by reset).
 """
@@ -48,7 +48,15 @@ class SwitchState:
     managed: dict[int, ManagedRule] = field(default_factory=dict)
     broken: list[TableEntryView] = field(default_factory=list)  # tagged entries that form no rule
     unmanaged: list[TableEntryView] = field(default_factory=list)
-    radio: dict[int, dict[str, int]] = field(default_factory=dict)  # radio profile id -> params
+    radio: dict[int, dict[str, int]] = field(default_factory=dict)  # profile id -> set_radio params
+
+    def slot_params(self, slot: tuple[str, int | None], profile_id: int) -> dict[str, int] | None:
+        """The action params of one of a profile id's entries (p4netem.profiles.program.SLOTS),
+        None when the switch has no such entry."""
+        table, direction = slot
+        if table == pl.RADIO_PROFILE:
+            return self.radio.get(profile_id)
+        return self.profiles.get((profile_id, direction))
 
     def used_profile_ids(self) -> set[int]:
         """Ids that something refers to: classifier entries, profile entries, spare ids, and 0
@@ -79,10 +87,10 @@ class SwitchState:
         return None
 
 
-def read_state(client: P4RuntimeClient, radio_table: str | None = None) -> SwitchState:
-    """One Read of the classifier, profile and port-map tables (and the radio table if given)."""
+def read_state(client: P4RuntimeClient) -> SwitchState:
+    """One Read of the classifier, profile, radio-profile and port-map tables."""
     info = client.info
-    tables = [pl.CLASSIFIER, pl.PROFILE, pl.PORT_MAP] + ([radio_table] if radio_table else [])
+    tables = [pl.CLASSIFIER, pl.PROFILE, pl.RADIO_PROFILE, pl.PORT_MAP]
     wildcards = [p4runtime_pb2.TableEntry(table_id=info.table(t).id) for t in tables]
     by_table: dict[str, list[TableEntryView]] = {t: [] for t in tables}
     for entity in client.read(*wildcards):
@@ -97,11 +105,8 @@ def read_state(client: P4RuntimeClient, radio_table: str | None = None) -> Switc
     for e in by_table[pl.PORT_MAP]:
         port = e.match["standard_metadata.ingress_port"].value
         port_map[port] = e.params["port"] if e.action == pl.SET_EGRESS_PORT else (e.action or "?").rsplit(".", 1)[-1]
-    radio = {}
-    if radio_table:
-        for e in by_table[radio_table]:
-            key = next(iter(e.match.values()))
-            radio[key.value] = e.params
+    radio = {e.match["meta.profile_id"].value: e.params for e in by_table[pl.RADIO_PROFILE]
+             if e.action == pl.SET_RADIO}
 
     state = SwitchState(classifier=by_table[pl.CLASSIFIER], profiles=profiles, port_map=port_map, radio=radio)
     _group_rules(state)

@@ -130,16 +130,12 @@ class Profile(BaseModel):
     def has_radio(self) -> bool:
         return self.radio.model != "none"
 
-    def to_table_params(self, direction: Direction | str | int, *,
-                        ignore_radio: bool = False) -> dict[str, int]:
+    def to_table_params(self, direction: Direction | str | int) -> dict[str, int]:
         """The exact set_impairment action params (name -> int) for one direction.
 
         The radio is not part of them: it is the profile's one radio_profile entry
-        (`radio_table_params()`), which an apply writes in the same Write as these.
-        `ignore_radio` is accepted for callers written before the radio stage; it changes
-        nothing.
+        (`radio_table_params()`), written in the same Write as these (profiles/program.py).
         """
-        del ignore_radio
         return encode_link(self.link(direction))
 
     def radio_table_params(self) -> dict[str, int]:

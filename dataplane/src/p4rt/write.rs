@@ -9,12 +9,17 @@
 //!   table entries is atomic for packets. Default entries, registers and counters are separate
 //!   stores, so a DATAPLANE_ATOMIC batch that contains them is UNIMPLEMENTED (the spec's answer for
 //!   batches a target cannot apply atomically).
+//!
+//! WHY_SKIP_ZEROS: a wildcard write of 0 to a register or counter array (a controller's reset)
+//! skips the cells that already hold 0. The per-UE radio arrays are lazily mapped (state/lazy.rs):
+//! storing zeros over a million UEs never seen would commit hundreds of MB for nothing, while
+//! reading an untouched page only maps the kernel's shared zero page.
 
 use std::collections::HashMap;
 
 use tonic::Code;
 
-use crate::contract;
+use crate::contract::{self, REG_RNG_SEED};
 use crate::state::{SwitchControl, TableEntry, UpdateKind};
 
 use super::codec::decode_uint;
@@ -343,14 +348,29 @@ pub fn apply(
                 Some(ix) => control.write_register(*id, *ix, *value).map_err(Into::into),
                 None => control
                     .register_size(*id)
-                    .and_then(|n| (0..n).try_for_each(|ix| control.write_register(*id, ix, *value)))
+                    .and_then(|n| {
+                        (0..n).try_for_each(|ix| {
+                            // Writing rng_seed reseeds even with the value it holds.
+                            if *value == 0 && *id != REG_RNG_SEED && control.read_register(*id, ix)? == 0 {
+                                return Ok(()); // see WHY_SKIP_ZEROS
+                            }
+                            control.write_register(*id, ix, *value)
+                        })
+                    })
                     .map_err(Into::into),
             },
             Ok(Op::Counter { id, index, data: Some((bytes, packets)) }) => match index {
                 Some(ix) => control.write_counter(*id, *ix, *bytes, *packets).map_err(Into::into),
                 None => control
                     .counter_size(*id)
-                    .and_then(|n| (0..n).try_for_each(|ix| control.write_counter(*id, ix, *bytes, *packets)))
+                    .and_then(|n| {
+                        (0..n).try_for_each(|ix| {
+                            if (*bytes, *packets) == (0, 0) && control.read_counter(*id, ix)? == (0, 0) {
+                                return Ok(()); // see WHY_SKIP_ZEROS
+                            }
+                            control.write_counter(*id, ix, *bytes, *packets)
+                        })
+                    })
                     .map_err(Into::into),
             },
             Ok(Op::Digest { kind, id, config }) => digests.apply_config(*kind, *id, *config),
