@@ -48,11 +48,12 @@ def test_apply_show_stats_reset(lab: TwoHostLab) -> None:
     assert r.stdout.startswith("applied hspa to 1 rule(s): 0 switched, 1 added"), r.stdout
     assert "downlink: rate 3Mbit, delay 50ms, jitter 3.54ms normal" in r.stdout
     assert r.stderr == ""
-    assert rtt_ms(lab) >= 100  # 50 ms each way
+    assert rtt_ms(lab) >= 100  # 50 ms each way (and the first pings wait for the radio)
 
     shown = json.loads(cli("show", "--json", addr=addr).stdout)
     (rule,) = shown["rules"]
     assert rule["profile"] == "hspa" and rule["downlink"]["rate"] == "3Mbit" and rule["modified"] == []
+    assert rule["radio"]["model"] == "umts" and rule["radio"]["promotion_idle_dch"] == "1.8s"
     # Added above the lab's own (unmanaged) port entries, which have priority 10.
     assert rule["rule"] == {"client": {"switch_port": 1}, "server": {"switch_port": 2}, "priority": 11}
     assert shown["port_map"] == {"1": 2, "2": 1}
@@ -60,10 +61,14 @@ def test_apply_show_stats_reset(lab: TwoHostLab) -> None:
     stats = json.loads(cli("stats", "--json", addr=addr).stdout)
     rows = {(row["label"], row["direction"]): row for row in stats["rows"]}
     assert rows[("#1", "uplink")]["packets_in"] >= 5 and rows[("#1", "downlink")]["packets_out"] >= 5
-    assert rows[("#1", "uplink")]["profile"] == "hspa" and stats["radio"] is None
+    assert rows[("#1", "uplink")]["profile"] == "hspa"
+    # hspa's radio is on the switch: the rule's UE (0) woke up once for the pings.
+    (ue,) = stats["radio"]["ues"]
+    assert (ue["ue"], ue["rules"], ue["model"], ue["state"]) == (0, ["#1"], "umts", "DCH"), ue
+    assert ue["promotions"] == {"idle_dch": 1} and ue["time_in_state_s"]["promoting"] == 1.8, ue
     table = cli("stats", "--once", addr=addr)
     assert table.returncode == 0 and "drops by reason" in table.stdout and "hspa" in table.stdout
-    assert "radio: this switch has no radio stage" in table.stdout
+    assert "radio per UE" in table.stdout and "IDLE->DCH 1" in table.stdout, table.stdout
 
     switched = json.loads(cli("apply", "lan", "--election-id", "2", "--json", addr=addr).stdout)
     assert (switched["added"], switched["switched"]) == (0, 1) and switched["rules"][0]["profile"] == "lan"

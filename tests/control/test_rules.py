@@ -155,3 +155,50 @@ def test_entry_tag_round_trip_and_foreign_cookies():
     assert EntryTag.decode(0) is None and EntryTag.decode(7) is None  # other controllers' cookies
     with pytest.raises(ValueError):
         EntryTag(rule=0, spare_id=1, profile_crc=0).encode()
+
+
+# ---- UE ids ---------------------------------------------------------------------------------------
+
+
+def test_ue_by_address_takes_the_mask_from_the_client_prefix():
+    rule = parse_rule_option("client=10.0.0.0/24,server.ports=443,protocol=tcp,ue=by-address,ue_base=1000")
+    assert rule.ue == "by-address" and rule.ue_mask == 0xFF and rule.ue_range == range(1000, 1256)
+    assert rule.ue_label() == "1000..1255 by address"
+    # Uplink reads the client's address as the source, downlink as the destination.
+    assert rule.classifier_action(pl.UPLINK, 5) == (pl.SET_PROFILE_UE_BY_ADDR, {
+        "profile_id": 5, "direction": 0, "ue_base": 1000, "ue_mask": 0xFF, "ue_from_dst": 0})
+    assert rule.classifier_action(pl.DOWNLINK, 5)[1]["ue_from_dst"] == 1
+    assert Rule.parse(rule.to_dict()) == rule
+    # Without ue_base the first UE is 0 (one canonical form).
+    assert parse_rule_option("client=10.0.0.0/30,ue=by-address").ue_range == range(0, 4)
+    one = parse_rule_option("client=10.0.0.1,ue=7")
+    assert one.classifier_action(pl.DOWNLINK, 5) == (pl.SET_PROFILE, {"profile_id": 5, "direction": 1, "ue_id": 7})
+    assert one.ue_range == range(7, 8) and one.ue_label() == "7"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("ue=by-address", "ue: by-address takes the UE id from the client's IPv4 address: give client.ip"),
+    ("client.switch_port=1,server.switch_port=2,ue=by-address", "ue: by-address takes the UE id"),
+    ("client=2001:db8::/64,ue=by-address", "ue: by-address needs an IPv4 client.ip"),
+    ("client=10.0.0.1,ue=3,ue_base=4", "ue_base: only with ue: by-address"),
+    ("client=10.0.0.1,ue=nobody", 'ue: "nobody" is not a UE id; allowed 0..4294967295 or by-address'),
+    ("client=10.0.0.0/8,ue=by-address,ue_base=4294967000",
+     "ue_base: 4294967000 + 16777215 (client.ip 10.0.0.0/8: 16777216 addresses) exceeds the largest UE id"),
+    ("client=10.0.0.0/24,ue=by-address,ue_base=-1", "ue_base: -1 out of range 0..4294967295"),
+])
+def test_bad_ue_settings_name_the_field(text, expected):
+    found = problems(text)
+    assert any(p.startswith(expected) for p in found), found
+
+
+def test_by_address_entries_read_back(p4info):
+    from p4netem.control.state import _rule_of
+
+    rule = parse_rule_option("client=10.1.0.0/16,server=203.0.113.0/24,ue=by-address,ue_base=70000,priority=3")
+    views = [decode_table_entry(p4info, build_table_entry(
+        p4info, pl.CLASSIFIER, rule.direction_matches(d), *rule.classifier_action(d, 9), priority=3))
+        for d in (pl.UPLINK, pl.DOWNLINK)]
+    assert _rule_of(*views) == rule
+    # Entries this package would not write (a mask that is not the prefix's) form no rule.
+    views[0].params["ue_mask"] = 0xFF
+    assert _rule_of(*views) is None

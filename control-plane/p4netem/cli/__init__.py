@@ -1,8 +1,8 @@
 """The `p4netem` command line (typer). One module per command group; this module only assembles
 them, so each group's options and help live next to the code they drive.
 
-Commands: switch, apply, reset, show, stats, timeline (run, check), profiles (list, show,
-validate). Every command that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR,
+Commands: switch, apply, reset, show, stats, radio (show, watch), timeline (run, check), profiles
+(list, show, validate). Every command that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR,
 default 127.0.0.1:9559), --device-id and --election-id. docs/cli.md shows each with its output.
 
 Exit codes a script can rely on (every command):
@@ -16,14 +16,15 @@ Exit codes a script can rely on (every command):
   130  a timeline was interrupted with Ctrl-C (the switch keeps the last profile applied)
 
 Errors are printed on stderr, first line starting with `error:`; warnings with `warning:`.
-`--json` (apply, show, stats, timeline run) prints machine-readable output on stdout.
+`--json` (apply, show, stats, radio show, timeline run) prints machine-readable output on stdout;
+`radio watch --json` one JSON object per line.
 """
 
 from __future__ import annotations
 
 import typer
 
-from . import apply_cmd, profiles_cmd, show_cmd, switch_cmd, timeline_cmd
+from . import apply_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd, timeline_cmd
 from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE
 
 app = typer.Typer(
@@ -36,6 +37,7 @@ app = typer.Typer(
 switch_cmd.register(app)
 apply_cmd.register(app)
 show_cmd.register(app)
+radio_cmd.register(app)
 app.add_typer(timeline_cmd.app, name="timeline")
 app.add_typer(profiles_cmd.app, name="profiles")
 

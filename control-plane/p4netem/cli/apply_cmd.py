@@ -18,8 +18,9 @@ from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, conne
 RuleOpt = Annotated[Optional[list[str]], typer.Option(
     "--rule", "-r", metavar="KEY=VALUE,...",
     help="Which traffic (repeatable): e.g. 'client=10.0.0.1,ue=1' or "
-         "'client.switch_port=1,server.switch_port=2,protocol=tcp,server.ports=443'. "
-         "Default: all traffic between ports 1 (clients) and 2 (servers).")]
+         "'client.switch_port=1,server.switch_port=2,protocol=tcp,server.ports=443'; "
+         "'client=10.0.0.0/24,ue=by-address,ue_base=1000' gives each client address its own UE "
+         "(1000 + host bits). Default: all traffic between ports 1 (clients) and 2 (servers), UE 0.")]
 RulesFile = Annotated[Optional[Path], typer.Option(
     "--rules", metavar="FILE", help="YAML file with a list of rules (or `rules:`), added to --rule.")]
 ProfilesOpt = Annotated[Optional[list[Path]], typer.Option(
@@ -54,7 +55,7 @@ def print_result(result: ApplyResult, as_json: bool) -> None:
                   f"{result.added} added, in force after {(result.flip_done_ns - result.flip_sent_ns) / 1e6:.2f} ms",
                   highlight=False)
     for r in result.rules:
-        console.print(f"  #{r.number} {r.rule.describe()}, ue {r.rule.ue}, priority {r.rule.priority}",
+        console.print(f"  #{r.number} {r.rule.describe()}, ue {r.rule.ue_label()}, priority {r.rule.priority}",
                       highlight=False)
         if r.profile is not None:
             console.print(f"     downlink: {link_summary(r.profile.downlink)}", highlight=False)

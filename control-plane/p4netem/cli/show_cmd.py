@@ -13,9 +13,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..control import Controller, SwitchStats
+from ..control.radio_view import DEFAULT_LIMIT
 from ..pipeline import DropReason
 from ..profiles.summary import link_summary, radio_summary
 from .apply_cmd import ProfilesOpt, gather_profiles
+from .radio_cmd import Limit, radio_table, report_note
 from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded,
                      stdout_is_terminal)
 
@@ -53,7 +55,7 @@ def show(
                 down = link_summary(a.profile.downlink) if a.profile else "entries missing"
                 up = link_summary(a.profile.uplink) if a.profile else "entries missing"
                 radio = radio_summary(a.profile) if a.profile else "-"
-                table.add_row(str(a.number), a.rule.describe(), str(a.rule.ue), str(a.rule.priority), a.label,
+                table.add_row(str(a.number), a.rule.describe(), a.rule.ue_label(), str(a.rule.priority), a.label,
                               down, up, radio, f"{a.profile_id}/{a.spare_id}")
             console.print(table)
             unknown = [f"#{a.number}" for a in applied if a.profile_name is None]
@@ -88,9 +90,15 @@ def stats_table(stats: SwitchStats, previous: SwitchStats | None) -> Group:
                       _rate(c.bytes_out, old.bytes_out if old else None, dt), str(c.profile_dup),
                       str(c.profile_corrupt), str(c.dropped), reasons, str(c.conservation_gap()))
     parser = ", ".join(f"{e.name.lower()} {n}" for e, n in stats.parser_errors.items() if n) or "none"
-    radio = ("radio: this switch has no radio stage" if stats.radio is None
-             else "radio: " + (", ".join(f"ue {s['ue']} {s['state']}" for s in stats.radio) or "no UE seen"))
-    return Group(table, Text(f"parser errors: {parser}\n{radio}"))
+    parts = [table, Text(f"parser errors: {parser}")]
+    if stats.radio.ues:
+        parts.append(radio_table(stats.radio))
+        note = report_note(stats.radio)
+        if note:
+            parts.append(Text(note))
+    else:
+        parts.append(Text("radio: no rule with a radio" + (" has an active UE" if stats.radio.found else "")))
+    return Group(*parts)
 
 
 @guarded
@@ -100,48 +108,51 @@ def stats(
         "--once/--watch", help="Print one snapshot / refresh live until Ctrl-C (default: live on a "
                                "terminal, once otherwise).")] = None,
     count: Annotated[int, typer.Option("--count", min=0, help="Stop after this many refreshes (0: until Ctrl-C).")] = 0,
+    radio_ues: Limit = DEFAULT_LIMIT,
     profiles: ProfilesOpt = None,
     as_json: Json = False,
     addr: SwitchAddr = DEFAULT_ADDR,
     device_id: DeviceId = 1,
     election_id: ElectionId = 1,
 ) -> None:
-    """Live table of counters per rule and direction, drops by reason.
+    """Live table of counters per rule and direction, drops by reason, radio per UE.
 
     Counters per rule and direction: packets in and out, throughput, duplicates, corrupted,
     drops by reason (loss_random, loss_burst, queue_full, radio, no_route, ...) and packets held
-    in the delay line; parser errors; radio states once the switch has a radio stage. Counters of
-    a rule add up over its profile switches. Read-only."""
+    in the delay line; parser errors. Counters of a rule add up over its profile switches.
+    Then the radio of the UEs of the rules with a radio (state, time in state, idle time,
+    promotions by kind, time per state, energy estimate; see `p4netem radio show`): named UEs,
+    and the active UEs of by-address rules, at most --radio-ues of them. Read-only."""
     if once is None:
         once = as_json or not stdout_is_terminal()
     with connect(addr, device_id, election_id, write=False, profiles=gather_profiles(profiles)) as ctl:
         if as_json:
-            _json_stats(ctl, once, interval, count)
+            _json_stats(ctl, once, interval, count, radio_ues)
         elif once and count <= 1:
-            console.print(stats_table(ctl.stats(), None))
+            console.print(stats_table(ctl.stats(radio_ues), None))
         else:
-            _live(ctl, interval, count)
+            _live(ctl, interval, count, radio_ues)
 
 
-def _json_stats(ctl: Controller, once: bool, interval: float, count: int) -> None:
+def _json_stats(ctl: Controller, once: bool, interval: float, count: int, radio_ues: int) -> None:
     n = 0
     while True:
-        typer.echo(json.dumps(ctl.stats().to_dict()))
+        typer.echo(json.dumps(ctl.stats(radio_ues).to_dict()))
         n += 1
         if once and count <= 1 or (count and n >= count):
             return
         time.sleep(interval)
 
 
-def _live(ctl: Controller, interval: float, count: int) -> None:
+def _live(ctl: Controller, interval: float, count: int, radio_ues: int) -> None:
     previous = None
     n = 0
     try:
-        current = ctl.stats()
+        current = ctl.stats(radio_ues)
         with Live(stats_table(current, None), console=console, auto_refresh=False) as live:
             while not count or n < count - 1:
                 time.sleep(interval)
-                previous, current = current, ctl.stats()
+                previous, current = current, ctl.stats(radio_ues)
                 live.update(stats_table(current, previous), refresh=True)
                 n += 1
     except KeyboardInterrupt:

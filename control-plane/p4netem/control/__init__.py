@@ -9,12 +9,15 @@
         ctl.apply("lte")                       # atomic switch of the whole-link rule
         ctl.applied()                          # [AppliedRule(number, rule, profile, ...)]
         ctl.stats().rows                       # [LinkStats(label, direction, profile, counters)]
+        ctl.radio().ues                        # [UeRadioView]: state, promotions, energy per UE
         ctl.reset()                            # back to a plain wire
 
 Pieces:
   Controller        connect (arbitration, election id, reconnect), pipeline verify/push, port map,
-                    apply / apply_many / prepare+commit (atomic switch), applied, remove, reset, stats
+                    apply / apply_many / prepare+commit (atomic switch), applied, remove, reset, stats,
+                    radio (per-UE radio state of the UEs the rules cover)
   Rule              which traffic (switch ports, addresses, L4 ports, protocol, DSCP) and which UE
+                    (one id, or one per client address: ue=by-address)
   parse_rule_option the command-line form "client=10.0.0.1,server.ports=443,ue=7"
   Timeline          timed steps (apply, set, outage, restore, wait) from YAML or Python, run with
                     Controller.run_timeline() / TimelinePlayer
@@ -28,14 +31,16 @@ from ..p4rt import P4RuntimeError, WriteError
 from ..profiles import Profile, ProfileError
 from .controller import (DEFAULT_RULE, AppliedRule, ApplyResult, Controller, LinkStats, ProfileSwitch,
                          SwitchStats, profile_differences)
-from .rules import Endpoint, PortRange, Rule, RuleError, load_rules, parse_rule_option
+from .radio_view import RadioReport, UeRadioView
+from .rules import BY_ADDRESS, Endpoint, PortRange, Rule, RuleError, load_rules, parse_rule_option
 from .state import ManagedRule, SwitchState
 from .timeline import (OUTAGE, Event, EventResult, Step, Timeline, TimelineError, TimelinePlayer,
                        TimelineResult, modify_profile)
 
 __all__ = [
-    "DEFAULT_RULE", "AppliedRule", "ApplyResult", "Controller", "Endpoint", "LinkStats", "ManagedRule",
+    "BY_ADDRESS", "RadioReport", "UeRadioView", "DEFAULT_RULE", "AppliedRule", "ApplyResult", "Controller", "Endpoint", "LinkStats", "ManagedRule",
     "P4RuntimeError", "PortRange", "Profile", "ProfileError", "ProfileSwitch", "Rule", "RuleError",
     "SwitchState", "SwitchStats", "WriteError", "OUTAGE", "Event", "EventResult", "Step", "Timeline",
-    "TimelineError", "TimelinePlayer", "TimelineResult", "modify_profile", "load_rules", "parse_rule_option", "profile_differences",
+    "TimelineError", "TimelinePlayer", "TimelineResult", "modify_profile", "load_rules", "parse_rule_option",
+    "profile_differences",
 ]

@@ -45,8 +45,9 @@ from ..profiles import Profile, ProfileError, builtin_profiles, load_profile
 from ..profiles.errors import Problem
 from ..profiles.program import SLOTS, profile_params, slot_entry
 from ..stats import PdCounters, read_counters, read_parser_errors
-from .rules import Rule, RuleError
-from .state import ManagedRule, SwitchState, read_state
+from .radio_view import DEFAULT_LIMIT, SCAN_LIMIT, RadioReport, radio_report
+from .rules import BY_ADDRESS, Rule, RuleError
+from .state import CLASSIFY_ACTIONS, ManagedRule, SwitchState, read_state
 from .tag import MAX_PROFILE_ID, MAX_RULE, EntryTag, name_crc
 
 log = logging.getLogger(__name__)
@@ -141,12 +142,12 @@ class SwitchStats:
     time_ns: int  # CLOCK_MONOTONIC when read
     rows: list[LinkStats]
     parser_errors: dict[pl.ParserError, int]
-    radio: list[dict] | None  # per-UE radio states, None while the switch has no radio stage
+    radio: RadioReport  # the UEs the rules with a radio cover (bounded: see radio_view.py)
 
     def to_dict(self) -> dict:
         return {"rows": [r.to_dict() for r in self.rows],
                 "parser_errors": {e.name.lower(): n for e, n in self.parser_errors.items()},
-                "radio": self.radio}
+                "radio": self.radio.to_dict()}
 
 
 class ProfileSwitch:
@@ -424,11 +425,41 @@ class Controller:
             raise RuleError(problems)
         if not pairs:
             raise RuleError([Problem("rules", "no rule to apply")])
-        warnings: list[str] = []
+        warnings = self._check_ue_ids(pairs)
         # The params of every slot (both directions' set_impairment and set_radio), encoded
         # before anything is read or written.
         encoded = {profile.name: profile_params(profile) for _, profile in pairs}
         return pairs, encoded, warnings
+
+    @property
+    def ue_ids(self) -> int:
+        """How many UEs the switch holds radio state for (p4netem-switch --ue-ids): the size of
+        its per-UE registers in the P4Info it reports."""
+        return self.client.info.register(pl.RADIO_STATE).size
+
+    def _check_ue_ids(self, pairs: list[tuple[Rule, Profile]]) -> list[str]:
+        """Refuse by-address rules whose UE ids reach beyond the switch's (it would refuse them
+        with OUT_OF_RANGE); warn about a named UE beyond them (its packets get no radio)."""
+        limit = self.ue_ids
+        problems, warnings = [], []
+        for i, (rule, profile) in enumerate(pairs):
+            ues = rule.ue_range
+            if ues.stop <= limit:
+                continue
+            if rule.ue == BY_ADDRESS:
+                problems.append(Problem(
+                    f"rules[{i}].ue_base", f"UE ids {ues.start}..{ues.stop - 1} ({len(ues)} addresses of client.ip "
+                    f"{rule.client.ip}) reach beyond the switch's {limit} UE ids (0..{limit - 1}, "
+                    f"p4netem-switch --ue-ids); use a ue_base of at most {limit - len(ues)} or a longer prefix"
+                    if len(ues) <= limit else
+                    f"client.ip {rule.client.ip} has {len(ues)} addresses, more than the switch's {limit} UE ids "
+                    f"(p4netem-switch --ue-ids); use a longer prefix"))
+            elif profile.has_radio:
+                warnings.append(f"{rule.describe()}: ue {rule.ue} is beyond the switch's {limit} UE ids "
+                                f"(p4netem-switch --ue-ids): its packets get no radio")
+        if problems:
+            raise RuleError(problems)
+        return warnings
 
     def _plan(self, state: SwitchState, pairs, encoded, warnings) -> ProfileSwitch:
         info = self.client.info
@@ -485,9 +516,9 @@ class Controller:
             # Write B: both classifier entries point at `target`; the tag remembers `old` as spare.
             tag = EntryTag(rule=number, spare_id=old, profile_crc=name_crc(profile.name)).encode()
             for d in _DIRECTIONS:
+                action, params = rule.classifier_action(d, target)
                 flip.append(update(kind, build_table_entry(
-                    info, pl.CLASSIFIER, rule.direction_matches(d), pl.SET_PROFILE,
-                    {"profile_id": target, "direction": d, "ue_id": rule.ue}, priority=priority,
+                    info, pl.CLASSIFIER, rule.direction_matches(d), action, params, priority=priority,
                     controller_metadata=tag)))
             # Remember new names for read-back; a changed copy of a known profile (a timeline's
             # `set`) must not replace the original, which is what `modified` is measured against.
@@ -608,21 +639,22 @@ class Controller:
 
     # ---- counters ---------------------------------------------------------------------------------
 
-    def stats(self) -> SwitchStats:
+    def stats(self, radio_limit: int = DEFAULT_LIMIT) -> SwitchStats:
         """Counters per rule and direction (cumulative over the rule's profile switches), per
-        profile-direction of unmanaged entries and of the default profile, and parser errors."""
+        profile-direction of unmanaged entries and of the default profile, parser errors, and
+        the radio of up to `radio_limit` UEs of the rules with a radio (radio())."""
         state = self.state()
+        rules = [self._applied_rule(m, state) for m in state.managed.values()]
         rows: list[tuple[str, str, str, str, tuple[int, ...]]] = []
         covered: set[int] = set()
-        for managed in state.managed.values():
-            applied = self._applied_rule(managed, state)
+        for managed, applied in zip(state.managed.values(), rules):
             for d in _DIRECTIONS:
                 pds = tuple(pl.pd_index(pid, d) for pid in (managed.profile_id, managed.spare_id))
                 rows.append((f"#{managed.number}", _dir_name(d), applied.label, managed.rule.describe(), pds))
                 covered |= set(pds)
         others: dict[int, list[str]] = {}
         for entry in state.unmanaged + state.broken:
-            if entry.action == pl.SET_PROFILE:
+            if entry.action in CLASSIFY_ACTIONS:
                 pd = pl.pd_index(entry.params["profile_id"], entry.params["direction"])
                 if pd not in covered:
                     others.setdefault(pd, []).append(_match_summary(entry.match))
@@ -640,7 +672,18 @@ class Controller:
                 total = total + counters[pd]
             out.append(LinkStats(label, direction, profile, rule, total))
         parser = self._read(lambda: read_parser_errors(self.client))
-        return SwitchStats(time_ns=time.monotonic_ns(), rows=out, parser_errors=parser, radio=None)
+        radio = self._read(lambda: radio_report(self.client, rules, limit=radio_limit))
+        return SwitchStats(time_ns=time.monotonic_ns(), rows=out, parser_errors=parser, radio=radio)
+
+    def radio(self, ues: Iterable[int] | None = None, *, limit: int = DEFAULT_LIMIT,
+              scan: int = SCAN_LIMIT) -> RadioReport:
+        """The radio of `ues` (read whether a rule covers them or not), or by default of the UEs
+        the rules with a radio cover: named UEs, and the active ones of by-address rules (at
+        most `scan` ids checked per rule); at most `limit` UEs read in full (0: no limit). Each
+        with its state, times, promotions, the covering rule's radio model and its energy
+        estimate. See control/radio_view.py for the cost."""
+        rules = self.applied()
+        return self._read(lambda: radio_report(self.client, rules, ues, limit=limit, scan=scan))
 
     # ---- plumbing ---------------------------------------------------------------------------------
 

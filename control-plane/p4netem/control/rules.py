@@ -13,6 +13,13 @@ its TCP/UDP ports; the rule as a whole by IP protocol, DSCP and IP version.
     ue: 7            # the UE id the radio stage keys its per-UE state on
     priority: 100    # optional: higher wins; default: above every existing entry
 
+The UE id selects the radio (one RRC state machine per UE, shared by its uplink and downlink).
+`ue: N` gives every packet of the rule UE N (classifier action set_profile). `ue: by-address`
+gives each client its own UE: `ue_base + (client address & host mask of client.ip)`, from the
+IPv4 source address of uplink packets and the destination of downlink ones (action
+set_profile_ue_by_addr), so `{client: 10.0.0.0/24, ue: by-address, ue_base: 1000}` is UEs
+1000..1255, one per address.
+
 `client: 10.0.0.1` is short for `client: {ip: 10.0.0.1}`. The rule every command uses when none
 is given, `Rule.between_ports(1, 2)`, is "everything entering port 1 is uplink, everything
 entering port 2 downlink" (port 1 faces the clients: the p4netem convention).
@@ -39,7 +46,7 @@ from ..profiles.fields import MAX_32, annotate, integer
 from ..profiles.units import quote
 
 __all__ = ["Endpoint", "Rule", "RuleError", "PortRange", "parse_rule_option", "load_rules",
-           "PROTOCOLS", "DSCP_NAMES"]
+           "PROTOCOLS", "DSCP_NAMES", "BY_ADDRESS"]
 
 IpNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
@@ -205,6 +212,25 @@ IpVersion = Annotated[int | None, *annotate(_parse_ip_version, lambda v: v,
 
 SwitchPort = integer(0, MAX_SWITCH_PORT, "switch port")
 UeId = integer(0, MAX_32, "UE id")
+BY_ADDRESS = "by-address"
+
+
+def _parse_ue(raw: Any) -> int | str:
+    """A UE id, or BY_ADDRESS (the UE id comes from each packet's client address)."""
+    if isinstance(raw, str) and raw.strip().lower().replace("_", "-") == BY_ADDRESS:
+        return BY_ADDRESS
+    allowed = f"0..{MAX_32} or {BY_ADDRESS} (ue_base + the client's address bits)"
+    if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw):
+        raw = int(raw)
+    if not isinstance(raw, int) or isinstance(raw, bool):
+        raise ValueError(f"{quote(raw)} is not a UE id; allowed {allowed}")
+    if not 0 <= raw <= MAX_32:
+        raise ValueError(f"{raw} out of range {allowed}")
+    return raw
+
+
+Ue = Annotated[int | str, *annotate(_parse_ue, lambda v: v,
+                                    {"description": f"UE id 0..{MAX_32} or {BY_ADDRESS}"})]
 Priority = integer(1, MAX_PRIORITY, "priority")
 
 
@@ -257,8 +283,18 @@ class Rule(BaseModel):
     protocol: Protocol = None
     dscp: Dscp = None
     ip_version: IpVersion = None
-    ue: UeId = 0
+    ue: Ue = 0  # a UE id, or BY_ADDRESS: ue_base + the client's IPv4 address bits
+    ue_base: UeId | None = None  # by-address only (default 0)
     priority: Priority | None = None  # None: chosen by the controller (above existing entries)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_ue_base(cls, data: Any) -> Any:
+        # by-address without ue_base starts at UE 0 (one canonical form, so rules compare equal).
+        if isinstance(data, Mapping) and data.get("ue_base") is None and isinstance(data.get("ue"), str) \
+                and data["ue"].strip().lower().replace("_", "-") == BY_ADDRESS:
+            return {**data, "ue_base": 0}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> "Rule":
@@ -282,11 +318,64 @@ class Rule(BaseModel):
         if has_ports and self.protocol is not None and self.protocol not in _PORT_PROTOCOLS:
             problems.append(Problem("protocol", f"{_protocol_name(self.protocol)} has no ports; "
                                     "client.ports/server.ports match TCP and UDP only"))
+        problems += self._ue_problems()
         if not problems and self.direction_matches(0) == self.direction_matches(1):
             problems.append(Problem("", "uplink and downlink traffic of this rule look the same; "
                                     "give client and server different switch ports, addresses "
                                     "or ports"))
         return problems
+
+    def _ue_problems(self) -> list[Problem]:
+        if self.ue != BY_ADDRESS:
+            if self.ue_base is not None:
+                return [Problem("ue_base", f"only with ue: {BY_ADDRESS}; a rule with one UE gives its id in ue")]
+            return []
+        net = self.client.ip
+        if net is None:
+            return [Problem("ue", f"{BY_ADDRESS} takes the UE id from the client's IPv4 address: give client.ip, "
+                            "an IPv4 prefix whose host bits select the UE (e.g. client=10.0.0.0/24)")]
+        if net.version != 4:
+            return [Problem("ue", f"{BY_ADDRESS} needs an IPv4 client.ip (the pipeline derives UE ids from IPv4 "
+                            f"addresses only), not {_net_str(net)}")]
+        first, last = self.ue_range.start, self.ue_range.stop - 1
+        if last > MAX_32:
+            return [Problem("ue_base", f"{first} + {net.num_addresses - 1} (client.ip {net}: {net.num_addresses} "
+                            f"addresses) exceeds the largest UE id {MAX_32}")]
+        return []
+
+    # ---- UE ids ----------------------------------------------------------------------------------
+
+    @property
+    def ue_mask(self) -> int | None:
+        """By-address: the host bits of client.ip, which select the UE; None otherwise."""
+        if self.ue != BY_ADDRESS or self.client.ip is None:
+            return None
+        return int(self.client.ip.hostmask)
+
+    @property
+    def ue_range(self) -> range:
+        """Every UE id the rule's packets can carry."""
+        if self.ue != BY_ADDRESS:
+            return range(self.ue, self.ue + 1)
+        first = self.ue_base or 0
+        return range(first, first + (self.ue_mask or 0) + 1)
+
+    def ue_label(self) -> str:
+        """"7", or "1000..1255 by address"."""
+        if self.ue != BY_ADDRESS:
+            return str(self.ue)
+        r = self.ue_range
+        return f"{r.start} by address" if len(r) == 1 else f"{r.start}..{r.stop - 1} by address"
+
+    def classifier_action(self, direction: int, profile_id: int) -> tuple[str, dict[str, int]]:
+        """The classifier action and params of one direction's entry: set_profile with the UE id,
+        or set_profile_ue_by_addr reading the client's address (source uplink, destination
+        downlink)."""
+        common = {"profile_id": profile_id, "direction": direction}
+        if self.ue != BY_ADDRESS:
+            return pl.SET_PROFILE, {**common, "ue_id": self.ue}
+        return pl.SET_PROFILE_UE_BY_ADDR, {**common, "ue_base": self.ue_base or 0, "ue_mask": self.ue_mask,
+                                           "ue_from_dst": int(direction == pl.DOWNLINK)}
 
     # ---- construction ----------------------------------------------------------------------------
 
@@ -340,8 +429,8 @@ class Rule(BaseModel):
         return (canon(self.direction_matches(pl.UPLINK)), canon(self.direction_matches(pl.DOWNLINK)))
 
     @classmethod
-    def from_matches(cls, uplink: Mapping[str, Any], downlink: Mapping[str, Any], ue: int,
-                     priority: int) -> "Rule":
+    def from_matches(cls, uplink: Mapping[str, Any], downlink: Mapping[str, Any], ue: int | str,
+                     priority: int, ue_base: int | None = None) -> "Rule":
         """The rule whose entries have these decoded matches (as read back from the switch).
         Raises RuleError when the two entries are not the two directions of one rule."""
         def side(m: Mapping[str, Any], src: bool) -> dict[str, Any]:
@@ -364,6 +453,8 @@ class Rule(BaseModel):
             server["switch_port"] = downlink[K_IN_PORT].value
         doc: dict[str, Any] = {"client": side(uplink, True), "server": server,
                                "ue": ue, "priority": priority}
+        if ue_base is not None:
+            doc["ue_base"] = ue_base
         if K_PROTO in uplink:
             doc["protocol"] = uplink[K_PROTO].value
         if K_DSCP in uplink:

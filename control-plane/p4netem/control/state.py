@@ -15,10 +15,13 @@ from .. import pipeline as pl
 from ..p4rt import P4RuntimeClient, TableEntryView, decode_table_entry
 from ..p4rt.proto import p4runtime_pb2
 from ..profiles.errors import ProfileError
-from .rules import Rule, RuleError
+from .rules import BY_ADDRESS, Rule, RuleError
 from .tag import EntryTag
 
-__all__ = ["ManagedRule", "SwitchState", "read_state"]
+__all__ = ["ManagedRule", "SwitchState", "read_state", "CLASSIFY_ACTIONS"]
+
+# The classifier actions that give a profile (and a UE id: named, or derived from the address).
+CLASSIFY_ACTIONS = (pl.SET_PROFILE, pl.SET_PROFILE_UE_BY_ADDR)
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,6 @@ class ManagedRule:
     profile_id: int  # the id its entries point to now
     spare_id: int  # the id the next profile switch will write to
     profile_crc: int  # crc32 of the name of the profile last applied
-    ue: int
     priority: int
     entries: tuple[TableEntryView, TableEntryView]  # (uplink, downlink)
 
@@ -63,8 +65,9 @@ class SwitchState:
         (the classifier's default action sends unclassified traffic to profile 0)."""
         used = {0}
         used |= {pid for pid, _ in self.profiles}
+        used |= set(self.radio)
         for entry in self.classifier:
-            if entry.action == pl.SET_PROFILE:
+            if entry.action in CLASSIFY_ACTIONS:
                 used.add(entry.params.get("profile_id", 0))
         for rule in self.managed.values():
             used |= {rule.profile_id, rule.spare_id}
@@ -117,7 +120,7 @@ def _group_rules(state: SwitchState) -> None:
     groups: dict[int, list[TableEntryView]] = {}
     for entry in state.classifier:
         tag = EntryTag.decode(entry.controller_metadata)
-        if tag is None or entry.action != pl.SET_PROFILE:
+        if tag is None or entry.action not in CLASSIFY_ACTIONS:
             state.unmanaged.append(entry)
         else:
             groups.setdefault(tag.rule, []).append(entry)
@@ -127,20 +130,33 @@ def _group_rules(state: SwitchState) -> None:
         tags = {e.controller_metadata for e in entries}
         same = (
             len(entries) == 2 and up is not None and down is not None and len(tags) == 1
-            and up.params["profile_id"] == down.params["profile_id"]
-            and up.params["ue_id"] == down.params["ue_id"] and up.priority == down.priority
+            and up.params["profile_id"] == down.params["profile_id"] and up.priority == down.priority
         )
-        if not same:
+        rule = _rule_of(up, down) if same else None
+        if rule is None:
             state.broken += entries
             continue
         tag = EntryTag.decode(up.controller_metadata)
         assert tag is not None
-        try:
-            rule = Rule.from_matches(up.match, down.match, ue=up.params["ue_id"], priority=up.priority)
-        except (RuleError, ProfileError):
-            state.broken += entries
-            continue
         state.managed[number] = ManagedRule(
             number=number, rule=rule, profile_id=up.params["profile_id"], spare_id=tag.spare_id,
-            profile_crc=tag.profile_crc, ue=up.params["ue_id"], priority=up.priority, entries=(up, down),
+            profile_crc=tag.profile_crc, priority=up.priority, entries=(up, down),
         )
+
+
+def _rule_of(up: TableEntryView, down: TableEntryView) -> Rule | None:
+    """The rule whose two classifier entries these are, or None when they are not the entries
+    this package writes for one rule (Rule.classifier_action, both directions)."""
+    try:
+        if up.action == pl.SET_PROFILE:
+            rule = Rule.from_matches(up.match, down.match, ue=up.params["ue_id"], priority=up.priority)
+        else:
+            rule = Rule.from_matches(up.match, down.match, ue=BY_ADDRESS, ue_base=up.params["ue_base"],
+                                     priority=up.priority)
+    except (RuleError, ProfileError):
+        return None
+    pid = up.params["profile_id"]
+    for view, d in ((up, pl.UPLINK), (down, pl.DOWNLINK)):
+        if (view.action, view.params) != rule.classifier_action(d, pid):
+            return None  # e.g. a mask that is not the client prefix's, or different UE ids
+    return rule

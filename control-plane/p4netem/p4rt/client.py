@@ -94,6 +94,9 @@ class P4RuntimeClient:
         # Highest election id the device reported for our (device, role) in its last arbitration
         # answer (the primary's, or the highest ever seen when there is none); None if unknown.
         self.primary_election_id: int | None = None
+        # Whether the device has a primary for our (device, role), from its last arbitration
+        # message to us (NOT_FOUND: none, e.g. after the primary left); None before any.
+        self.primary_present: bool | None = None
         self._channel: grpc.Channel | None = None
         self._stub: P4RuntimeStub | None = None
         self._requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None] = queue.Queue()
@@ -191,6 +194,7 @@ class P4RuntimeClient:
         return self.is_primary
 
     def _note_election(self, arb: p4runtime_pb2.MasterArbitrationUpdate) -> None:
+        self.primary_present = status_code_from_int(arb.status.code) != grpc.StatusCode.NOT_FOUND
         if arb.HasField("election_id"):
             self.primary_election_id = (arb.election_id.high << 64) | arb.election_id.low
 

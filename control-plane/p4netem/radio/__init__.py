@@ -13,7 +13,7 @@ Times are the switch's clock (p4netem-switch: CLOCK_MONOTONIC ns of its host, so
 from ..pipeline import PromotionKind, RadioState
 from .energy import EnergyEstimate, estimate_energy, state_power
 from .events import RadioEvent, RadioWatcher
-from .reader import UeRadio, read_promotions, read_ue, read_ues
+from .reader import UeRadio, read_promotions, read_seen, read_ue, read_ues
 
 __all__ = ["RadioState", "PromotionKind", "RadioEvent", "RadioWatcher", "UeRadio", "read_ue",
-           "read_ues", "read_promotions", "EnergyEstimate", "estimate_energy", "state_power"]
+           "read_ues", "read_promotions", "read_seen", "EnergyEstimate", "estimate_energy", "state_power"]
