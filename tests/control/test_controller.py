@@ -158,41 +158,54 @@ def _boundaries(result: ProbeResult, labels: dict[int, str]) -> list[tuple[int, 
     return [(tx[a], tx[b], labels[b]) for a, b in zip(seqs, seqs[1:]) if labels[a] != labels[b]]
 
 
+def flips_under_traffic(lab: TwoHostLab, ctl: Controller, a: Profile, b: Profile, flips: int, step_ms: int,
+                        port: int, rule: str | None = None):
+    """Probes at 500/s in both directions while a timeline flips the rule between profiles b and
+    a (b first) every step_ms; returns (TimelineResult, {"uplink": probe, "downlink": probe})."""
+    timeline = Timeline.parse({"profiles": [a.to_dict(), b.to_dict()], "steps": [
+        {"at": f"{i * step_ms}ms", "apply": b.name if i % 2 == 0 else a.name} for i in range(flips)]})
+    rules = [rule] if rule else None
+    ctl.apply(a, rules)
+    rate, seconds = 500, flips * step_ms / 1000 + 1.4
+    with ThreadPoolExecutor(2) as pool:
+        up_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=int(rate * seconds), rate=rate,
+                           port=port)
+        down_f = pool.submit(run_probe, lab.h2.ns, lab.h1.ns, lab.h1.ip, count=int(rate * seconds), rate=rate,
+                             port=port + 1)
+        time.sleep(0.6)
+        result = ctl.run_timeline(timeline, rules, lead_s=0.1)
+        probes = {"uplink": up_f.result(), "downlink": down_f.result()}
+    assert len(result.events) == flips
+    return result, probes
+
+
+def check_flips(name: str, probe: ProbeResult, result, short: int, long: int) -> tuple[dict, list]:
+    """No packet saw a mix (_labels), the profile changed once per flip, a, b, a, ... in sequence
+    order, and at the time of the flip's write (the same one write for both directions).
+    Returns (labels, changes)."""
+    labels = _labels(probe, short, long)
+    changes = _boundaries(probe, labels)
+    assert [kind for _, _, kind in changes] == ["b", "a"] * (len(result.events) // 2), f"{name}: {changes}"
+    for (last_old, first_new, _), event in zip(changes, result.events):
+        sent = event.wall_ns
+        done = sent + (event.done_ns - event.sent_ns)
+        assert sent - 20 * MS <= first_new and last_old <= done + 20 * MS, \
+            f"{name}: change between tx {last_old} and {first_new}, write at {sent}..{done}"
+    return labels, changes
+
+
 def test_profile_switch_is_atomic_under_traffic(lab: TwoHostLab, ctl: Controller) -> None:
     short, long = 5 * MS, 60 * MS
     a = Profile.parse({"name": "atomic-a", "both": {"delay": "5ms"}})
     b = Profile.parse({"name": "atomic-b", "both": {"delay": "60ms", "duplicate": "100%"}})
-    flips = 8
-    timeline = Timeline.parse({"profiles": [a.to_dict(), b.to_dict()], "steps": [
-        {"at": f"{i * 200}ms", "apply": "atomic-b" if i % 2 == 0 else "atomic-a"} for i in range(flips)]})
-    ctl.apply(a)
-    rate, seconds = 500, 3.0
-    with ThreadPoolExecutor(2) as pool:
-        up_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=int(rate * seconds), rate=rate,
-                           port=9420)
-        down_f = pool.submit(run_probe, lab.h2.ns, lab.h1.ns, lab.h1.ip, count=int(rate * seconds), rate=rate,
-                             port=9421)
-        time.sleep(0.6)
-        result = ctl.run_timeline(timeline, lead_s=0.1)
-        up, down = up_f.result(), down_f.result()
-    assert len(result.events) == flips
-
-    for name, probe in (("uplink", up), ("downlink", down)):
-        labels = _labels(probe, short, long)
+    result, probes = flips_under_traffic(lab, ctl, a, b, flips=8, step_ms=200, port=9420)
+    for name, probe in probes.items():
+        labels, _ = check_flips(name, probe, result, short, long)
         # Each profile's packets saw its delay (typically: medians).
         for kind, want in (("a", short), ("b", long)):
             delays = [d for s, d in zip(probe.seq, probe.delays_ns) if labels[s] == kind]
             median = statistics.median(delays)
             assert want <= median <= want + 2 * MS, f"{name} {kind}: median {ms(median)}"
-        # The change happens at one point in the sequence per flip: a, b, a, ... with no going back.
-        changes = _boundaries(probe, labels)
-        assert [kind for _, _, kind in changes] == ["b", "a"] * (flips // 2), f"{name}: {changes}"
-        # ... and, in both directions, at the time of the flip's write (same one write for both).
-        for (last_old, first_new, _), event in zip(changes, result.events):
-            sent = event.wall_ns
-            done = sent + (event.done_ns - event.sent_ns)
-            assert sent - 20 * MS <= first_new and last_old <= done + 20 * MS, \
-                f"{name}: change between tx {last_old} and {first_new}, write at {sent}..{done}"
 
 
 def test_timeline_runs_on_time(lab: TwoHostLab, ctl: Controller) -> None:

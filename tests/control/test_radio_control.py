@@ -16,18 +16,17 @@ import statistics
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 import pytest
 from conftest import snapshot
 from test_cli import P4NETEM, cli
-from test_controller import MS, _boundaries, _labels, ms
+from test_controller import MS, check_flips, flips_under_traffic, ms
 
 from p4netem import pipeline as pl
-from p4netem.control import Controller, Profile, RuleError, Timeline
+from p4netem.control import Controller, Profile, RuleError, WriteError
 from p4netem.lab import SwitchProcess, TwoHostLab
 from p4netem.lab.probe import run_probe
-from p4netem.pipeline import RadioState
 
 # Everything between port 1 (h1, the client) and port 2 (h2), each client address its own UE:
 # h1 (10.0.0.1) is UE 101, in both directions (uplink by source, downlink by destination).
@@ -119,10 +118,10 @@ def test_ue_ids_are_checked_against_the_switch_before_writing(bare_switch: Switc
         # The switch draws the line at the same place (so the check is not stricter than it).
         action, params = pl.SET_PROFILE_UE_BY_ADDR, {"profile_id": 9, "direction": 0, "ue_base": 745,
                                                      "ue_mask": 0xFF, "ue_from_dst": 0}
-        with pytest.raises(Exception) as refused:
+        with pytest.raises(WriteError) as refused:
             ctl.client.insert(ctl.client.table_entry(pl.CLASSIFIER, {"meta.ipv4_src": (0x0A000000, 0xFFFFFF00)},
                                                      action, params, priority=99))
-        assert "OUT_OF_RANGE" in str(refused.value), refused.value
+        assert [e.code for e in refused.value.errors] == [grpc.StatusCode.OUT_OF_RANGE], refused.value
         ok = ctl.apply("hspa", ["client=10.0.0.0/24,ue=by-address,ue_base=744"])
         assert ok.rules[0].rule.ue_range == range(744, 1000)
         # A named UE beyond the switch's range is allowed (the classifier takes any id) but
@@ -146,36 +145,18 @@ def test_switch_between_radio_and_plain_profiles_is_atomic(lab: TwoHostLab, ctl:
     a = Profile.parse({"name": "plain-a", "both": {"delay": "5ms"}})
     b = Profile.parse({"name": "radio-b", "both": {"delay": "60ms", "duplicate": "100%"},
                        "radio": {"model": "lte", "promotion": "80ms", "drx_inactivity": 0, "tail": "100ms"}})
-    flips, step = 8, 0.3
-    timeline = Timeline.parse({"profiles": [a.to_dict(), b.to_dict()], "steps": [
-        {"at": f"{int(i * step * 1000)}ms", "apply": "radio-b" if i % 2 == 0 else "plain-a"} for i in range(flips)]})
-    rule = "client.switch_port=1,server.switch_port=2,ue=7"
-    ctl.apply(a, [rule])
-    rate, seconds = 500, flips * step + 1.2
-    with ThreadPoolExecutor(2) as pool:
-        up_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=int(rate * seconds), rate=rate,
-                           port=9520)
-        down_f = pool.submit(run_probe, lab.h2.ns, lab.h1.ns, lab.h1.ip, count=int(rate * seconds), rate=rate,
-                             port=9521)
-        time.sleep(0.6)
-        result = ctl.run_timeline(timeline, [rule], lead_s=0.1)
-        up, down = up_f.result(), down_f.result()
-    assert len(result.events) == flips
-
+    flips = 8
+    result, probes = flips_under_traffic(lab, ctl, a, b, flips, step_ms=300, port=9520,
+                                         rule="client.switch_port=1,server.switch_port=2,ue=7")
     first_b: list[list[tuple[int, int]]] = [[] for _ in range(flips // 2)]  # per radio turn: (tx, delay)
-    for name, probe in (("uplink", up), ("downlink", down)):
-        labels = _labels(probe, short, long)  # one copy and < 60 ms, or two copies and >= 60 ms
-        changes = _boundaries(probe, labels)
-        assert [kind for _, _, kind in changes] == ["b", "a"] * (flips // 2), f"{name}: {changes}"
-        for (last_old, first_new, _), event in zip(changes, result.events):
-            sent = event.wall_ns
-            done = sent + (event.done_ns - event.sent_ns)
-            assert sent - 20 * MS <= first_new and last_old <= done + 20 * MS, \
-                f"{name}: change between tx {last_old} and {first_new}, write at {sent}..{done}"
+    for name, probe in probes.items():
+        # One copy and < 60 ms (a), or two copies and >= 60 ms (b); one change per flip, at its write.
+        labels, changes = check_flips(name, probe, result, short, long)
         # The median b packet did not wait (the UE stays awake within a turn): the radio adds
         # to the first packets of a turn only.
         b_delays = [d for s, d in zip(probe.seq, probe.delays_ns) if labels[s] == "b"]
-        assert long <= statistics.median(b_delays) <= long + 3 * MS, f"{name}: b median {ms(statistics.median(b_delays))}"
+        median = statistics.median(b_delays)
+        assert long <= median <= long + 3 * MS, f"{name}: b median {ms(median)}"
         delay_at = dict(zip(probe.tx_ns, probe.delays_ns))  # a b packet's two copies share both
         for turn, (_, first_new, _) in enumerate(changes[0::2]):
             first_b[turn].append((first_new, delay_at[first_new]))

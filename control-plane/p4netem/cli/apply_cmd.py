@@ -99,9 +99,9 @@ def reset(
 ) -> None:
     """Take impairments off (all, or only the given rules).
 
-    Deletes every classifier and profile entry (any controller's), zeroes
-    the counters and the shaping state, and keeps the port map. With --rule, removes only those
-    rules and their profiles."""
+    Deletes every classifier, profile and radio entry (any controller's), zeroes the counters,
+    the shaping state and every UE's radio (IDLE, never seen), and keeps the port map. With
+    --rule, removes only those rules and their profiles."""
     rules = [parse_rule_option(text) for text in rule or []]
     with connect(addr, device_id, election_id) as ctl:
         if rules:
@@ -112,7 +112,8 @@ def reset(
             console.print("pipeline re-pushed: every table, register and counter cleared", highlight=False)
         else:
             ctl.reset(port_map=port_map)
-            what = "rules, profiles, counters and port map" if port_map else "rules, profiles and counters"
+            what = ("rules, profiles, counters, UE radios and port map" if port_map
+                    else "rules, profiles, counters and UE radios")
             console.print(f"reset: {what} cleared", highlight=False)
 
 
