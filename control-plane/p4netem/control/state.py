@@ -36,11 +36,6 @@ class ManagedRule:
     priority: int
     entries: tuple[TableEntryView, TableEntryView]  # (uplink, downlink)
 
-    @property
-    def pds(self) -> tuple[int, ...]:
-        """Every pd the rule's counters live in (both ids, both directions)."""
-        return tuple(pl.pd_index(pid, d) for pid in (self.profile_id, self.spare_id) for d in (0, 1))
-
 
 @dataclass
 class SwitchState:
