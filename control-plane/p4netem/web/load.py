@@ -53,7 +53,8 @@ def _node_report(script: str, payload: dict, timeout_s: float) -> dict:
 
 
 def load(protocol: str, manifest_path: str | Path, opts: LoadOptions, *,
-         spki: list[str] | None = None, screenshot: str | None = None) -> dict:
+         spki: list[str] | None = None, screenshot: str | None = None,
+         browser_args: list[str] | None = None) -> dict:
     """Load the page in this process's namespace and return the report as a dict."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
@@ -73,7 +74,8 @@ def load(protocol: str, manifest_path: str | Path, opts: LoadOptions, *,
     port = "" if opts.effective_port == default else f":{opts.effective_port}"
     payload = {"url": f"{opts.scheme}://{root.host}{port}{root.path}",
                "manifest": str(Path(manifest_path).resolve()), "resolve": opts.resolve,
-               "spki": spki or [], "timeout_s": opts.timeout_s, "screenshot": screenshot}
+               "spki": spki or [], "timeout_s": opts.timeout_s, "screenshot": screenshot,
+               "extra_args": list(browser_args or [])}
     return _node_report("chromium-load.js", payload, opts.timeout_s)
 
 
@@ -97,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--flush-ms", type=float, default=50.0)
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--screenshot")
+    p.add_argument("--browser-arg", action="append", default=[],
+                   help="Chromium: extra command-line flag (e.g. --disable-http2)")
     p.add_argument("--out", help="write the report here instead of stdout")
     return p
 
@@ -123,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     try:
         report = load(a.protocol, a.manifest, options_from_args(a), spki=a.spki,
-                      screenshot=a.screenshot)
+                      screenshot=a.screenshot, browser_args=a.browser_arg)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"p4netem.web.load: {exc}", file=sys.stderr)
         return 2
