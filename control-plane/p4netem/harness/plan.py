@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 from ..profiles import Profile, builtin_profile, builtin_profiles, load_profile
 from ..web import pages
@@ -63,11 +64,10 @@ def resolve_profile(name: str) -> Profile:
     """A built-in profile by name, or a profile YAML file."""
     if name in builtin_profiles():
         return builtin_profile(name)
-    try:
-        return load_profile(name)
-    except FileNotFoundError:
+    if not Path(name).is_file():
         raise ValueError(f"no built-in profile or file {name!r}; built-ins: "
-                         f"{', '.join(builtin_profiles())}") from None
+                         f"{', '.join(builtin_profiles())}")
+    return load_profile(name)
 
 
 @dataclass

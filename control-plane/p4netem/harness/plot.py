@@ -40,8 +40,9 @@ def plot(summary: list[ConditionSummary], path: str | Path, title: str = "") -> 
                 hi.append(q3 - med)
             bars = ax.bar(xs, meds, width * 0.95, yerr=[lo, hi], capsize=3,
                           color=COLORS[j % len(COLORS)], label=f"IW {iw}")
-            for bar, med in zip(bars, meds):
-                ax.annotate(_fmt(med), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            for bar, med, up in zip(bars, meds, hi):
+                # Above the whisker, so the label never hides the quartile.
+                ax.annotate(_fmt(med), (bar.get_x() + bar.get_width() / 2, med + up),
                             xytext=(0, 2), textcoords="offset points", ha="center",
                             va="bottom", fontsize=7, rotation=90 if len(iws) > 2 else 0)
         ax.set_xticks(range(len(protos)), protos, fontsize=9)

@@ -26,7 +26,7 @@ from .runner import RunRecord
 
 # Measures summarised with median and quartiles (ms).
 TIMES = ("plt_ms", "loader_elapsed_ms", "onload_ms", "first_syn_to_synack_ms",
-         "handshake_excess_ms")
+         "handshake_excess_ms", "dns_ms_max")
 # Measures summarised with their median only.
 COUNTS = ("connections_opened", "connections_used", "packets_up", "packets_down", "bytes_up",
           "bytes_down", "payload_up", "payload_down", "retransmissions_down",
@@ -118,10 +118,11 @@ def _fmt_s(q: tuple[float, float, float] | None) -> str:
 
 def table(summary: list[ConditionSummary], title: str = "page-load time") -> Table:
     """Rows: profile x protocol; columns: each initial window's median [quartiles] page-load
-    time in seconds (first SYN to last server packet), then connections and packets."""
+    time in seconds (first SYN to last server packet), then connections, packets and the first
+    handshake's round trip (median of the largest initial window)."""
     iws = sorted({s.row["initcwnd"] for s in summary})
-    t = Table(title=escape(f"{title}: median [q1-q3] seconds, first SYN to last server packet"),
-              title_justify="left")
+    t = Table(title=escape(f"{title}: page-load time, median [q1-q3] s "
+                           "(first SYN to last server packet)"), title_justify="left")
     t.add_column("profile")
     t.add_column("protocol")
     for iw in iws:
@@ -129,14 +130,15 @@ def table(summary: list[ConditionSummary], title: str = "page-load time") -> Tab
     if len(iws) == 2:
         t.add_column(f"IW{iws[0]}/IW{iws[1]}", justify="right")
     t.add_column("conns", justify="right")
-    t.add_column("pkts down/up", justify="right")
-    t.add_column("1st SYN->SYN-ACK ms", justify="right")
+    t.add_column("pkts dn/up", justify="right")
+    t.add_column("SYN-ACK ms", justify="right")
     t.add_column("ok", justify="right")
     groups: dict[tuple, dict[int, ConditionSummary]] = {}
     for s in summary:
         r = s.row
         proto = r["variant"].split(" iw")[0]
         groups.setdefault((r["profile_label"], proto, r["page"]), {})[r["initcwnd"]] = s
+    notes: dict[str, str] = {}
     last_profile = None
     for (profile, proto, _page), cells in groups.items():
         if last_profile is not None and profile != last_profile:
@@ -145,7 +147,8 @@ def table(summary: list[ConditionSummary], title: str = "page-load time") -> Tab
         first = next(iter(cells.values())).row
         label = profile
         if first.get("radio") and not first.get("radio_applied"):
-            label += " (radio n/a)"
+            label += "*"
+            notes["*"] = f"{profile}: radio requested, not applied: {first.get('radio_note')}"
         vals = [_fmt_s(cells[iw].plt) if iw in cells else "-" for iw in iws]
         if len(iws) == 2:
             a, b = (cells.get(iw) for iw in iws)
@@ -157,7 +160,10 @@ def table(summary: list[ConditionSummary], title: str = "page-load time") -> Tab
         pk = (f"{ref['packets_down_median']:.0f}/{ref['packets_up_median']:.0f}"
               if ref.get("packets_down_median") is not None else "-")
         syn = ref.get("first_syn_to_synack_ms_median")
-        ok = " ".join(f"{c.row['ok']}/{c.row['runs']}" for c in cells.values())
+        ok = f"{sum(c.row['ok'] for c in cells.values())}/{sum(c.row['runs'] for c in cells.values())}"
         t.add_row(label, proto, *vals, "-" if conns is None else f"{conns:.0f}", pk,
-                  "-" if syn is None else f"{syn:.1f}", ok)
+                  "-" if syn is None else f"{syn:.1f}" if syn < 10 else f"{syn:.0f}", ok)
+    if notes:
+        t.caption = escape("  ".join(f"{k} {v}" for k, v in notes.items()))
+        t.caption_justify = "left"
     return t

@@ -50,6 +50,8 @@ class RunRecord:
     request_header_bytes: int | None
     base_rtt_ms: float
     radio: dict = field(default_factory=dict)
+    dns_lookups: int = 0
+    dns_ms_max: float | None = None        # longest name lookup of the load
 
     @property
     def plt_ms(self) -> float | None:
@@ -78,6 +80,7 @@ class RunRecord:
                     "loader_connections": self.loader_connections,
                     "alpn": " ".join(self.alpn), "tls_versions": " ".join(self.tls_versions),
                     "request_header_bytes": self.request_header_bytes,
+                    "dns_lookups": self.dns_lookups, "dns_ms_max": _r(self.dns_ms_max),
                     "radio_model": self.radio.get("model"),
                     "radio_applied": self.radio.get("applied"),
                     "radio_idle": self.radio.get("idle"),
@@ -202,7 +205,7 @@ class Runner:
                                 scheme="https" if cond.tls else "http", port=proto.port(cond.tls),
                                 ca_file=str(cert.ca_cert), timeout_s=plan.timeout_s,
                                 spki=[cert.spki_sha256] if proto.browser else None,
-                                extra_args=extra)
+                                dns=plan.dns, extra_args=extra)
         except RuntimeError as exc:
             report = {"ok": False, "errors": [str(exc)]}
         finally:
@@ -228,6 +231,7 @@ class Runner:
         base_rtt_ms = (int(profile.uplink.delay) + int(profile.downlink.delay)) / 1e6
         radio = applied.radio.to_json()
         radio.update(prep.to_json())
+        lookups = [d for d in (report.get("dns") or {}).values() if d.get("t_done") is not None]
         return RunRecord(
             condition=cond, rep=rep, t_wall=t_wall, ok=bool(report.get("ok")) and not errors,
             errors=errors, loader_elapsed_ms=report.get("elapsed_ms"),
@@ -236,7 +240,8 @@ class Runner:
             loader_connections=len(conns), alpn=alpn, tls_versions=tls_versions,
             request_header_bytes=(sum(header_bytes) if header_bytes and
                                   all(isinstance(b, int) for b in header_bytes) else None),
-            base_rtt_ms=base_rtt_ms, radio=radio)
+            base_rtt_ms=base_rtt_ms, radio=radio, dns_lookups=len(lookups),
+            dns_ms_max=max((d["t_done"] - d["t_start"] for d in lookups), default=None))
 
     # ---- metadata ------------------------------------------------------------------------------
     def _metadata(self, lab, endpoints: Endpoints, content: SiteContent) -> dict:

@@ -85,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--manifest", required=True)
     p.add_argument("--resolve", action="append", default=[], metavar="HOST=IP")
     p.add_argument("--hosts-file", help="/etc/hosts-style file with the page's host names")
+    p.add_argument("--dns", action="store_true",
+                   help="look names missing from --resolve up with the system resolver")
     p.add_argument("--scheme", default="http", choices=("http", "https"))
     p.add_argument("--port", type=int)
     p.add_argument("--ca", help="CA certificate (PEM) the server certificate chains to")
@@ -117,7 +119,8 @@ def options_from_args(a: argparse.Namespace) -> LoadOptions:
     kwargs = dict(resolve=resolve, scheme=a.scheme, port=a.port, ca_file=a.ca,
                   conns_per_host=a.conns_per_host, max_conns=a.max_conns, discover=a.discover,
                   revalidate=a.revalidate, accept_encoding=a.accept_encoding,
-                  flush_bytes=a.flush_bytes, flush_ms=a.flush_ms, timeout_s=a.timeout)
+                  flush_bytes=a.flush_bytes, flush_ms=a.flush_ms, timeout_s=a.timeout,
+                  dns=a.dns)
     if a.no_cookie:
         kwargs["cookie"] = None
     return LoadOptions(**kwargs)
@@ -142,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_loader(ns: str | None, protocol: str, manifest_path: str | Path, *,
                resolve: dict[str, str] | None = None, hosts_file: str | None = None,
                scheme: str = "http", port: int | None = None, ca_file: str | None = None,
-               spki: list[str] | None = None, timeout_s: float = 60.0,
+               spki: list[str] | None = None, timeout_s: float = 60.0, dns: bool = False,
                extra_args: list[str] | None = None) -> dict:
     """Run one load inside namespace `ns` and return its report (ok or not)."""
     pkg_root = Path(__file__).resolve().parents[2]  # control-plane/
@@ -159,6 +162,8 @@ def run_loader(ns: str | None, protocol: str, manifest_path: str | Path, *,
         argv += ["--ca", str(ca_file)]
     for s in spki or []:
         argv += ["--spki", s]
+    if dns:
+        argv.append("--dns")
     argv += extra_args or []
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pkg_root), env.get("PYTHONPATH")]))
