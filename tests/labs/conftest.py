@@ -1,6 +1,6 @@
 """Fixtures of the Mininet lab tests: one inline lab (client -- p4netem switch -- server) for the
-session, with nginx and the SPDY server on the server host carrying generated pages, and helpers
-to load a page from the client with a capture running.
+session, with nginx and the SPDY server on the server host carrying generated pages (lab_env.py
+has the pages and the load helper).
 
 Tests set the profile and the server initial window they need (`weblab.set(...)`): applying a
 profile is one P4Runtime Write, so sharing the lab costs nothing in independence and saves
@@ -11,78 +11,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from p4netem.harness.endpoints import Endpoints, SiteContent
-from p4netem.harness.metrics import WireMetrics, wire_metrics
-from p4netem.harness.protocols import protocol
-from p4netem.harness.tcp import set_initial_windows, tune_hosts
+from p4netem.harness.tcp import tune_hosts
 from p4netem.mininet import load_topology
-from p4netem.profiles import Profile, builtin_profile
-from p4netem.web.capture import Capture, read_pcap
-from p4netem.web.load import run_loader
 
-# Pages of the session: the make-run page, 8 small objects on one host (round trips dominate),
-# and E3 page C (300 KB images) for first flights.
-DEMO, SMALL, BIG = "demo", "uniform-8x1000", "e3-c-1s"
-
-
-def delay_profile(rtt_ms: float, name: str = "rtt") -> Profile:
-    """Only delay: RTT split equally over the two directions, no rate limit, no loss."""
-    return Profile.parse({"name": name, "both": {"delay": f"{rtt_ms / 2}ms"}})
-
-
-@dataclass
-class Load:
-    report: dict
-    wire: WireMetrics
-    pcap: Path
-
-
-class WebLab:
-    def __init__(self, lab, endpoints: Endpoints, content: SiteContent, tmp: Path):
-        self.lab = lab
-        self.endpoints = endpoints
-        self.content = content
-        self.tmp = tmp
-        self._n = 0
-        self.iw = None
-
-    @property
-    def client_ns(self) -> str:
-        return self.lab.ns("client")
-
-    def set(self, profile: Profile | str, *, iw: int = 10, radio: bool = False):
-        prof = builtin_profile(profile) if isinstance(profile, str) else profile
-        rec = self.lab.apply_profile(prof, radio=radio)[0]
-        if iw != self.iw:
-            set_initial_windows(self.lab, iw)
-            self.iw = iw
-        return rec
-
-    def load(self, proto: str, page: str = DEMO, *, tls: bool = True, timeout_s: float = 60,
-             conns_per_host: int | None = None) -> Load:
-        p = protocol(proto)
-        self._n += 1
-        pcap = self.tmp / f"load{self._n}.pcap"
-        extra = []
-        if p.loader.startswith("h1"):
-            extra += ["--conns-per-host", str(conns_per_host or p.conns_per_host)]
-        extra += [f"--browser-arg={a}" for a in p.browser_args]
-        cap = Capture(self.client_ns, "eth0", pcap, "tcp")
-        try:
-            report = run_loader(self.client_ns, p.loader, self.content.paths[page],
-                                resolve=self.endpoints.resolve_map(page),
-                                scheme="https" if tls else "http", port=p.port(tls),
-                                ca_file=str(self.content.cert.ca_cert),
-                                spki=[self.content.cert.spki_sha256], timeout_s=timeout_s,
-                                extra_args=extra)
-        finally:
-            cap.stop()
-        return Load(report, wire_metrics(read_pcap(pcap), self.lab.ip("client")), pcap)
+from lab_env import BIG, DEMO, SMALL, WebLab
 
 
 @pytest.fixture(scope="session")

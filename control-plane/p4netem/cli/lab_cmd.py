@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..mininet.topology import TopologyError, load_topology, topology_names
-from .signals import interrupt_on_termination
+from .signals import Terminated, interrupt_on_termination
 
 app = typer.Typer(help="Mininet labs: list, show and bring up topologies.", no_args_is_help=True)
 console = Console()
@@ -123,6 +123,9 @@ def up(
         except KeyboardInterrupt:
             err.print("[yellow]interrupted: lab removed[/]")
             code = 130
+        except Terminated as exc:
+            err.print("[yellow]terminated: lab removed[/]")
+            code = exc.code
         except LabError as exc:
             err.print(f"[red]{exc}[/]")
             code = 1

@@ -20,7 +20,7 @@ from rich.console import Console
 from ..harness.plan import PRESETS, Plan, matrix
 from ..mininet.topology import TopologyError, load_topology
 from .lab_cmd import parse_params, split_profile
-from .signals import interrupt_on_termination
+from .signals import Terminated, interrupt_on_termination
 
 console = Console()
 if not console.is_terminal:
@@ -102,6 +102,9 @@ def measure(
         except KeyboardInterrupt:
             err.print(f"[yellow]interrupted; partial results (if any) in {out_dir}[/]")
             raise typer.Exit(130)
+        except Terminated as exc:
+            err.print(f"[yellow]terminated; partial results (if any) in {out_dir}[/]")
+            raise typer.Exit(exc.code)
         except (LabError, RuntimeError, ValueError) as exc:
             err.print(f"[red]measure failed: {exc}[/]")
             raise typer.Exit(1)

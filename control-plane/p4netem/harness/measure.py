@@ -46,6 +46,11 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
     def on_event(kind: str, data: dict) -> None:
         if kind == "stage":
             progress.update(task, description=data["text"])
+        elif kind == "lab":
+            lab = data["lab"]
+            names = " ".join(lab.ns(h.name) for h in lab.topology.hosts)
+            progress.console.print(f"lab {lab.topology.name} up: namespaces {names}; switch "
+                                   f"gRPC {lab.switch.grpc_addr}")
         elif kind == "profile":
             a = data["applied"]
             note = ""
@@ -62,13 +67,13 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
 
     runner = Runner(plan, out_dir, target=target, keep_pcaps=keep_pcaps, on_event=on_event,
                     mininet_log=mininet_log)
-    interrupted = False
+    stop: BaseException | None = None
     try:
         with progress:
             runner.run()
-    except KeyboardInterrupt:
-        interrupted = True
-        console.print("[yellow]interrupted: the lab is down; writing the runs done so far[/]")
+    except (KeyboardInterrupt, SystemExit) as exc:   # Ctrl-C, or SIGTERM (cli.signals)
+        stop = exc
+        console.print("[yellow]stopped: the lab is down; writing the runs done so far[/]")
     metadata = runner.finish_metadata()
     summary = results.summarize(plan, runner.records)
     paths: dict[str, Path] = {}
@@ -79,6 +84,6 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
                                  title=f"{plan.name}: page '{plan.pages[0]}' on the "
                                        f"{plan.topology} lab, page-load time (first SYN to last "
                                        "server packet)")
-    if interrupted:
-        raise KeyboardInterrupt
-    return Outcome(runner.records, summary, paths, metadata, interrupted)
+    if stop is not None:
+        raise stop
+    return Outcome(runner.records, summary, paths, metadata, False)

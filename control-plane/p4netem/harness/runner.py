@@ -135,6 +135,7 @@ class Runner:
             from ..mininet.lab import MininetLab   # Mininet only when a lab really runs
             with MininetLab(topo, target=self.target, log_dir=self.out_dir / "logs",
                             seed=plan.seed, mininet_log=self.mininet_log) as lab:
+                self.on_event("lab", {"lab": lab})
                 self.on_event("stage", {"text": "starting servers"})
                 with Endpoints(lab, content, gzip=plan.gzip, dns=plan.dns,
                                workdir=work / "endpoints") as endpoints:
@@ -146,7 +147,7 @@ class Runner:
                     self._loop(lab, endpoints, content, pcap_dir)
                     self.metadata["tcp_environment_end"] = environment(lab)
                     self.metadata["server_logs"] = self._server_log_summary(endpoints)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):
             self.interrupted = True
             raise
         finally:
@@ -265,6 +266,8 @@ class Runner:
                         "switch_target": self.target, "switch_binary": str(binary),
                         "switch_mtime": binary.stat().st_mtime if binary.exists() else None},
             "topology": lab.topology.to_json(),
+            "lab": {"namespaces": {h.name: lab.ns(h.name) for h in lab.topology.hosts},
+                    "switch_grpc": lab.switch.grpc_addr},
             "software": {**endpoints.versions(), "node": out(["node", "--version"]),
                          "chromium": out(["/usr/bin/chromium", "--version"]),
                          "openssl": out(["openssl", "version"])},

@@ -246,10 +246,14 @@ class MininetLab:
                 errors.append(f"P4Runtime client: {exc}")
             self.client = None
         if self.net is not None:
+            self._end_running_commands()
             try:
                 self.net.stop()
             except Exception as exc:  # noqa: BLE001
                 errors.append(f"mininet stop: {exc}")
+            sw = self.net.nameToNode.get("s1")
+            if isinstance(sw, P4NetemSwitch) and sw.process and sw.process.running():
+                sw.process.stop()        # net.stop failed before it reached the switch
         # Whatever a failed start or stop left: our namespace names and links, by token.
         left = self.leftovers()
         for ns in left.get("namespaces", []):
@@ -260,6 +264,20 @@ class MininetLab:
         _open_labs.discard(self)
         if errors:
             raise LabError("lab cleanup: " + "; ".join(errors))
+
+    def _end_running_commands(self) -> None:
+        """A host whose shell is still running a CLI command (the CLI was left by an exception)
+        cannot take Mininet's cleanup commands: end what runs in its namespace, then let the
+        shell print its prompt."""
+        assert self.net is not None
+        for node in list(self.net.hosts):
+            if getattr(node, "waiting", False) and node.shell is not None:
+                kill_netns_processes(node.netns, spare=(node.pid,))
+                try:
+                    node.sendInt()
+                    node.waitOutput()
+                except Exception:  # noqa: BLE001 - terminate() ends the shell anyway
+                    node.waiting = False
 
     def __enter__(self) -> "MininetLab":
         if self.net is None:
