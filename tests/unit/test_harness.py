@@ -61,6 +61,12 @@ def test_retransmissions_and_unused_connections():
     assert (m.connections_opened, m.connections_used) == (2, 1)
 
 
+def test_packets_of_earlier_connections_are_not_counted():
+    # The previous load's server FIN, still in the delay line when this capture started.
+    m = wire_metrics([seg(0.5, False, FIN | ACK, sport=39999)] + load(1.5), C)
+    assert (m.packets_up, m.packets_down) == (5, 4)
+
+
 def test_no_syn_no_plt():
     m = wire_metrics([seg(1.0, False, ACK | PSH, b"x")], C)
     assert m.plt_ms is None and m.first_syn_to_synack_ms is None

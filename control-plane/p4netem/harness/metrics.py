@@ -5,8 +5,9 @@ before `silence_s` seconds of silence on the link. "Sent as part of the load" ex
 server sends only because the client closed a connection at the end (its ACK of the client's FIN
 and its own FIN then); a server closing first (HTTP/1.0) is part of the load.
 
-Also: packets and bytes per direction (wire bytes, link header included, so E1's header overhead
-can be computed against payload bytes), TCP connections opened (SYNs) and used (carried a
+Only the connections the load opened (their SYN is in the capture) are counted. Also: packets
+and bytes per direction (wire bytes, link header included, so E1's header overhead can be
+computed against payload bytes), TCP connections opened (SYNs) and used (carried a
 request), the first SYN to its SYN-ACK (the first handshake's round trip: where a radio wake-up
 shows), and server retransmissions.
 """
@@ -46,9 +47,13 @@ def _conn_key(s: Segment, client_ip: str) -> tuple:
 
 def wire_metrics(segments: list[Segment], client_ip: str, silence_s: float = 10.0) -> WireMetrics:
     segs = sorted((s for s in segments if client_ip in (s.src, s.dst)), key=lambda s: s.ts)
+    syns = [s for s in segs if s.src == client_ip and s.flags & SYN and not s.flags & ACK]
+    # Only connections this load opened: the last packets of an earlier load's connections
+    # (closing handshakes still in a delay line) may land in the capture too.
+    mine = {_conn_key(s, client_ip) for s in syns}
+    segs = [s for s in segs if _conn_key(s, client_ip) in mine]
     up = [s for s in segs if s.src == client_ip]
     down = [s for s in segs if s.dst == client_ip]
-    syns = [s for s in up if s.flags & SYN and not s.flags & ACK]
     opened = {(_conn_key(s, client_ip), s.seq) for s in syns}
     used = {_conn_key(s, client_ip) for s in up if s.payload}
 

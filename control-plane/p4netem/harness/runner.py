@@ -52,6 +52,7 @@ class RunRecord:
     radio: dict = field(default_factory=dict)
     dns_lookups: int = 0
     dns_ms_max: float | None = None        # longest name lookup of the load
+    settle_s: float | None = None          # wait after the load until the link was quiet
 
     @property
     def plt_ms(self) -> float | None:
@@ -81,6 +82,7 @@ class RunRecord:
                     "alpn": " ".join(self.alpn), "tls_versions": " ".join(self.tls_versions),
                     "request_header_bytes": self.request_header_bytes,
                     "dns_lookups": self.dns_lookups, "dns_ms_max": _r(self.dns_ms_max),
+                    "settle_s": _r(self.settle_s),
                     "radio_model": self.radio.get("model"),
                     "radio_applied": self.radio.get("applied"),
                     "radio_idle": self.radio.get("idle"),
@@ -181,10 +183,12 @@ class Runner:
             prep = prepare_radio(lab, applied)
             rec = self._load_once(lab, endpoints, content, cond, rep, applied, prep,
                                   pcap_dir / f"{index:04d}.pcap")
+            # The next load starts on an idle link: nothing held in the switch (a slow link can
+            # still be serialising retransmissions of this load) and nothing new for three RTTs.
+            rec.settle_s = lab.wait_quiet(max(0.3, 3 * rec.base_rtt_ms / 1000.0),
+                                          timeout_s=plan.timeout_s)
             self.records.append(rec)
             self.on_event("done", {"index": index, "total": len(schedule), "record": rec})
-            # Let the last packets (the client's close) drain before the next load's capture.
-            time.sleep(max(0.2, 3 * rec.base_rtt_ms / 1000.0))
 
     def _load_once(self, lab, endpoints: Endpoints, content: SiteContent, cond: Condition,
                    rep: int, applied: AppliedProfile, prep: RadioPrep, pcap: Path) -> RunRecord:

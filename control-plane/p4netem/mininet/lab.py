@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import time
 import weakref
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from ..lab.netns import PREFIX, LabError, disable_offloads, run, unique_token
 from ..p4rt import P4Info, P4RuntimeClient
 from ..paths import p4info_path
 from ..profiles import Profile
+from ..stats import read_pd_counters
 from .slots import AppliedProfile, SlotProfiles
 from .topology import DNS_SLOT_OFFSET, LabHostSpec, Topology
 
@@ -208,6 +210,30 @@ class MininetLab:
             if slot < DNS_SLOT_OFFSET:
                 self.slots.apply(slot + DNS_SLOT_OFFSET, rec.profile, radio=rec.radio.requested,
                                  extra_delay_ns=self.dns_latency_ns // 2)
+
+    def wait_quiet(self, quiet_s: float, timeout_s: float = 60.0,
+                   slots: list[int] | None = None) -> float:
+        """Block until the clients' slots have held no packet and seen none arrive for `quiet_s`
+        seconds (every packet in has gone out or was dropped, per the switch's own counters);
+        returns the seconds waited. A load that ends with retransmissions still queued on a slow
+        link would otherwise delay the next load's first packets."""
+        assert self.client is not None
+        pds = [pl.pd_index(s, d) for slot in (slots or self.topology.slots)
+               for s in (slot, slot + DNS_SLOT_OFFSET) for d in (pl.UPLINK, pl.DOWNLINK)]
+        t0 = time.monotonic()
+        last_in = None
+        quiet_since = t0
+        while True:
+            counters = [read_pd_counters(self.client, pd) for pd in pds]
+            seen = sum(c.profile_in for c in counters)
+            held = any(c.conservation_gap() for c in counters)
+            now = time.monotonic()
+            if held or seen != last_in:
+                quiet_since = now
+            last_in = seen
+            if now - quiet_since >= quiet_s or now - t0 >= timeout_s:
+                return now - t0
+            time.sleep(min(0.1, quiet_s / 4))
 
     def profiles(self) -> dict[int, AppliedProfile]:
         assert self.slots is not None
