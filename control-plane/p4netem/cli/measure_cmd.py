@@ -56,6 +56,9 @@ def measure(
                              "server instead of a host map."),
     dns_latency: str = typer.Option("0ms", "--dns-latency", help="Extra RTT of DNS lookups "
                                     "(with --dns), e.g. 100ms."),
+    gzip: bool = typer.Option(False, "--gzip", help="Servers deflate HTML, CSS and JS (E1)."),
+    revalidate: bool = typer.Option(False, "--revalidate", help="Conditional GETs, answered "
+                                    "304 (E1's revalidation test)."),
     cc: str = typer.Option(None, "--cc", help="Congestion control of every host (default: the "
                            "kernel's default for new namespaces)."),
     client_rmem: str = typer.Option(None, "--client-rmem", help="Clients' tcp_rmem, "
@@ -84,7 +87,7 @@ def measure(
                         topology_params=parse_params(param), repetitions=reps or 5,
                         silence_s=silence, timeout_s=timeout, dns=dns,
                         dns_latency_ms=_duration_ms(dns_latency), congestion_control=cc,
-                        client_rmem=client_rmem)
+                        client_rmem=client_rmem, gzip=gzip, revalidate=revalidate)
             load_topology(plan.topology).expand(plan.topology_params)
     except (ValueError, TopologyError) as exc:
         err.print(f"[red]{exc}[/]")

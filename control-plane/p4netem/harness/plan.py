@@ -83,7 +83,8 @@ class Plan:
     dns_latency_ms: float = 0.0
     congestion_control: str | None = None   # None: the kernel's default for new namespaces
     client_rmem: str | None = None        # tcp_rmem of the clients ("min default max")
-    gzip: bool = False
+    gzip: bool = False                    # servers deflate HTML/CSS/JS for clients that accept it
+    revalidate: bool = False              # conditional GETs answered 304 (E1's second test)
     seed: int = 1
     client: str | None = None             # client host (default: the topology's first client)
     description: str = ""
@@ -99,6 +100,9 @@ class Plan:
             raise ValueError(f"conditions repeat: {sorted(dup)}")
         for c in self.conditions:
             resolve_profile(c.profile)
+            if self.revalidate and protocol(c.protocol).browser:
+                raise ValueError(f"{c.protocol}: the browser loads with its cache off; "
+                                 "revalidation needs a scripted loader")
 
     @property
     def pages(self) -> list[str]:

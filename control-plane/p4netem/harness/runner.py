@@ -202,6 +202,8 @@ class Runner:
         if proto.loader.startswith("h1"):
             extra += ["--conns-per-host", str(cond.conns_per_host or proto.conns_per_host)]
         extra += [f"--browser-arg={a}" for a in proto.browser_args]
+        if plan.revalidate:
+            extra.append("--revalidate")
         errors: list[str] = []
         t_wall = time.time()
         cap = Capture(ns, "eth0", pcap, "tcp or udp port 53")
