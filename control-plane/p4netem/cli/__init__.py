@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from . import profiles_cmd
+from . import lab_cmd, measure_cmd, profiles_cmd
 
 app = typer.Typer(
     name="p4netem",
@@ -22,6 +22,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(profiles_cmd.app, name="profiles")
+app.add_typer(lab_cmd.app, name="lab")
+app.command("measure")(measure_cmd.measure)
 
 
 def main() -> None:
