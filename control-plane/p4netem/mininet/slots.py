@@ -5,10 +5,10 @@ table, written together in one P4Runtime Write so that no packet sees one direct
 profile and the other of the new. (When the controller API `p4netem.control` lands, `apply` moves
 onto it; nothing else in the labs touches the profile table.)
 
-Radio: the data plane has no radio stage yet. A profile with a radio model applied with the radio
-asked for is applied without it, and the record says so (`radio.applied = False` with the reason),
-so results never claim a wake-up delay that did not happen. When the radio stage lands,
-`_radio_entries` is where its table entries are built.
+Radio: the slot's `radio_profile` entry (set_radio) is written in the same Write as its two
+`profile` entries. With the radio asked for, it carries the profile's radio model; otherwise it is
+model 0 ("no radio"), so a run with the radio off never inherits a wake-up delay from an earlier
+profile on the same slot. The record says which (`radio.applied`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import grpc
 from .. import pipeline as pl
 from ..p4rt import P4RuntimeClient, WriteError
 from ..p4rt.entries import update
-from ..profiles import Direction, Profile, RadioNotSupportedError
+from ..profiles import Direction, Profile, RadioNone
 from ..profiles.units import Duration
 
 
@@ -78,35 +78,30 @@ class SlotProfiles:
         self._written: set[int] = set()
         self.applied: dict[int, AppliedProfile] = {}
 
-    def _radio(self, profile: Profile, radio: bool) -> tuple[RadioState, bool]:
-        """(what happens to the radio, whether to leave it out of the table params)."""
+    def _radio(self, profile: Profile, radio: bool) -> RadioState:
+        """What happens to the profile's radio model on this run."""
         promo = promotion_seconds(profile)
         if not profile.has_radio:
-            return RadioState("none", radio, False, "profile has no radio model"), False
+            return RadioState("none", radio, False, "profile has no radio model")
         if not radio:
-            return RadioState(profile.radio.model, False, False, "radio off for this run",
-                              promo), True
-        try:
-            profile.to_table_params(Direction.UPLINK)
-        except RadioNotSupportedError:
-            return RadioState(profile.radio.model, True, False,
-                              "the data plane has no radio stage yet: applied without the "
-                              "radio (no wake-up delay)", promo), True
-        return RadioState(profile.radio.model, True, True, "", promo), False
+            return RadioState(profile.radio.model, False, False, "radio off for this run", promo)
+        return RadioState(profile.radio.model, True, True, "", promo)
 
     def apply(self, slot: int, profile: Profile, *, radio: bool = False,
               extra_delay_ns: int = 0) -> AppliedProfile:
         """Program `profile` on `slot` (both directions in one Write) and return the record."""
         if not 0 < slot < 4096:
             raise ValueError(f"slot {slot} out of range 1..4095 (a profile id of the pipeline)")
-        state, ignore = self._radio(profile, radio)
+        state = self._radio(profile, radio)
         effective = with_extra_delay(profile, extra_delay_ns)
-        params = {d.field: effective.to_table_params(d, ignore_radio=ignore) for d in Direction}
+        params = {d.field: effective.to_table_params(d) for d in Direction}
         entries = [self.client.table_entry(pl.PROFILE, {"meta.profile_id": slot,
                                                         "meta.direction": int(d)},
                                            pl.SET_IMPAIRMENT, params[d.field])
                    for d in Direction]
-        entries += self._radio_entries(slot, profile) if state.applied else []
+        radio_params = (profile.radio if state.applied else RadioNone()).to_table_params()
+        entries.append(self.client.table_entry(pl.RADIO_PROFILE, {"meta.profile_id": slot},
+                                               pl.SET_RADIO, radio_params))
         kind = "MODIFY" if slot in self._written else "INSERT"
         try:
             self.client.write([update(kind, e) for e in entries], atomicity=self.atomicity)
@@ -122,15 +117,12 @@ class SlotProfiles:
         self.applied[slot] = record
         return record
 
-    def _radio_entries(self, slot: int, profile: Profile) -> list:
-        # The radio stage's table entries (radio profile per slot/UE) go here once it exists.
-        return []
-
     def clear(self, slot: int) -> None:
         """Remove the slot's entries: its packets pass unimpaired (the table's default)."""
         if slot not in self._written:
             return
         self.client.delete(*[self.client.table_entry(
-            pl.PROFILE, {"meta.profile_id": slot, "meta.direction": int(d)}) for d in Direction])
+            pl.PROFILE, {"meta.profile_id": slot, "meta.direction": int(d)}) for d in Direction],
+            self.client.table_entry(pl.RADIO_PROFILE, {"meta.profile_id": slot}))
         self._written.discard(slot)
         self.applied.pop(slot, None)
