@@ -10,6 +10,9 @@ PKGS=(
   # web labs (p4netem.web): servers, TLS, client tools, headless browser, capture/filters in tests
   nginx-light nghttp2-client curl openssl ca-certificates chromium nftables
   python3-h2 python3-cryptography
+  # Mininet labs: a name server on a lab host for multi-domain pages (the binary only: the
+  # `dnsmasq` package would also start a system-wide service on port 53)
+  dnsmasq-base
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -33,7 +33,7 @@ async function main() {
   const report = {
     loader: 'web/chromium-load.js', protocol: 'chromium', page: manifest ? manifest.page : null,
     options: opts, t_start_wall: Date.now() / 1000, elapsed_ms: null, onload_ms: null, ok: false,
-    objects: [], connections: [], errors: [], unknown_references: [], browser: null, args,
+    objects: [], connections: [], errors: [], unknown_references: [], dns: {}, browser: null, args,
   };
   let context;
   try {
@@ -93,6 +93,19 @@ async function main() {
       conns.get(key).requests += 1;
     }
     report.connections = [...conns.values()];
+    // Name lookups the browser made (no host map: through the namespace's resolv.conf), from
+    // the resource timing of the request that paid for each: {host: {t_start, t_done, address}}.
+    for (const r of all) {
+      const t = r.timing;
+      if (!t || t.dnsStart < 0 || t.dnsEnd < 0) continue;
+      const host = new URL(r.url).hostname;
+      if (report.dns[host]) continue;
+      const at = (t.requestTime - base) * 1000;
+      report.dns[host] = {
+        t_start: Math.round((at + t.dnsStart) * 1e3) / 1e3, t_done: Math.round((at + t.dnsEnd) * 1e3) / 1e3,
+        address: r.remote ? r.remote.replace(/:\d+$/, '') : null,
+      };
+    }
     const byUrl = new Map(all.map((r) => [r.url.replace(/^https?:/, ''), r]));
     const entries = manifest ? manifest.objects : all.map((r) => ({ url: r.url, size: null }));
     for (const e of entries) {

@@ -15,6 +15,7 @@ const net = require('net');
 const https = require('https');
 const zlib = require('zlib');
 const crypto = require('crypto');
+const dns = require('dns');
 const spdy = require('spdy');
 
 const ACCEPT = {
@@ -81,7 +82,7 @@ function main() {
     loader: 'web/spdy-load.js', protocol: 'spdy/3.1', page: manifest.page,
     options: Object.assign({}, opts, { cookie: undefined }), t_start_wall: Date.now() / 1000,
     elapsed_ms: null, onload_ms: null, ok: false, objects: [], connections: [], errors: [],
-    unknown_references: [],
+    unknown_references: [], dns: {},
   };
   const agents = new Map();
   const requested = new Set();
@@ -93,7 +94,7 @@ function main() {
   function agentFor(host) {
     if (agents.has(host)) return agents.get(host);
     const address = resolve[host];
-    if (!address) throw new Error(`no address for host ${host}`);
+    if (!address && !opts.dns) throw new Error(`no address for host ${host}`);
     const rec = {
       id: agents.size + 1, host, address, port, t_start: ms(), t_connected: null, t_secure: null,
       alpn: null, tls_version: null, requests: 0, bytes_sent: 0, bytes_received: 0,
@@ -101,10 +102,25 @@ function main() {
     };
     report.connections.push(rec);
     // The agent names its session's :host after `host`, so connect by name and resolve it here
-    // from the lab's host map (namespaces have no DNS).
-    const family = address.includes(':') ? 6 : 4;
-    const lookup = (name, lopts, cb) => (lopts && lopts.all
-      ? cb(null, [{ address, family }]) : cb(null, address, family));
+    // from the lab's host map, or (opts.dns) with the system resolver, timed like a browser's.
+    let lookup;
+    if (address) {
+      const family = address.includes(':') ? 6 : 4;
+      lookup = (name, lopts, cb) => (lopts && lopts.all
+        ? cb(null, [{ address, family }]) : cb(null, address, family));
+    } else {
+      lookup = (name, lopts, cb) => {
+        const d = { t_start: ms(), t_done: null, address: null };
+        report.dns[host] = d;
+        dns.lookup(name, { family: 4 }, (err, a, fam) => {
+          d.t_done = ms();
+          d.address = a || null;
+          rec.address = a || null;
+          if (lopts && lopts.all) cb(err, err ? undefined : [{ address: a, family: fam }]);
+          else cb(err, a, fam);
+        });
+      };
+    }
     const agentOpts = {
       host, port, servername: host, ca, rejectUnauthorized: true, lookup,
       spdy: {

@@ -18,3 +18,7 @@ def switch_binary() -> Path:
 
 def p4info_path() -> Path:
     return Path(os.environ.get("P4NETEM_P4INFO", REPO_ROOT / "p4src/p4netem.p4info.txtpb"))
+
+
+def topologies_dir() -> Path:
+    return Path(os.environ.get("P4NETEM_TOPOLOGIES", REPO_ROOT / "topologies"))

@@ -1,8 +1,9 @@
 """Fixtures for the web endpoint and loader tests: two namespaces joined by a veth pair (no
 switch), generated content, a per-run certificate, and nginx / SPDY servers in the server side.
 
-Namespaces are named p4nw-wc (client, 10.231.0.1) and p4nw-ws (server, 10.231.0.2). Offloads are
-off on both veth ends so captures show wire-sized segments.
+Namespaces are named p4nw<token>c (client, 10.231.0.1) and p4nw<token>s (server, 10.231.0.2),
+the token unique to the test run (web_env.py). Offloads are off on both veth ends so captures
+show wire-sized segments.
 """
 
 from __future__ import annotations

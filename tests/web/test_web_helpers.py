@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from p4netem.lab.netns import unique_token
 from p4netem.web import netns, tcp_tuning
 from p4netem.web.load import run_loader
 from p4netem.web.nginx import NginxConfig, NginxServer
@@ -58,8 +59,9 @@ def _group_alive(pgid: int) -> bool:
 
 def test_nothing_left_behind(content):
     """Own namespaces, servers and a load: afterwards no process, temp dir or namespace remains."""
-    c, s = "p4nw-xc", "p4nw-xs"
-    make_pair(c, s, "p4nwxc0", "p4nwxs0", "10.232.0.1", "10.232.0.2")
+    token = unique_token()
+    c, s = f"p4nw{token}xc", f"p4nw{token}xs"
+    make_pair(c, s, f"p4nw{token}x0", f"p4nw{token}y0", "10.232.0.1", "10.232.0.2")
     try:
         web = NginxServer(s, NginxConfig(content.root, http_port=HTTP, https_port=443),
                           content.cert).start()

@@ -1,11 +1,18 @@
-"""Names, addresses and ports of the web test network (shared by conftest and tests)."""
+"""Names, addresses and ports of the web test network (shared by conftest and tests).
+
+Names carry a token unique to this test run (p4netem.lab.netns.unique_token): several worktrees
+run these tests on one machine at the same time, and fixed names would let one run delete the
+other's namespaces. Addresses may repeat between runs: each run's pair is its own L2 segment."""
 
 from __future__ import annotations
 
 import subprocess
 
-CLIENT_NS, SERVER_NS = "p4nw-wc", "p4nw-ws"
-CLIENT_IF, SERVER_IF = "p4nwwc0", "p4nwws0"
+from p4netem.lab.netns import unique_token
+
+TOKEN = unique_token()
+CLIENT_NS, SERVER_NS = f"p4nw{TOKEN}c", f"p4nw{TOKEN}s"
+CLIENT_IF, SERVER_IF = f"p4nw{TOKEN}c0", f"p4nw{TOKEN}s0"
 CLIENT_IP, SERVER_IP = "10.231.0.1", "10.231.0.2"
 HTTP, HTTPS, H2C, SPDY_TLS, SPDY_PLAIN = 80, 443, 8080, 8443, 8081
 

@@ -2,8 +2,9 @@
 them, so each group's options and help live next to the code they drive.
 
 Commands: switch, apply, reset, show, stats, radio (show, watch), timeline (run, check), profiles
-(list, show, validate). Every command that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR,
-default 127.0.0.1:9559), --device-id and --election-id. docs/cli.md shows each with its output.
+(list, show, validate), lab (Mininet labs) and measure (page loads; docs/labs.md). Every command
+that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR, default 127.0.0.1:9559),
+--device-id and --election-id. docs/cli.md shows each with its output.
 
 Exit codes a script can rely on (every command):
   0    done
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import typer
 
-from . import apply_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd, timeline_cmd
+from . import apply_cmd, lab_cmd, measure_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd, timeline_cmd
 from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE
 
 app = typer.Typer(
@@ -40,6 +41,8 @@ show_cmd.register(app)
 radio_cmd.register(app)
 app.add_typer(timeline_cmd.app, name="timeline")
 app.add_typer(profiles_cmd.app, name="profiles")
+app.add_typer(lab_cmd.app, name="lab")
+app.command("measure")(measure_cmd.measure)
 
 __all__ = ["app", "main", "EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "EXIT_SWITCH", "EXIT_INTERRUPTED"]
 

@@ -53,7 +53,8 @@ def _node_report(script: str, payload: dict, timeout_s: float) -> dict:
 
 
 def load(protocol: str, manifest_path: str | Path, opts: LoadOptions, *,
-         spki: list[str] | None = None, screenshot: str | None = None) -> dict:
+         spki: list[str] | None = None, screenshot: str | None = None,
+         browser_args: list[str] | None = None) -> dict:
     """Load the page in this process's namespace and return the report as a dict."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
@@ -73,7 +74,8 @@ def load(protocol: str, manifest_path: str | Path, opts: LoadOptions, *,
     port = "" if opts.effective_port == default else f":{opts.effective_port}"
     payload = {"url": f"{opts.scheme}://{root.host}{port}{root.path}",
                "manifest": str(Path(manifest_path).resolve()), "resolve": opts.resolve,
-               "spki": spki or [], "timeout_s": opts.timeout_s, "screenshot": screenshot}
+               "spki": spki or [], "timeout_s": opts.timeout_s, "screenshot": screenshot,
+               "extra_args": list(browser_args or [])}
     return _node_report("chromium-load.js", payload, opts.timeout_s)
 
 
@@ -83,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--manifest", required=True)
     p.add_argument("--resolve", action="append", default=[], metavar="HOST=IP")
     p.add_argument("--hosts-file", help="/etc/hosts-style file with the page's host names")
+    p.add_argument("--dns", action="store_true",
+                   help="look names missing from --resolve up with the system resolver")
     p.add_argument("--scheme", default="http", choices=("http", "https"))
     p.add_argument("--port", type=int)
     p.add_argument("--ca", help="CA certificate (PEM) the server certificate chains to")
@@ -97,6 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--flush-ms", type=float, default=50.0)
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--screenshot")
+    p.add_argument("--browser-arg", action="append", default=[],
+                   help="Chromium: extra command-line flag (e.g. --disable-http2)")
     p.add_argument("--out", help="write the report here instead of stdout")
     return p
 
@@ -113,7 +119,8 @@ def options_from_args(a: argparse.Namespace) -> LoadOptions:
     kwargs = dict(resolve=resolve, scheme=a.scheme, port=a.port, ca_file=a.ca,
                   conns_per_host=a.conns_per_host, max_conns=a.max_conns, discover=a.discover,
                   revalidate=a.revalidate, accept_encoding=a.accept_encoding,
-                  flush_bytes=a.flush_bytes, flush_ms=a.flush_ms, timeout_s=a.timeout)
+                  flush_bytes=a.flush_bytes, flush_ms=a.flush_ms, timeout_s=a.timeout,
+                  dns=a.dns)
     if a.no_cookie:
         kwargs["cookie"] = None
     return LoadOptions(**kwargs)
@@ -123,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     try:
         report = load(a.protocol, a.manifest, options_from_args(a), spki=a.spki,
-                      screenshot=a.screenshot)
+                      screenshot=a.screenshot, browser_args=a.browser_arg)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"p4netem.web.load: {exc}", file=sys.stderr)
         return 2
@@ -138,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_loader(ns: str | None, protocol: str, manifest_path: str | Path, *,
                resolve: dict[str, str] | None = None, hosts_file: str | None = None,
                scheme: str = "http", port: int | None = None, ca_file: str | None = None,
-               spki: list[str] | None = None, timeout_s: float = 60.0,
+               spki: list[str] | None = None, timeout_s: float = 60.0, dns: bool = False,
                extra_args: list[str] | None = None) -> dict:
     """Run one load inside namespace `ns` and return its report (ok or not)."""
     pkg_root = Path(__file__).resolve().parents[2]  # control-plane/
@@ -155,6 +162,8 @@ def run_loader(ns: str | None, protocol: str, manifest_path: str | Path, *,
         argv += ["--ca", str(ca_file)]
     for s in spki or []:
         argv += ["--spki", s]
+    if dns:
+        argv.append("--dns")
     argv += extra_args or []
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pkg_root), env.get("PYTHONPATH")]))

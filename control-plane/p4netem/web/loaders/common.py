@@ -45,6 +45,7 @@ class LoadOptions:
     timeout_s: float = 60.0
     flush_bytes: int = 1024                  # pipelining: flush the request buffer at this size
     flush_ms: float = 50.0                   # ... or this long after the first buffered request
+    dns: bool = False                        # names missing from `resolve`: ask the system resolver
     h2_window: int = 6 * 1024 * 1024         # HTTP/2 per-stream receive window (Chrome's value)
     h2_connection_window: int = 15 * 1024 * 1024
 
@@ -60,9 +61,12 @@ class LoadOptions:
         return self.port or (443 if self.scheme == "https" else 80)
 
     def address(self, host: str) -> str:
+        """The mapped address of `host`; "" when it is to be looked up (dns on)."""
         try:
             return self.resolve[host.lower()]
         except KeyError:
+            if self.dns:
+                return ""
             raise ValueError(f"no address for host {host!r} (give it in the host map)") from None
 
 
@@ -216,6 +220,7 @@ class LoadReport:
     connections: list[ConnectionResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     unknown_references: list[str] = field(default_factory=list)
+    dns: dict = field(default_factory=dict)   # host -> {t_start, t_done, address} (ms)
 
     def finish(self) -> "LoadReport":
         done = [o.t_done for o in self.objects if o.t_done is not None]

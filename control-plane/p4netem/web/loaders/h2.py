@@ -77,6 +77,8 @@ class _H2Conn:
 
     async def _connect(self):
         opts = self.load.opts
+        if not self.rec.address:
+            self.rec.address = await self.load.lookup(self.host)
         sock = socket.socket(socket.AF_INET6 if ":" in self.rec.address else socket.AF_INET,
                              socket.SOCK_STREAM)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

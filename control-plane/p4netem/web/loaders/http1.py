@@ -116,6 +116,8 @@ class _Conn:
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         opts = self.load.opts
+        if not self.rec.address:
+            self.rec.address = await self.load.lookup(self.pool.host)
         sock = socket.socket(socket.AF_INET6 if ":" in self.rec.address else socket.AF_INET,
                              socket.SOCK_STREAM)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -4,6 +4,7 @@ page is complete. Protocol loaders subclass `PageLoad` and implement `submit` an
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import time
 from dataclasses import asdict
@@ -29,6 +30,7 @@ class PageLoad:
         self._discovery: Discovery | None = None
         self._html_source: object = None
         self._found: list[Entry] = []
+        self._lookups: dict[str, asyncio.Task] = {}
         opt_dict = asdict(opts)
         opt_dict.pop("cookie", None)
         self.report = LoadReport(self.loader, self.protocol, manifest.page, opt_dict, time.time())
@@ -112,6 +114,23 @@ class PageLoad:
         self._outstanding -= 1
         if self._outstanding == 0:
             self._done.set()
+
+    async def lookup(self, host: str) -> str:
+        """The address of `host` from the system resolver (resolv.conf of the namespace), once
+        per load and host; the time it took goes into the report's `dns`."""
+        host = host.lower()
+        if host not in self._lookups:
+            self._lookups[host] = asyncio.get_running_loop().create_task(self._lookup(host))
+        return await self._lookups[host]
+
+    async def _lookup(self, host: str) -> str:
+        rec = {"t_start": self.ms(), "t_done": None, "address": None}
+        self.report.dns[host] = rec
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, self.opts.effective_port, family=socket.AF_INET, type=socket.SOCK_STREAM)
+        rec["t_done"] = self.ms()
+        rec["address"] = infos[0][4][0]
+        return rec["address"]
 
     def ssl_context(self, alpn: list[str]) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=self.opts.ca_file)

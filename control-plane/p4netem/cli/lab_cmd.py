@@ -1,0 +1,158 @@
+"""`p4netem lab`: Mininet labs from topologies/*.yaml.
+
+    p4netem lab list
+    p4netem lab show dumbbell --param pairs=2
+    p4netem lab up inline --profile hspa [--serve demo] [--cmd "client ping -c 3 server"]
+
+`lab up` starts the lab (and, with --serve, nginx and the SPDY server with a generated page on
+every server host), then opens Mininet's CLI, or runs the --cmd commands and exits. The lab's
+CLI knows four more commands: `profile NAME[+radio]`, `iw N`, `load PROTOCOL [plain]` and
+`hosts`. Namespaces, links and processes are removed on exit, on Ctrl-C, on SIGTERM and after a
+failure.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..mininet.topology import TopologyError, load_topology, topology_names
+from .signals import Terminated, interrupt_on_termination
+
+app = typer.Typer(help="Mininet labs: list, show and bring up topologies.", no_args_is_help=True)
+console = Console()
+err = Console(stderr=True)
+
+
+def parse_params(pairs: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not value.isdigit():
+            raise typer.BadParameter(f"--param takes NAME=NUMBER, not {pair!r}")
+        out[key] = int(value)
+    return out
+
+
+def split_profile(name: str) -> tuple[str, bool]:
+    """'hspa+radio' -> ('hspa', True)."""
+    if name.endswith("+radio"):
+        return name[: -len("+radio")], True
+    return name, False
+
+
+@app.command("list")
+def list_topologies() -> None:
+    """The topologies in topologies/ with their parameters."""
+    t = Table("name", "parameters", "description")
+    for name in topology_names():
+        spec = load_topology(name)
+        t.add_row(name, " ".join(f"{k}={v}" for k, v in spec.params.items()) or "-",
+                  spec.description)
+    console.print(t)
+
+
+@app.command("show")
+def show(topology: str = typer.Argument(..., help="Topology name or YAML file."),
+         param: list[str] = typer.Option([], "--param", "-p", help="NAME=N, e.g. servers=4.")) -> None:
+    """The hosts a topology expands to: address, switch port, slot (profile id) and UE id."""
+    try:
+        topo = load_topology(topology).expand(parse_params(param))
+    except TopologyError as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(1)
+    t = Table("host", "role", "address", "switch port", "slot", "UE id", title=topo.name)
+    for h in topo.hosts:
+        t.add_row(h.name, h.role, h.ip, str(h.port), "-" if h.slot is None else str(h.slot),
+                  "-" if h.ue is None else str(h.ue))
+    console.print(t)
+
+
+@app.command("up")
+def up(
+    topology: str = typer.Argument(..., help="Topology name (p4netem lab list) or YAML file."),
+    profile: str = typer.Option(None, "--profile", help="Profile for the clients' links "
+                                "(built-in name or YAML file); NAME+radio turns the radio on."),
+    param: list[str] = typer.Option([], "--param", "-p", help="Topology parameter NAME=N."),
+    serve: str = typer.Option(None, "--serve", help="Start nginx and SPDY servers with this "
+                              "page (demo, microscape, e3-a-2s, e5-site3, uniform-NxS ...)."),
+    cmd: list[str] = typer.Option([], "--cmd", help="Run 'HOST COMMAND' (Mininet CLI syntax) "
+                                  "instead of the interactive CLI; repeatable."),
+    pcap: Path = typer.Option(None, "--pcap", help="Directory for the switch's per-port pcaps."),
+    target: str = typer.Option("p4netem", "--target", help="p4netem or bmv2."),
+) -> None:
+    """Bring a lab up, open the Mininet CLI (or run --cmd), tear it down on exit."""
+    from ..harness.plan import resolve_profile
+    try:
+        topo = load_topology(topology).expand(parse_params(param))
+        prof = None
+        if profile:
+            name, radio = split_profile(profile)
+            prof = (resolve_profile(name), radio)
+    except (TopologyError, ValueError) as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(1)
+    from ..lab.netns import LabError
+    from ..mininet.cli import LabCLI
+    from ..mininet.lab import MininetLab
+    code = 0
+    with interrupt_on_termination():
+        try:
+            with MininetLab(topo, target=target, pcap_dir=pcap, mininet_log="output") as lab, \
+                    tempfile.TemporaryDirectory(prefix="p4n-labup-") as work:
+                if prof:
+                    rec = lab.apply_profile(prof[0], radio=prof[1])[0]
+                    note = f" ({rec.radio.note})" if rec.radio.requested and not rec.radio.applied else ""
+                    console.print(f"profile {prof[0].name} on the clients' links{note}")
+                served = _serve(lab, serve, Path(work)) if serve else None
+                try:
+                    _describe(lab, served)
+                    if cmd:
+                        script = Path(work) / "commands"
+                        script.write_text("\n".join(cmd) + "\n")
+                        LabCLI(lab, served, script=str(script))
+                    else:
+                        LabCLI(lab, served)
+                finally:
+                    if served:
+                        served[0].stop()
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted: lab removed[/]")
+            code = 130
+        except Terminated as exc:
+            err.print("[yellow]terminated: lab removed[/]")
+            code = exc.code
+        except LabError as exc:
+            err.print(f"[red]{exc}[/]")
+            code = 1
+    raise typer.Exit(code)
+
+
+def _serve(lab, page: str, work: Path):
+    from ..harness.endpoints import Endpoints, SiteContent
+    content = SiteContent.generate([page], work / "content")
+    ep = Endpoints(lab, content, workdir=work / "endpoints").start()
+    return ep, page
+
+
+def _describe(lab, served) -> None:
+    t = Table("host", "address", "namespace", "slot", "UE id", title=f"lab {lab.topology.name}")
+    for h in lab.topology.hosts:
+        t.add_row(h.name, h.ip, lab.ns(h.name), "-" if h.slot is None else str(h.slot),
+                  "-" if h.ue is None else str(h.ue))
+    console.print(t)
+    console.print(f"switch: p4netem gRPC {lab.switch.grpc_addr} (device 1); "
+                  "`ip netns exec NAMESPACE ...` works from other shells")
+    if served:
+        ep, page = served
+        names = ep.resolve_map(page)
+        console.print(f"serving page {page!r}: " + ", ".join(f"{h} -> {ip}" for h, ip in names.items()))
+        first = next(iter(names.items()))
+        console.print(f"try: load h2 | load spdy | load h1.1 plain | "
+                      f"{lab.topology.clients[0].name} curl -sk --resolve "
+                      f"{first[0]}:443:{first[1]} https://{first[0]}/index.html -o /dev/null "
+                      "-w '%{http_version} %{time_total}\\n'")

@@ -1,0 +1,121 @@
+"""`p4netem measure`: one comparison in a Mininet lab, as a table, CSV/JSON and a plot.
+
+    p4netem measure --preset make-run
+    p4netem measure --profile lte --profile hspa+radio --protocol h1.1 --protocol h2 \\
+        --iw 3 --iw 10 --page e5-site2 --topology multi-origin --param servers=3 --reps 5
+
+Every combination of --profile x --iw x --protocol is one condition, loaded --reps times. Exit
+code 0 when every load succeeded, 1 when some failed (the table and files still come out), 2 for
+bad usage, 130 when interrupted (the runs done so far are written).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from ..harness.plan import PRESETS, Plan, matrix
+from ..mininet.topology import TopologyError, load_topology
+from .lab_cmd import parse_params, split_profile
+from .signals import Terminated, interrupt_on_termination
+
+console = Console()
+if not console.is_terminal:
+    # Logs and CI: rich would wrap the table at 80 columns.
+    console = Console(width=132)
+err = Console(stderr=True)
+
+
+def _duration_ms(text: str) -> float:
+    from ..profiles.units import Duration, UnitError
+    try:
+        return int(Duration.parse(text)) / 1e6
+    except UnitError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def measure(
+    preset: str = typer.Option(None, "--preset", help=f"A ready plan: {', '.join(PRESETS)}."),
+    profile: list[str] = typer.Option([], "--profile", help="Profile (built-in or YAML file); "
+                                      "NAME+radio turns its radio on. Repeatable."),
+    protocol: list[str] = typer.Option([], "--protocol", help="h1.0, h1.1, h1.1-pipelined, h2, "
+                                       "spdy, chromium-h2, chromium-h1. Repeatable."),
+    iw: list[int] = typer.Option([], "--iw", help="Server initial window (segments). Repeatable."),
+    page: str = typer.Option("demo", "--page", help="demo, microscape, e3-a|b|c-1s|2s|4s, "
+                             "e5-site1..8, uniform-NxS."),
+    reps: int = typer.Option(None, "--reps", help="Loads per condition (default 5; preset's own)."),
+    topology: str = typer.Option("inline", "--topology", help="Topology name or file."),
+    param: list[str] = typer.Option([], "--param", "-p", help="Topology parameter NAME=N."),
+    plain: bool = typer.Option(False, "--plain", help="Without TLS (HTTP/2 then is h2c)."),
+    conns_per_host: int = typer.Option(None, "--conns-per-host", help="HTTP/1.x connections "
+                                       "per host (default: h1.0 4, h1.1 6, pipelined 1)."),
+    dns: bool = typer.Option(False, "--dns", help="Resolve names with dnsmasq on the first "
+                             "server instead of a host map."),
+    dns_latency: str = typer.Option("0ms", "--dns-latency", help="Extra RTT of DNS lookups "
+                                    "(with --dns), e.g. 100ms."),
+    gzip: bool = typer.Option(False, "--gzip", help="Servers deflate HTML, CSS and JS (E1)."),
+    revalidate: bool = typer.Option(False, "--revalidate", help="Conditional GETs, answered "
+                                    "304 (E1's revalidation test)."),
+    cc: str = typer.Option(None, "--cc", help="Congestion control of every host (default: the "
+                           "kernel's default for new namespaces)."),
+    client_rmem: str = typer.Option(None, "--client-rmem", help="Clients' tcp_rmem, "
+                                    "'MIN DEFAULT MAX'."),
+    silence: float = typer.Option(10.0, "--silence", help="Seconds of silence that end a load."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds before a load is abandoned."),
+    out: Path = typer.Option(None, "--out", help="Result directory (default results/NAME-TIME)."),
+    keep_pcaps: bool = typer.Option(False, "--keep-pcaps", help="Keep each load's capture."),
+    target: str = typer.Option("p4netem", "--target", help="p4netem or bmv2."),
+    quiet: bool = typer.Option(False, "--quiet", help="No line per load."),
+) -> None:
+    """Load a page under a matrix of conditions in a Mininet lab; table, CSV/JSON and plot."""
+    try:
+        if preset:
+            if preset not in PRESETS:
+                raise ValueError(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+            plan = PRESETS[preset]() if reps is None else PRESETS[preset](repetitions=reps)
+        else:
+            if not profile or not protocol:
+                raise ValueError("give --preset, or at least one --profile and one --protocol")
+            names = [split_profile(p) for p in profile]
+            conds = matrix([n for n, _ in names], protocol, iw or [10],
+                           radio_profiles=tuple(n for n, r in names if r), tls=not plain,
+                           page=page, conns_per_host=conns_per_host)
+            plan = Plan("measure", conds, topology=topology,
+                        topology_params=parse_params(param), repetitions=reps or 5,
+                        silence_s=silence, timeout_s=timeout, dns=dns,
+                        dns_latency_ms=_duration_ms(dns_latency), congestion_control=cc,
+                        client_rmem=client_rmem, gzip=gzip, revalidate=revalidate)
+            load_topology(plan.topology).expand(plan.topology_params)
+    except (ValueError, TopologyError) as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(2)
+
+    from ..harness import results
+    from ..harness.measure import run_plan
+    from ..lab.netns import LabError
+    out_dir = out or Path("results") / f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    console.print(f"[bold]{plan.name}[/]: {len(plan.conditions)} conditions x "
+                  f"{plan.repetitions} loads on the {plan.topology} lab -> {out_dir}")
+    with interrupt_on_termination():
+        try:
+            outcome = run_plan(plan, out_dir, console=console, target=target, verbose=not quiet)
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted; partial results (if any) in {out_dir}[/]")
+            raise typer.Exit(130)
+        except Terminated as exc:
+            err.print(f"[yellow]terminated; partial results (if any) in {out_dir}[/]")
+            raise typer.Exit(exc.code)
+        except (LabError, RuntimeError, ValueError) as exc:
+            err.print(f"[red]measure failed: {exc}[/]")
+            raise typer.Exit(1)
+    console.print(results.table(outcome.summary, title=plan.name))
+    for kind, path in outcome.paths.items():
+        console.print(f"{kind:8} {path}")
+    console.print(f"took {outcome.metadata.get('duration_s')} s")
+    failed = [r for r in outcome.records if not r.ok]
+    if failed:
+        err.print(f"[red]{len(failed)} of {len(outcome.records)} loads failed[/] (see runs.csv)")
+        raise typer.Exit(1)

@@ -1,0 +1,89 @@
+"""Run a plan with progress on the terminal, then write the result files, the table and the plot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from . import results
+from .plan import Plan
+from .plot import plot
+from .runner import RunRecord, Runner
+
+
+@dataclass
+class Outcome:
+    records: list[RunRecord]
+    summary: list[results.ConditionSummary]
+    paths: dict[str, Path]
+    metadata: dict
+    interrupted: bool
+
+
+def _line(rec: RunRecord) -> str:
+    c = rec.condition
+    plt = "-" if rec.plt_ms is None else f"{rec.plt_ms / 1000:.3f} s"
+    status = "[green]ok[/]" if rec.ok else f"[red]FAILED[/] {rec.errors[0][:120] if rec.errors else ''}"
+    return (f"{c.profile_label:>12} {c.variant:<16} #{rec.rep + 1}: {plt:>9}  "
+            f"{rec.wire.connections_opened:>2} conns  {rec.wire.packets_down:>4} pkts down  "
+            f"{status}")
+
+
+def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
+             target: str = "p4netem", keep_pcaps: bool = False, verbose: bool = True,
+             mininet_log: str = "warning") -> Outcome:
+    console = console or Console()
+    out_dir = Path(out_dir)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                        console=console, transient=False)
+    task = progress.add_task("starting", total=plan.total_loads)
+
+    def on_event(kind: str, data: dict) -> None:
+        if kind == "stage":
+            progress.update(task, description=data["text"])
+        elif kind == "lab":
+            lab = data["lab"]
+            names = " ".join(lab.ns(h.name) for h in lab.topology.hosts)
+            progress.console.print(f"lab {lab.topology.name} up: namespaces {names}; switch "
+                                   f"gRPC {lab.switch.grpc_addr}")
+        elif kind == "profile":
+            a = data["applied"]
+            note = ""
+            if a.radio.requested and not a.radio.applied:
+                note = f" [yellow]({a.radio.note})[/]"
+            progress.console.print(f"[bold]profile {a.profile.name}[/]: {a.profile.description}{note}")
+        elif kind == "load":
+            c = data["condition"]
+            progress.update(task, description=f"{c.profile_label} {c.variant} #{data['rep'] + 1}")
+        elif kind == "done":
+            progress.advance(task)
+            if verbose:
+                progress.console.print(_line(data["record"]))
+
+    runner = Runner(plan, out_dir, target=target, keep_pcaps=keep_pcaps, on_event=on_event,
+                    mininet_log=mininet_log)
+    stop: BaseException | None = None
+    try:
+        with progress:
+            runner.run()
+    except (KeyboardInterrupt, SystemExit) as exc:   # Ctrl-C, or SIGTERM (cli.signals)
+        stop = exc
+        console.print("[yellow]stopped: the lab is down; writing the runs done so far[/]")
+    metadata = runner.finish_metadata()
+    summary = results.summarize(plan, runner.records)
+    paths: dict[str, Path] = {}
+    if runner.records:
+        paths = results.write(out_dir, plan, runner.records, metadata, summary)
+        if any(s.plt for s in summary):
+            paths["plot"] = plot(summary, out_dir / "plot.png",
+                                 title=f"{plan.name}: page '{plan.pages[0]}' on the "
+                                       f"{plan.topology} lab, page-load time (first SYN to last "
+                                       "server packet)")
+    if stop is not None:
+        raise stop
+    return Outcome(runner.records, summary, paths, metadata, False)

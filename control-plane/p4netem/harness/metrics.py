@@ -1,0 +1,110 @@
+"""What one page load looked like on the client's wire, from a client-side capture.
+
+Page-load time as E5 defines it: from the client's first SYN to the last packet a server sent
+before `silence_s` seconds of silence on the link. "Sent as part of the load" excludes what a
+server sends only because the client closed a connection at the end (its ACK of the client's FIN
+and its own FIN then); a server closing first (HTTP/1.0) is part of the load.
+
+Only the connections the load opened (their SYN is in the capture) are counted. Also: packets
+and bytes per direction (wire bytes, link header included, so E1's header overhead can be
+computed against payload bytes), TCP connections opened (SYNs) and used (carried a
+request), the first SYN to its SYN-ACK (the first handshake's round trip: where a radio wake-up
+shows), and server retransmissions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..web.capture import ACK, FIN, RST, SYN, Segment
+
+
+@dataclass(frozen=True)
+class WireMetrics:
+    plt_ms: float | None                 # first SYN -> last server packet before the silence
+    first_syn_to_synack_ms: float | None
+    connections_opened: int
+    connections_used: int
+    packets_up: int
+    packets_down: int
+    bytes_up: int                        # wire bytes, client -> servers
+    bytes_down: int
+    payload_up: int                      # TCP payload bytes
+    payload_down: int
+    retransmissions_down: int            # server data segments sent again
+    silence_cut: bool                    # a silence of silence_s ended the load early
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _conn_key(s: Segment, client_ip: str) -> tuple:
+    """(client port, server address, server port): one TCP connection seen from the client."""
+    if s.src == client_ip:
+        return (s.sport, s.dst, s.dport)
+    return (s.dport, s.src, s.sport)
+
+
+def wire_metrics(segments: list[Segment], client_ip: str, silence_s: float = 10.0) -> WireMetrics:
+    segs = sorted((s for s in segments if client_ip in (s.src, s.dst)), key=lambda s: s.ts)
+    syns = [s for s in segs if s.src == client_ip and s.flags & SYN and not s.flags & ACK]
+    # Only connections this load opened: the last packets of an earlier load's connections
+    # (closing handshakes still in a delay line) may land in the capture too.
+    mine = {_conn_key(s, client_ip) for s in syns}
+    segs = [s for s in segs if _conn_key(s, client_ip) in mine]
+    up = [s for s in segs if s.src == client_ip]
+    down = [s for s in segs if s.dst == client_ip]
+    opened = {(_conn_key(s, client_ip), s.seq) for s in syns}
+    used = {_conn_key(s, client_ip) for s in up if s.payload}
+
+    first_syn = syns[0] if syns else None
+    synack_ms = None
+    plt_ms = None
+    cut = False
+    if first_syn is not None:
+        key = _conn_key(first_syn, client_ip)
+        for s in down:
+            if (s.ts >= first_syn.ts and s.flags & SYN and s.flags & ACK
+                    and _conn_key(s, client_ip) == key):
+                synack_ms = (s.ts - first_syn.ts) * 1000.0
+                break
+        # End of the load: the first silence of silence_s (either direction) after the first SYN.
+        end = None
+        prev = first_syn.ts
+        for s in segs:
+            if s.ts < first_syn.ts:
+                continue
+            if s.ts - prev >= silence_s:
+                end, cut = prev, True
+                break
+            prev = s.ts
+        client_fin: set[tuple] = set()
+        last = None
+        for s in segs:
+            if s.ts < first_syn.ts or (end is not None and s.ts > end):
+                continue
+            k = _conn_key(s, client_ip)
+            if s.src == client_ip:
+                if s.flags & (FIN | RST):
+                    client_fin.add(k)
+                continue
+            if k in client_fin:
+                continue    # the server answering the client's close, not serving the page
+            last = s.ts
+        if last is not None:
+            plt_ms = (last - first_syn.ts) * 1000.0
+
+    seen: set[tuple] = set()
+    retrans = 0
+    for s in down:
+        if s.payload:
+            key = (_conn_key(s, client_ip), s.seq)
+            if key in seen:
+                retrans += 1
+            seen.add(key)
+    return WireMetrics(
+        plt_ms=plt_ms, first_syn_to_synack_ms=synack_ms, connections_opened=len(opened),
+        connections_used=len(used), packets_up=len(up), packets_down=len(down),
+        bytes_up=sum(s.wire_len for s in up), bytes_down=sum(s.wire_len for s in down),
+        payload_up=sum(len(s.payload) for s in up), payload_down=sum(len(s.payload) for s in down),
+        retransmissions_down=retrans, silence_cut=cut)

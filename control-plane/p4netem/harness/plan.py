@@ -1,0 +1,156 @@
+"""A comparison as data: the conditions to load a page under, and how to run them.
+
+A `Condition` is one cell of the comparison (profile, radio on or off, protocol, TLS, server
+initial window, page, parallelism); a `Plan` is the cells plus what they share (topology,
+repetitions, silence threshold, DNS, TCP settings). Conditions are run grouped by profile and, inside
+a profile, repetition by repetition over every cell, so slow drifts of a shared machine spread
+over all cells instead of landing on one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from ..profiles import Profile, builtin_profile, builtin_profiles, load_profile
+from ..web import pages
+from .protocols import PROTOCOLS, protocol
+
+
+@dataclass(frozen=True)
+class Condition:
+    profile: str
+    protocol: str
+    initcwnd: int = 10
+    tls: bool = True
+    radio: bool = False
+    page: str = "demo"
+    conns_per_host: int | None = None     # None: the protocol's default
+
+    def __post_init__(self) -> None:
+        proto = protocol(self.protocol)
+        if not self.tls and proto.plain_port is None:
+            raise ValueError(f"{self.protocol} needs TLS")
+        if not 1 <= self.initcwnd <= 1024:
+            raise ValueError(f"initcwnd {self.initcwnd} out of range 1..1024")
+        if self.conns_per_host is not None and not 1 <= self.conns_per_host <= 64:
+            raise ValueError(f"conns_per_host {self.conns_per_host} out of range 1..64")
+        pages.named(self.page)   # raises for an unknown page
+
+    @property
+    def profile_label(self) -> str:
+        return f"{self.profile}+radio" if self.radio else self.profile
+
+    @property
+    def variant(self) -> str:
+        """The cell within a profile, e.g. 'h2 iw10' or 'h1.1x6 iw3 plain'."""
+        proto = self.protocol
+        if self.conns_per_host and self.conns_per_host != protocol(self.protocol).conns_per_host:
+            proto += f"x{self.conns_per_host}"
+        return f"{proto} iw{self.initcwnd}" + ("" if self.tls else " plain")
+
+    @property
+    def key(self) -> str:
+        return f"{self.profile_label} | {self.variant} | {self.page}"
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.update(key=self.key, profile_label=self.profile_label, variant=self.variant)
+        return d
+
+
+def resolve_profile(name: str) -> Profile:
+    """A built-in profile by name, or a profile YAML file."""
+    if name in builtin_profiles():
+        return builtin_profile(name)
+    if not Path(name).is_file():
+        raise ValueError(f"no built-in profile or file {name!r}; built-ins: "
+                         f"{', '.join(builtin_profiles())}")
+    return load_profile(name)
+
+
+@dataclass
+class Plan:
+    name: str
+    conditions: list[Condition]
+    topology: str = "inline"
+    topology_params: dict[str, int] = field(default_factory=dict)
+    repetitions: int = 5
+    silence_s: float = 10.0
+    timeout_s: float = 120.0
+    dns: bool = False                     # resolve through dnsmasq instead of a host map
+    dns_latency_ms: float = 0.0
+    congestion_control: str | None = None   # None: the kernel's default for new namespaces
+    client_rmem: str | None = None        # tcp_rmem of the clients ("min default max")
+    gzip: bool = False                    # servers deflate HTML/CSS/JS for clients that accept it
+    revalidate: bool = False              # conditional GETs answered 304 (E1's second test)
+    seed: int = 1
+    client: str | None = None             # client host (default: the topology's first client)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.conditions:
+            raise ValueError("a plan needs at least one condition")
+        if self.repetitions < 1:
+            raise ValueError(f"repetitions must be >= 1, not {self.repetitions}")
+        keys = [c.key for c in self.conditions]
+        dup = {k for k in keys if keys.count(k) > 1}
+        if dup:
+            raise ValueError(f"conditions repeat: {sorted(dup)}")
+        for c in self.conditions:
+            resolve_profile(c.profile)
+            if self.revalidate and protocol(c.protocol).browser:
+                raise ValueError(f"{c.protocol}: the browser loads with its cache off; "
+                                 "revalidation needs a scripted loader")
+
+    @property
+    def pages(self) -> list[str]:
+        return list(dict.fromkeys(c.page for c in self.conditions))
+
+    @property
+    def total_loads(self) -> int:
+        return len(self.conditions) * self.repetitions
+
+    def schedule(self) -> list[tuple[Condition, int]]:
+        """(condition, repetition) in run order: profile by profile, then repetition-major."""
+        order = list(dict.fromkeys((c.profile, c.radio) for c in self.conditions))
+        out = []
+        for prof in order:
+            cells = [c for c in self.conditions if (c.profile, c.radio) == prof]
+            for rep in range(self.repetitions):
+                out += [(c, rep) for c in cells]
+        return out
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["conditions"] = [c.to_json() for c in self.conditions]
+        return d
+
+
+def matrix(profiles: list[str], protocols: list[str], initcwnds: list[int], *,
+           radio_profiles: tuple[str, ...] = (), tls: bool = True, page: str = "demo",
+           conns_per_host: int | None = None) -> list[Condition]:
+    """Every combination, profiles outermost (radio on for the profiles in radio_profiles)."""
+    for p in protocols:
+        protocol(p)
+    return [Condition(prof, proto, iw, tls, prof in radio_profiles, page,
+                      conns_per_host if PROTOCOLS[proto].loader.startswith("h1") else None)
+            for prof, iw, proto in itertools.product(profiles, initcwnds, protocols)]
+
+
+def make_run_plan(repetitions: int = 3) -> Plan:
+    """`make run`: the demo page (30 objects over 2 host names) over HTTP/1.1 with 6 connections
+    per host, HTTP/2 and SPDY/3.1 (all over TLS), server initial window 3 and 10, under LAN, LTE,
+    HSPA with the radio on, and GPRS."""
+    conds = matrix(["lan", "lte", "hspa", "gprs"], ["h1.1", "h2", "spdy"], [3, 10],
+                   radio_profiles=("hspa",), conns_per_host=6)
+    return Plan("make-run", conds, repetitions=repetitions, silence_s=10.0, timeout_s=180.0,
+                description=make_run_plan.__doc__.split("\n")[0] + " ...")
+
+
+PRESETS = {"make-run": make_run_plan}
+
+
+def with_repetitions(plan: Plan, n: int) -> Plan:
+    return replace(plan, repetitions=n)

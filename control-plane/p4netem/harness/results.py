@@ -1,0 +1,169 @@
+"""Results of a plan: per-run rows, per-condition medians and quartiles, written as CSV and JSON
+with the run's full metadata, and printed as a table.
+
+Files in the output directory:
+  runs.csv       one row per load (every measurement and the condition it ran under)
+  summary.csv    one row per condition: n, median and quartiles of the page-load times, medians
+                 of the packet/byte/connection counts
+  results.json   metadata (kernel, software versions, topology, TCP sysctls and routes per host
+                 and initial window, profiles as applied, radio), the plan, the runs, the summary
+  plot.png       see plot.py
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from .plan import Plan
+from .runner import RunRecord
+
+# Measures summarised with median and quartiles (ms).
+TIMES = ("plt_ms", "loader_elapsed_ms", "onload_ms", "first_syn_to_synack_ms",
+         "handshake_excess_ms", "dns_ms_max")
+# Measures summarised with their median only.
+COUNTS = ("connections_opened", "connections_used", "packets_up", "packets_down", "bytes_up",
+          "bytes_down", "payload_up", "payload_down", "retransmissions_down",
+          "request_header_bytes")
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float] | None:
+    """(q1, median, q3); with one value all three are that value."""
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    if len(vals) == 1:
+        return vals[0], vals[0], vals[0]
+    q1, med, q3 = statistics.quantiles(vals, n=4, method="inclusive")
+    return q1, med, q3
+
+
+@dataclass
+class ConditionSummary:
+    key: str
+    row: dict
+
+    @property
+    def plt(self) -> tuple[float, float, float] | None:
+        if self.row.get("plt_ms_median") is None:
+            return None
+        return self.row["plt_ms_q1"], self.row["plt_ms_median"], self.row["plt_ms_q3"]
+
+
+def summarize(plan: Plan, records: list[RunRecord]) -> list[ConditionSummary]:
+    out = []
+    for cond in plan.conditions:
+        recs = [r for r in records if r.condition == cond]
+        if not recs:
+            continue
+        ok = [r for r in recs if r.ok]
+        rows = [r.row() for r in ok]
+        row = {"key": cond.key, "profile": cond.profile, "profile_label": cond.profile_label,
+               "radio": cond.radio, "protocol": cond.protocol, "tls": cond.tls,
+               "initcwnd": cond.initcwnd, "page": cond.page, "variant": cond.variant,
+               "runs": len(recs), "ok": len(ok)}
+        for name in TIMES:
+            q = quartiles([x[name] for x in rows if x.get(name) is not None])
+            row[f"{name}_q1"], row[f"{name}_median"], row[f"{name}_q3"] = (
+                tuple(round(v, 3) for v in q) if q else (None, None, None))
+        for name in COUNTS:
+            vals = [x[name] for x in rows if x.get(name) is not None]
+            row[f"{name}_median"] = statistics.median(vals) if vals else None
+        radio = recs[0].radio
+        row["radio_model"] = radio.get("model")
+        row["radio_applied"] = radio.get("applied")
+        row["radio_note"] = radio.get("note")
+        row["errors"] = " | ".join(sorted({e for r in recs for e in r.errors}))[:1000]
+        out.append(ConditionSummary(cond.key, row))
+    return out
+
+
+def write(out_dir: str | Path, plan: Plan, records: list[RunRecord], metadata: dict,
+          summary: list[ConditionSummary]) -> dict[str, Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"runs": out / "runs.csv", "summary": out / "summary.csv", "json": out / "results.json"}
+    _csv(paths["runs"], [r.row() for r in records])
+    _csv(paths["summary"], [s.row for s in summary])
+    doc = {"format": "p4netem-results/1", "metadata": metadata, "plan": plan.to_json(),
+           "summary": [s.row for s in summary], "runs": [r.to_json() for r in records]}
+    paths["json"].write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    return paths
+
+
+def _csv(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        path.write_text("")
+        return
+    fields = list(dict.fromkeys(k for row in rows for k in row))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _fmt_s(q: tuple[float, float, float] | None) -> str:
+    if q is None:
+        return "-"
+    q1, med, q3 = (v / 1000.0 for v in q)
+    digits = 3 if med < 1 else 2 if med < 10 else 1
+    return f"{med:.{digits}f} [{q1:.{digits}f}-{q3:.{digits}f}]"
+
+
+def table(summary: list[ConditionSummary], title: str = "page-load time") -> Table:
+    """Rows: profile x protocol; columns: each initial window's median [quartiles] page-load
+    time in seconds (first SYN to last server packet), then connections, packets and the first
+    handshake's round trip (median of the largest initial window)."""
+    iws = sorted({s.row["initcwnd"] for s in summary})
+    t = Table(title=escape(f"{title}: page-load time, median [q1-q3] s "
+                           "(first SYN to last server packet)"), title_justify="left")
+    t.add_column("profile")
+    t.add_column("protocol")
+    for iw in iws:
+        t.add_column(f"IW {iw}", justify="right")
+    if len(iws) == 2:
+        t.add_column(f"IW{iws[0]}/IW{iws[1]}", justify="right")
+    t.add_column("conns", justify="right")
+    t.add_column("pkts dn/up", justify="right")
+    t.add_column("SYN-ACK ms", justify="right")
+    t.add_column("ok", justify="right")
+    groups: dict[tuple, dict[int, ConditionSummary]] = {}
+    for s in summary:
+        r = s.row
+        proto = r["variant"].split(" iw")[0]
+        groups.setdefault((r["profile_label"], proto, r["page"]), {})[r["initcwnd"]] = s
+    notes: dict[str, str] = {}
+    last_profile = None
+    for (profile, proto, _page), cells in groups.items():
+        if last_profile is not None and profile != last_profile:
+            t.add_section()
+        last_profile = profile
+        first = next(iter(cells.values())).row
+        label = profile
+        if first.get("radio") and not first.get("radio_applied"):
+            label += "*"
+            notes["*"] = f"{profile}: radio requested, not applied: {first.get('radio_note')}"
+        vals = [_fmt_s(cells[iw].plt) if iw in cells else "-" for iw in iws]
+        if len(iws) == 2:
+            a, b = (cells.get(iw) for iw in iws)
+            ratio = (f"{a.plt[1] / b.plt[1]:.2f}" if a and b and a.plt and b.plt and b.plt[1]
+                     else "-")
+            vals.append(ratio)
+        ref = cells[max(cells)].row
+        conns = ref.get("connections_opened_median")
+        pk = (f"{ref['packets_down_median']:.0f}/{ref['packets_up_median']:.0f}"
+              if ref.get("packets_down_median") is not None else "-")
+        syn = ref.get("first_syn_to_synack_ms_median")
+        ok = f"{sum(c.row['ok'] for c in cells.values())}/{sum(c.row['runs'] for c in cells.values())}"
+        t.add_row(label, proto, *vals, "-" if conns is None else f"{conns:.0f}", pk,
+                  "-" if syn is None else f"{syn:.1f}" if syn < 10 else f"{syn:.0f}", ok)
+    if notes:
+        t.caption = escape("  ".join(f"{k} {v}" for k, v in notes.items()))
+        t.caption_justify = "left"
+    return t

@@ -1,0 +1,312 @@
+"""Run a plan: bring up the lab, start the endpoints, load the page under every condition, measure,
+and tear everything down (also on Ctrl-C or a failure).
+
+For each load: the client's capture starts, the loader runs in the client namespace, the capture
+stops, and one `RunRecord` holds the loader's own figures (elapsed time, browser onload, objects,
+connections, ALPN, TLS version, request header bytes) next to the capture's (first SYN to last
+server packet, first SYN to SYN-ACK, packets and bytes per direction, connections opened and used,
+retransmissions) and what the radio did.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..mininet.slots import AppliedProfile
+from ..mininet.topology import load_topology
+from ..web.capture import Capture, read_pcap
+from ..web.load import run_loader
+from .endpoints import Endpoints, SiteContent
+from .metrics import WireMetrics, wire_metrics
+from .plan import Condition, Plan, resolve_profile
+from .protocols import protocol
+from .radio import RadioPrep, prepare_radio
+from .tcp import environment, set_initial_windows, tune_hosts
+
+
+@dataclass
+class RunRecord:
+    condition: Condition
+    rep: int
+    t_wall: float
+    ok: bool
+    errors: list[str]
+    loader_elapsed_ms: float | None
+    onload_ms: float | None
+    wire: WireMetrics
+    objects: int
+    objects_ok: int
+    loader_connections: int
+    alpn: list[str]
+    tls_versions: list[str]
+    request_header_bytes: int | None
+    base_rtt_ms: float
+    radio: dict = field(default_factory=dict)
+    dns_lookups: int = 0
+    dns_ms_max: float | None = None        # longest name lookup of the load
+    settle_s: float | None = None          # wait after the load until the link was quiet
+
+    @property
+    def plt_ms(self) -> float | None:
+        return self.wire.plt_ms
+
+    @property
+    def handshake_excess_ms(self) -> float | None:
+        """First SYN to SYN-ACK beyond the profile's base RTT: a radio wake-up shows here."""
+        s = self.wire.first_syn_to_synack_ms
+        return None if s is None else s - self.base_rtt_ms
+
+    def row(self) -> dict:
+        """One flat CSV row."""
+        c = self.condition
+        row = {"key": c.key, "profile": c.profile, "radio": c.radio,
+               "profile_label": c.profile_label, "protocol": c.protocol, "tls": c.tls,
+               "initcwnd": c.initcwnd, "page": c.page, "conns_per_host": c.conns_per_host,
+               "variant": c.variant, "rep": self.rep, "t_wall": round(self.t_wall, 3),
+               "ok": self.ok, "plt_ms": _r(self.plt_ms),
+               "loader_elapsed_ms": _r(self.loader_elapsed_ms), "onload_ms": _r(self.onload_ms)}
+        row.update({k: (_r(v) if isinstance(v, float) else v)
+                    for k, v in self.wire.to_json().items() if k != "plt_ms"})
+        row.update({"handshake_excess_ms": _r(self.handshake_excess_ms),
+                    "base_rtt_ms": _r(self.base_rtt_ms),
+                    "objects": self.objects, "objects_ok": self.objects_ok,
+                    "loader_connections": self.loader_connections,
+                    "alpn": " ".join(self.alpn), "tls_versions": " ".join(self.tls_versions),
+                    "request_header_bytes": self.request_header_bytes,
+                    "dns_lookups": self.dns_lookups, "dns_ms_max": _r(self.dns_ms_max),
+                    "settle_s": _r(self.settle_s),
+                    "radio_model": self.radio.get("model"),
+                    "radio_applied": self.radio.get("applied"),
+                    "radio_idle": self.radio.get("idle"),
+                    "radio_promotion_s": self.radio.get("promotion_s"),
+                    "errors": " | ".join(self.errors)[:2000]})
+        return row
+
+    def to_json(self) -> dict:
+        d = self.row()
+        d["condition"] = self.condition.to_json()
+        d["wire"] = self.wire.to_json()
+        d["radio"] = self.radio
+        d["errors"] = self.errors
+        return d
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+Event = Callable[[str, dict], None]
+
+
+class Runner:
+    def __init__(self, plan: Plan, out_dir: str | Path, *, target: str = "p4netem",
+                 keep_pcaps: bool = False, on_event: Event | None = None,
+                 mininet_log: str = "warning"):
+        self.plan = plan
+        self.out_dir = Path(out_dir)
+        self.target = target
+        self.keep_pcaps = keep_pcaps
+        self.on_event = on_event or (lambda kind, data: None)
+        self.mininet_log = mininet_log
+        self.records: list[RunRecord] = []
+        self.metadata: dict = {}
+        self.profiles_applied: list[dict] = []
+        self.tcp_states: dict[int, dict] = {}
+        self.interrupted = False
+
+    def run(self) -> list[RunRecord]:
+        plan = self.plan
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix="p4n-run-"))
+        pcap_dir = self.out_dir / "pcaps" if self.keep_pcaps else work / "pcaps"
+        pcap_dir.mkdir(parents=True, exist_ok=True)
+        t_start = time.time()
+        try:
+            self.on_event("stage", {"text": "generating pages"})
+            content = SiteContent.generate(plan.pages, work / "content", seed=plan.seed)
+            topo = load_topology(plan.topology).expand(plan.topology_params)
+            self.on_event("stage", {"text": f"starting the {topo.name} lab"})
+            from ..mininet.lab import MininetLab   # Mininet only when a lab really runs
+            with MininetLab(topo, target=self.target, log_dir=self.out_dir / "logs",
+                            seed=plan.seed, mininet_log=self.mininet_log) as lab:
+                self.on_event("lab", {"lab": lab})
+                self.on_event("stage", {"text": "starting servers"})
+                with Endpoints(lab, content, gzip=plan.gzip, dns=plan.dns,
+                               workdir=work / "endpoints") as endpoints:
+                    self.metadata = self._metadata(lab, endpoints, content)
+                    self.metadata["tcp_sysctls_set"] = tune_hosts(lab, plan.congestion_control,
+                                                                  plan.client_rmem)
+                    if plan.dns_latency_ms:
+                        lab.set_dns_latency(int(plan.dns_latency_ms * 1e6))
+                    self._loop(lab, endpoints, content, pcap_dir)
+                    self.metadata["tcp_environment_end"] = environment(lab)
+                    self.metadata["server_logs"] = self._server_log_summary(endpoints)
+        except (KeyboardInterrupt, SystemExit):
+            self.interrupted = True
+            raise
+        finally:
+            self.metadata["duration_s"] = round(time.time() - t_start, 1)
+            self.metadata["interrupted"] = self.interrupted
+            shutil.rmtree(work, ignore_errors=True)
+        return self.records
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def _loop(self, lab, endpoints: Endpoints, content: SiteContent, pcap_dir: Path) -> None:
+        plan = self.plan
+        current_profile = None
+        applied: AppliedProfile | None = None
+        current_iw = None
+        schedule = plan.schedule()
+        for index, (cond, rep) in enumerate(schedule):
+            if (cond.profile, cond.radio) != current_profile:
+                profile = resolve_profile(cond.profile)
+                applied = lab.apply_profile(profile, radio=cond.radio)[0]
+                current_profile = (cond.profile, cond.radio)
+                self.profiles_applied.append(applied.to_json())
+                self.on_event("profile", {"condition": cond, "applied": applied})
+            if cond.initcwnd != current_iw:
+                set_initial_windows(lab, cond.initcwnd)
+                current_iw = cond.initcwnd
+                if cond.initcwnd not in self.tcp_states:
+                    self.tcp_states[cond.initcwnd] = environment(lab)
+            assert applied is not None
+            self.on_event("load", {"index": index, "total": len(schedule), "condition": cond,
+                                   "rep": rep})
+            prep = prepare_radio(lab, applied)
+            rec = self._load_once(lab, endpoints, content, cond, rep, applied, prep,
+                                  pcap_dir / f"{index:04d}.pcap")
+            # The next load starts on an idle link: nothing held in the switch (a slow link can
+            # still be serialising retransmissions of this load) and nothing new for three RTTs.
+            rec.settle_s = lab.wait_quiet(max(0.3, 3 * rec.base_rtt_ms / 1000.0),
+                                          timeout_s=plan.timeout_s)
+            self.records.append(rec)
+            self.on_event("done", {"index": index, "total": len(schedule), "record": rec})
+
+    def _load_once(self, lab, endpoints: Endpoints, content: SiteContent, cond: Condition,
+                   rep: int, applied: AppliedProfile, prep: RadioPrep, pcap: Path) -> RunRecord:
+        plan = self.plan
+        proto = protocol(cond.protocol)
+        client = plan.client or lab.topology.clients[0].name
+        ns = lab.ns(client)
+        cert = content.cert
+        resolve = {} if plan.dns else endpoints.resolve_map(cond.page)
+        extra: list[str] = []
+        if proto.loader.startswith("h1"):
+            extra += ["--conns-per-host", str(cond.conns_per_host or proto.conns_per_host)]
+        extra += [f"--browser-arg={a}" for a in proto.browser_args]
+        if plan.revalidate:
+            extra.append("--revalidate")
+        errors: list[str] = []
+        t_wall = time.time()
+        cap = Capture(ns, "eth0", pcap, "tcp or udp port 53")
+        try:
+            report = run_loader(ns, proto.loader, content.paths[cond.page], resolve=resolve,
+                                scheme="https" if cond.tls else "http", port=proto.port(cond.tls),
+                                ca_file=str(cert.ca_cert), timeout_s=plan.timeout_s,
+                                spki=[cert.spki_sha256] if proto.browser else None,
+                                dns=plan.dns, extra_args=extra)
+        except RuntimeError as exc:
+            report = {"ok": False, "errors": [str(exc)]}
+        finally:
+            cap.stop()
+        wire = wire_metrics(read_pcap(pcap), lab.ip(client), plan.silence_s)
+        if not self.keep_pcaps:
+            pcap.unlink(missing_ok=True)
+        errors += [str(e) for e in report.get("errors", [])][:20]
+        conns = report.get("connections", [])
+        alpn = sorted({c.get("alpn") or "-" for c in conns}) if conns else []
+        expected = proto.expected_alpn(cond.tls)
+        if proto.browser:
+            protos = sorted({o.get("protocol") or "-" for o in report.get("objects", [])})
+            alpn = protos
+            if report.get("ok") and protos != [expected or "http/1.1"]:
+                errors.append(f"browser used {protos}, expected {expected or 'http/1.1'}")
+        elif report.get("ok") and conns and alpn != [expected or "-"]:
+            errors.append(f"ALPN {alpn}, expected {expected}")
+        tls_versions = sorted({c.get("tls_version") for c in conns if c.get("tls_version")})
+        objs = report.get("objects", [])
+        header_bytes = [o.get("request_header_bytes") for o in objs]
+        profile = applied.profile
+        base_rtt_ms = (int(profile.uplink.delay) + int(profile.downlink.delay)) / 1e6
+        radio = applied.radio.to_json()
+        radio.update(prep.to_json())
+        lookups = [d for d in (report.get("dns") or {}).values() if d.get("t_done") is not None]
+        return RunRecord(
+            condition=cond, rep=rep, t_wall=t_wall, ok=bool(report.get("ok")) and not errors,
+            errors=errors, loader_elapsed_ms=report.get("elapsed_ms"),
+            onload_ms=report.get("onload_ms"), wire=wire, objects=len(objs),
+            objects_ok=sum(1 for o in objs if o.get("t_done") is not None and not o.get("error")),
+            loader_connections=len(conns), alpn=alpn, tls_versions=tls_versions,
+            request_header_bytes=(sum(header_bytes) if header_bytes and
+                                  all(isinstance(b, int) for b in header_bytes) else None),
+            base_rtt_ms=base_rtt_ms, radio=radio, dns_lookups=len(lookups),
+            dns_ms_max=max((d["t_done"] - d["t_start"] for d in lookups), default=None))
+
+    # ---- metadata ------------------------------------------------------------------------------
+    def _metadata(self, lab, endpoints: Endpoints, content: SiteContent) -> dict:
+        from ..paths import REPO_ROOT, switch_binary
+
+        def out(argv: list[str]) -> str:
+            try:
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+                return (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr) else ""
+            except (OSError, subprocess.TimeoutExpired):
+                return ""
+
+        binary = switch_binary()
+        return {
+            "plan": self.plan.to_json(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "host": {"kernel": platform.release(), "machine": platform.machine(),
+                     "cpus": _cpu_count(), "loadavg_start": _loadavg(),
+                     "python": sys.version.split()[0]},
+            "p4netem": {"git": out(["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty"]),
+                        "switch_target": self.target, "switch_binary": str(binary),
+                        "switch_mtime": binary.stat().st_mtime if binary.exists() else None},
+            "topology": lab.topology.to_json(),
+            "lab": {"namespaces": {h.name: lab.ns(h.name) for h in lab.topology.hosts},
+                    "switch_grpc": lab.switch.grpc_addr},
+            "software": {**endpoints.versions(), "node": out(["node", "--version"]),
+                         "chromium": out(["/usr/bin/chromium", "--version"]),
+                         "openssl": out(["openssl", "version"])},
+            "pages": {name: {"objects": len(m.objects), "hosts": list(m.hosts),
+                             "total_bytes": m.total_bytes, "seed": m.seed}
+                      for name, m in content.manifests.items()},
+            "tls": {"certificate_key": content.cert.key_type if content.cert else None,
+                    "server_protocols": "TLSv1.2 TLSv1.3", "session_resumption": False},
+        }
+
+    def _server_log_summary(self, endpoints: Endpoints) -> dict:
+        summary = {}
+        for host, srv in endpoints.nginx.items():
+            rows = srv.requests()
+            summary[host] = {"requests": len(rows),
+                             "tls": sorted({r.get("tls") for r in rows if r.get("tls")}),
+                             "alpn": sorted({r.get("alpn") for r in rows if r.get("alpn")})}
+        return summary
+
+    def finish_metadata(self) -> dict:
+        self.metadata["profiles_applied"] = self.profiles_applied
+        self.metadata["tcp_environment_by_initcwnd"] = self.tcp_states
+        self.metadata.setdefault("host", {})["loadavg_end"] = _loadavg()
+        return self.metadata
+
+
+def _cpu_count() -> int:
+    import os
+    return os.cpu_count() or 0
+
+
+def _loadavg() -> list[float]:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return []

@@ -1,0 +1,323 @@
+"""A Mininet lab around one P4 switch, built from a topology, programmed over P4Runtime.
+
+    with MininetLab(load_topology("inline").expand()) as lab:
+        lab.apply_profile(builtin_profile("hspa"), radio=True)
+        lab.run("client", ["ping", "-c", "3", lab.ip("server")])
+
+Everything the lab creates carries a token unique to it: namespace names `p4n<token><host>`
+(Mininet's host namespaces, named with `ip netns attach`) and switch-side interface names
+`p4n<token>p<port>`. `close()` (also from `with`, at interpreter exit, and after Ctrl-C) stops the
+switch, ends every process in the lab's namespaces, deletes its links and namespace names, then
+checks that nothing with its token is left (`leftovers()`).
+
+The switch forwards by destination MAC (`l2_fwd`, one entry per host; hosts have static ARP
+entries and no IPv6, so no broadcast is needed) and classifies each client's traffic into its slot:
+from the client's port = uplink, to the client's address = downlink, with the client's UE id. With
+DNS latency on, DNS traffic of a client (UDP port 53) goes to the client's DNS slot instead: the
+same profile with the DNS latency added.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import time
+import weakref
+from pathlib import Path
+
+from .. import pipeline as pl
+from ..lab.netns import PREFIX, LabError, disable_offloads, run, unique_token
+from ..p4rt import P4Info, P4RuntimeClient
+from ..paths import p4info_path
+from ..profiles import Profile
+from ..stats import read_pd_counters
+from .slots import AppliedProfile, SlotProfiles
+from .topology import DNS_SLOT_OFFSET, LabHostSpec, Topology
+
+try:
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+    from mininet.topo import Topo
+except ImportError as exc:  # pragma: no cover - depends on the interpreter
+    raise ImportError("Mininet is not importable: it is Debian's python3-mininet, visible to "
+                      "/usr/bin/python3 and to the project venv (made with "
+                      "--system-site-packages); run with .venv/bin/python") from exc
+
+from .nodes import Bmv2Switch, LabHost, P4NetemSwitch, kill_netns_processes, netns_pids
+
+TARGETS = {"p4netem": P4NetemSwitch, "bmv2": Bmv2Switch}
+ACCESS_PRIORITY = 10
+DNS_PRIORITY = 20
+DNS_PORT = 53
+
+_open_labs: "weakref.WeakSet[MininetLab]" = weakref.WeakSet()
+
+
+class MininetLab:
+    def __init__(self, topology: Topology, *, target: str = "p4netem",
+                 pcap_dir: str | Path | None = None, log_dir: str | Path | None = None,
+                 seed: int | None = 1, binary: str | Path | None = None,
+                 switch_args: tuple[str, ...] = (), mininet_log: str = "warning"):
+        if target not in TARGETS:
+            raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
+        if os.geteuid() != 0:
+            raise LabError("Mininet labs need root (namespaces, raw sockets)")
+        self.topology = topology
+        self.target = target
+        self.pcap_dir = Path(pcap_dir) if pcap_dir else None
+        self.log_dir = Path(log_dir) if log_dir else None
+        self.seed = seed
+        self.binary = binary
+        self.switch_args = tuple(switch_args)
+        self.mininet_log = mininet_log
+        self.token = unique_token()
+        self.net: Mininet | None = None
+        self.client: P4RuntimeClient | None = None
+        self.slots: SlotProfiles | None = None
+        self.dns_latency_ns = 0
+        self._closed = False
+
+    # ---- names -----------------------------------------------------------------------------------
+    @property
+    def prefix(self) -> str:
+        return f"{PREFIX}{self.token}"
+
+    def ns(self, host: str) -> str:
+        """The named network namespace of host `host` (for `ip netns exec`)."""
+        self.topology.host(host)
+        return f"{self.prefix}{host}"
+
+    def ip(self, host: str) -> str:
+        return self.topology.host(host).ip
+
+    def node(self, host: str) -> LabHost:
+        assert self.net is not None, "lab not started"
+        return self.net[host]
+
+    @property
+    def switch(self) -> P4NetemSwitch | Bmv2Switch:
+        assert self.net is not None, "lab not started"
+        return self.net["s1"]
+
+    def _switch_intf(self, port: int) -> str:
+        return f"{self.prefix}p{port}"
+
+    # ---- life cycle ------------------------------------------------------------------------------
+    def start(self) -> "MininetLab":
+        _open_labs.add(self)
+        try:
+            self._build()
+            self._program_switch()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _topo(self) -> Topo:
+        topo = Topo()
+        sw_opts: dict = {"cls": TARGETS[self.target]}
+        log_path = None
+        if self.log_dir:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log_path = str(self.log_dir / "switch.log")
+        if self.target == "p4netem":
+            sw_opts.update(seed=self.seed, binary=str(self.binary) if self.binary else None,
+                           switch_args=self.switch_args)
+        sw_opts.update(pcap_dir=str(self.pcap_dir) if self.pcap_dir else None, log_path=log_path)
+        topo.addSwitch("s1", **sw_opts)
+        for h in self.topology.hosts:
+            topo.addHost(h.name, cls=LabHost, netns=self.ns(h.name),
+                         ip=f"{h.ip}/{self.topology.prefix_len}", mac=h.mac)
+            topo.addLink(h.name, "s1", port1=0, port2=h.port, intfName1="eth0",
+                         intfName2=self._switch_intf(h.port))
+        return topo
+
+    def _build(self) -> None:
+        setLogLevel(self.mininet_log)
+        # Mininet.init() would raise machine-wide limits and sysctls (fixLimits) on a machine other
+        # people use, and change TCP defaults the results record; the lab sets what it needs per
+        # namespace instead.
+        Mininet.inited = True
+        self.net = Mininet(topo=self._topo(), controller=None, autoStaticArp=True, build=False,
+                           waitConnected=False)
+        self.net.build()
+        for h in self.topology.hosts:
+            # Real checksums and wire-sized segments from the hosts too (the switch forwards raw
+            # frames between veths).
+            disable_offloads("eth0", self.ns(h.name))
+            run(["sysctl", "-qw", f"net.ipv6.conf.{self._switch_intf(h.port)}.disable_ipv6=1"])
+        self.net.start()
+
+    def _program_switch(self) -> None:
+        sw = self.switch
+        self.client = P4RuntimeClient(sw.grpc_addr, device_id=sw.device_id).connect()
+        info = P4Info.load(p4info_path())
+        device_config = sw.device_config() if isinstance(sw, Bmv2Switch) else b""
+        self.client.set_pipeline(info, device_config)
+        c = self.client
+        entries = [c.table_entry(pl.L2_FWD, {"hdr.ethernet.dst_addr": h.mac}, pl.SET_EGRESS_PORT,
+                                 {"port": h.port}) for h in self.topology.hosts]
+        for h in self.topology.clients:
+            entries += self._classifier_entries(h)
+        c.insert(*entries)
+        self.slots = SlotProfiles(c, "DATAPLANE_ATOMIC" if self.target == "p4netem"
+                                  else "CONTINUE_ON_ERROR")
+
+    def _classifier_entries(self, h: LabHostSpec) -> list:
+        c = self.client
+        assert c is not None and h.slot is not None
+        up = {"profile_id": h.slot, "direction": pl.UPLINK, "ue_id": h.ue or 0}
+        down = {"profile_id": h.slot, "direction": pl.DOWNLINK, "ue_id": h.ue or 0}
+        dns_up = dict(up, profile_id=h.dns_slot)
+        dns_down = dict(down, profile_id=h.dns_slot)
+        port = "standard_metadata.ingress_port"
+        return [
+            c.table_entry(pl.CLASSIFIER, {port: h.port}, pl.SET_PROFILE, up,
+                          priority=ACCESS_PRIORITY),
+            c.table_entry(pl.CLASSIFIER, {"meta.ipv4_dst": h.ip}, pl.SET_PROFILE, down,
+                          priority=ACCESS_PRIORITY),
+            c.table_entry(pl.CLASSIFIER, {port: h.port, "meta.ip_proto": 17,
+                                          "meta.l4_dst_port": DNS_PORT},
+                          pl.SET_PROFILE, dns_up, priority=DNS_PRIORITY),
+            c.table_entry(pl.CLASSIFIER, {"meta.ipv4_dst": h.ip, "meta.ip_proto": 17,
+                                          "meta.l4_src_port": DNS_PORT},
+                          pl.SET_PROFILE, dns_down, priority=DNS_PRIORITY),
+        ]
+
+    # ---- impairments -----------------------------------------------------------------------------
+    def apply_profile(self, profile: Profile, *, radio: bool = False,
+                      hosts: list[str] | None = None) -> list[AppliedProfile]:
+        """Put the access links of `hosts` (default: every client) on `profile`.
+
+        Each client slot gets the profile; its DNS slot gets the same profile plus half the DNS
+        latency each way (so a lookup takes one access RTT plus the DNS latency)."""
+        assert self.slots is not None, "lab not started"
+        clients = ([self.topology.host(n) for n in hosts] if hosts else self.topology.clients)
+        records = []
+        for slot in sorted({h.slot for h in clients if h.slot is not None}):
+            records.append(self.slots.apply(slot, profile, radio=radio))
+            self.slots.apply(slot + DNS_SLOT_OFFSET, profile, radio=radio,
+                             extra_delay_ns=self.dns_latency_ns // 2)
+        return records
+
+    def set_dns_latency(self, latency_ns: int) -> None:
+        """Extra round-trip time of DNS lookups (applied with the next apply_profile)."""
+        if latency_ns < 0:
+            raise ValueError(f"DNS latency must be >= 0, not {latency_ns} ns")
+        self.dns_latency_ns = int(latency_ns)
+        assert self.slots is not None
+        for slot, rec in list(self.slots.applied.items()):
+            if slot < DNS_SLOT_OFFSET:
+                self.slots.apply(slot + DNS_SLOT_OFFSET, rec.profile, radio=rec.radio.requested,
+                                 extra_delay_ns=self.dns_latency_ns // 2)
+
+    def wait_quiet(self, quiet_s: float, timeout_s: float = 60.0,
+                   slots: list[int] | None = None) -> float:
+        """Block until the clients' slots have held no packet and seen none arrive for `quiet_s`
+        seconds (every packet in has gone out or was dropped, per the switch's own counters);
+        returns the seconds waited. A load that ends with retransmissions still queued on a slow
+        link would otherwise delay the next load's first packets."""
+        assert self.client is not None
+        pds = [pl.pd_index(s, d) for slot in (slots or self.topology.slots)
+               for s in (slot, slot + DNS_SLOT_OFFSET) for d in (pl.UPLINK, pl.DOWNLINK)]
+        t0 = time.monotonic()
+        last_in = None
+        quiet_since = t0
+        while True:
+            counters = [read_pd_counters(self.client, pd) for pd in pds]
+            seen = sum(c.profile_in for c in counters)
+            held = any(c.conservation_gap() for c in counters)
+            now = time.monotonic()
+            if held or seen != last_in:
+                quiet_since = now
+            last_in = seen
+            if now - quiet_since >= quiet_s or now - t0 >= timeout_s:
+                return now - t0
+            time.sleep(min(0.1, quiet_s / 4))
+
+    def profiles(self) -> dict[int, AppliedProfile]:
+        assert self.slots is not None
+        return {s: r for s, r in self.slots.applied.items() if s < DNS_SLOT_OFFSET}
+
+    # ---- running things --------------------------------------------------------------------------
+    def run(self, host: str, argv: list[str], check: bool = True, timeout: float = 60):
+        return run(argv, self.ns(host), check=check, timeout=timeout)
+
+    # ---- cleanup ---------------------------------------------------------------------------------
+    def leftovers(self) -> dict[str, list[str]]:
+        """Namespaces, links and processes of this lab still on the machine (empty after close)."""
+        names = run(["ip", "netns", "list"], check=False).stdout.split()
+        mine_ns = [n for n in names if n.startswith(self.prefix)]
+        links = run(["ip", "-o", "link", "show"], check=False).stdout.splitlines()
+        mine_links = [line.split(":")[1].strip().split("@")[0] for line in links
+                      if f" {self.prefix}p" in line]
+        procs = []
+        sw = self.net.nameToNode.get("s1") if self.net is not None else None
+        if isinstance(sw, P4NetemSwitch) and sw.process and sw.process.running():
+            procs.append(f"p4netem-switch pid {sw.process.proc.pid}")
+        for ns in mine_ns:
+            procs += [f"pid {p} in {ns}" for p in netns_pids(ns)]
+        return {k: v for k, v in (("namespaces", mine_ns), ("links", mine_links),
+                                  ("processes", procs)) if v}
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        errors = []
+        if self.client is not None:
+            try:
+                self.client.close()
+            except Exception as exc:  # noqa: BLE001 - cleanup goes on
+                errors.append(f"P4Runtime client: {exc}")
+            self.client = None
+        if self.net is not None:
+            self._end_running_commands()
+            try:
+                self.net.stop()
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"mininet stop: {exc}")
+            sw = self.net.nameToNode.get("s1")
+            if isinstance(sw, P4NetemSwitch) and sw.process and sw.process.running():
+                sw.process.stop()        # net.stop failed before it reached the switch
+        # Whatever a failed start or stop left: our namespace names and links, by token.
+        left = self.leftovers()
+        for ns in left.get("namespaces", []):
+            kill_netns_processes(ns)
+            run(["ip", "netns", "delete", ns], check=False)
+        for link in left.get("links", []):
+            run(["ip", "link", "delete", link], check=False)
+        _open_labs.discard(self)
+        if errors:
+            raise LabError("lab cleanup: " + "; ".join(errors))
+
+    def _end_running_commands(self) -> None:
+        """A host whose shell is still running a CLI command (the CLI was left by an exception)
+        cannot take Mininet's cleanup commands: end what runs in its namespace, then let the
+        shell print its prompt."""
+        assert self.net is not None
+        for node in list(self.net.hosts):
+            if getattr(node, "waiting", False) and node.shell is not None:
+                kill_netns_processes(node.netns, spare=(node.pid,))
+                try:
+                    node.sendInt()
+                    node.waitOutput()
+                except Exception:  # noqa: BLE001 - terminate() ends the shell anyway
+                    node.waiting = False
+
+    def __enter__(self) -> "MininetLab":
+        if self.net is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    for lab in list(_open_labs):
+        try:
+            lab.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass

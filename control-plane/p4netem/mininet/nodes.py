@@ -1,0 +1,246 @@
+"""Mininet nodes of a p4netem lab: hosts with a named namespace, and the two P4 switches.
+
+Mininet 2.3.0 imports only in Debian's python3 (the project venv sees it through
+--system-site-packages). There is no Open vSwitch on this machine and no OpenFlow controller: the
+switches here are plain `Switch` subclasses run with `controller=None`, programmed over P4Runtime.
+
+- `LabHost`: a Mininet host whose (otherwise anonymous) namespace is also given a name with
+  `ip netns attach`, so every `ip netns exec`-based helper of p4netem.web (servers, loaders,
+  captures, TCP tuning) works on it unchanged. Terminating it ends every process left in the
+  namespace and removes the name.
+- `P4NetemSwitch`: runs `p4netem-switch` on its ports (offloads off on its ends, its own gRPC
+  port, pcap optional).
+- `Bmv2Switch`: runs bmv2 `simple_switch_grpc` with p4src compiled by `p4c-bm2-ss`, when both are
+  installed (they are not installable from this machine's registries; `Bmv2Switch.available()`
+  says why not).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from mininet.node import Host, Switch
+
+from ..lab.free import free_tcp_port
+from ..lab.netns import LabError, disable_offloads, run
+from ..lab.switch import SwitchProcess
+from ..paths import REPO_ROOT
+
+CPU_PORT = 510  # P4 port standing for the controller (PacketIn/PacketOut), as in p4src
+
+
+def netns_pids(name: str) -> list[int]:
+    proc = run(["ip", "netns", "pids", name], check=False)
+    return [int(p) for p in proc.stdout.split() if p.isdigit()]
+
+
+def kill_netns_processes(name: str, grace: float = 3.0, spare: tuple[int, ...] = ()) -> list[int]:
+    """SIGTERM every process in namespace `name` (but `spare`), SIGKILL what is left after
+    `grace` seconds; returns the pids still there.
+
+    Only ever called on namespaces this lab created, so it ends exactly the lab's processes
+    (servers, loaders, captures, the host's shell) and nothing else on the machine."""
+    keep = {os.getpid(), *spare}
+    pids = [p for p in netns_pids(name) if p not in keep]
+    if not pids:
+        return []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 1.0)
+        while time.monotonic() < deadline:
+            pids = [p for p in netns_pids(name) if p not in keep]
+            if not pids:
+                return []
+            time.sleep(0.05)
+    return pids
+
+
+class LabHost(Host):
+    """A Mininet host whose namespace also has a name (`netns=`), removed on terminate()."""
+
+    def __init__(self, name: str, netns: str, **params):
+        self.netns = netns
+        super().__init__(name, **params)
+        run(["ip", "netns", "attach", netns, str(self.pid)])
+
+    def config(self, **params):
+        result = super().config(**params)
+        # Only the packets a lab sends should cross the switch: no IPv6 autoconfiguration, router
+        # solicitations or MLD reports.
+        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+        return result
+
+    def terminate(self):
+        try:
+            # The shell (an interactive bash ignores SIGTERM) is Mininet's to end, with SIGHUP.
+            kill_netns_processes(self.netns, spare=(self.pid,) if self.pid else ())
+        finally:
+            super().terminate()
+            kill_netns_processes(self.netns, grace=1.0)
+            run(["ip", "netns", "delete", self.netns], check=False)
+
+
+class P4NetemSwitch(Switch):
+    """p4netem-switch on this node's ports (Mininet port number = P4 port number).
+
+    Parameters (addSwitch keyword arguments): grpc_port (default: a free one), pcap_dir (one pcap
+    per port), log_path, binary, seed, device_id, cpu_port, switch_args (extra flags).
+    """
+
+    def __init__(self, name: str, grpc_port: int | None = None, pcap_dir: str | None = None,
+                 log_path: str | None = None, binary: str | None = None, seed: int | None = 1,
+                 device_id: int = 1, cpu_port: int | None = CPU_PORT,
+                 switch_args: tuple[str, ...] = (), **params):
+        params.setdefault("dpid", "%016x" % device_id)
+        params["inNamespace"] = False   # the switch process runs in the root namespace
+        super().__init__(name, **params)
+        self.grpc_port = grpc_port
+        self.pcap_dir = pcap_dir
+        self.log_path = log_path
+        self.binary = binary
+        self.seed = seed
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.switch_args = tuple(switch_args)
+        self.process: SwitchProcess | None = None
+
+    @property
+    def grpc_addr(self) -> str:
+        assert self.process is not None, "switch not started"
+        return self.process.grpc_addr
+
+    def data_ports(self) -> dict[int, str]:
+        """P4 port -> interface name, without the control interface (lo, port 0)."""
+        return {port: intf.name for port, intf in self.intfs.items() if port > 0}
+
+    def start(self, controllers) -> None:
+        ports = self.data_ports()
+        for iface in ports.values():
+            # The switch refuses ports with segmentation/checksum offloads on (it would forward
+            # super-packets and bad checksums); the host ends are done by the lab.
+            disable_offloads(iface)
+        if self.pcap_dir:
+            Path(self.pcap_dir).mkdir(parents=True, exist_ok=True)
+        self.process = SwitchProcess(ports, binary=self.binary, grpc_port=self.grpc_port or None,
+                                     device_id=self.device_id, cpu_port=self.cpu_port,
+                                     pcap_dir=self.pcap_dir, seed=self.seed,
+                                     extra_args=self.switch_args, log_path=self.log_path).start()
+        self.grpc_port = self.process.grpc_port
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        if self.process is not None:
+            self.process.stop()
+        super().stop(deleteIntfs)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self.process.log_tail(lines) if self.process else "(not started)"
+
+
+class Bmv2Switch(Switch):
+    """bmv2 `simple_switch_grpc` running p4src/p4netem.p4 compiled by `p4c-bm2-ss`.
+
+    The functional reference target: same P4Info, same control plane. It has no delay primitive
+    (the P4 program's recirculation loop stands for the timing wheel), so use it to check
+    behaviour, not timing. `available()` tells whether both tools are installed.
+    """
+
+    SWITCH = "simple_switch_grpc"
+    COMPILER = "p4c-bm2-ss"
+
+    def __init__(self, name: str, grpc_port: int | None = None, pcap_dir: str | None = None,
+                 log_path: str | None = None, device_id: int = 1, cpu_port: int | None = CPU_PORT,
+                 build_dir: str | None = None, **params):
+        params.setdefault("dpid", "%016x" % device_id)
+        params["inNamespace"] = False   # the switch process runs in the root namespace
+        super().__init__(name, **params)
+        self.grpc_port = grpc_port
+        self.pcap_dir = pcap_dir
+        self.log_path = Path(log_path) if log_path else None
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.build_dir = Path(build_dir) if build_dir else REPO_ROOT / "build" / "bmv2"
+        self.proc: subprocess.Popen | None = None
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        missing = [tool for tool in (cls.SWITCH, cls.COMPILER) if shutil.which(tool) is None]
+        if missing:
+            return False, (f"{' and '.join(missing)} not installed (p4c and bmv2 are not in this "
+                           "machine's package registries; install them from source or the P4 "
+                           "project's packages to use the bmv2 reference target)")
+        return True, "ok"
+
+    @property
+    def grpc_addr(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def compile(self) -> tuple[Path, Path]:
+        """p4src -> (bmv2 JSON, P4Info text) under build/bmv2, recompiled when the source changed."""
+        src = REPO_ROOT / "p4src" / "p4netem.p4"
+        self.build_dir.mkdir(parents=True, exist_ok=True)
+        out_json = self.build_dir / "p4netem.json"
+        out_info = self.build_dir / "p4netem.p4info.txtpb"
+        newest = max(p.stat().st_mtime for p in (REPO_ROOT / "p4src").rglob("*.p4"))
+        if not out_json.exists() or out_json.stat().st_mtime < newest:
+            proc = subprocess.run([self.COMPILER, "--arch", "v1model", "--std", "p4-16",
+                                   "-o", str(out_json), "--p4runtime-files", str(out_info),
+                                   str(src)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise LabError(f"{self.COMPILER} failed on {src}:\n{proc.stderr.strip()}")
+        return out_json, out_info
+
+    def device_config(self) -> bytes:
+        return self.compile()[0].read_bytes()
+
+    def start(self, controllers) -> None:
+        ok, why = self.available()
+        if not ok:
+            raise LabError(f"Bmv2Switch: {why}")
+        self.compile()
+        if not self.grpc_port:
+            self.grpc_port = free_tcp_port()
+        argv = [self.SWITCH, "--device-id", str(self.device_id), "--no-p4"]
+        for port, intf in sorted(self.intfs.items()):
+            if port > 0:
+                disable_offloads(intf.name)
+                argv += ["-i", f"{port}@{intf.name}"]
+        if self.pcap_dir:
+            Path(self.pcap_dir).mkdir(parents=True, exist_ok=True)
+            argv += ["--pcap", str(self.pcap_dir)]
+        argv += ["--", "--grpc-server-addr", self.grpc_addr]
+        if self.cpu_port is not None:
+            argv += ["--cpu-port", str(self.cpu_port)]
+        log_path = self.log_path or Path(f"/tmp/p4netem-bmv2-{self.grpc_port}.log")
+        with open(log_path, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise LabError(f"{self.SWITCH} exited ({self.proc.returncode}); see {log_path}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.grpc_port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise LabError(f"{self.SWITCH} did not open {self.grpc_addr} in 30 s; see {log_path}")
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        super().stop(deleteIntfs)

@@ -1,0 +1,223 @@
+"""Lab topologies as data: a YAML file in `topologies/` names host groups, their roles and
+addresses; `TopologySpec.expand()` turns it into the concrete hosts of one lab.
+
+A lab has one p4netem switch. Each host hangs off its own switch port (in file order, from port
+1). The impaired link is the clients' access link: a client's *slot* is the profile id the switch
+applies to packets from its port (uplink) and to packets for its address (downlink), and its UE id
+selects its radio state. `access: own` gives every client of a group its own slot and UE id
+(cellular UEs, the single client of inline/multi-origin); `access: shared` puts the whole group in
+one slot (the dumbbell's bottleneck: one queue per direction for everyone).
+
+Mininet is not imported here, so topologies can be loaded and checked anywhere.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..paths import topologies_dir
+
+__all__ = ["HostGroup", "TopologySpec", "LabHostSpec", "Topology", "TopologyError",
+           "load_topology", "topology_names", "DNS_SLOT_OFFSET", "MAX_SLOT"]
+
+# Profile ids are below 4096 (pipeline contract). Client slots use 1..2047; the DNS variant of a
+# client's slot (its access profile plus the DNS latency) is slot + 2048.
+MAX_SLOT = 2047
+DNS_SLOT_OFFSET = 2048
+_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+_PARAM = re.compile(r"^\{([a-z_][a-z0-9_]*)\}$")
+
+
+class TopologyError(ValueError):
+    """A topology file or parameter is wrong; the message names the field and the allowed values."""
+
+
+class HostGroup(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str                                    # with count > 1 hosts are name1..nameN
+    role: Literal["client", "server"]
+    count: int | str = 1                         # a number or "{param}"
+    ip: ipaddress.IPv4Address                    # first address; the group counts up from it
+    access: Literal["own", "shared"] = "own"     # clients: a slot (and UE id) each, or one shared
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"{v!r} is not a host name: lowercase letter first, then letters or "
+                             "digits, at most 12 characters")
+        return v
+
+    @field_validator("count")
+    @classmethod
+    def _count(cls, v: int | str) -> int | str:
+        if isinstance(v, int):
+            if not 1 <= v <= MAX_SLOT:
+                raise ValueError(f"{v} out of range 1..{MAX_SLOT}")
+        elif not _PARAM.match(v):
+            raise ValueError(f"{v!r} is neither a number nor a parameter reference like '{{n}}'")
+        return v
+
+
+class TopologySpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    prefix_len: int = Field(16, ge=8, le=30)     # every host in one subnet (the switch is L2)
+    params: dict[str, int] = {}
+    hosts: list[HostGroup]
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, v: list[HostGroup]) -> list[HostGroup]:
+        roles = {g.role for g in v}
+        if roles != {"client", "server"}:
+            raise ValueError("a topology needs at least one client group and one server group")
+        names = [g.name for g in v]
+        if len(set(names)) != len(names):
+            raise ValueError(f"host group names repeat: {names}")
+        return v
+
+    def expand(self, overrides: dict[str, int] | None = None) -> "Topology":
+        """The concrete hosts for these parameter values (defaults from `params`)."""
+        params = dict(self.params)
+        for key, value in (overrides or {}).items():
+            if key not in params:
+                raise TopologyError(f"topology {self.name!r} has no parameter {key!r}; "
+                                    f"parameters: {', '.join(params) or 'none'}")
+            if not isinstance(value, int) or not 1 <= value <= MAX_SLOT:
+                raise TopologyError(f"parameter {key}={value!r} out of range 1..{MAX_SLOT}")
+            params[key] = value
+        hosts: list[LabHostSpec] = []
+        port = 0
+        next_slot = 1
+        next_ue = 1
+        for group in self.hosts:
+            count = group.count
+            if isinstance(count, str):
+                ref = _PARAM.match(count).group(1)
+                if ref not in params:
+                    raise TopologyError(f"topology {self.name!r}: count {count!r} names no "
+                                        "parameter in `params`")
+                count = params[ref]
+            shared_slot = None
+            if group.role == "client" and group.access == "shared":
+                shared_slot, next_slot = next_slot, next_slot + 1
+            for i in range(count):
+                port += 1
+                name = group.name if count == 1 and group.count == 1 else f"{group.name}{i + 1}"
+                ip = group.ip + i
+                slot = ue = None
+                if group.role == "client":
+                    if shared_slot is not None:
+                        slot, ue = shared_slot, 0     # one queue for the group, no radio of its own
+                    else:
+                        slot, next_slot = next_slot, next_slot + 1
+                        ue, next_ue = next_ue, next_ue + 1
+                    if slot > MAX_SLOT:
+                        raise TopologyError(f"topology {self.name!r}: more than {MAX_SLOT} client slots")
+                hosts.append(LabHostSpec(name, group.role, str(ip), _mac(port), port, slot, ue))
+        topo = Topology(self.name, self.description, self.prefix_len, params, tuple(hosts))
+        topo.check()
+        return topo
+
+
+def _mac(port: int) -> str:
+    # Locally administered, unique per switch port (the switch forwards on these).
+    return f"02:00:00:00:{port >> 8:02x}:{port & 0xFF:02x}"
+
+
+@dataclass(frozen=True)
+class LabHostSpec:
+    name: str
+    role: str               # client | server
+    ip: str
+    mac: str
+    port: int               # switch port
+    slot: int | None        # clients: impaired-link profile id
+    ue: int | None          # clients: UE id (0: none of its own)
+
+    @property
+    def dns_slot(self) -> int | None:
+        return None if self.slot is None else self.slot + DNS_SLOT_OFFSET
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    description: str
+    prefix_len: int
+    params: dict[str, int]
+    hosts: tuple[LabHostSpec, ...]
+
+    @property
+    def clients(self) -> list[LabHostSpec]:
+        return [h for h in self.hosts if h.role == "client"]
+
+    @property
+    def servers(self) -> list[LabHostSpec]:
+        return [h for h in self.hosts if h.role == "server"]
+
+    @property
+    def slots(self) -> list[int]:
+        return sorted({h.slot for h in self.clients if h.slot is not None})
+
+    def host(self, name: str) -> LabHostSpec:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(f"topology {self.name!r} has no host {name!r}; hosts: "
+                       f"{', '.join(h.name for h in self.hosts)}")
+
+    def check(self) -> None:
+        names = [h.name for h in self.hosts]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise TopologyError(f"topology {self.name!r}: host names repeat: {sorted(dup)}")
+        net = None
+        for h in self.hosts:
+            addr = ipaddress.IPv4Interface(f"{h.ip}/{self.prefix_len}")
+            net = net or addr.network
+            if addr.network != net or addr.ip in (net.network_address, net.broadcast_address):
+                raise TopologyError(f"topology {self.name!r}: {h.name} address {h.ip} is not a "
+                                    f"host address of {net} (all hosts share one subnet)")
+        ips = [h.ip for h in self.hosts]
+        if len(set(ips)) != len(ips):
+            raise TopologyError(f"topology {self.name!r}: addresses repeat: {ips}")
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "params": self.params, "prefix_len": self.prefix_len,
+                "hosts": [h.__dict__ for h in self.hosts]}
+
+
+def topology_names(directory: Path | None = None) -> list[str]:
+    d = directory or topologies_dir()
+    return sorted(p.stem for p in d.glob("*.yaml"))
+
+
+def load_topology(name_or_path: str | Path, directory: Path | None = None) -> TopologySpec:
+    """A topology by name (topologies/NAME.yaml) or from a YAML file path."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = (directory or topologies_dir()) / f"{name_or_path}.yaml"
+    if not path.exists():
+        raise TopologyError(f"no topology {str(name_or_path)!r}; known: "
+                            f"{', '.join(topology_names(directory)) or 'none'}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"{path}: not valid YAML: {exc}") from None
+    try:
+        return TopologySpec.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise TopologyError(f"{path}: invalid topology:\n  " + "\n  ".join(lines)) from None

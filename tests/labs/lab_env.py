@@ -1,0 +1,74 @@
+"""Pages, helpers and the shared lab object of the Mininet lab tests (imported by conftest.py
+and the tests; a module of its own so it never collides with tests/conftest.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from p4netem.harness.endpoints import Endpoints, SiteContent
+from p4netem.harness.metrics import WireMetrics, wire_metrics
+from p4netem.harness.protocols import protocol
+from p4netem.harness.tcp import set_initial_windows
+from p4netem.profiles import Profile, builtin_profile
+from p4netem.web.capture import Capture, read_pcap
+from p4netem.web.load import run_loader
+
+# Pages of the session: the make-run page, 8 small objects on one host (round trips dominate),
+# and E3 page C (300 KB images) for first flights.
+DEMO, SMALL, BIG = "demo", "uniform-8x1000", "e3-c-1s"
+
+
+def delay_profile(rtt_ms: float, name: str = "rtt") -> Profile:
+    """Only delay: RTT split equally over the two directions, no rate limit, no loss."""
+    return Profile.parse({"name": name, "both": {"delay": f"{rtt_ms / 2}ms"}})
+
+
+@dataclass
+class Load:
+    report: dict
+    wire: WireMetrics
+    pcap: Path
+
+
+class WebLab:
+    def __init__(self, lab, endpoints: Endpoints, content: SiteContent, tmp: Path):
+        self.lab = lab
+        self.endpoints = endpoints
+        self.content = content
+        self.tmp = tmp
+        self._n = 0
+        self.iw = None
+
+    @property
+    def client_ns(self) -> str:
+        return self.lab.ns("client")
+
+    def set(self, profile: Profile | str, *, iw: int = 10, radio: bool = False):
+        prof = builtin_profile(profile) if isinstance(profile, str) else profile
+        rec = self.lab.apply_profile(prof, radio=radio)[0]
+        if iw != self.iw:
+            set_initial_windows(self.lab, iw)
+            self.iw = iw
+        return rec
+
+    def load(self, proto: str, page: str = DEMO, *, tls: bool = True, timeout_s: float = 60,
+             conns_per_host: int | None = None) -> Load:
+        p = protocol(proto)
+        self._n += 1
+        pcap = self.tmp / f"load{self._n}.pcap"
+        extra = []
+        if p.loader.startswith("h1"):
+            extra += ["--conns-per-host", str(conns_per_host or p.conns_per_host)]
+        extra += [f"--browser-arg={a}" for a in p.browser_args]
+        cap = Capture(self.client_ns, "eth0", pcap, "tcp")
+        try:
+            report = run_loader(self.client_ns, p.loader, self.content.paths[page],
+                                resolve=self.endpoints.resolve_map(page),
+                                scheme="https" if tls else "http", port=p.port(tls),
+                                ca_file=str(self.content.cert.ca_cert),
+                                spki=[self.content.cert.spki_sha256], timeout_s=timeout_s,
+                                extra_args=extra)
+        finally:
+            cap.stop()
+        return Load(report, wire_metrics(read_pcap(pcap), self.lab.ip("client")), pcap)

@@ -1,0 +1,54 @@
+"""`p4netem measure` end to end: a small comparison prints its table and writes runs.csv,
+summary.csv, results.json (with the run metadata the experiments ask for: kernel, congestion
+control, TLS version, initial window, the TCP sysctls of every host) and plot.png; with DNS on,
+the names resolve through dnsmasq and the lookups are recorded."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+P4NETEM = str(Path(sys.executable).parent / "p4netem")
+
+
+def test_measure_writes_table_files_and_metadata(tmp_path):
+    out = tmp_path / "res"
+    proc = subprocess.run(
+        [P4NETEM, "measure", "--profile", "lan", "--profile", "lte", "--protocol", "h1.1",
+         "--protocol", "h2", "--iw", "3", "--iw", "10", "--reps", "2", "--topology",
+         "multi-origin", "-p", "servers=2", "--page", "e5-site1", "--dns", "--dns-latency",
+         "50ms", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "160"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "page-load time, median [q1-q3]" in proc.stdout
+    runs = list(csv.DictReader(open(out / "runs.csv")))
+    assert len(runs) == 2 * 2 * 2 * 2 and all(r["ok"] == "True" for r in runs)
+    for r in runs:
+        assert float(r["plt_ms"]) > 0 and int(r["connections_opened"]) >= 2
+        assert r["tls_versions"] == "TLSv1.3"
+        assert r["alpn"] == ("h2" if r["protocol"] == "h2" else "http/1.1")
+        assert int(r["dns_lookups"]) == 2                    # e5-site1: two domains
+        base = 25.0 if r["profile"] == "lte" else 0.2
+        assert float(r["dns_ms_max"]) >= base + 50 - 1
+    summary = list(csv.DictReader(open(out / "summary.csv")))
+    assert len(summary) == 8 and all(s["ok"] == "2" for s in summary)
+    doc = json.loads((out / "results.json").read_text())
+    meta = doc["metadata"]
+    assert meta["host"]["kernel"] and meta["software"]["nginx"].startswith("nginx version")
+    env = meta["tcp_environment_by_initcwnd"]
+    assert set(env) == {"3", "10"}
+    for iw, hosts in env.items():
+        for name in ("server1", "server2"):
+            assert any(f"initcwnd {iw}" in route for route in hosts[name]["routes"])
+            sysctls = hosts[name]["sysctls"]
+            assert sysctls["net.ipv4.tcp_no_metrics_save"] == "1"
+            assert sysctls["net.ipv4.tcp_slow_start_after_idle"] == "0"
+            assert sysctls["net.ipv4.tcp_congestion_control"]
+            assert sysctls["net.ipv4.tcp_sack"] is not None
+    assert [p["profile"] for p in meta["profiles_applied"]] == ["lan", "lte"]
+    png = (out / "plot.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000

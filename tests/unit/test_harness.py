@@ -1,0 +1,112 @@
+"""The harness's pure parts: page-load time from a capture (first SYN to the last server packet
+before the silence, the client's own close not counted), the plan's conditions and run order,
+and medians/quartiles."""
+
+from __future__ import annotations
+
+import pytest
+
+from p4netem.harness.metrics import wire_metrics
+from p4netem.harness.plan import Condition, Plan, make_run_plan, matrix
+from p4netem.harness.results import quartiles
+from p4netem.web.capture import ACK, FIN, PSH, SYN, Segment
+
+C, S = "10.0.0.1", "10.0.1.1"
+
+
+def seg(ts, up, flags, payload=b"", sport=40000, seq=1):
+    if up:
+        return Segment(ts, C, sport, S, 443, flags, seq, 0, 0, payload, 54 + len(payload))
+    return Segment(ts, S, 443, C, sport, flags, seq, 0, 0, payload, 54 + len(payload))
+
+
+def load(close_at: float, extra: list | None = None) -> list[Segment]:
+    return [
+        seg(0.95, True, ACK),                       # left over from before the load: ignored
+        seg(1.00, True, SYN),
+        seg(1.10, False, SYN | ACK),
+        seg(1.20, True, ACK | PSH, b"GET"),
+        seg(1.30, False, ACK | PSH, b"x" * 1000, seq=10),
+        seg(1.40, False, ACK | PSH, b"y" * 500, seq=1010),
+        seg(1.41, True, ACK),
+        *(extra or []),
+        seg(close_at, True, FIN | ACK),             # the client closes at the end...
+        seg(close_at + 0.1, False, FIN | ACK),      # ...and the server's answer is not the page
+    ]
+
+
+def test_plt_is_first_syn_to_last_server_packet():
+    m = wire_metrics(load(1.5), C, silence_s=10)
+    assert m.plt_ms == pytest.approx(400.0)
+    assert m.first_syn_to_synack_ms == pytest.approx(100.0)
+    assert (m.connections_opened, m.connections_used) == (1, 1)
+    assert (m.packets_up, m.packets_down) == (5, 4)
+    assert m.payload_down == 1500 and m.bytes_down == 1500 + 4 * 54
+    assert m.retransmissions_down == 0 and not m.silence_cut
+
+
+def test_silence_ends_the_load():
+    # A server packet 12 s after the rest comes after a 10 s silence: not part of the load.
+    m = wire_metrics(load(20.0, [seg(13.5, False, ACK | PSH, b"late", seq=1510)]), C, silence_s=10)
+    assert m.silence_cut and m.plt_ms == pytest.approx(400.0)
+    m = wire_metrics(load(20.0, [seg(5.0, False, ACK | PSH, b"late", seq=1510)]), C, silence_s=10)
+    assert m.plt_ms == pytest.approx(4000.0)
+
+
+def test_retransmissions_and_unused_connections():
+    extra = [seg(1.45, False, ACK | PSH, b"x" * 1000, seq=10),       # same seq again
+             seg(1.46, True, SYN, sport=40001)]                       # opened, never used
+    m = wire_metrics(load(1.5, extra), C)
+    assert m.retransmissions_down == 1
+    assert (m.connections_opened, m.connections_used) == (2, 1)
+
+
+def test_packets_of_earlier_connections_are_not_counted():
+    # The previous load's server FIN, still in the delay line when this capture started.
+    m = wire_metrics([seg(0.5, False, FIN | ACK, sport=39999)] + load(1.5), C)
+    assert (m.packets_up, m.packets_down) == (5, 4)
+
+
+def test_no_syn_no_plt():
+    m = wire_metrics([seg(1.0, False, ACK | PSH, b"x")], C)
+    assert m.plt_ms is None and m.first_syn_to_synack_ms is None
+
+
+def test_quartiles():
+    assert quartiles([3.0]) == (3.0, 3.0, 3.0)
+    assert quartiles([1.0, 2.0, 3.0, 4.0, 5.0]) == (2.0, 3.0, 4.0)
+    assert quartiles([]) is None
+
+
+def test_make_run_plan_is_the_readme_matrix():
+    plan = make_run_plan()
+    assert {c.profile for c in plan.conditions} == {"lan", "lte", "hspa", "gprs"}
+    assert {c.protocol for c in plan.conditions} == {"h1.1", "h2", "spdy"}
+    assert {c.initcwnd for c in plan.conditions} == {3, 10}
+    assert all(c.radio == (c.profile == "hspa") for c in plan.conditions)
+    assert all(c.tls for c in plan.conditions)
+    assert all(c.conns_per_host == 6 for c in plan.conditions if c.protocol == "h1.1")
+    assert len(plan.conditions) == 24 and plan.total_loads == 24 * plan.repetitions
+
+
+def test_schedule_groups_profiles_and_interleaves_repetitions():
+    plan = Plan("t", matrix(["lan", "lte"], ["h1.1", "h2"], [3, 10]), repetitions=2)
+    order = plan.schedule()
+    assert len(order) == 16
+    profiles = [c.profile for c, _ in order]
+    assert profiles == ["lan"] * 8 + ["lte"] * 8            # one profile switch
+    first_lan = [(c.variant, r) for c, r in order[:8]]
+    assert [r for _, r in first_lan] == [0] * 4 + [1] * 4   # every cell once, then again
+
+
+def test_conditions_refuse_bad_values():
+    with pytest.raises(ValueError, match="unknown protocol"):
+        Condition("lan", "http3")
+    with pytest.raises(ValueError, match="needs TLS"):
+        Condition("lan", "chromium-h2", tls=False)
+    with pytest.raises(ValueError, match="initcwnd 0 out of range"):
+        Condition("lan", "h2", initcwnd=0)
+    with pytest.raises(ValueError, match="unknown page"):
+        Condition("lan", "h2", page="nope")
+    with pytest.raises(ValueError, match="no built-in profile or file 'nope'"):
+        Plan("t", [Condition("nope", "h2")])

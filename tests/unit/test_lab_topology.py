@@ -1,0 +1,76 @@
+"""Topologies as data: every file in topologies/ expands to a lab the switch can be programmed
+for, parameters change the host count, and mistakes are refused with the field named."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from p4netem.mininet.topology import (DNS_SLOT_OFFSET, TopologyError, TopologySpec,
+                                      load_topology, topology_names)
+
+
+def test_every_topology_file_expands():
+    names = topology_names()
+    assert {"inline", "multi-origin", "dumbbell", "cellular"} <= set(names)
+    for name in names:
+        topo = load_topology(name).expand()
+        ports = [h.port for h in topo.hosts]
+        assert ports == list(range(1, len(ports) + 1))          # one switch port per host
+        assert len({h.mac for h in topo.hosts}) == len(topo.hosts)
+        nets = {ipaddress.IPv4Interface(f"{h.ip}/{topo.prefix_len}").network for h in topo.hosts}
+        assert len(nets) == 1                                    # one L2 segment
+        for c in topo.clients:
+            assert c.slot and c.slot + DNS_SLOT_OFFSET < 4096    # profile ids of the pipeline
+
+
+def test_inline_is_one_client_one_server():
+    topo = load_topology("inline").expand()
+    assert [(h.name, h.role, h.slot, h.ue) for h in topo.hosts] == [
+        ("client", "client", 1, 1), ("server", "server", None, None)]
+
+
+def test_multi_origin_servers_parameter():
+    topo = load_topology("multi-origin").expand({"servers": 4})
+    assert [h.name for h in topo.servers] == ["server1", "server2", "server3", "server4"]
+    assert [h.ip for h in topo.servers] == ["10.0.1.1", "10.0.1.2", "10.0.1.3", "10.0.1.4"]
+
+
+def test_dumbbell_clients_share_one_slot_without_radio():
+    topo = load_topology("dumbbell").expand({"pairs": 3})
+    assert len(topo.clients) == 3 and len(topo.servers) == 3
+    assert {c.slot for c in topo.clients} == {1} and {c.ue for c in topo.clients} == {0}
+
+
+def test_cellular_ues_have_their_own_slot_and_ue_id():
+    topo = load_topology("cellular").expand({"ues": 5})
+    assert [(c.slot, c.ue) for c in topo.clients] == [(i, i) for i in range(1, 6)]
+    assert topo.slots == [1, 2, 3, 4, 5]
+
+
+def test_unknown_parameter_and_range_are_refused():
+    with pytest.raises(TopologyError, match="no parameter 'clients'.*parameters: pairs"):
+        load_topology("dumbbell").expand({"clients": 2})
+    with pytest.raises(TopologyError, match="out of range 1..2047"):
+        load_topology("cellular").expand({"ues": 0})
+    with pytest.raises(TopologyError, match="no topology 'nope'"):
+        load_topology("nope")
+
+
+def test_bad_topology_documents_name_the_field():
+    base = {"name": "t", "hosts": [{"name": "c", "role": "client", "ip": "10.0.0.1"},
+                                   {"name": "s", "role": "server", "ip": "10.0.0.2"}]}
+    TopologySpec.model_validate(base).expand()
+    with pytest.raises(Exception, match="role"):
+        TopologySpec.model_validate({**base, "hosts": [{**base["hosts"][0], "role": "router"},
+                                                       base["hosts"][1]]})
+    with pytest.raises(Exception, match="at least one client group and one server group"):
+        TopologySpec.model_validate({**base, "hosts": base["hosts"][:1]})
+    overlap = {**base, "hosts": [base["hosts"][0], {**base["hosts"][1], "ip": "10.0.0.1"}]}
+    with pytest.raises(TopologyError, match="addresses repeat"):
+        TopologySpec.model_validate(overlap).expand()
+    outside = {**base, "prefix_len": 24,
+               "hosts": [base["hosts"][0], {**base["hosts"][1], "ip": "10.0.1.2"}]}
+    with pytest.raises(TopologyError, match="not a host address"):
+        TopologySpec.model_validate(outside).expand()
