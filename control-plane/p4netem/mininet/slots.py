@@ -2,8 +2,8 @@
 
 A slot is a profile id of the pipeline; its uplink and downlink are two entries of the `profile`
 table, written together in one P4Runtime Write so that no packet sees one direction of the old
-profile and the other of the new. (When the controller API `p4netem.control` lands, `apply` moves
-onto it; nothing else in the labs touches the profile table.)
+profile and the other of the new. The entries come from p4netem.profiles.program, as the
+controller's (p4netem.control) do; nothing else in the labs touches the profile table.
 
 Radio: the slot's `radio_profile` entry (set_radio) is written in the same Write as its two
 `profile` entries. With the radio asked for, it carries the profile's radio model; otherwise it is
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from .. import pipeline as pl
 from ..p4rt import P4RuntimeClient, WriteError
 from ..p4rt.entries import update
 from ..profiles import Direction, Profile, RadioNone
+from ..profiles.program import SLOTS, profile_entries, slot_entry
 from ..profiles.units import Duration
 
 
@@ -94,14 +94,10 @@ class SlotProfiles:
             raise ValueError(f"slot {slot} out of range 1..4095 (a profile id of the pipeline)")
         state = self._radio(profile, radio)
         effective = with_extra_delay(profile, extra_delay_ns)
+        if not state.applied:
+            effective = effective.model_copy(update={"radio": RadioNone()})
         params = {d.field: effective.to_table_params(d) for d in Direction}
-        entries = [self.client.table_entry(pl.PROFILE, {"meta.profile_id": slot,
-                                                        "meta.direction": int(d)},
-                                           pl.SET_IMPAIRMENT, params[d.field])
-                   for d in Direction]
-        radio_params = (profile.radio if state.applied else RadioNone()).to_table_params()
-        entries.append(self.client.table_entry(pl.RADIO_PROFILE, {"meta.profile_id": slot},
-                                               pl.SET_RADIO, radio_params))
+        entries = profile_entries(self.client.info, effective, slot)  # the one encoding path
         kind = "MODIFY" if slot in self._written else "INSERT"
         try:
             self.client.write([update(kind, e) for e in entries], atomicity=self.atomicity)
@@ -121,8 +117,6 @@ class SlotProfiles:
         """Remove the slot's entries: its packets pass unimpaired (the table's default)."""
         if slot not in self._written:
             return
-        self.client.delete(*[self.client.table_entry(
-            pl.PROFILE, {"meta.profile_id": slot, "meta.direction": int(d)}) for d in Direction],
-            self.client.table_entry(pl.RADIO_PROFILE, {"meta.profile_id": slot}))
+        self.client.delete(*[slot_entry(self.client.info, s, slot) for s in SLOTS])
         self._written.discard(slot)
         self.applied.pop(slot, None)
