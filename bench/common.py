@@ -55,15 +55,34 @@ def sink(topo: Topo, host: Host, port: int, idle: float = 1.0, timeout: float = 
 
 
 def send(topo: Topo, host: Host, dst: str, port: int, rate_bps: float, size: int,
-         count: int = 0, duration: float = 0.0, background: bool = False, dst_count: int = 1):
+         count: int = 0, duration: float = 0.0, background: bool = False, dst_count: int = 1,
+         tx_stamps: bool = False):
     """Run the paced UDP sender in ``host``. Returns its JSON summary, or the Popen when
     ``background`` (the caller then calls ``finish(proc)``). With ``dst_count`` N, datagram i goes
-    to ``dst`` + i % N."""
+    to ``dst`` + i % N. With ``tx_stamps`` the summary has the kernel transmit timestamps
+    (``tx_kernel``, see traffic.py); ``one_way_ns`` uses them."""
     cmd = topo.netns(host, PY, TRAFFIC, "send", "--dst", dst, "--port", str(port),
                      "--rate-bps", str(rate_bps), "--size", str(size),
                      "--count", str(count), "--duration", str(duration), "--dst-count", str(dst_count))
+    if tx_stamps:
+        cmd.append("--tx-stamps")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return proc if background else finish(proc)
+
+
+def one_way_ns(rec: dict, sent: dict) -> tuple[dict[int, int], int]:
+    """One-way delay per sequence number: the sink's kernel receive stamp minus the sender's kernel
+    transmit stamp (``sent["tx_kernel"]``), or minus the send time the datagram carries when the
+    kernel gave no stamp for it. Returns the delays and how many fell back to the carried time."""
+    kernel = dict(zip(sent.get("tx_kernel", {}).get("seq", []),
+                      sent.get("tx_kernel", {}).get("tx_ns", [])))
+    out, fallback = {}, 0
+    for seq, tx, rx in zip(rec["seq"], rec["tx_ns"], rec["rx_ns"]):
+        k = kernel.get(seq)
+        if k is None:
+            fallback += 1
+        out[seq] = rx - (k if k is not None else tx)
+    return out, fallback
 
 
 def finish(proc: subprocess.Popen, timeout: float = 120.0) -> dict:

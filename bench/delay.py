@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import statistics
 
-from common import finish, percentile, send, sink
+from common import finish, one_way_ns, percentile, send, sink
 from topo import Topo
 
 DELAY_NS = 50_000_000
@@ -47,11 +47,11 @@ def probe(t: Topo) -> tuple[list[int], list[int], dict]:
         bg = send(t, t.h1, t.h2.ip, BG_PORT, BACKGROUND_BPS, BACKGROUND_FRAME,
                   duration=duration + 1.0, background=True)
         ref = send(t, h1r, h2r.ip, REF_PORT, PROBE_PPS * PROBE_FRAME * 8, PROBE_FRAME,
-                   count=PROBES, background=True)
+                   count=PROBES, background=True, tx_stamps=True)
         sent = send(t, t.h1, t.h2.ip, PROBE_PORT, PROBE_PPS * PROBE_FRAME * 8, PROBE_FRAME,
-                    count=PROBES)
+                    count=PROBES, tx_stamps=True)
         bg_sent = finish(bg)
-        finish(ref)
+        ref_sent = finish(ref)
         rec, ref_rec, bg_rec = done(), ref_done(), bg_done()
     if len(rec["seq"]) < 0.99 * PROBES:
         raise RuntimeError(f"only {len(rec['seq'])} of {PROBES} probes arrived")
@@ -61,8 +61,9 @@ def probe(t: Topo) -> tuple[list[int], list[int], dict]:
             "bg_received_mbit_s": bg_bytes * 8 / bg_span / 1e6 if bg_span else 0.0,
             "probes_received": len(rec["seq"]), "reference_probes_received": len(ref_rec["seq"]),
             "probe_sender_max_late_ms": sent["max_late_ms"]}
-    return ([rx - tx for rx, tx in zip(rec["rx_ns"], rec["tx_ns"])],
-            [rx - tx for rx, tx in zip(ref_rec["rx_ns"], ref_rec["tx_ns"])], info)
+    probes, info["tx_stamp_fallbacks"] = one_way_ns(rec, sent)
+    refs, info["reference_tx_stamp_fallbacks"] = one_way_ns(ref_rec, ref_sent)
+    return list(probes.values()), list(refs.values()), info
 
 
 US = 1e-3
@@ -105,6 +106,8 @@ def measure(t: Topo, ctl) -> dict:
             "reference_one_way_us": dist_us(ref),
             "reference": "probes at the same rate over the bridge-only path h1-ref -> h2-ref, "
                          "concurrently with both runs: the machine's own latency tail",
-            "clock": "tx: CLOCK_REALTIME in the sender before send(); rx: SO_TIMESTAMPNS",
+            "clock": "tx: the kernel's software transmit stamp (SO_TIMESTAMPING; the time carried in "
+                     "the datagram where the kernel gave none, counted in tx_stamp_fallbacks); "
+                     "rx: SO_TIMESTAMPNS",
         },
     }

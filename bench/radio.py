@@ -37,7 +37,7 @@ import statistics
 import subprocess
 import time
 
-from common import finish, percentile, send, sink
+from common import finish, one_way_ns, percentile, send, sink
 from topo import Topo
 
 from p4netem import pipeline as pl
@@ -83,9 +83,11 @@ def _by_dst(ctl, net: str, mask: int, ue_base: int, ue_mask: int) -> object:
 
 def _one_pass(t: Topo) -> tuple[list[int], dict]:
     with sink(t, t.h2, PORT, idle=1.0) as done:
-        sent = send(t, t.h1, WAKE_NET, PORT, PPS * FRAME * 8, FRAME, count=UES, dst_count=UES)
+        sent = send(t, t.h1, WAKE_NET, PORT, PPS * FRAME * 8, FRAME, count=UES, dst_count=UES,
+                    tx_stamps=True)
         rec = done()
-    delays = {s: rx - tx for s, tx, rx in zip(rec["seq"], rec["tx_ns"], rec["rx_ns"])}
+    delays, sent["tx_stamp_fallbacks"] = one_way_ns(rec, sent)
+    sent.pop("tx_kernel", None)
     if len(delays) < 0.99 * UES:
         raise RuntimeError(f"only {len(delays)} of {UES} datagrams arrived")
     return [delays.get(i) for i in range(UES)], sent
@@ -120,6 +122,8 @@ def promotion_accuracy(t: Topo, ctl) -> dict:
             "baseline_one_way_us_p50": base_med * US, "baseline_one_way_us_p99": percentile(base, 99) * US,
             "promotions_counted": promoted,
             "sender_max_late_ms": [sent1["max_late_ms"], sent2["max_late_ms"]],
+            "clock": "tx: the kernel's software transmit stamp (SO_TIMESTAMPING); rx: SO_TIMESTAMPNS",
+            "tx_stamp_fallbacks": [sent1["tx_stamp_fallbacks"], sent2["tx_stamp_fallbacks"]],
         },
     }
 

@@ -8,6 +8,13 @@ CLOCK_REALTIME). The namespaces share one kernel and so one clock, which is what
 measurable: the sink takes the kernel's receive timestamp (SO_TIMESTAMPNS, CLOCK_REALTIME, stamped when
 the frame reaches the host's veth, before any scheduling of this process) and subtracts the send time.
 
+With ``--tx-stamps`` the sender also asks the kernel for a software transmit timestamp of every
+datagram (SO_TIMESTAMPING, taken when the veth driver hands the frame on, in the same clock) and
+reports them by sequence number (``tx_kernel``). A one-way delay from the kernel's transmit stamp to
+the kernel's receive stamp no longer includes the time this Python process may spend descheduled
+between reading the clock and the ``send()`` system call, which on a loaded 2-core machine can be
+milliseconds: the figure is then the path's (and the switch's), not the sender's.
+
 Frame bytes: the sink reports each datagram's Ethernet frame length = UDP payload + 8 (UDP) + 20 (IPv4,
 no options) + 14 (Ethernet, untagged). That is the length the switch's rate stage charges (FCS,
 preamble and inter-frame gap are not part of it; the profile's overhead_bytes is where they would go).
@@ -26,7 +33,55 @@ HEADER = struct.Struct("!QQ")
 # Not exported by Python's socket module; values from <asm-generic/socket.h>.
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 TIMESPEC = struct.Struct("@ll")
+# SO_TIMESTAMPING (asm-generic/socket.h) and its flags (linux/net_tstamp.h): software TX stamps,
+# reported through the error queue with a per-socket counter (OPT_ID) and no payload (OPT_TSONLY).
+SO_TIMESTAMPING = 37
+TS_FLAGS = (1 << 1) | (1 << 4) | (1 << 7) | (1 << 11)
+# struct sock_extended_err: ee_errno, ee_origin, ee_type, ee_code, ee_pad, ee_info, ee_data.
+EXTENDED_ERR = struct.Struct("=IBBBBII")
+SO_EE_ORIGIN_TIMESTAMPING = 4
+IP_RECVERR = 11
 FRAME_OVERHEAD = 14 + 20 + 8
+
+
+class TxStamps:
+    """Kernel transmit timestamps of a socket's datagrams, matched to sequence numbers.
+
+    The kernel numbers the datagrams it accepted (OPT_ID: 0, 1, ...); `accepted` maps that number
+    back to our sequence number, since a datagram refused by send() gets none."""
+
+    def __init__(self, sock: socket.socket):
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TS_FLAGS)
+        self.sock = sock
+        self.accepted: list[int] = []
+        self.stamps: dict[int, int] = {}
+
+    def sent(self, seq: int) -> None:
+        self.accepted.append(seq)
+
+    def drain(self) -> None:
+        """Reads every stamp queued so far (never blocks)."""
+        while True:
+            try:
+                _data, anc, _flags, _addr = self.sock.recvmsg(
+                    0, 512, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return
+            stamp = ident = None
+            for level, ctype, cdata in anc:
+                if level == socket.SOL_SOCKET and ctype == SO_TIMESTAMPING:
+                    sec, nsec = TIMESPEC.unpack_from(cdata, 0)  # [0] is the software stamp
+                    stamp = sec * 1_000_000_000 + nsec
+                elif level == socket.IPPROTO_IP and ctype == IP_RECVERR:
+                    err = EXTENDED_ERR.unpack_from(cdata)
+                    if err[1] == SO_EE_ORIGIN_TIMESTAMPING:
+                        ident = err[6]
+            if stamp and ident is not None and ident < len(self.accepted):
+                self.stamps[self.accepted[ident]] = stamp
+
+    def report(self) -> dict:
+        seqs = sorted(self.stamps)
+        return {"seq": seqs, "tx_ns": [self.stamps[q] for q in seqs]}
 
 
 def send(args: argparse.Namespace) -> None:
@@ -51,6 +106,7 @@ def send(args: argparse.Namespace) -> None:
     targets = [(socket.inet_ntoa(struct.pack("!I", base + i)), args.port) for i in range(max(1, args.dst_count))]
     if len(targets) == 1:
         sock.connect(targets[0])
+    stamps = TxStamps(sock) if args.tx_stamps else None
     count = args.count or (1 << 62)
     t0 = time.monotonic()
     end = t0 + args.duration if args.duration else float("inf")
@@ -75,15 +131,24 @@ def send(args: argparse.Namespace) -> None:
             max_late = now - due
         try:
             sendmsg(pack(sent, now_ns()) + pad)
+            if stamps:
+                stamps.sent(sent)
         except (BlockingIOError, ConnectionRefusedError, OSError):
             # ENOBUFS/ECONNREFUSED (an ICMP error from an earlier datagram): the datagram is lost on
             # the sender; counted so the caller can tell sender loss from network loss.
             errors += 1
+        if stamps:
+            stamps.drain()
         sent += 1
     elapsed = mono() - t0
-    print(json.dumps({"sent": sent, "send_errors": errors, "elapsed_s": elapsed,
-                      "max_late_ms": max_late * 1e3,
-                      "offered_bps": sent * args.size * 8 / elapsed if elapsed else 0.0}))
+    summary = {"sent": sent, "send_errors": errors, "elapsed_s": elapsed,
+               "max_late_ms": max_late * 1e3,
+               "offered_bps": sent * args.size * 8 / elapsed if elapsed else 0.0}
+    if stamps:
+        time.sleep(0.05)  # the last datagrams' stamps
+        stamps.drain()
+        summary["tx_kernel"] = stamps.report()
+    print(json.dumps(summary))
 
 
 def sink(args: argparse.Namespace) -> None:
@@ -142,6 +207,8 @@ def main() -> None:
     s.add_argument("--duration", type=float, default=0.0)
     s.add_argument("--tos", type=int, default=0)
     s.add_argument("--dst-count", type=int, default=1, help="datagram i goes to --dst + i %% N")
+    s.add_argument("--tx-stamps", action="store_true",
+                   help="report the kernel's software transmit timestamp of every datagram")
     s.set_defaults(func=send)
     k = sub.add_parser("sink")
     k.add_argument("--port", type=int, required=True)
