@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from pydantic import TypeAdapter, ValidationError
 
 from .. import pipeline as pl
+from .action_params import ParamWidths
 from .errors import Problem, ProfileError, problems_from_validation_error
 from .radio import Radio, RadioGprs, RadioLte, RadioNone, RadioUmts
 from .units import Duration, ns_per_byte_q16_to_rate, rate_to_ns_per_byte_q16
@@ -48,7 +49,7 @@ RADIO_PARAMS: tuple[tuple[int, str, int], ...] = (
     (18, "fach_ns_per_byte_q16", 48),
     (19, "promo_queue_pkts", 32),
 )
-_WIDTHS = {name: bits for _, name, bits in RADIO_PARAMS}
+_PARAMS = ParamWidths(SET_RADIO, RADIO_PARAMS)
 _MODEL_CODES = {"none": pl.RadioModel.NONE, "umts": pl.RadioModel.UMTS, "lte": pl.RadioModel.LTE,
                 "gprs": pl.RadioModel.GPRS}
 _RADIO = TypeAdapter(Radio)
@@ -87,26 +88,8 @@ def encode_radio(radio: RadioNone | RadioUmts | RadioLte | RadioGprs) -> dict[st
         )
     if not isinstance(radio, RadioNone):
         params.update(promo_spread_ns=int(radio.promotion_spread), promo_queue_pkts=int(radio.promotion_queue))
-    for name, value in params.items():
-        # Validation keeps every field inside its width; this guards the guard.
-        if not 0 <= value < 2 ** _WIDTHS[name]:
-            raise AssertionError(f"{name}={value} does not fit in {_WIDTHS[name]} bits")
+    _PARAMS.check_encoded(params)
     return params
-
-
-def _as_int(name: str, raw: Any, problems: list[Problem]) -> int | None:
-    if isinstance(raw, (bytes, bytearray)):
-        value = int.from_bytes(raw, "big")  # P4Runtime bytestrings are big-endian
-    elif isinstance(raw, int) and not isinstance(raw, bool):
-        value = raw
-    else:
-        problems.append(Problem(name, f"{raw!r} is not an integer or a P4Runtime bytestring"))
-        return None
-    if not 0 <= value < 2 ** _WIDTHS[name]:
-        problems.append(Problem(name, f"{value} out of range 0..{2 ** _WIDTHS[name] - 1} "
-                                f"(bit<{_WIDTHS[name]}>)"))
-        return None
-    return value
 
 
 def decode_radio(params: Mapping[str, Any]) -> RadioNone | RadioUmts | RadioLte | RadioGprs:
@@ -117,17 +100,7 @@ def decode_radio(params: Mapping[str, Any]) -> RadioNone | RadioUmts | RadioLte 
     a value the model refuses).
     """
     problems: list[Problem] = []
-    for name in params:
-        if name not in _WIDTHS:
-            problems.append(Problem(name, "not a set_radio param"))
-    values: dict[str, int] = {}
-    for _, name, _ in RADIO_PARAMS:
-        if name not in params:
-            problems.append(Problem(name, "missing"))
-            continue
-        value = _as_int(name, params[name], problems)
-        if value is not None:
-            values[name] = value
+    values = _PARAMS.decode(params, problems)
     if not problems and values["model"] not in _MODEL_CODES.values():
         problems.append(Problem("model", f"{values['model']} is not a radio model; allowed 0 (none), "
                                 "1 (umts), 2 (lte), 3 (gprs)"))

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from .. import pipeline as pl
+from .action_params import ParamWidths
 from .errors import Problem, ProfileError, problems_from_validation_error
 from .link import JitterDistribution, LinkParams
 from .units import (Duration, ns_per_byte_q16_to_rate, percent_to_prob, prob_to_percent,
@@ -53,7 +54,7 @@ IMPAIRMENT_PARAMS: tuple[tuple[int, str, int], ...] = (
     (15, "dup_prob", 32),
     (16, "corrupt_prob", 32),
 )
-_WIDTHS = {name: bits for _, name, bits in IMPAIRMENT_PARAMS}
+_PARAMS = ParamWidths(SET_IMPAIRMENT, IMPAIRMENT_PARAMS)
 
 REORDER_KEEP_ORDER = 0  # release = max(release, last_release)
 REORDER_ALLOW = 1  # jitter may reorder
@@ -101,26 +102,8 @@ def encode_link(link: LinkParams) -> dict[str, int]:
         "dup_prob": percent_to_prob(link.duplicate),
         "corrupt_prob": percent_to_prob(link.corrupt),
     }
-    for name, value in params.items():
-        # Validation keeps every field inside its width; this guards the guard.
-        if not 0 <= value < 2 ** _WIDTHS[name]:
-            raise AssertionError(f"{name}={value} does not fit in {_WIDTHS[name]} bits")
+    _PARAMS.check_encoded(params)
     return params
-
-
-def _as_int(name: str, raw: Any, problems: list[Problem]) -> int | None:
-    if isinstance(raw, (bytes, bytearray)):
-        value = int.from_bytes(raw, "big")  # P4Runtime bytestrings are big-endian
-    elif isinstance(raw, int) and not isinstance(raw, bool):
-        value = raw
-    else:
-        problems.append(Problem(name, f"{raw!r} is not an integer or a P4Runtime bytestring"))
-        return None
-    if not 0 <= value < 2 ** _WIDTHS[name]:
-        problems.append(Problem(name, f"{value} out of range 0..{2 ** _WIDTHS[name] - 1} "
-                                f"(bit<{_WIDTHS[name]}>)"))
-        return None
-    return value
 
 
 def decode_link(params: Mapping[str, Any]) -> LinkParams:
@@ -131,18 +114,7 @@ def decode_link(params: Mapping[str, Any]) -> LinkParams:
     Elliott parameters are dropped when ge_p is 0 (the model is off and ignores them).
     """
     problems: list[Problem] = []
-    names = [name for _, name, _ in IMPAIRMENT_PARAMS]
-    for name in params:
-        if name not in _WIDTHS:
-            problems.append(Problem(name, "not a set_impairment param"))
-    values: dict[str, int] = {}
-    for name in names:
-        if name not in params:
-            problems.append(Problem(name, "missing"))
-            continue
-        value = _as_int(name, params[name], problems)
-        if value is not None:
-            values[name] = value
+    values = _PARAMS.decode(params, problems)
     if problems:
         raise ProfileError(problems, SET_IMPAIRMENT)
 
