@@ -295,6 +295,36 @@ def test_a_write_the_switch_refuses_is_undone(bare_switch: SwitchProcess) -> Non
         assert snapshot(ctl.client) == before
 
 
+def test_l2_forwarding_and_a_target_without_atomic_writes(bare_switch: SwitchProcess) -> None:
+    """L2 entries are set (only what changes), read back and removed by reset(port_map=True); a
+    controller told its target has only CONTINUE_ON_ERROR (bmv2) never asks for more, and two
+    rules may get different profiles of one name in one apply."""
+    with Controller.connect(bare_switch.grpc_addr, max_atomicity="CONTINUE_ON_ERROR") as ctl:
+        modes = []
+        write = ctl.client.write
+
+        def recording_write(updates, atomicity="CONTINUE_ON_ERROR", **kw):
+            updates = list(updates)
+            modes.append((atomicity, len(updates)))
+            return write(updates, atomicity=atomicity, **kw)
+
+        ctl.client.write = recording_write
+        ctl.set_l2_forwarding({"02:00:00:00:00:01": 1, "02:00:00:00:00:02": 2})
+        ctl.set_l2_forwarding({"02:00:00:00:00:02": 3})
+        assert ctl.state().l2 == {0x020000000001: 1, 0x020000000002: 3}
+        assert modes == [("CONTINUE_ON_ERROR", 2), ("CONTINUE_ON_ERROR", 1)]
+        with pytest.raises(RuleError, match=r"l2: MAC 02:00:zz: cannot read '02:00:zz'"):
+            ctl.set_l2_forwarding({"02:00:zz": 1})
+        slow = Profile.parse({"name": "same", "both": {"delay": "80ms"}})
+        fast = Profile.parse({"name": "same", "both": {"delay": "10ms"}})
+        result = ctl.apply_many([("client=10.0.0.1", slow), ("client=10.0.0.2", fast)])
+        delays = [int(r.profile.uplink.delay) for r in ctl.applied()]
+        assert len(result) == 2 and sorted(delays) == [10 * MS, 80 * MS]
+        assert {m for m, _ in modes} == {"CONTINUE_ON_ERROR"}
+        ctl.reset(port_map=True)
+        assert ctl.state().l2 == {} and ctl.state().port_map == {}
+
+
 # ---- arbitration and reconnection -----------------------------------------------------------------
 
 

@@ -133,6 +133,10 @@ def test_ue_ids_are_checked_against_the_switch_before_writing(bare_switch: Switc
         r = cli("apply", "lte", "--rule", "client=10.1.0.0/24,ue=by-address,ue_base=900", "--election-id", "2",
                 addr=bare_switch.grpc_addr)
         assert r.returncode == 1 and "reach beyond the switch's 1000 UE ids" in r.stderr, r.stderr
+        # Idling a UE: the same range; a UE never seen has nothing to idle.
+        with pytest.raises(RuleError, match=r"UE ids \[1000\] outside the switch's 0..999"):
+            ctl.idle_radio([999, 1000])
+        assert [r.changed for r in ctl.idle_radio([999])] == [False]
 
 
 def test_switch_between_radio_and_plain_profiles_is_atomic(lab: TwoHostLab, ctl: Controller) -> None:

@@ -19,7 +19,7 @@ from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import run_probe
 from p4netem.pipeline import PromotionKind, RadioState
 from p4netem.profiles import Profile
-from p4netem.radio import RadioWatcher, estimate_energy, read_ue, read_ues
+from p4netem.radio import IdledUe, RadioWatcher, estimate_energy, idle_ues, read_ue, read_ues
 
 S = 1000 * MS
 
@@ -195,3 +195,40 @@ def test_digests_in_order_with_states_times_and_energy(lab: TwoHostLab) -> None:
     energy = estimate_energy(ue, profile.radio)
     assert energy.complete
     assert energy.total_joules == pytest.approx(0.8 * 0.15 + 0.46 * (t[3] - t[2]) / 1e9 + 0.46 * 0.2)
+
+
+def test_idle_puts_a_ue_back_in_idle_as_a_demotion_would(lab: TwoHostLab) -> None:
+    """p4netem.radio.idle_ues: a woken UE is idled at its last activity without waiting for its
+    timers; its next packet (here downlink) pays the whole promotion again; promotions and the
+    time per state go on as after a timer demotion (the times still add up to the UE's life), and
+    the next digest starts in IDLE (idling itself sends none)."""
+    promotion = 300 * MS
+    lab.apply_profile(radio_profile(model="umts", promotion_idle_dch="300ms", inactivity_dch_fach="30s",
+                                    inactivity_fach_idle="30s"))
+    watcher = RadioWatcher(lab.client).start()
+    woke = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=0, rate=0, port=9111, at=[0.0, 0.6], idle=1.0)
+    assert woke.lost == 0
+    assert promotion <= woke.delays_ns[0] <= promotion + 30 * MS and woke.delays_ns[1] < 50 * MS, \
+        [ms(d) for d in woke.delays_ns]
+    awake = read_ue(lab.client, 0)
+    assert awake.state == RadioState.DCH and awake.last_activity_ns > awake.since_ns
+    [rec] = idle_ues(lab.client, [0])
+    assert (rec.was, rec.at_ns, rec.added_ns) == (RadioState.DCH, awake.last_activity_ns,
+                                                 awake.last_activity_ns - awake.since_ns)
+    idle = read_ue(lab.client, 0)
+    assert (idle.state, idle.since_ns) == (RadioState.IDLE, awake.last_activity_ns)
+    assert idle.promotions == awake.promotions == {PromotionKind.IDLE_DCH: 1}
+    assert idle.time_in_state_ns == {RadioState.PROMOTING: promotion, RadioState.DCH: rec.added_ns}
+    # Idle already: nothing to write.
+    assert idle_ues(lab.client, [0]) == [IdledUe(0, RadioState.IDLE, 0, 0)]
+    again = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=1, rate=1, port=9112, idle=1.0)
+    assert again.received == 1 and promotion <= again.delays_ns[0] <= promotion + 30 * MS, ms(again.delays_ns[0])
+    events = watcher.collect(timeout=3, idle=0.5)
+    S_ = RadioState
+    assert [(e.old, e.new) for e in events] == [(S_.IDLE, S_.PROMOTING), (S_.PROMOTING, S_.DCH),
+                                                (S_.IDLE, S_.PROMOTING), (S_.PROMOTING, S_.DCH)], [str(e) for e in events]
+    ue = read_ue(lab.client, 0)
+    assert ue.promotions == {PromotionKind.IDLE_DCH: 2}
+    assert ue.time_in_state_ns[S_.IDLE] == events[2].timestamp_ns - rec.at_ns
+    # Every nanosecond from the first promotion to the last state change is in exactly one state.
+    assert sum(ue.time_in_state_ns.values()) == ue.since_ns - events[0].timestamp_ns

@@ -38,6 +38,7 @@ import grpc
 
 from .. import pipeline as pl
 from ..p4rt import P4Info, P4RuntimeClient, P4RuntimeError, WriteError, update
+from ..p4rt.encoding import to_int
 from ..p4rt.entries import build_counter_entry, build_register_entry, build_table_entry
 from ..p4rt.proto import p4runtime_pb2
 from ..paths import p4info_path
@@ -45,6 +46,7 @@ from ..profiles import Profile, ProfileError, builtin_profiles, load_profile
 from ..profiles.errors import Problem
 from ..profiles.program import SLOTS, profile_params, slot_entry
 from ..stats import PdCounters, read_counters, read_parser_errors
+from ..radio.idle import IdledUe, plan_idle
 from .radio_view import DEFAULT_LIMIT, SCAN_LIMIT, RadioReport, radio_report
 from .rules import BY_ADDRESS, Rule, RuleError
 from .state import CLASSIFY_ACTIONS, ManagedRule, SwitchState, read_state
@@ -62,6 +64,8 @@ DEFAULT_RULE = Rule.between_ports(1, 2)
 _PD_STATE_REGISTERS = (pl.NEXT_FREE_NS, pl.LAST_RELEASE_NS, pl.GE_STATE)
 _PD_COUNTERS = (pl.PROFILE_IN, pl.PROFILE_OUT, pl.PROFILE_DUP, pl.PROFILE_CORRUPT)
 _DIRECTIONS = (pl.UPLINK, pl.DOWNLINK)
+# Write atomicity modes, strongest first.
+_ATOMICITY = ("DATAPLANE_ATOMIC", "ROLLBACK_ON_ERROR", "CONTINUE_ON_ERROR")
 
 
 @dataclass(frozen=True)
@@ -197,9 +201,16 @@ class ProfileSwitch:
 class Controller:
     """A controller of one p4netem switch (see the module docstring)."""
 
-    def __init__(self, client: P4RuntimeClient, *, profiles: Iterable[Profile] = (), owns_client: bool = False):
+    def __init__(self, client: P4RuntimeClient, *, profiles: Iterable[Profile] = (), owns_client: bool = False,
+                 max_atomicity: str = "DATAPLANE_ATOMIC"):
+        if max_atomicity not in _ATOMICITY:
+            raise ValueError(f"max_atomicity must be one of {', '.join(_ATOMICITY)}, not {max_atomicity!r}")
         self.client = client
         self._owns_client = owns_client
+        # The strongest Write atomicity the target offers. p4netem-switch has all three; a target
+        # that has only CONTINUE_ON_ERROR (bmv2's P4Runtime server) is told so up front instead
+        # of being asked for more on every write (_write still falls back on UNIMPLEMENTED).
+        self.max_atomicity = max_atomicity
         self._known: dict[str, Profile] = dict(builtin_profiles())
         for profile in profiles:
             self.add_profile(profile)
@@ -219,6 +230,7 @@ class Controller:
         p4info: str | Path | P4Info | None = None,
         timeout: float = 10.0,
         profiles: Iterable[Profile] = (),
+        max_atomicity: str = "DATAPLANE_ATOMIC",
     ) -> Controller:
         """Connect to a switch. With primary=True (the default) run arbitration with `election_id`;
         the controller can write only if it became primary (`is_primary`). With primary=False
@@ -228,7 +240,7 @@ class Controller:
         a switch without a pipeline gets it pushed (primary only)."""
         client = P4RuntimeClient(address, device_id=device_id, election_id=election_id, role=role, timeout=timeout)
         client.connect(arbitrate=primary)
-        ctl = cls(client, profiles=profiles, owns_client=True)
+        ctl = cls(client, profiles=profiles, owns_client=True, max_atomicity=max_atomicity)
         try:
             if isinstance(p4info, P4Info):
                 ctl._local_p4info = p4info
@@ -341,15 +353,40 @@ class Controller:
                 if not 0 <= int(port) <= 511:
                     raise RuleError([Problem("port_map", f"port {port} out of range 0..511")])
         self._ensure_connected()
-        current = read_state(self.client).port_map
+        self._set_forwarding(pl.PORT_MAP, "standard_metadata.ingress_port", read_state(self.client).port_map,
+                             mapping, "set the port map")
+
+    def set_l2_forwarding(self, mapping: Mapping[str | int, int]) -> None:
+        """Forward packets to destination MAC m out of port mapping[m] (l2_fwd, which takes
+        precedence over the port map; other MACs are left as they are). How a lab with more than
+        two hosts forwards: one entry per host."""
+        problems = []
+        macs: dict[int, int] = {}
+        for mac, port in mapping.items():
+            try:
+                value = to_int(mac, 48, f"MAC {mac}")
+            except P4RuntimeError as err:
+                problems.append(Problem("l2", err.message))
+                continue
+            if not 0 <= int(port) <= 511:
+                problems.append(Problem("l2", f"port {port} for {mac} out of range 0..511"))
+            macs[value] = int(port)
+        if problems:
+            raise RuleError(problems)
+        self._ensure_connected()
+        self._set_forwarding(pl.L2_FWD, "hdr.ethernet.dst_addr", read_state(self.client).l2, macs,
+                             "set the L2 forwarding entries")
+
+    def _set_forwarding(self, table: str, key: str, current: Mapping[int, int | str],
+                        mapping: Mapping[int, int], what: str) -> None:
+        """INSERT or MODIFY the entries of a forwarding table whose out port changes, in one write."""
         updates = []
         for src, dst in sorted(mapping.items()):
-            entry = build_table_entry(self.client.info, pl.PORT_MAP, {"standard_metadata.ingress_port": src},
-                                      pl.SET_EGRESS_PORT, {"port": dst})
             if current.get(src) == dst:
                 continue
+            entry = build_table_entry(self.client.info, table, {key: src}, pl.SET_EGRESS_PORT, {"port": dst})
             updates.append(update("MODIFY" if src in current else "INSERT", entry))
-        self._write(updates, "set the port map", atomic=True)
+        self._write(updates, what, atomic=True)
 
     def bump_in_the_wire(self, port_a: int = 1, port_b: int = 2) -> None:
         """Forward port_a <-> port_b (the inline-shaper setup)."""
@@ -427,8 +464,9 @@ class Controller:
             raise RuleError([Problem("rules", "no rule to apply")])
         warnings = self._check_ue_ids(pairs)
         # The params of every slot (both directions' set_impairment and set_radio), encoded
-        # before anything is read or written.
-        encoded = {profile.name: profile_params(profile) for _, profile in pairs}
+        # before anything is read or written; per pair, as two rules may get different
+        # profiles of the same name (a lab's DNS rule: its access profile plus the DNS latency).
+        encoded = [profile_params(profile) for _, profile in pairs]
         return pairs, encoded, warnings
 
     @property
@@ -475,8 +513,7 @@ class Controller:
         stage, flip, cleanup, undo = [], [], [], []
         applied: list[AppliedRule] = []
         result = ApplyResult(rules=applied, warnings=list(warnings))
-        for rule, profile in pairs:
-            enc = encoded[profile.name]
+        for (rule, profile), enc in zip(pairs, encoded):
             managed = state.find(rule)
             if managed is not None:
                 target, old, number, priority = managed.spare_id, managed.profile_id, managed.number, managed.priority
@@ -598,8 +635,8 @@ class Controller:
     def reset(self, port_map: bool = False) -> None:
         """Back to a plain wire: delete every classifier, profile and radio entry (managed or
         not), restore the tables' default actions, zero every counter, the pd state registers and
-        every UE's radio (IDLE, never seen). With port_map=True the port map goes too (no traffic
-        passes until it is set again)."""
+        every UE's radio (IDLE, never seen). With port_map=True the port map and the L2
+        forwarding entries go too (no traffic passes until they are set again)."""
         self._ensure_connected()
         info = self.client.info
         state = self.state()
@@ -610,6 +647,8 @@ class Controller:
         if port_map:
             deletes += [update("DELETE", build_table_entry(info, pl.PORT_MAP, {"standard_metadata.ingress_port": p}))
                         for p in state.port_map]
+            deletes += [update("DELETE", build_table_entry(info, pl.L2_FWD, {"hdr.ethernet.dst_addr": m}))
+                        for m in state.l2]
         self._write(deletes, "delete the classifier and profile entries", atomic=False, rollback=True)
         others = [update("MODIFY", build_table_entry(info, t, is_default=True))
                   for t in (pl.CLASSIFIER, pl.PROFILE, pl.RADIO_PROFILE)]
@@ -685,6 +724,22 @@ class Controller:
         rules = self.applied()
         return self._read(lambda: radio_report(self.client, rules, ues, limit=limit, scan=scan))
 
+    def idle_radio(self, ues: Iterable[int]) -> list[IdledUe]:
+        """Put the radio of each UE in `ues` back in IDLE now (register writes equivalent to a
+        demotion when the UE went quiet; p4netem/radio/idle.py says what is written and why), so
+        its next packet pays the whole promotion. Promotion counts and time per state are kept.
+        Idle a UE while it has no traffic."""
+        ues = list(ues)
+        limit = self.ue_ids
+        beyond = [ue for ue in ues if not 0 <= ue < limit]
+        if beyond:
+            raise RuleError([Problem("ue", f"UE ids {beyond} outside the switch's 0..{limit - 1} "
+                                     "(p4netem-switch --ue-ids)")])
+        self._ensure_connected()
+        records, updates = self._read(lambda: plan_idle(self.client, ues))
+        self._write(updates, "idle the radio", atomic=False, rollback=True)
+        return records
+
     # ---- plumbing ---------------------------------------------------------------------------------
 
     def _read(self, fn):
@@ -705,6 +760,7 @@ class Controller:
             return
         modes = ["DATAPLANE_ATOMIC", "ROLLBACK_ON_ERROR"] if atomic else (["ROLLBACK_ON_ERROR"] if rollback else [])
         modes.append("CONTINUE_ON_ERROR")
+        modes = [m for m in modes if _ATOMICITY.index(m) >= _ATOMICITY.index(self.max_atomicity)]
         for mode in modes:
             try:
                 self.client.write(updates, atomicity=mode)

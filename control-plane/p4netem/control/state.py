@@ -42,6 +42,7 @@ class SwitchState:
     classifier: list[TableEntryView]
     profiles: dict[tuple[int, int], dict[str, int]]  # (profile id, direction) -> set_impairment params
     port_map: dict[int, int | str]  # in port -> out port (or the action name when not a port)
+    l2: dict[int, int | str] = field(default_factory=dict)  # destination MAC -> out port (l2_fwd)
     managed: dict[int, ManagedRule] = field(default_factory=dict)
     broken: list[TableEntryView] = field(default_factory=list)  # tagged entries that form no rule
     unmanaged: list[TableEntryView] = field(default_factory=list)
@@ -86,9 +87,9 @@ class SwitchState:
 
 
 def read_state(client: P4RuntimeClient) -> SwitchState:
-    """One Read of the classifier, profile, radio-profile and port-map tables."""
+    """One Read of the classifier, profile, radio-profile, port-map and l2_fwd tables."""
     info = client.info
-    tables = [pl.CLASSIFIER, pl.PROFILE, pl.RADIO_PROFILE, pl.PORT_MAP]
+    tables = [pl.CLASSIFIER, pl.PROFILE, pl.RADIO_PROFILE, pl.PORT_MAP, pl.L2_FWD]
     wildcards = [p4runtime_pb2.TableEntry(table_id=info.table(t).id) for t in tables]
     by_table: dict[str, list[TableEntryView]] = {t: [] for t in tables}
     for entity in client.read(*wildcards):
@@ -99,16 +100,20 @@ def read_state(client: P4RuntimeClient) -> SwitchState:
     for e in by_table[pl.PROFILE]:
         if e.action == pl.SET_IMPAIRMENT:
             profiles[(e.match["meta.profile_id"].value, e.match["meta.direction"].value)] = e.params
-    port_map: dict[int, int | str] = {}
-    for e in by_table[pl.PORT_MAP]:
-        port = e.match["standard_metadata.ingress_port"].value
-        port_map[port] = e.params["port"] if e.action == pl.SET_EGRESS_PORT else (e.action or "?").rsplit(".", 1)[-1]
+    port_map = {e.match["standard_metadata.ingress_port"].value: _forward_to(e) for e in by_table[pl.PORT_MAP]}
+    l2 = {e.match["hdr.ethernet.dst_addr"].value: _forward_to(e) for e in by_table[pl.L2_FWD]}
     radio = {e.match["meta.profile_id"].value: e.params for e in by_table[pl.RADIO_PROFILE]
              if e.action == pl.SET_RADIO}
 
-    state = SwitchState(classifier=by_table[pl.CLASSIFIER], profiles=profiles, port_map=port_map, radio=radio)
+    state = SwitchState(classifier=by_table[pl.CLASSIFIER], profiles=profiles, port_map=port_map, l2=l2,
+                        radio=radio)
     _group_rules(state)
     return state
+
+
+def _forward_to(entry: TableEntryView) -> int | str:
+    """The out port of a forwarding entry, or its action's name when it does not name a port."""
+    return entry.params["port"] if entry.action == pl.SET_EGRESS_PORT else (entry.action or "?").rsplit(".", 1)[-1]
 
 
 def _group_rules(state: SwitchState) -> None:

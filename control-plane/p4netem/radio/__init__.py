@@ -5,6 +5,8 @@
 - `read_ue()`: one UE's radio registers and promotion counters (`UeRadio`).
 - `estimate_energy()`: joules per state from the time a UE spent in each state and the power
   figures of its radio model.
+- `idle_ues()`: put UEs' radios back in IDLE at once (register writes equivalent to a demotion;
+  idle.py says exactly what it writes), so their next packet pays the whole promotion.
 
 Times are the switch's clock (p4netem-switch: CLOCK_MONOTONIC ns of its host, so the same clock as
 `time.monotonic_ns()` on that host). See docs/radio.md.
@@ -13,7 +15,9 @@ Times are the switch's clock (p4netem-switch: CLOCK_MONOTONIC ns of its host, so
 from ..pipeline import PromotionKind, RadioState
 from .energy import EnergyEstimate, estimate_energy, state_power
 from .events import RadioEvent, RadioWatcher
+from .idle import IdledUe, idle_ues, plan_idle
 from .reader import UeRadio, read_promotions, read_seen, read_ue, read_ues
 
 __all__ = ["RadioState", "PromotionKind", "RadioEvent", "RadioWatcher", "UeRadio", "read_ue",
-           "read_ues", "read_promotions", "read_seen", "EnergyEstimate", "estimate_energy", "state_power"]
+           "read_ues", "read_promotions", "read_seen", "EnergyEstimate", "estimate_energy", "state_power", "IdledUe", "idle_ues",
+           "plan_idle"]
