@@ -52,3 +52,34 @@ def test_measure_writes_table_files_and_metadata(tmp_path):
     assert [p["profile"] for p in meta["profiles_applied"]] == ["lan", "lte"]
     png = (out / "plot.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+
+
+def test_measure_records_the_radio_wake_up(tmp_path):
+    """HSPA with the radio idled before each load against pre-woken: each idled load's first
+    handshake pays the promotion, which the switch counts and reports (digests) for the client's
+    UE; a pre-woken load pays none, its ping did. The table and the files say so."""
+    out = tmp_path / "radio"
+    proc = subprocess.run(
+        [P4NETEM, "measure", "--profile", "hspa+radio", "--profile", "hspa+prewoken", "--protocol", "h2",
+         "--iw", "10", "--reps", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "160"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "radio wake-ups" in proc.stdout and "1 x 1.80 s" in proc.stdout, proc.stdout[-3000:]
+    runs = list(csv.DictReader(open(out / "runs.csv")))
+    assert sorted(r["profile_label"] for r in runs) == ["hspa+prewoken"] * 2 + ["hspa+radio"] * 2
+    for r in runs:
+        assert r["ok"] == "True" and r["radio_applied"] == "True" and r["radio_idle"] == "reset"
+        if r["profile_label"] == "hspa+radio":
+            assert int(r["radio_promotions"]) == 1 and float(r["radio_wake_ms"]) == 1800.0
+            assert 1700 <= float(r["handshake_excess_ms"]) <= 1950, r["handshake_excess_ms"]
+            assert r["radio_prewake"] == ""
+        else:
+            assert int(r["radio_promotions"]) == 0 and r["radio_wake_ms"] == ""
+            assert float(r["handshake_excess_ms"]) < 50
+            assert r["radio_prewake"] == "ping" and float(r["radio_prewake_ms"]) >= 1800 + 90
+    doc = json.loads((out / "results.json").read_text())
+    cold = next(r for r in doc["runs"] if r["profile_label"] == "hspa+radio")
+    assert [(e["old"], e["new"]) for e in cold["radio"]["events"]][:2] == [("IDLE", "PROMOTING"),
+                                                                         ("PROMOTING", "DCH")]
+    assert cold["radio"]["promotions_by_kind"] == {"IDLE_DCH": 1}
+    assert cold["radio"]["idled"][0]["ue"] == 1

@@ -9,7 +9,6 @@ import time
 import pytest
 
 from p4netem import pipeline as pl
-from p4netem.stats import read_pd_counters
 
 from lab_env import DEMO
 
@@ -26,8 +25,7 @@ CASES = [
 
 
 def _counters(lab):
-    return {d: read_pd_counters(lab.client, pl.pd_index(1, d)).profile_in
-            for d in (pl.UPLINK, pl.DOWNLINK)}
+    return {d: c.profile_in for d, c in lab.counters("client").items()}
 
 
 @pytest.mark.parametrize("proto,tls,alpn,per_host", CASES,

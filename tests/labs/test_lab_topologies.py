@@ -20,7 +20,6 @@ from p4netem.harness.endpoints import Endpoints, SiteContent
 from p4netem.harness.tcp import set_initial_windows, tune_hosts
 from p4netem.mininet import load_topology
 from p4netem.profiles import Profile
-from p4netem.stats import read_pd_counters
 from p4netem.web.load import run_loader
 
 from lab_env import BIG, delay_profile
@@ -82,12 +81,15 @@ def test_cellular_ues_have_their_own_links(make_lab):
     lab = make_lab("cellular", ues=2)
     lab.apply_profile(delay_profile(40, "ue-a"), hosts=["ue1"])
     lab.apply_profile(delay_profile(160, "ue-b"), hosts=["ue2"])
-    before = {s: read_pd_counters(lab.client, pl.pd_index(s, pl.UPLINK)).profile_in for s in (1, 2)}
+    before = {ue: lab.counters(ue)[pl.UPLINK].profile_in for ue in ("ue1", "ue2")}
     a = statistics.median(_ping_rtts(lab, "ue1", lab.ip("server")))
+    after_a = {ue: lab.counters(ue)[pl.UPLINK].profile_in for ue in ("ue1", "ue2")}
     b = statistics.median(_ping_rtts(lab, "ue2", lab.ip("server")))
     assert a == pytest.approx(40, abs=8) and b == pytest.approx(160, abs=8)
-    after = {s: read_pd_counters(lab.client, pl.pd_index(s, pl.UPLINK)).profile_in for s in (1, 2)}
-    assert after[1] - before[1] >= 5 and after[2] - before[2] >= 5
+    after = {ue: lab.counters(ue)[pl.UPLINK].profile_in for ue in ("ue1", "ue2")}
+    # Each UE's pings counted on its own link, and only there.
+    assert after_a["ue1"] - before["ue1"] >= 5 and after_a["ue2"] == before["ue2"]
+    assert after["ue2"] - after_a["ue2"] >= 5 and after["ue1"] == after_a["ue1"]
     assert lab.profiles()[1].profile.name == "ue-a" and lab.profiles()[2].profile.name == "ue-b"
 
 

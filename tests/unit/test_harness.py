@@ -110,3 +110,15 @@ def test_conditions_refuse_bad_values():
         Condition("lan", "h2", page="nope")
     with pytest.raises(ValueError, match="no built-in profile or file 'nope'"):
         Plan("t", [Condition("nope", "h2")])
+
+
+def test_prewoken_conditions_need_the_radio_and_are_their_own_cells():
+    with pytest.raises(ValueError, match="pre-waking the radio needs the radio on"):
+        Condition("hspa", "h2", prewake=True)
+    conds = (matrix(["hspa"], ["h2"], [10], radio_profiles=("hspa",))
+             + matrix(["hspa"], ["h2"], [10], radio_profiles=("hspa",), prewake=True))
+    assert [c.profile_label for c in conds] == ["hspa+radio", "hspa+prewoken"]
+    plan = Plan("t", conds, repetitions=2)
+    # One profile on the switch for both: they alternate, repetition by repetition.
+    assert [(c.profile_label, r) for c, r in plan.schedule()] == [
+        ("hspa+radio", 0), ("hspa+prewoken", 0), ("hspa+radio", 1), ("hspa+prewoken", 1)]

@@ -7,8 +7,8 @@ import ipaddress
 
 import pytest
 
-from p4netem.mininet.topology import (DNS_SLOT_OFFSET, TopologyError, TopologySpec,
-                                      load_topology, topology_names)
+from p4netem.mininet.slots import slot_rules
+from p4netem.mininet.topology import MAX_SLOT, TopologyError, TopologySpec, load_topology, topology_names
 
 
 def test_every_topology_file_expands():
@@ -21,8 +21,11 @@ def test_every_topology_file_expands():
         assert len({h.mac for h in topo.hosts}) == len(topo.hosts)
         nets = {ipaddress.IPv4Interface(f"{h.ip}/{topo.prefix_len}").network for h in topo.hosts}
         assert len(nets) == 1                                    # one L2 segment
-        for c in topo.clients:
-            assert c.slot and c.slot + DNS_SLOT_OFFSET < 4096    # profile ids of the pipeline
+        assert all(1 <= c.slot <= MAX_SLOT for c in topo.clients)
+        rules = slot_rules(topo)                                 # valid controller rules
+        assert sorted(rules) == topo.slots
+        for slot, r in rules.items():
+            assert r.dns.priority > r.access.priority and r.dns.server.ports.low == 53
 
 
 def test_inline_is_one_client_one_server():
@@ -41,18 +44,36 @@ def test_dumbbell_clients_share_one_slot_without_radio():
     topo = load_topology("dumbbell").expand({"pairs": 3})
     assert len(topo.clients) == 3 and len(topo.servers) == 3
     assert {c.slot for c in topo.clients} == {1} and {c.ue for c in topo.clients} == {0}
+    # One rule for the group: its address block, 10.0.0.1-3 in 10.0.0.0/30, from any port.
+    access = slot_rules(topo)[1].access
+    assert access.client.ip == ipaddress.ip_network("10.0.0.0/30") and access.client.switch_port is None
+    assert access.ue == 0
+
+
+def test_a_shared_slot_needs_an_address_block_of_its_own():
+    doc = {"name": "t", "hosts": [{"name": "c", "role": "client", "count": 4, "ip": "10.0.0.2",
+                                   "access": "shared"},
+                                  {"name": "s", "role": "server", "ip": "10.0.0.6"}]}
+    with pytest.raises(TopologyError, match=r"clients sharing slot 1 need an address block of their own, "
+                                            r"but 10.0.0.0/29 holds s too"):
+        TopologySpec.model_validate(doc).expand()
+    doc["hosts"][1]["ip"] = "10.0.0.9"
+    assert TopologySpec.model_validate(doc).expand().address_block(1) == ipaddress.ip_network("10.0.0.0/29")
 
 
 def test_cellular_ues_have_their_own_slot_and_ue_id():
     topo = load_topology("cellular").expand({"ues": 5})
     assert [(c.slot, c.ue) for c in topo.clients] == [(i, i) for i in range(1, 6)]
     assert topo.slots == [1, 2, 3, 4, 5]
+    rules = slot_rules(topo)
+    assert [(r.access.client.switch_port, str(r.access.client.ip), r.access.ue) for r in rules.values()] == [
+        (i, f"10.0.0.{i}/32", i) for i in range(1, 6)]
 
 
 def test_unknown_parameter_and_range_are_refused():
     with pytest.raises(TopologyError, match="no parameter 'clients'.*parameters: pairs"):
         load_topology("dumbbell").expand({"clients": 2})
-    with pytest.raises(TopologyError, match="out of range 1..2047"):
+    with pytest.raises(TopologyError, match="out of range 1..1023"):
         load_topology("cellular").expand({"ues": 0})
     with pytest.raises(TopologyError, match="no topology 'nope'"):
         load_topology("nope")

@@ -59,7 +59,7 @@ def list_topologies() -> None:
 @app.command("show")
 def show(topology: str = typer.Argument(..., help="Topology name or YAML file."),
          param: list[str] = typer.Option([], "--param", "-p", help="NAME=N, e.g. servers=4.")) -> None:
-    """The hosts a topology expands to: address, switch port, slot (profile id) and UE id."""
+    """The hosts a topology expands to: address, switch port, slot (access link) and UE id."""
     try:
         topo = load_topology(topology).expand(parse_params(param))
     except TopologyError as exc:

@@ -1,8 +1,9 @@
 """`p4netem measure`: one comparison in a Mininet lab, as a table, CSV/JSON and a plot.
 
     p4netem measure --preset make-run
-    p4netem measure --profile lte --profile hspa+radio --protocol h1.1 --protocol h2 \\
-        --iw 3 --iw 10 --page e5-site2 --topology multi-origin --param servers=3 --reps 5
+    p4netem measure --profile lte --profile hspa+radio --profile hspa+prewoken \\
+        --protocol h1.1 --protocol h2 --iw 3 --iw 10 --page e5-site2 --topology multi-origin \\
+        --param servers=3 --reps 5
 
 Every combination of --profile x --iw x --protocol is one condition, loaded --reps times. Exit
 code 0 when every load succeeded, 1 when some failed (the table and files still come out), 2 for
@@ -37,10 +38,20 @@ def _duration_ms(text: str) -> float:
         raise typer.BadParameter(str(exc)) from None
 
 
+def _profile_option(text: str) -> tuple[str, bool, bool]:
+    """'hspa', 'hspa+radio', 'hspa+prewoken' -> (name, radio on, woken before each load)."""
+    if text.endswith("+prewoken"):
+        return text[: -len("+prewoken")], True, True
+    name, radio = split_profile(text)
+    return name, radio, False
+
+
 def measure(
     preset: str = typer.Option(None, "--preset", help=f"A ready plan: {', '.join(PRESETS)}."),
     profile: list[str] = typer.Option([], "--profile", help="Profile (built-in or YAML file); "
-                                      "NAME+radio turns its radio on. Repeatable."),
+                                      "NAME+radio turns its radio on (idled before each load), "
+                                      "NAME+prewoken too and wakes it just before each load. "
+                                      "Repeatable."),
     protocol: list[str] = typer.Option([], "--protocol", help="h1.0, h1.1, h1.1-pipelined, h2, "
                                        "spdy, chromium-h2, chromium-h1. Repeatable."),
     iw: list[int] = typer.Option([], "--iw", help="Server initial window (segments). Repeatable."),
@@ -79,10 +90,11 @@ def measure(
         else:
             if not profile or not protocol:
                 raise ValueError("give --preset, or at least one --profile and one --protocol")
-            names = [split_profile(p) for p in profile]
-            conds = matrix([n for n, _ in names], protocol, iw or [10],
-                           radio_profiles=tuple(n for n, r in names if r), tls=not plain,
-                           page=page, conns_per_host=conns_per_host)
+            conds = []
+            for name, radio, prewake in (_profile_option(p) for p in profile):
+                conds += matrix([name], protocol, iw or [10], radio_profiles=(name,) if radio else (),
+                                tls=not plain, page=page, conns_per_host=conns_per_host,
+                                prewake=prewake)
             plan = Plan("measure", conds, topology=topology,
                         topology_params=parse_params(param), repetitions=reps or 5,
                         silence_s=silence, timeout_s=timeout, dns=dns,

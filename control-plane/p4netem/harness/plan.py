@@ -1,7 +1,7 @@
 """A comparison as data: the conditions to load a page under, and how to run them.
 
-A `Condition` is one cell of the comparison (profile, radio on or off, protocol, TLS, server
-initial window, page, parallelism); a `Plan` is the cells plus what they share (topology,
+A `Condition` is one cell of the comparison (profile, radio on or off and whether it is woken
+just before the load, protocol, TLS, server initial window, page, parallelism); a `Plan` is the cells plus what they share (topology,
 repetitions, silence threshold, DNS, TCP settings). Conditions are run grouped by profile and, inside
 a profile, repetition by repetition over every cell, so slow drifts of a shared machine spread
 over all cells instead of landing on one.
@@ -27,8 +27,11 @@ class Condition:
     radio: bool = False
     page: str = "demo"
     conns_per_host: int | None = None     # None: the protocol's default
+    prewake: bool = False                 # radio woken by a small exchange just before the load
 
     def __post_init__(self) -> None:
+        if self.prewake and not self.radio:
+            raise ValueError(f"{self.profile}: pre-waking the radio needs the radio on")
         proto = protocol(self.protocol)
         if not self.tls and proto.plain_port is None:
             raise ValueError(f"{self.protocol} needs TLS")
@@ -40,6 +43,9 @@ class Condition:
 
     @property
     def profile_label(self) -> str:
+        """'hspa', 'hspa+radio' (idled before each load) or 'hspa+prewoken' (idled, then woken)."""
+        if self.prewake:
+            return f"{self.profile}+prewoken"
         return f"{self.profile}+radio" if self.radio else self.profile
 
     @property
@@ -130,12 +136,14 @@ class Plan:
 
 def matrix(profiles: list[str], protocols: list[str], initcwnds: list[int], *,
            radio_profiles: tuple[str, ...] = (), tls: bool = True, page: str = "demo",
-           conns_per_host: int | None = None) -> list[Condition]:
-    """Every combination, profiles outermost (radio on for the profiles in radio_profiles)."""
+           conns_per_host: int | None = None, prewake: bool = False) -> list[Condition]:
+    """Every combination, profiles outermost (radio on for the profiles in radio_profiles, and
+    woken before each load with prewake)."""
     for p in protocols:
         protocol(p)
     return [Condition(prof, proto, iw, tls, prof in radio_profiles, page,
-                      conns_per_host if PROTOCOLS[proto].loader.startswith("h1") else None)
+                      conns_per_host if PROTOCOLS[proto].loader.startswith("h1") else None,
+                      prewake and prof in radio_profiles)
             for prof, iw, proto in itertools.product(profiles, initcwnds, protocols)]
 
 

@@ -1,7 +1,9 @@
 """The comparison plot: one panel per network profile (each with its own time scale, since a LAN
 load and a GPRS load differ a hundredfold), a group of bars per protocol, one bar per server
 initial window. Bar = median page-load time, whisker = interquartile range, the median written
-on the bar: the same numbers as the table.
+on the bar: the same numbers as the table. With the radio on, the hatched foot of a bar is the
+radio's wake-up (the median promotion the switch reported for those loads): the part of the page
+load spent waiting for the radio.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def plot(summary: list[ConditionSummary], path: str | Path, title: str = "") -> 
         protos = list(dict.fromkeys(s.row["variant"].split(" iw")[0] for s in cells))
         width = 0.8 / len(iws)
         for j, iw in enumerate(iws):
-            xs, meds, lo, hi = [], [], [], []
+            xs, meds, lo, hi, wakes = [], [], [], [], []
             for i, proto in enumerate(protos):
                 match = [s for s in cells if s.row["initcwnd"] == iw
                          and s.row["variant"].split(" iw")[0] == proto]
@@ -38,8 +40,14 @@ def plot(summary: list[ConditionSummary], path: str | Path, title: str = "") -> 
                 meds.append(med)
                 lo.append(med - q1)
                 hi.append(q3 - med)
+                row = match[0].row
+                wake = row.get("radio_wake_ms_median") if row.get("radio_promotions_median") else None
+                wakes.append(min(med, wake / 1000.0) if wake else 0.0)
             bars = ax.bar(xs, meds, width * 0.95, yerr=[lo, hi], capsize=3,
-                          color=COLORS[j % len(COLORS)], label=f"IW {iw}")
+                          color=COLORS[j % len(COLORS)], label=f"server IW {iw}")
+            if any(wakes):
+                ax.bar(xs, wakes, width * 0.95, fill=False, hatch="///", edgecolor="#333333",
+                       linewidth=0, label="radio wake-up")
             for bar, med, up in zip(bars, meds, hi):
                 # Above the whisker, so the label never hides the quartile.
                 ax.annotate(_fmt(med), (bar.get_x() + bar.get_width() / 2, med + up),
@@ -49,15 +57,23 @@ def plot(summary: list[ConditionSummary], path: str | Path, title: str = "") -> 
         first = cells[0].row
         name = prof
         if first.get("radio") and not first.get("radio_applied"):
-            name += "\n(radio not in data plane)"
+            name += f"\n({first.get('radio_note')})"
+        elif first.get("radio_applied"):
+            name += ("\n(radio woken just before each load)" if prof.endswith("+prewoken")
+                     else "\n(radio idled before each load)")
         ax.set_title(name, fontsize=10)
         ax.set_ylim(0, ax.get_ylim()[1] * 1.15)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("page-load time, s (median, IQR)")
-    axes[0][-1].legend(title="server", fontsize=8, title_fontsize=8, loc="upper right")
+    legend: dict = {}   # one legend for the figure: the initial windows, and the wake-up if shown
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
     fig.suptitle(title or "page-load time (first SYN to last server packet)", fontsize=11,
                  wrap=True)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=len(legend), fontsize=8,
+               frameon=False)
     out = Path(path)
     fig.savefig(out, dpi=110)
     plt.close(fig)

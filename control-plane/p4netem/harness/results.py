@@ -26,11 +26,11 @@ from .runner import RunRecord
 
 # Measures summarised with median and quartiles (ms).
 TIMES = ("plt_ms", "loader_elapsed_ms", "onload_ms", "first_syn_to_synack_ms",
-         "handshake_excess_ms", "dns_ms_max")
+         "handshake_excess_ms", "dns_ms_max", "radio_wake_ms", "radio_prewake_ms")
 # Measures summarised with their median only.
 COUNTS = ("connections_opened", "connections_used", "packets_up", "packets_down", "bytes_up",
           "bytes_down", "payload_up", "payload_down", "retransmissions_down",
-          "request_header_bytes")
+          "request_header_bytes", "radio_promotions")
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float] | None:
@@ -116,10 +116,22 @@ def _fmt_s(q: tuple[float, float, float] | None) -> str:
     return f"{med:.{digits}f} [{q1:.{digits}f}-{q3:.{digits}f}]"
 
 
+def _wake_ups(row: dict) -> str:
+    """'1 x 1.80 s': promotions per load and the first one's duration (medians), '0' for a load
+    that found the radio awake, '-' without a radio."""
+    if not row.get("radio_applied"):
+        return "-"
+    n, wake = row.get("radio_promotions_median"), row.get("radio_wake_ms_median")
+    if not n:
+        return "0" if n == 0 else "-"
+    return f"{n:.0f}" + ("" if wake is None else f" x {wake / 1000:.2f} s")
+
+
 def table(summary: list[ConditionSummary], title: str = "page-load time") -> Table:
     """Rows: profile x protocol; columns: each initial window's median [quartiles] page-load
-    time in seconds (first SYN to last server packet), then connections, packets and the first
-    handshake's round trip (median of the largest initial window)."""
+    time in seconds (first SYN to last server packet), then connections, packets, the first
+    handshake's round trip and, with a radio, the promotions per load and the wake-up's duration
+    as the switch reported them (medians of the largest initial window)."""
     iws = sorted({s.row["initcwnd"] for s in summary})
     t = Table(title=escape(f"{title}: page-load time, median [q1-q3] s "
                            "(first SYN to last server packet)"), title_justify="left")
@@ -132,6 +144,9 @@ def table(summary: list[ConditionSummary], title: str = "page-load time") -> Tab
     t.add_column("conns", justify="right")
     t.add_column("pkts dn/up", justify="right")
     t.add_column("SYN-ACK ms", justify="right")
+    radio = any(s.row.get("radio_applied") for s in summary)
+    if radio:
+        t.add_column("radio wake-ups", justify="right")
     t.add_column("ok", justify="right")
     groups: dict[tuple, dict[int, ConditionSummary]] = {}
     for s in summary:
@@ -161,8 +176,9 @@ def table(summary: list[ConditionSummary], title: str = "page-load time") -> Tab
               if ref.get("packets_down_median") is not None else "-")
         syn = ref.get("first_syn_to_synack_ms_median")
         ok = f"{sum(c.row['ok'] for c in cells.values())}/{sum(c.row['runs'] for c in cells.values())}"
+        extra = [_wake_ups(ref)] if radio else []
         t.add_row(label, proto, *vals, "-" if conns is None else f"{conns:.0f}", pk,
-                  "-" if syn is None else f"{syn:.1f}" if syn < 10 else f"{syn:.0f}", ok)
+                  "-" if syn is None else f"{syn:.1f}" if syn < 10 else f"{syn:.0f}", *extra, ok)
     if notes:
         t.caption = escape("  ".join(f"{k} {v}" for k, v in notes.items()))
         t.caption_justify = "left"

@@ -5,7 +5,8 @@ For each load: the client's capture starts, the loader runs in the client namesp
 stops, and one `RunRecord` holds the loader's own figures (elapsed time, browser onload, objects,
 connections, ALPN, TLS version, request header bytes) next to the capture's (first SYN to last
 server packet, first SYN to SYN-ACK, packets and bytes per direction, connections opened and used,
-retransmissions) and what the radio did.
+retransmissions) and what the radio did (idled, pre-woken, promotions and state changes the
+switch saw: radio.py).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from .endpoints import Endpoints, SiteContent
 from .metrics import WireMetrics, wire_metrics
 from .plan import Condition, Plan, resolve_profile
 from .protocols import protocol
-from .radio import RadioPrep, prepare_radio
+from .radio import RadioLog, RadioPrep, prepare_radio, wake_exchange
 from .tcp import environment, set_initial_windows, tune_hosts
 
 
@@ -87,6 +88,10 @@ class RunRecord:
                     "radio_applied": self.radio.get("applied"),
                     "radio_idle": self.radio.get("idle"),
                     "radio_promotion_s": self.radio.get("promotion_s"),
+                    "radio_prewake": self.radio.get("prewake"),
+                    "radio_prewake_ms": self.radio.get("prewake_ms"),
+                    "radio_promotions": self.radio.get("promotions"),
+                    "radio_wake_ms": _r(self.radio.get("wake_ms")),
                     "errors": " | ".join(self.errors)[:2000]})
         return row
 
@@ -164,6 +169,7 @@ class Runner:
         current_profile = None
         applied: AppliedProfile | None = None
         current_iw = None
+        radio_log = RadioLog(lab)
         schedule = plan.schedule()
         for index, (cond, rep) in enumerate(schedule):
             if (cond.profile, cond.radio) != current_profile:
@@ -180,8 +186,11 @@ class Runner:
             assert applied is not None
             self.on_event("load", {"index": index, "total": len(schedule), "condition": cond,
                                    "rep": rep})
-            prep = prepare_radio(lab, applied)
-            rec = self._load_once(lab, endpoints, content, cond, rep, applied, prep,
+            wake = None
+            if cond.prewake:
+                wake = wake_exchange(lab, content.manifests[cond.page].hosts[0] if plan.dns else None)
+            prep = prepare_radio(lab, applied, client=plan.client, wake=wake)
+            rec = self._load_once(lab, endpoints, content, cond, rep, applied, prep, radio_log,
                                   pcap_dir / f"{index:04d}.pcap")
             # The next load starts on an idle link: nothing held in the switch (a slow link can
             # still be serialising retransmissions of this load) and nothing new for three RTTs.
@@ -191,7 +200,8 @@ class Runner:
             self.on_event("done", {"index": index, "total": len(schedule), "record": rec})
 
     def _load_once(self, lab, endpoints: Endpoints, content: SiteContent, cond: Condition,
-                   rep: int, applied: AppliedProfile, prep: RadioPrep, pcap: Path) -> RunRecord:
+                   rep: int, applied: AppliedProfile, prep: RadioPrep, radio_log: RadioLog,
+                   pcap: Path) -> RunRecord:
         plan = self.plan
         proto = protocol(cond.protocol)
         client = plan.client or lab.topology.clients[0].name
@@ -208,6 +218,7 @@ class Runner:
         t_wall = time.time()
         cap = Capture(ns, "eth0", pcap, "tcp or udp port 53")
         try:
+            radio_log.begin(applied)
             report = run_loader(ns, proto.loader, content.paths[cond.page], resolve=resolve,
                                 scheme="https" if cond.tls else "http", port=proto.port(cond.tls),
                                 ca_file=str(cert.ca_cert), timeout_s=plan.timeout_s,
@@ -217,6 +228,7 @@ class Runner:
             report = {"ok": False, "errors": [str(exc)]}
         finally:
             cap.stop()
+        seen = radio_log.end()
         wire = wire_metrics(read_pcap(pcap), lab.ip(client), plan.silence_s)
         if not self.keep_pcaps:
             pcap.unlink(missing_ok=True)
@@ -238,6 +250,7 @@ class Runner:
         base_rtt_ms = (int(profile.uplink.delay) + int(profile.downlink.delay)) / 1e6
         radio = applied.radio.to_json()
         radio.update(prep.to_json())
+        radio.update(seen)
         lookups = [d for d in (report.get("dns") or {}).values() if d.get("t_done") is not None]
         return RunRecord(
             condition=cond, rep=rep, t_wall=t_wall, ok=bool(report.get("ok")) and not errors,

@@ -2,8 +2,7 @@
 programs the switch over P4Runtime. `topology` imports without Mininet; `lab` and `nodes` need
 Mininet (Debian's python3-mininet)."""
 
-from .topology import (DNS_SLOT_OFFSET, LabHostSpec, Topology, TopologyError, TopologySpec,
-                       load_topology, topology_names)
+from .topology import LabHostSpec, Topology, TopologyError, TopologySpec, load_topology, topology_names
 
-__all__ = ["DNS_SLOT_OFFSET", "LabHostSpec", "Topology", "TopologyError", "TopologySpec",
+__all__ = ["LabHostSpec", "Topology", "TopologyError", "TopologySpec",
            "load_topology", "topology_names"]

@@ -10,11 +10,11 @@ Everything the lab creates carries a token unique to it: namespace names `p4n<to
 switch, ends every process in the lab's namespaces, deletes its links and namespace names, then
 checks that nothing with its token is left (`leftovers()`).
 
-The switch forwards by destination MAC (`l2_fwd`, one entry per host; hosts have static ARP
-entries and no IPv6, so no broadcast is needed) and classifies each client's traffic into its slot:
-from the client's port = uplink, to the client's address = downlink, with the client's UE id. With
-DNS latency on, DNS traffic of a client (UDP port 53) goes to the client's DNS slot instead: the
-same profile with the DNS latency added.
+The switch is programmed through the controller (p4netem.control), as any other user would:
+it forwards by destination MAC (`l2_fwd`, one entry per host; hosts have static ARP entries and no
+IPv6, so no broadcast is needed), and each slot (a client's access link) is a controller rule
+carrying the client's UE id, plus a rule for its DNS lookups (slots.py). Profiles switch
+atomically; `reset_radio` idles a slot's radio (p4netem.radio.idle).
 """
 
 from __future__ import annotations
@@ -25,14 +25,15 @@ import time
 import weakref
 from pathlib import Path
 
-from .. import pipeline as pl
+from ..control import Controller
 from ..lab.netns import PREFIX, LabError, disable_offloads, run, unique_token
 from ..p4rt import P4Info, P4RuntimeClient
 from ..paths import p4info_path
 from ..profiles import Profile
-from ..stats import read_pd_counters
+from ..radio import IdledUe
+from ..stats import PdCounters, read_pd_counters
 from .slots import AppliedProfile, SlotProfiles
-from .topology import DNS_SLOT_OFFSET, LabHostSpec, Topology
+from .topology import Topology
 
 try:
     from mininet.log import setLogLevel
@@ -46,9 +47,8 @@ except ImportError as exc:  # pragma: no cover - depends on the interpreter
 from .nodes import Bmv2Switch, LabHost, P4NetemSwitch, kill_netns_processes, netns_pids
 
 TARGETS = {"p4netem": P4NetemSwitch, "bmv2": Bmv2Switch}
-ACCESS_PRIORITY = 10
-DNS_PRIORITY = 20
-DNS_PORT = 53
+# The strongest Write atomicity of each target: bmv2's P4Runtime server has only CONTINUE_ON_ERROR.
+ATOMICITY = {"p4netem": "DATAPLANE_ATOMIC", "bmv2": "CONTINUE_ON_ERROR"}
 
 _open_labs: "weakref.WeakSet[MininetLab]" = weakref.WeakSet()
 
@@ -73,6 +73,7 @@ class MininetLab:
         self.token = unique_token()
         self.net: Mininet | None = None
         self.client: P4RuntimeClient | None = None
+        self.controller: Controller | None = None
         self.slots: SlotProfiles | None = None
         self.dns_latency_ns = 0
         self._closed = False
@@ -154,62 +155,47 @@ class MininetLab:
         info = P4Info.load(p4info_path())
         device_config = sw.device_config() if isinstance(sw, Bmv2Switch) else b""
         self.client.set_pipeline(info, device_config)
-        c = self.client
-        entries = [c.table_entry(pl.L2_FWD, {"hdr.ethernet.dst_addr": h.mac}, pl.SET_EGRESS_PORT,
-                                 {"port": h.port}) for h in self.topology.hosts]
-        for h in self.topology.clients:
-            entries += self._classifier_entries(h)
-        c.insert(*entries)
-        self.slots = SlotProfiles(c, "DATAPLANE_ATOMIC" if self.target == "p4netem"
-                                  else "CONTINUE_ON_ERROR")
-
-    def _classifier_entries(self, h: LabHostSpec) -> list:
-        c = self.client
-        assert c is not None and h.slot is not None
-        up = {"profile_id": h.slot, "direction": pl.UPLINK, "ue_id": h.ue or 0}
-        down = {"profile_id": h.slot, "direction": pl.DOWNLINK, "ue_id": h.ue or 0}
-        dns_up = dict(up, profile_id=h.dns_slot)
-        dns_down = dict(down, profile_id=h.dns_slot)
-        port = "standard_metadata.ingress_port"
-        return [
-            c.table_entry(pl.CLASSIFIER, {port: h.port}, pl.SET_PROFILE, up,
-                          priority=ACCESS_PRIORITY),
-            c.table_entry(pl.CLASSIFIER, {"meta.ipv4_dst": h.ip}, pl.SET_PROFILE, down,
-                          priority=ACCESS_PRIORITY),
-            c.table_entry(pl.CLASSIFIER, {port: h.port, "meta.ip_proto": 17,
-                                          "meta.l4_dst_port": DNS_PORT},
-                          pl.SET_PROFILE, dns_up, priority=DNS_PRIORITY),
-            c.table_entry(pl.CLASSIFIER, {"meta.ipv4_dst": h.ip, "meta.ip_proto": 17,
-                                          "meta.l4_src_port": DNS_PORT},
-                          pl.SET_PROFILE, dns_down, priority=DNS_PRIORITY),
-        ]
+        self.controller = Controller(self.client, max_atomicity=ATOMICITY[self.target])
+        self.controller.set_l2_forwarding({h.mac: h.port for h in self.topology.hosts})
+        self.slots = SlotProfiles(self.controller, self.topology)
 
     # ---- impairments -----------------------------------------------------------------------------
     def apply_profile(self, profile: Profile, *, radio: bool = False,
                       hosts: list[str] | None = None) -> list[AppliedProfile]:
-        """Put the access links of `hosts` (default: every client) on `profile`.
+        """Put the access links of `hosts` (default: every client) on `profile`, all at once.
 
-        Each client slot gets the profile; its DNS slot gets the same profile plus half the DNS
-        latency each way (so a lookup takes one access RTT plus the DNS latency)."""
+        Each slot's DNS lookups get the same profile plus half the DNS latency each way (so a
+        lookup takes one access RTT plus the DNS latency)."""
         assert self.slots is not None, "lab not started"
         clients = ([self.topology.host(n) for n in hosts] if hosts else self.topology.clients)
-        records = []
-        for slot in sorted({h.slot for h in clients if h.slot is not None}):
-            records.append(self.slots.apply(slot, profile, radio=radio))
-            self.slots.apply(slot + DNS_SLOT_OFFSET, profile, radio=radio,
-                             extra_delay_ns=self.dns_latency_ns // 2)
-        return records
+        slots = sorted({h.slot for h in clients if h.slot is not None})
+        return self.slots.apply(slots, profile, radio=radio, dns_extra_ns=self.dns_latency_ns // 2)
 
     def set_dns_latency(self, latency_ns: int) -> None:
-        """Extra round-trip time of DNS lookups (applied with the next apply_profile)."""
+        """Extra round-trip time of DNS lookups (now on the slots that have a profile, and with
+        every later apply_profile)."""
         if latency_ns < 0:
             raise ValueError(f"DNS latency must be >= 0, not {latency_ns} ns")
         self.dns_latency_ns = int(latency_ns)
         assert self.slots is not None
         for slot, rec in list(self.slots.applied.items()):
-            if slot < DNS_SLOT_OFFSET:
-                self.slots.apply(slot + DNS_SLOT_OFFSET, rec.profile, radio=rec.radio.requested,
-                                 extra_delay_ns=self.dns_latency_ns // 2)
+            self.slots.apply([slot], rec.profile, radio=rec.radio.requested,
+                             dns_extra_ns=self.dns_latency_ns // 2)
+
+    def reset_radio(self, slot: int) -> list[IdledUe]:
+        """Put the radio of the slot's UE back in IDLE at once, so the next packet pays the whole
+        promotion (p4netem.radio.idle: register writes equivalent to a demotion). Call it while
+        the slot has no traffic (after wait_quiet)."""
+        assert self.slots is not None, "lab not started"
+        return self.slots.idle_radio(slot)
+
+    def counters(self, host: str) -> dict[int, PdCounters]:
+        """Direction -> the switch's counters of the access link of client `host`."""
+        assert self.slots is not None, "lab not started"
+        slot = self.topology.host(host).slot
+        if slot is None:
+            raise ValueError(f"{host} is not a client: it has no access link")
+        return self.slots.counters(slot)
 
     def wait_quiet(self, quiet_s: float, timeout_s: float = 60.0,
                    slots: list[int] | None = None) -> float:
@@ -217,9 +203,8 @@ class MininetLab:
         seconds (every packet in has gone out or was dropped, per the switch's own counters);
         returns the seconds waited. A load that ends with retransmissions still queued on a slow
         link would otherwise delay the next load's first packets."""
-        assert self.client is not None
-        pds = [pl.pd_index(s, d) for slot in (slots or self.topology.slots)
-               for s in (slot, slot + DNS_SLOT_OFFSET) for d in (pl.UPLINK, pl.DOWNLINK)]
+        assert self.client is not None and self.slots is not None
+        pds = self.slots.pds(slots)
         t0 = time.monotonic()
         last_in = None
         quiet_since = t0
@@ -236,8 +221,9 @@ class MininetLab:
             time.sleep(min(0.1, quiet_s / 4))
 
     def profiles(self) -> dict[int, AppliedProfile]:
+        """Slot -> the profile it runs (as last applied)."""
         assert self.slots is not None
-        return {s: r for s, r in self.slots.applied.items() if s < DNS_SLOT_OFFSET}
+        return dict(self.slots.applied)
 
     # ---- running things --------------------------------------------------------------------------
     def run(self, host: str, argv: list[str], check: bool = True, timeout: float = 60):

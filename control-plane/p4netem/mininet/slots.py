@@ -1,27 +1,39 @@
-"""Which impairment profile each slot of a lab runs: the one place labs write profiles to the switch.
+"""Which impairment profile each access link ("slot") of a lab runs, programmed through the
+controller (p4netem.control): the labs write no classifier or profile entry of their own.
 
-A slot is a profile id of the pipeline; its uplink and downlink are two entries of the `profile`
-table, written together in one P4Runtime Write so that no packet sees one direction of the old
-profile and the other of the new. The entries come from p4netem.profiles.program, as the
-controller's (p4netem.control) do; nothing else in the labs touches the profile table.
+A slot is one impaired access link of the topology: one client (`access: own`), or a group of
+clients sharing one queue per direction (`access: shared`). On the switch it is two controller
+rules, each a pair of classifier entries (uplink, downlink) with its own profile ids:
 
-Radio: the slot's `radio_profile` entry (set_radio) is written in the same Write as its two
-`profile` entries. With the radio asked for, it carries the profile's radio model; otherwise it is
-model 0 ("no radio"), so a run with the radio off never inherits a wake-up delay from an earlier
-profile on the same slot. The record says which (`radio.applied`).
+  access  client side = the client's switch port and address (own), or the group's address
+          block (shared); uplink = packets from it, downlink = packets to it; UE = the slot's UE
+          id (0 for a shared group), priority 10;
+  DNS     the same plus UDP port 53 on the server side, priority 20: the client's name lookups,
+          which run the access profile plus half the lab's DNS latency each way (a lookup then
+          takes one access RTT plus the DNS latency). Same UE: a lookup wakes the radio too.
+
+`SlotProfiles.apply` puts a profile on slots with one Controller.apply_many, so the access and
+DNS rules of every slot switch in one atomic write (p4netem-switch; on bmv2, which has only
+CONTINUE_ON_ERROR, in one write without that guarantee), radio included: with the radio asked
+for the profile carries its radio model, otherwise the radio is removed from it (model 0), so a
+run with the radio off never inherits a wake-up delay. The record says which (`radio.applied`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import grpc
-
-from ..p4rt import P4RuntimeClient, WriteError
-from ..p4rt.entries import update
+from .. import pipeline as pl
+from ..control import Controller, Rule
 from ..profiles import Direction, Profile, RadioNone
-from ..profiles.program import SLOTS, profile_entries, slot_entry
 from ..profiles.units import Duration
+from ..radio import IdledUe
+from ..stats import PdCounters, read_pd_counters
+from .topology import Topology
+
+ACCESS_PRIORITY = 10
+DNS_PRIORITY = 20
+DNS_PORT = 53
 
 
 @dataclass(frozen=True)
@@ -41,13 +53,16 @@ class AppliedProfile:
     slot: int
     profile: Profile
     radio: RadioState
-    extra_delay_ns: int = 0    # added per direction (the DNS slot's share of the DNS latency)
+    extra_delay_ns: int = 0    # added per direction on the DNS rule (its share of the DNS latency)
     params: dict = field(default_factory=dict)   # direction -> set_impairment params written
+    ues: tuple[int, ...] = ()  # the UE ids of the slot's packets
+    rules: tuple[str, ...] = ()  # the traffic of its controller rules (access, DNS)
 
     def to_json(self) -> dict:
         return {"slot": self.slot, "profile": self.profile.name, "title": self.profile.title,
                 "definition": self.profile.to_dict(), "radio": self.radio.to_json(),
-                "extra_delay_ms": self.extra_delay_ns / 1e6, "table_params": self.params}
+                "extra_delay_ms": self.extra_delay_ns / 1e6, "table_params": self.params,
+                "ues": list(self.ues), "rules": list(self.rules)}
 
 
 def promotion_seconds(profile: Profile) -> float | None:
@@ -70,53 +85,90 @@ def with_extra_delay(profile: Profile, extra_ns: int) -> Profile:
     return profile.model_copy(update=links)
 
 
+def radio_state(profile: Profile, radio: bool) -> RadioState:
+    """What happens to the profile's radio model on this run."""
+    promo = promotion_seconds(profile)
+    if not profile.has_radio:
+        return RadioState("none", radio, False, "profile has no radio model")
+    if not radio:
+        return RadioState(profile.radio.model, False, False, "radio off for this run", promo)
+    return RadioState(profile.radio.model, True, True, "", promo)
+
+
+@dataclass(frozen=True)
+class SlotRules:
+    access: Rule
+    dns: Rule
+    ues: tuple[int, ...]
+
+
+def slot_rules(topology: Topology) -> dict[int, SlotRules]:
+    """The controller rules of every slot of `topology`: a client's own slot matches its switch
+    port and address, a shared slot its clients' address block (Topology.address_block)."""
+    out = {}
+    for slot in topology.slots:
+        hosts = [h for h in topology.clients if h.slot == slot]
+        ue = hosts[0].ue or 0
+        if len(hosts) == 1:
+            client = {"switch_port": hosts[0].port, "ip": hosts[0].ip}
+        else:
+            client = {"ip": str(topology.address_block(slot))}
+        access = Rule.parse({"client": client, "ue": ue, "priority": ACCESS_PRIORITY})
+        dns = Rule.parse({"client": client, "server": {"ports": DNS_PORT}, "protocol": "udp", "ue": ue,
+                          "priority": DNS_PRIORITY})
+        out[slot] = SlotRules(access, dns, (ue,))
+    return out
+
+
 class SlotProfiles:
-    def __init__(self, client: P4RuntimeClient, atomicity: str = "DATAPLANE_ATOMIC"):
-        self.client = client
-        # p4netem-switch applies a batch of table entries atomically; bmv2 cannot (CONTINUE_ON_ERROR).
-        self.atomicity = atomicity
-        self._written: set[int] = set()
+    """The profiles of a lab's slots, through a Controller of the lab's switch."""
+
+    def __init__(self, controller: Controller, topology: Topology):
+        self.controller = controller
+        self.rules = slot_rules(topology)
         self.applied: dict[int, AppliedProfile] = {}
+        # slot -> the profile ids of its (access, DNS) rules: a rule keeps its two ids (the one
+        # in force and the spare the next switch writes) for its lifetime.
+        self._ids: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
 
-    def _radio(self, profile: Profile, radio: bool) -> RadioState:
-        """What happens to the profile's radio model on this run."""
-        promo = promotion_seconds(profile)
-        if not profile.has_radio:
-            return RadioState("none", radio, False, "profile has no radio model")
-        if not radio:
-            return RadioState(profile.radio.model, False, False, "radio off for this run", promo)
-        return RadioState(profile.radio.model, True, True, "", promo)
-
-    def apply(self, slot: int, profile: Profile, *, radio: bool = False,
-              extra_delay_ns: int = 0) -> AppliedProfile:
-        """Program `profile` on `slot` (both directions in one Write) and return the record."""
-        if not 0 < slot < 4096:
-            raise ValueError(f"slot {slot} out of range 1..4095 (a profile id of the pipeline)")
-        state = self._radio(profile, radio)
-        effective = with_extra_delay(profile, extra_delay_ns)
-        if not state.applied:
-            effective = effective.model_copy(update={"radio": RadioNone()})
+    def apply(self, slots: list[int], profile: Profile, *, radio: bool = False,
+              dns_extra_ns: int = 0) -> list[AppliedProfile]:
+        """Put `profile` on `slots` (both rules of each, all in one atomic switch)."""
+        unknown = [s for s in slots if s not in self.rules]
+        if unknown:
+            raise ValueError(f"no slot {unknown} in this lab; slots: {sorted(self.rules)}")
+        state = radio_state(profile, radio)
+        effective = profile if state.applied else profile.model_copy(update={"radio": RadioNone()})
+        dns_profile = with_extra_delay(effective, dns_extra_ns)
+        assignments = []
+        for slot in slots:
+            assignments += [(self.rules[slot].access, effective), (self.rules[slot].dns, dns_profile)]
+        result = self.controller.apply_many(assignments)
         params = {d.field: effective.to_table_params(d) for d in Direction}
-        entries = profile_entries(self.client.info, effective, slot)  # the one encoding path
-        kind = "MODIFY" if slot in self._written else "INSERT"
-        try:
-            self.client.write([update(kind, e) for e in entries], atomicity=self.atomicity)
-        except WriteError as err:
-            exists = grpc.StatusCode.ALREADY_EXISTS
-            if kind == "INSERT" and (err.code == exists or any(e.code == exists for e in err.errors)):
-                self.client.write([update("MODIFY", e) for e in entries],
-                                  atomicity=self.atomicity)
-            else:
-                raise
-        self._written.add(slot)
-        record = AppliedProfile(slot, profile, state, extra_delay_ns, params)
-        self.applied[slot] = record
-        return record
+        records = []
+        for i, slot in enumerate(slots):
+            access, dns = result.rules[2 * i], result.rules[2 * i + 1]
+            self._ids[slot] = ((access.profile_id, access.spare_id), (dns.profile_id, dns.spare_id))
+            rec = AppliedProfile(slot, profile, state, dns_extra_ns, params, self.rules[slot].ues,
+                                 (access.rule.describe(), dns.rule.describe()))
+            self.applied[slot] = rec
+            records.append(rec)
+        return records
 
-    def clear(self, slot: int) -> None:
-        """Remove the slot's entries: its packets pass unimpaired (the table's default)."""
-        if slot not in self._written:
-            return
-        self.client.delete(*[slot_entry(self.client.info, s, slot) for s in SLOTS])
-        self._written.discard(slot)
-        self.applied.pop(slot, None)
+    def pds(self, slots: list[int] | None = None) -> list[int]:
+        """The profile-directions the slots' packets are counted in (every id of both rules)."""
+        return [pl.pd_index(pid, d) for slot in (self._ids if slots is None else slots)
+                for ids in self._ids.get(slot, ()) for pid in ids for d in (pl.UPLINK, pl.DOWNLINK)]
+
+    def counters(self, slot: int) -> dict[int, PdCounters]:
+        """Direction -> counters of the slot's access rule, summed over its two profile ids."""
+        if slot not in self._ids:
+            raise ValueError(f"slot {slot} has no profile yet; applied: {sorted(self._ids)}")
+        client = self.controller.client
+        first, second = self._ids[slot][0]
+        return {d: read_pd_counters(client, pl.pd_index(first, d)) + read_pd_counters(client, pl.pd_index(second, d))
+                for d in (pl.UPLINK, pl.DOWNLINK)}
+
+    def idle_radio(self, slot: int) -> list[IdledUe]:
+        """Put the radio of the slot's UEs back in IDLE (Controller.idle_radio)."""
+        return self.controller.idle_radio(self.rules[slot].ues)

@@ -2,11 +2,11 @@
 addresses; `TopologySpec.expand()` turns it into the concrete hosts of one lab.
 
 A lab has one p4netem switch. Each host hangs off its own switch port (in file order, from port
-1). The impaired link is the clients' access link: a client's *slot* is the profile id the switch
-applies to packets from its port (uplink) and to packets for its address (downlink), and its UE id
-selects its radio state. `access: own` gives every client of a group its own slot and UE id
-(cellular UEs, the single client of inline/multi-origin); `access: shared` puts the whole group in
-one slot (the dumbbell's bottleneck: one queue per direction for everyone).
+1). The impaired link is the clients' access link: a client's *slot* is the impaired link its
+packets take, uplink (from it) and downlink (to it), one controller rule (mininet/slots.py), and
+its UE id selects its radio state. `access: own` gives every client of a group its own slot and
+UE id (cellular UEs, the single client of inline/multi-origin); `access: shared` puts the whole
+group in one slot (the dumbbell's bottleneck: one queue per direction for everyone).
 
 Mininet is not imported here, so topologies can be loaded and checked anywhere.
 """
@@ -25,12 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..paths import topologies_dir
 
 __all__ = ["HostGroup", "TopologySpec", "LabHostSpec", "Topology", "TopologyError",
-           "load_topology", "topology_names", "DNS_SLOT_OFFSET", "MAX_SLOT"]
+           "load_topology", "topology_names", "MAX_SLOT"]
 
-# Profile ids are below 4096 (pipeline contract). Client slots use 1..2047; the DNS variant of a
-# client's slot (its access profile plus the DNS latency) is slot + 2048.
-MAX_SLOT = 2047
-DNS_SLOT_OFFSET = 2048
+# A slot is two controller rules (access and DNS) of two profile ids each (the one in force and
+# the spare of the atomic switch); the pipeline has profile ids 1..4095 for them.
+MAX_SLOT = 1023
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _PARAM = re.compile(r"^\{([a-z_][a-z0-9_]*)\}$")
 
@@ -143,12 +142,8 @@ class LabHostSpec:
     ip: str
     mac: str
     port: int               # switch port
-    slot: int | None        # clients: impaired-link profile id
+    slot: int | None        # clients: their access link (slots.py), 1..MAX_SLOT
     ue: int | None          # clients: UE id (0: none of its own)
-
-    @property
-    def dns_slot(self) -> int | None:
-        return None if self.slot is None else self.slot + DNS_SLOT_OFFSET
 
 
 @dataclass(frozen=True)
@@ -170,6 +165,25 @@ class Topology:
     @property
     def slots(self) -> list[int]:
         return sorted({h.slot for h in self.clients if h.slot is not None})
+
+    def address_block(self, slot: int) -> ipaddress.IPv4Network:
+        """The smallest prefix holding the addresses of every client of `slot`: a shared slot's
+        traffic is what comes from it (uplink) and goes to it (downlink), one classifier entry
+        each whatever the number of clients, so no other host may be in it."""
+        hosts = [h for h in self.clients if h.slot == slot]
+        if not hosts:
+            raise KeyError(f"topology {self.name!r} has no slot {slot}; slots: {self.slots}")
+        addrs = [ipaddress.IPv4Address(h.ip) for h in hosts]
+        block = ipaddress.IPv4Network(min(addrs))
+        while max(addrs) not in block:
+            block = block.supernet()
+        names = {h.name for h in hosts}
+        inside = [h.name for h in self.hosts if h.name not in names and ipaddress.IPv4Address(h.ip) in block]
+        if inside:
+            raise TopologyError(f"topology {self.name!r}: the clients sharing slot {slot} need an address "
+                                f"block of their own, but {block} holds {', '.join(inside)} too; give "
+                                "them addresses in an aligned block")
+        return block
 
     def host(self, name: str) -> LabHostSpec:
         for h in self.hosts:
@@ -193,6 +207,9 @@ class Topology:
         ips = [h.ip for h in self.hosts]
         if len(set(ips)) != len(ips):
             raise TopologyError(f"topology {self.name!r}: addresses repeat: {ips}")
+        for slot in self.slots:
+            if sum(h.slot == slot for h in self.clients) > 1:
+                self.address_block(slot)
 
     def to_json(self) -> dict:
         return {"name": self.name, "params": self.params, "prefix_len": self.prefix_len,
