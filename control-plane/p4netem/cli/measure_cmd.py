@@ -25,8 +25,8 @@ from .signals import Terminated, interrupt_on_termination
 
 console = Console()
 if not console.is_terminal:
-    # Logs and CI: rich would wrap the table at 80 columns.
-    console = Console(width=132)
+    # Logs and CI: rich would wrap the table at 80 columns (it takes about 140 with a radio).
+    console = Console(width=160)
 err = Console(stderr=True)
 
 

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from ..control import Controller, SwitchStats
 from ..control.radio_view import DEFAULT_LIMIT
+from ..p4rt.encoding import format_mac
 from ..pipeline import DropReason
 from ..profiles.summary import link_summary, radio_summary
 from .apply_cmd import ProfilesOpt, gather_profiles
@@ -41,12 +42,17 @@ def show(
             typer.echo(json.dumps({
                 "switch": addr, "device_id": device_id,
                 "port_map": {str(k): v for k, v in sorted(state.port_map.items())},
+                "l2": {format_mac(k): v for k, v in sorted(state.l2.items())},
                 "rules": [a.to_dict() for a in applied],
                 "unmanaged_entries": len(state.unmanaged), "broken_entries": len(state.broken),
             }, indent=2))
             return
-        pm = ", ".join(f"{k} -> {v}" for k, v in sorted(state.port_map.items())) or "empty (nothing is forwarded)"
+        pm = ", ".join(f"{k} -> {v}" for k, v in sorted(state.port_map.items())) or (
+            "empty" if state.l2 else "empty (nothing is forwarded)")
         console.print(f"switch {addr} device {device_id}: port map {pm}", highlight=False)
+        if state.l2:
+            l2 = ", ".join(f"{format_mac(k)} -> {v}" for k, v in sorted(state.l2.items()))
+            console.print(f"L2 forwarding (by destination MAC, ahead of the port map): {l2}", highlight=False)
         if not applied:
             console.print("no rules: unclassified traffic gets profile 0 (no impairment)", highlight=False)
         else:

@@ -6,7 +6,7 @@ capture, summarised with medians and quartiles, written as CSV/JSON and plotted.
     protocols.py  which loader, server, port and ALPN each protocol uses
     endpoints.py  generated pages, nginx and node-spdy on every server, optional dnsmasq (dns.py)
     tcp.py        congestion control, initial windows and the sysctls every run records
-    radio.py      the radio idled before each load
+    radio.py      the radio idled (or pre-woken) before each load, and what it did during it
     metrics.py    what the client's capture says about a load
     runner.py     the loop: lab up, servers up, loads, teardown
     results.py    summary, files, table;  plot.py  the PNG;  measure.py  all of it with progress
