@@ -174,7 +174,10 @@ class Runner:
         for index, (cond, rep) in enumerate(schedule):
             if (cond.profile, cond.radio) != current_profile:
                 profile = resolve_profile(cond.profile)
-                applied = lab.apply_profile(profile, radio=cond.radio)[0]
+                # Every client's link gets the profile; the record (and the radio idled before
+                # each load) is the loading client's.
+                slot = lab.topology.host(plan.client or lab.topology.clients[0].name).slot
+                applied = next(r for r in lab.apply_profile(profile, radio=cond.radio) if r.slot == slot)
                 current_profile = (cond.profile, cond.radio)
                 self.profiles_applied.append(applied.to_json())
                 self.on_event("profile", {"condition": cond, "applied": applied})
