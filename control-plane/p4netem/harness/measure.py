@@ -35,7 +35,8 @@ def _line(rec: RunRecord) -> str:
 
 def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
              target: str = "p4netem", keep_pcaps: bool = False, verbose: bool = True,
-             mininet_log: str = "warning") -> Outcome:
+             mininet_log: str = "warning", make_plot: bool = True) -> Outcome:
+    """`make_plot=False` skips the per-profile plot (an experiment draws its own)."""
     console = console or Console()
     out_dir = Path(out_dir)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -79,7 +80,7 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
     paths: dict[str, Path] = {}
     if runner.records:
         paths = results.write(out_dir, plan, runner.records, metadata, summary)
-        if any(s.plt for s in summary):
+        if make_plot and any(s.plt for s in summary):
             paths["plot"] = plot(summary, out_dir / "plot.png",
                                  title=f"{plan.name}: page '{plan.pages[0]}' on the "
                                        f"{plan.topology} lab, page-load time (first SYN to last "

@@ -1,7 +1,9 @@
 """A comparison as data: the conditions to load a page under, and how to run them.
 
 A `Condition` is one cell of the comparison (profile, radio on or off and whether it is woken
-just before the load, protocol, TLS, server initial window, page, parallelism); a `Plan` is the cells plus what they share (topology,
+just before the load, protocol, TLS, server initial window, page, parallelism, and optionally a
+label with extra loader options, as in "HTTP/1.1 pipelined with deflate" or "all objects
+requested at once"); a `Plan` is the cells plus what they share (topology,
 repetitions, silence threshold, DNS, TCP settings). Conditions are run grouped by profile and, inside
 a profile, repetition by repetition over every cell, so slow drifts of a shared machine spread
 over all cells instead of landing on one.
@@ -28,11 +30,19 @@ class Condition:
     page: str = "demo"
     conns_per_host: int | None = None     # None: the protocol's default
     prewake: bool = False                 # radio woken by a small exchange just before the load
+    # A client configuration beyond the protocol (experiments: "pipelined+deflate", "reval"):
+    # `label` names it in tables instead of the protocol; `loader_args` are extra options of
+    # p4netem.web.load (--revalidate, --accept-encoding identity, --discover at-once).
+    label: str = ""
+    loader_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.prewake and not self.radio:
             raise ValueError(f"{self.profile}: pre-waking the radio needs the radio on")
         proto = protocol(self.protocol)
+        object.__setattr__(self, "loader_args", tuple(self.loader_args))
+        if self.label and (" iw" in self.label or "|" in self.label or not self.label.strip()):
+            raise ValueError(f"label {self.label!r} must not contain ' iw' or '|'")
         if not self.tls and proto.plain_port is None:
             raise ValueError(f"{self.protocol} needs TLS")
         if not 1 <= self.initcwnd <= 1024:
@@ -50,7 +60,10 @@ class Condition:
 
     @property
     def variant(self) -> str:
-        """The cell within a profile, e.g. 'h2 iw10' or 'h1.1x6 iw3 plain'."""
+        """The cell within a profile, e.g. 'h2 iw10', 'h1.1x6 iw3 plain' or (labelled)
+        'pipelined+deflate iw10 plain'."""
+        if self.label:
+            return f"{self.label} iw{self.initcwnd}" + ("" if self.tls else " plain")
         proto = self.protocol
         if self.conns_per_host and self.conns_per_host != protocol(self.protocol).conns_per_host:
             proto += f"x{self.conns_per_host}"
@@ -62,14 +75,33 @@ class Condition:
 
     def to_json(self) -> dict:
         d = asdict(self)
+        d["loader_args"] = list(self.loader_args)
         d.update(key=self.key, profile_label=self.profile_label, variant=self.variant)
         return d
 
 
+# Profiles defined by an experiment (its own YAML, or generated channel grids), by name, so that
+# conditions, tables and result files name them like built-ins (register_profile).
+_REGISTERED: dict[str, Profile] = {}
+
+
+def register_profile(profile: Profile) -> None:
+    """Make `profile` resolvable by its name. A built-in name cannot be taken; registering the
+    same name again must give the same definition."""
+    if profile.name in builtin_profiles():
+        raise ValueError(f"profile {profile.name!r} is a built-in; give yours another name")
+    old = _REGISTERED.get(profile.name)
+    if old is not None and old.to_dict() != profile.to_dict():
+        raise ValueError(f"profile {profile.name!r} is already defined differently")
+    _REGISTERED[profile.name] = profile
+
+
 def resolve_profile(name: str) -> Profile:
-    """A built-in profile by name, or a profile YAML file."""
+    """A built-in profile by name, a registered one, or a profile YAML file."""
     if name in builtin_profiles():
         return builtin_profile(name)
+    if name in _REGISTERED:
+        return _REGISTERED[name]
     if not Path(name).is_file():
         raise ValueError(f"no built-in profile or file {name!r}; built-ins: "
                          f"{', '.join(builtin_profiles())}")
@@ -106,7 +138,8 @@ class Plan:
             raise ValueError(f"conditions repeat: {sorted(dup)}")
         for c in self.conditions:
             resolve_profile(c.profile)
-            if self.revalidate and protocol(c.protocol).browser:
+            if ((self.revalidate or "--revalidate" in c.loader_args)
+                    and protocol(c.protocol).browser):
                 raise ValueError(f"{c.protocol}: the browser loads with its cache off; "
                                  "revalidation needs a scripted loader")
 

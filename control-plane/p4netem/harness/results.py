@@ -5,6 +5,7 @@ Files in the output directory:
   runs.csv       one row per load (every measurement and the condition it ran under)
   summary.csv    one row per condition: n, median and quartiles of the page-load times, medians
                  of the packet/byte/connection counts
+                 (both end with the TCP environment: kernel, sysctls, route windows; environment.py)
   results.json   metadata (kernel, software versions, topology, TCP sysctls and routes per host
                  and initial window, profiles as applied, radio), the plan, the runs, the summary
   plot.png       see plot.py
@@ -21,6 +22,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from .environment import with_environment
 from .plan import Plan
 from .runner import RunRecord
 
@@ -89,8 +91,10 @@ def write(out_dir: str | Path, plan: Plan, records: list[RunRecord], metadata: d
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"runs": out / "runs.csv", "summary": out / "summary.csv", "json": out / "results.json"}
-    _csv(paths["runs"], [r.row() for r in records])
-    _csv(paths["summary"], [s.row for s in summary])
+    # Every file says what the stack was (kernel, congestion control, TCP sysctls, the IW the
+    # routes carried), not only results.json.
+    _csv(paths["runs"], with_environment([r.row() for r in records], metadata))
+    _csv(paths["summary"], with_environment([s.row for s in summary], metadata))
     doc = {"format": "p4netem-results/1", "metadata": metadata, "plan": plan.to_json(),
            "summary": [s.row for s in summary], "runs": [r.to_json() for r in records]}
     paths["json"].write_text(json.dumps(doc, indent=1, default=str) + "\n")

@@ -217,6 +217,7 @@ class Runner:
         extra += [f"--browser-arg={a}" for a in proto.browser_args]
         if plan.revalidate:
             extra.append("--revalidate")
+        extra += list(cond.loader_args)      # the condition's own client options (experiments)
         errors: list[str] = []
         t_wall = time.time()
         cap = Capture(ns, "eth0", pcap, "tcp or udp port 53")

@@ -145,6 +145,14 @@ def microscape(seed: int = 1, domain: str = "microscape.test") -> PageModel:
                      "E1 Microscape: 42 KB HTML, 42 GIFs totalling 125 KB")
 
 
+def microscape_html(domain: str = "microscape.test") -> PageModel:
+    """E1's single GET: an HTML document of Microscape's 42 KB that references nothing, so a load
+    is that one request (plain vs deflated over the modem). Its text is drawn like every page's
+    and deflates about as well (42 KB -> about 11 KB)."""
+    return PageModel("microscape-html", f"www.{domain}", 42 * KIB, (),
+                     "E1 single GET: the 42 KB Microscape HTML alone")
+
+
 def e3_page(which: str, servers: int = 1, seed: int = 1) -> PageModel:
     """E3 pages A, B, C served from 1, 2 or 4 servers, objects split equally."""
     which = which.upper()
@@ -239,6 +247,8 @@ def named(name: str, seed: int = 1) -> PageModel:
     key = name.lower()
     if key == "microscape":
         return microscape(seed)
+    if key == "microscape-html":
+        return microscape_html()
     if key == "demo":
         return demo(seed)
     if key.startswith("e3-"):
@@ -250,9 +260,9 @@ def named(name: str, seed: int = 1) -> PageModel:
     if key.startswith("uniform-"):
         n, size = key[len("uniform-"):].split("x")
         return uniform(int(n), int(size))
-    raise ValueError(f"unknown page {name!r}: use microscape, demo, e3-a|b|c[-1s|2s|4s], "
+    raise ValueError(f"unknown page {name!r}: use microscape, microscape-html, demo, e3-a|b|c[-1s|2s|4s], "
                      f"e5-site1..{len(E5_SITES)}, uniform-NxS")
 
 
-NAMES = (["microscape", "demo"] + [f"e3-{p}-{s}s" for p in "abc" for s in (1, 2, 4)]
+NAMES = (["microscape", "microscape-html", "demo"] + [f"e3-{p}-{s}s" for p in "abc" for s in (1, 2, 4)]
          + [f"e5-site{i}" for i in range(1, len(E5_SITES) + 1)])

@@ -48,6 +48,7 @@ class LoadOptions:
     dns: bool = False                        # names missing from `resolve`: ask the system resolver
     h2_window: int = 6 * 1024 * 1024         # HTTP/2 per-stream receive window (Chrome's value)
     h2_connection_window: int = 15 * 1024 * 1024
+    window_clamp: int | None = None          # TCP_WINDOW_CLAMP (bytes): cap the advertised window
 
     def __post_init__(self) -> None:
         if self.scheme not in ("http", "https"):
@@ -55,6 +56,8 @@ class LoadOptions:
         if self.discover not in ("stream", "after-html", "at-once"):
             raise ValueError(f"discover must be stream, after-html or at-once, not {self.discover!r}")
         self.resolve = {k.lower(): v for k, v in self.resolve.items()}
+        if self.window_clamp is not None and not 1024 <= self.window_clamp <= 1 << 30:
+            raise ValueError(f"window_clamp must be 1024..{1 << 30} bytes, not {self.window_clamp}")
 
     @property
     def effective_port(self) -> int:

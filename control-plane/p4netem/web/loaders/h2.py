@@ -46,7 +46,10 @@ class _H2Conn:
         if not self.ready:
             return
         limit = self.h2.remote_settings.max_concurrent_streams
-        sent_any = False
+        # What was queued before (window updates) goes out first; each request's HEADERS
+        # frames are taken on their own so their size (HPACK-compressed, frame headers
+        # included) is the request's header bytes, as E5 counts them.
+        out = bytearray(self.h2.data_to_send())
         while self.queue and self.h2.open_outbound_streams < limit:
             entry = self.queue.popleft()
             sid = self.h2.get_next_available_stream_id()
@@ -58,16 +61,19 @@ class _H2Conn:
             headers += request_headers(entry, self.load.opts, self.load.manifest.last_modified)
             self.h2.send_headers(sid, [(k.encode(), v.encode()) for k, v in headers],
                                  end_stream=True)
+            frames = self.h2.data_to_send()
+            out += frames
             self.streams[sid] = {"entry": entry, "body": bytearray(), "status": None,
                                  "encoding": None}
             res = self.load.result(entry)
             res.conn = self.rec.id
             res.stream = sid
             res.t_sent = self.load.ms()
+            res.request_header_bytes = len(frames)
             self.rec.requests += 1
-            sent_any = True
-        if sent_any:
-            self._write()
+        if out and self.writer is not None:     # ready implies a writer
+            self.writer.write(bytes(out))
+            self.rec.bytes_sent += len(out)
 
     def _write(self) -> None:
         data = self.h2.data_to_send()

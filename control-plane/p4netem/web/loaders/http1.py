@@ -121,6 +121,9 @@ class _Conn:
         sock = socket.socket(socket.AF_INET6 if ":" in self.rec.address else socket.AF_INET,
                              socket.SOCK_STREAM)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if opts.window_clamp:
+            # Before connect, so the SYN already offers at most this window (E2's receiver cap).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, opts.window_clamp)
         sock.setblocking(False)
         loop = asyncio.get_running_loop()
         await loop.sock_connect(sock, (self.rec.address, self.rec.port))
