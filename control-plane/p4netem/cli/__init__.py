@@ -2,7 +2,8 @@
 them, so each group's options and help live next to the code they drive.
 
 Commands: switch, apply, reset, show, stats, radio (show, watch), timeline (run, check), profiles
-(list, show, validate), lab (Mininet labs) and measure (page loads; docs/labs.md). Every command
+(list, show, validate), lab (Mininet labs), measure (page loads; docs/labs.md) and experiment
+(the studies E1-E5; docs/experiments.md). Every command
 that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR, default 127.0.0.1:9559),
 --device-id and --election-id. docs/cli.md shows each with its output.
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import typer
 
-from . import apply_cmd, lab_cmd, measure_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd, timeline_cmd
+from . import apply_cmd, experiment_cmd, lab_cmd, measure_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd, timeline_cmd
 from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE
 
 app = typer.Typer(
@@ -43,6 +44,7 @@ app.add_typer(timeline_cmd.app, name="timeline")
 app.add_typer(profiles_cmd.app, name="profiles")
 app.add_typer(lab_cmd.app, name="lab")
 app.command("measure")(measure_cmd.measure)
+app.add_typer(experiment_cmd.app, name="experiment")
 
 __all__ = ["app", "main", "EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "EXIT_SWITCH", "EXIT_INTERRUPTED"]
 

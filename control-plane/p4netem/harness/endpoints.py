@@ -36,10 +36,17 @@ class SiteContent:
                  key_type: str = "rsa2048") -> "SiteContent":
         content = cls(root)
         hosts: list[str] = []
+        written: dict[tuple[str, str], tuple[str, str]] = {}
         for name in dict.fromkeys(names):
             model = page_models.named(name, seed)
             manifest = site.generate(model, root / "site", seed=seed,
                                      manifest_name=f"{model.name}.manifest.json")
+            # Pages share one tree: a page must not overwrite another's file with other bytes.
+            for e in manifest.objects:
+                other = written.setdefault((e.host, e.path), (name, e.sha256))
+                if other[1] != e.sha256:
+                    raise ValueError(f"pages {other[0]!r} and {name!r} both write "
+                                     f"{e.host}{e.path} with different content")
             content.manifests[name] = manifest
             content.paths[name] = root / "site" / f"{model.name}.manifest.json"
             hosts += list(manifest.hosts)

@@ -149,7 +149,9 @@ def microscape_html(domain: str = "microscape.test") -> PageModel:
     """E1's single GET: an HTML document of Microscape's 42 KB that references nothing, so a load
     is that one request (plain vs deflated over the modem). Its text is drawn like every page's
     and deflates about as well (42 KB -> about 11 KB)."""
-    return PageModel("microscape-html", f"www.{domain}", 42 * KIB, (),
+    # Its own host name: pages share one content tree, and Microscape's /index.html on
+    # www.<domain> is another document.
+    return PageModel("microscape-html", f"html.{domain}", 42 * KIB, (),
                      "E1 single GET: the 42 KB Microscape HTML alone")
 
 

@@ -1,0 +1,178 @@
+"""`p4netem experiment`: the classic studies of experiments.md (E1-E5), as data in experiments/.
+
+    p4netem experiment list
+    p4netem experiment show e3-spdy [--quick]
+    p4netem experiment run e1-microscape --quick [--reps N] [--out DIR]
+    p4netem experiment run e4-multiplexing --sample 200 --seed 7
+    p4netem experiment run e2-initial-window --quick --only http=1.0 --duration 20
+
+`run` brings up the experiment's lab, runs its matrix (the quick variant with --quick: a few
+minutes on a 2-core machine; the full one reproduces the study's matrix and can take hours),
+prints the study's table and writes the harness's files, the analysis CSVs, the comparison plot
+and experiment.json into --out (default results/experiments/NAME-quick|full-TIME).
+
+Exit codes: 0 every load ok, 1 some failed or the run failed (files still written), 2 bad usage
+or an invalid definition, 130 Ctrl-C / 143 SIGTERM (what was done is written, the lab is down).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..experiments.definition import (ExperimentError, PageloadExperiment, experiment_names,
+                                      load_experiment)
+from .signals import Terminated, interrupt_on_termination
+
+app = typer.Typer(help="The studies of experiments.md (E1-E5): list, show, run.",
+                  no_args_is_help=True)
+console = Console()
+if not console.is_terminal:
+    console = Console(width=150)
+err = Console(stderr=True)
+
+
+def _only(pairs: list[str]) -> dict[str, list[str]] | None:
+    out: dict[str, list[str]] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not value:
+            raise typer.BadParameter(f"--only takes KEY=VALUE[,VALUE...], not {pair!r}")
+        out.setdefault(key, []).extend(v.strip() for v in value.split(","))
+    return out or None
+
+
+def _size(exp) -> str:
+    from ..experiments.pageload import build_plan
+    from ..experiments.workload import build_workload_plan
+    if isinstance(exp, PageloadExperiment):
+        b = build_plan(exp)
+        sampled = f" (sampled from {b.matrix_cells} cells)" if b.sampled else ""
+        return (f"{b.conditions} conditions{sampled} x {b.plan.repetitions} = "
+                f"{b.plan.total_loads} loads")
+    p = build_workload_plan(exp)
+    return (f"{len(p.conditions)} conditions x {p.repetitions} runs of "
+            f"{p.warmup_s:g}+{p.duration_s:g} s = {p.total_runs * (p.warmup_s + p.duration_s) / 60:.0f}"
+            " min of traffic")
+
+
+@app.command("list")
+def list_experiments() -> None:
+    """The experiments in experiments/ with the size of their quick and full variants."""
+    t = Table("name", "kind", "title", "quick", "full")
+    for name in experiment_names():
+        try:
+            full = load_experiment(name)
+            quick = load_experiment(name, quick=True)
+            t.add_row(name, full.kind, full.title, _size(quick), _size(full))
+        except (ExperimentError, ValueError) as exc:
+            t.add_row(name, "?", f"[red]invalid: {exc}[/]", "-", "-")
+    console.print(t)
+
+
+@app.command("show")
+def show(name: str = typer.Argument(..., help="Experiment name (or e1..e5) or YAML file."),
+         quick: bool = typer.Option(False, "--quick", help="The quick variant.")) -> None:
+    """What an experiment reproduces and the conditions it runs."""
+    try:
+        exp = load_experiment(name, quick=quick)
+    except (ExperimentError, ValueError) as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(2)
+    console.print(f"[bold]{exp.name}[/] ({'quick' if quick else 'full'}, {exp.kind}): {exp.title}")
+    console.print(f"reproduces: {exp.reproduces}")
+    if exp.description:
+        console.print(exp.description)
+    console.print(f"size: {_size(exp)}")
+    if isinstance(exp, PageloadExperiment):
+        from ..experiments.pageload import build_plan
+        b = build_plan(exp)
+        t = Table("profile", "page", "client", "protocol", "IW", "TLS", "loader options",
+                  title="conditions")
+        for c in b.plan.conditions[:200]:
+            cell = b.cells[c.key]
+            t.add_row(cell.profile, c.page, cell.client + (f" {cell.mode}" if cell.mode else ""),
+                      c.protocol, str(c.initcwnd), "yes" if c.tls else "no",
+                      " ".join(c.loader_args) or "-")
+        if len(b.plan.conditions) > 200:
+            t.caption = f"... and {len(b.plan.conditions) - 200} more"
+        console.print(t)
+    else:
+        from ..experiments.workload import build_workload_plan
+        p = build_workload_plan(exp)
+        t = Table("web clients", "bulk clients", "HTTP", "IW", title="conditions")
+        for c in p.conditions:
+            t.add_row(str(c.web_clients), str(c.bulk_clients), c.http, c.initcwnd_label)
+        console.print(t)
+        console.print(f"profile {p.profile} on the {p.topology} lab; workload: "
+                      f"{exp.workload.model_dump()}")
+
+
+@app.command("run")
+def run(
+    name: str = typer.Argument(..., help="Experiment name (or e1..e5) or YAML file."),
+    quick: bool = typer.Option(False, "--quick", help="The quick variant (a few minutes)."),
+    reps: int = typer.Option(None, "--reps", help="Repetitions per condition (default: the "
+                             "definition's)."),
+    out: Path = typer.Option(None, "--out", help="Result directory."),
+    sample: int = typer.Option(None, "--sample", help="Run this many cells of the matrix "
+                               "(stratified unless the definition says random)."),
+    seed: int = typer.Option(None, "--seed", help="Seed of the sample."),
+    cc: str = typer.Option(None, "--cc", help="Congestion control of every host instead of "
+                           "the definition's (reno, bbr, ...: what the machine allows in a "
+                           "namespace)."),
+    only: list[str] = typer.Option([], "--only", help="Keep conditions with KEY=VALUE[,...] "
+                                   "(page loads: profile, page, client, mode, initcwnd, tls, "
+                                   "protocol; workload: web_clients, bulk_clients, http, "
+                                   "initcwnd). Repeatable."),
+    duration: float = typer.Option(None, "--duration", help="Workload experiments: seconds "
+                                   "measured per run (default: the definition's)."),
+    keep_pcaps: bool = typer.Option(False, "--keep-pcaps", help="Keep each load's capture."),
+    target: str = typer.Option("p4netem", "--target", help="p4netem or bmv2."),
+    quiet: bool = typer.Option(False, "--quiet", help="No line per load."),
+) -> None:
+    """Run an experiment: table, CSVs, the comparison plot and experiment.json in --out."""
+    from ..experiments.run import prepare, run_experiment
+    from ..lab.netns import LabError
+    try:
+        exp = prepare(name, quick=quick, sample=sample, seed=seed, cc=cc)
+        filters = _only(only)
+        # Validate the whole plan before any lab comes up.
+        if isinstance(exp, PageloadExperiment):
+            from ..experiments.pageload import build_plan
+            build_plan(exp, repetitions=reps, only=filters)
+        else:
+            from ..experiments.workload import build_workload_plan
+            build_workload_plan(exp, repetitions=reps, only=filters, duration_s=duration)
+    except (ExperimentError, ValueError, typer.BadParameter) as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(2)
+    out_dir = out or (Path("results") / "experiments" /
+                      f"{exp.name}-{'quick' if quick else 'full'}-{time.strftime('%Y%m%d-%H%M%S')}")
+    with interrupt_on_termination():
+        try:
+            result = run_experiment(name, out_dir, quick=quick, reps=reps, sample=sample,
+                                    seed=seed, cc=cc, only=filters, duration_s=duration,
+                                    console=console, verbose=not quiet, target=target,
+                                    keep_pcaps=keep_pcaps)
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted; partial results (if any) in {out_dir}[/]")
+            raise typer.Exit(130)
+        except Terminated as exc:
+            err.print(f"[yellow]terminated; partial results (if any) in {out_dir}[/]")
+            raise typer.Exit(exc.code)
+        except (LabError, RuntimeError, ValueError) as exc:
+            err.print(f"[red]experiment failed: {exc}[/]")
+            raise typer.Exit(1)
+    for table in result.analysis.tables:
+        console.print(table)
+    for kind, path in result.files.items():
+        console.print(f"{kind:14} {path}")
+    console.print(f"took {result.duration_s} s")
+    if result.failed:
+        err.print(f"[red]{result.failed} of {result.loads} runs failed[/] (see runs.csv)")
+        raise typer.Exit(1)
