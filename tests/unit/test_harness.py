@@ -122,3 +122,17 @@ def test_prewoken_conditions_need_the_radio_and_are_their_own_cells():
     # One profile on the switch for both: they alternate, repetition by repetition.
     assert [(c.profile_label, r) for c, r in plan.schedule()] == [
         ("hspa+radio", 0), ("hspa+prewoken", 0), ("hspa+radio", 1), ("hspa+prewoken", 1)]
+
+
+def test_a_repair_of_a_segment_lost_before_the_capture_is_a_retransmission():
+    # The segment at 1010 never reaches the client; 1510 arrives, then 1010 is sent again.
+    extra = [seg(1.42, False, ACK | PSH, b"z" * 500, seq=1510),
+             seg(1.43, False, ACK | PSH, b"y" * 500, seq=1010)]
+    segs = [s for s in load(1.5, extra) if not (s.seq == 1010 and s.ts == 1.40)]
+    m = wire_metrics(segs, C)
+    assert m.retransmissions_down == 1
+    # In order, nothing was sent again (sequence numbers wrapping around 2^32 included).
+    wrap = [seg(1.0, True, SYN), seg(1.1, False, SYN | ACK),
+            seg(1.2, False, ACK, b"a" * 100, seq=2**32 - 50),
+            seg(1.3, False, ACK, b"b" * 100, seq=50)]
+    assert wire_metrics(wrap, C).retransmissions_down == 0

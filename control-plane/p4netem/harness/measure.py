@@ -24,11 +24,12 @@ class Outcome:
     interrupted: bool
 
 
-def _line(rec: RunRecord) -> str:
+def _line(rec: RunRecord, show_page: bool = False) -> str:
     c = rec.condition
     plt = "-" if rec.plt_ms is None else f"{rec.plt_ms / 1000:.3f} s"
     status = "[green]ok[/]" if rec.ok else f"[red]FAILED[/] {rec.errors[0][:120] if rec.errors else ''}"
-    return (f"{c.profile_label:>12} {c.variant:<16} #{rec.rep + 1}: {plt:>9}  "
+    page = f" {c.page}" if show_page else ""
+    return (f"{c.profile_label:>12} {c.variant:<16}{page} #{rec.rep + 1}: {plt:>9}  "
             f"{rec.wire.connections_opened:>2} conns  {rec.wire.packets_down:>4} pkts down  "
             f"{status}")
 
@@ -64,7 +65,7 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
         elif kind == "done":
             progress.advance(task)
             if verbose:
-                progress.console.print(_line(data["record"]))
+                progress.console.print(_line(data["record"], len(plan.pages) > 1))
 
     runner = Runner(plan, out_dir, target=target, keep_pcaps=keep_pcaps, on_event=on_event,
                     mininet_log=mininet_log)

@@ -31,7 +31,7 @@ class WireMetrics:
     bytes_down: int
     payload_up: int                      # TCP payload bytes
     payload_down: int
-    retransmissions_down: int            # server data segments sent again
+    retransmissions_down: int            # server data segments sent again (duplicates and repairs)
     silence_cut: bool                    # a silence of silence_s ended the load early
 
     def to_json(self) -> dict:
@@ -94,14 +94,24 @@ def wire_metrics(segments: list[Segment], client_ip: str, silence_s: float = 10.
         if last is not None:
             plt_ms = (last - first_syn.ts) * 1000.0
 
-    seen: set[tuple] = set()
+    # A server data segment that starts below the highest sequence number already seen on its
+    # connection was sent again: a duplicate of one that arrived, or the repair of one the
+    # network dropped before the client's capture saw it (which a duplicate count alone would
+    # miss). The labs' profiles keep order unless asked to reorder, so nothing else lands there.
+    highest: dict[tuple, int] = {}
     retrans = 0
     for s in down:
         if s.payload:
-            key = (_conn_key(s, client_ip), s.seq)
-            if key in seen:
+            key = _conn_key(s, client_ip)
+            end = (s.seq + len(s.payload)) & 0xFFFFFFFF
+            top = highest.get(key)
+            if top is None:
+                highest[key] = end
+                continue
+            if 0 < (top - s.seq) & 0xFFFFFFFF < 1 << 31:
                 retrans += 1
-            seen.add(key)
+            if 0 < (end - top) & 0xFFFFFFFF < 1 << 31:
+                highest[key] = end
     return WireMetrics(
         plt_ms=plt_ms, first_syn_to_synack_ms=synack_ms, connections_opened=len(opened),
         connections_used=len(used), packets_up=len(up), packets_down=len(down),

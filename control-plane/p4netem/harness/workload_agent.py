@@ -110,7 +110,8 @@ class Agent:
                 rec.update(ok=False, delay_ms=None, t_end=time.time(), connections=None,
                            error=f"{type(exc).__name__}: {exc}"[:300])
             n += 1
-            await asyncio.sleep(rng.uniform(lo, hi))
+            # Think; a client whose think time runs past the window has nothing left to do.
+            await asyncio.sleep(min(rng.uniform(lo, hi), max(0.0, self.stop_new - time.time())))
 
     # ---- bulk clients ------------------------------------------------------------------------
     async def bulk_client(self, bid: int) -> None:

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .common import Analysis, fmt_q, group_stats, run_rows, write_csv
-from .plots import grouped_bars, pyplot, save
+from .plots import grouped_bars, legend, pyplot, save
 
 METRICS = ["plt_ms", "loader_elapsed_ms", "packets", "packets_up", "packets_down", "ip_bytes",
            "payload_down", "tcpip_header_bytes", "header_overhead_pct", "connections_opened",
@@ -116,8 +116,8 @@ def _plot(stats: list[dict], path: Path) -> Path:
             grouped_bars(ax, names, [ylabel], hv)
             if row == 0:
                 ax.set_title(f"{hs[0]['profile_label']}: GET of the 42 KB HTML", fontsize=10)
-            ax.legend(fontsize=7, loc="upper right")
-    axes[0][0].legend(fontsize=8, loc="upper left")
+            legend(ax, fontsize=7, loc="upper right")
+    legend(axes[0][0], fontsize=8, loc="upper left")
     fig.suptitle("E1 Microscape: HTTP/1.0 (4 conns) vs HTTP/1.1 serialized vs pipelined "
                  "(+deflate), first-time and revalidation", fontsize=11)
     return save(fig, path)

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .common import Analysis, write_csv
-from .plots import COLORS, pyplot, save
+from .plots import COLORS, legend, pyplot, save
 
 
 def _iw_order(label: str) -> tuple:
@@ -98,7 +98,7 @@ def _plot(rows: list[dict], path: Path) -> Path:
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7, loc="best")
+    legend(axes[0], fontsize=7, loc="best")
     fig.suptitle("E2: server initial window on a shared T1 bottleneck (web clients with think "
                  "time, optional bulk transfers)", fontsize=11)
     return save(fig, path)

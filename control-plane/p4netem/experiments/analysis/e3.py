@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .common import Analysis, fmt_q, group_stats, run_rows, write_csv
-from .plots import grouped_bars, pyplot, save
+from .plots import grouped_bars, legend, pyplot, save
 
 METRICS = ["plt_ms", "loader_elapsed_ms", "connections_opened", "packets_down", "packets_up",
            "retransmissions_down", "first_syn_to_synack_ms"]
@@ -101,7 +101,7 @@ def _plot(stats: list[dict], baseline: dict, variants: list[tuple], path: Path) 
             ax.set_ylabel(f"gain vs {baseline['client']} IW{baseline['initcwnd']}")
     for k in range(len(chans), nrows * ncols):
         axes[k // ncols][k % ncols].axis("off")
-    axes[0][0].legend(fontsize=7, loc="upper left")
+    legend(axes[0][0], fontsize=7, loc="upper left")
     fig.suptitle("E3: gain = median PLT(HTTPS, IW 3) / median PLT(variant); pages a/b/c on "
                  "1, 2, 4 servers", fontsize=11)
     return save(fig, path)

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .common import Analysis, median_of, run_rows, write_csv
-from .plots import COLORS, pyplot, save
+from .plots import COLORS, legend, pyplot, save
 
 FACTORS = [("f_rtt_ms", "RTT (ms)"), ("f_down_mbit", "bandwidth (Mbit/s)"),
            ("f_loss_pct", "loss (%)"), ("initcwnd", "initial window"),
@@ -166,7 +166,7 @@ def _plot(cells, rows, tree, base, mux, path: Path) -> Path:
                        for c in ordered], rotation=70, fontsize=6.5, ha="right")
     for lab, col in colors.items():
         ax.bar([], [], color=col, label=f"{mux} {lab}")
-    ax.legend(fontsize=8)
+    legend(ax, fontsize=8)
     ax.set_title("where multiplexing helps / hurts", fontsize=10)
     ax = axes[1]
     if tree:
@@ -188,7 +188,7 @@ def _plot(cells, rows, tree, base, mux, path: Path) -> Path:
     ax.set_xticks(range(len(losses)), [f"{lo:g}%" for lo in losses])
     ax.set_xlabel("loss")
     ax.set_ylabel("retransmissions per connection (median)")
-    ax.legend(fontsize=8)
+    legend(ax, fontsize=8)
     ax.set_title("retransmissions per connection", fontsize=10)
     fig.suptitle(f"E4: HTTP/1.1 with 6 connections vs one {mux} connection, all objects "
                  "requested at once", fontsize=11)

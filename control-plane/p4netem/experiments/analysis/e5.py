@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .common import Analysis, fmt_q, group_stats, run_rows, write_csv
-from .plots import grouped_bars, pyplot, save
+from .plots import grouped_bars, legend, pyplot, save
 
 METRICS = ["plt_ms", "onload_ms", "loader_elapsed_ms", "first_syn_to_synack_ms",
            "handshake_excess_ms", "connections_opened", "connections_used",
@@ -122,7 +122,7 @@ def _plot(stats: list[dict], path: Path) -> Path:
             ax.set_ylabel("page-load time, s (median, IQR)")
     for k in range(len(sites), nrows * ncols):
         axes[k // ncols][k % ncols].axis("off")
-    axes[0][0].legend(fontsize=7, loc="upper right")
+    legend(axes[0][0], fontsize=7, loc="upper right")
     fig.suptitle(f"E5: site replicas over cellular profiles, radio idled before every load "
                  f"(or pre-woken); server IW {iw}", fontsize=11)
     return save(fig, path)

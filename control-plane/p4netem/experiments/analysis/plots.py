@@ -61,6 +61,12 @@ def grouped_bars(ax, groups: list[str], series: list[str], value, *, err=None,
     ax.grid(axis="y", alpha=0.3)
 
 
+def legend(ax, **kwargs) -> None:
+    """A legend when the axes have labelled artists (a filtered run may have drawn none)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+
+
 def save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -1,0 +1,83 @@
+"""`p4netem experiment run` end to end, through the real switch in Mininet: the quickest
+meaningful slices of E1 (the Microscape page on the 10 Mbit/s LAN, every client strategy,
+first-time and revalidation, one load each) and E2 (16 web clients on the shared T1 bottleneck
+for a short window). Each must come out as the study's table, its CSVs (with the TCP
+environment columns), the comparison plot and experiment.json, with figures that follow from
+the protocols and the bottleneck rather than from chance."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+P4NETEM = str(Path(sys.executable).parent / "p4netem")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([P4NETEM, "experiment", "run", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "160"})
+
+
+def _rows(path: Path) -> list[dict]:
+    return list(csv.DictReader(open(path)))
+
+
+def test_experiment_slices_of_e1_and_e2(tmp_path):
+    # ---- E1 on the LAN: 4 clients x (first-time, revalidation), one load each ----------------
+    out = tmp_path / "e1"
+    proc = _run(["e1-microscape", "--quick", "--reps", "1", "--only", "profile=lan-10mbit",
+                 "--out", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "E1: Microscape" in proc.stdout
+    table = {(r["client"], r["mode"]): r for r in _rows(out / "e1-table.csv")}
+    assert set(table) == {(c, m) for c in ("http1.0", "http1.1", "pipelined",
+                                           "pipelined+deflate") for m in ("-", "reval")}
+    num = lambda c, m, k: float(table[(c, m)][k])                            # noqa: E731
+    # HTTP/1.0 opens a connection per object (43); the others one.
+    assert num("http1.0", "-", "connections_opened_median") == 43
+    assert all(num(c, m, "connections_opened_median") == 1
+               for c in ("http1.1", "pipelined", "pipelined+deflate") for m in ("-", "reval"))
+    # Fewer packets with persistence, fewer again with pipelining (the 1997 paper's finding),
+    # and deflate sends fewer bytes than the same client plain.
+    assert (num("http1.0", "-", "packets_median") > num("http1.1", "-", "packets_median")
+            > num("pipelined", "-", "packets_median"))
+    assert num("pipelined+deflate", "-", "ip_bytes_median") < num("pipelined", "-",
+                                                                 "ip_bytes_median") - 20_000
+    # Revalidation moves 304s only: a small fraction of the first-time bytes, and the header
+    # share of the bytes is larger.
+    for c in ("http1.0", "http1.1", "pipelined"):
+        assert num(c, "reval", "ip_bytes_median") < 0.3 * num(c, "-", "ip_bytes_median")
+        assert 0 < num(c, "-", "header_overhead_pct_median") < num(c, "reval",
+                                                                   "header_overhead_pct_median")
+    runs = _rows(out / "runs.csv")
+    assert len(runs) == 8 and all(r["ok"] == "True" for r in runs)
+    assert {r["tcp_congestion_control"] for r in runs} == {"reno"}   # the definition's
+    assert all(r["kernel"] and r["server_route_initcwnd"] == "10" and r["tcp_sack"]
+               for r in runs)
+    assert (out / "e1.png").read_bytes()[:8] == PNG
+    doc = json.loads((out / "experiment.json").read_text())
+    assert doc["variant"] == "quick" and doc["plan"]["loads"] == 8 and doc["findings"]
+
+    # ---- E2: 16 web clients on the T1, IW 4, HTTP/1.1 model, a short window -------------------
+    out = tmp_path / "e2"
+    proc = _run(["e2-initial-window", "--quick", "--only", "initcwnd=4", "--only", "http=1.1",
+                 "--duration", "12", "--out", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [run] = _rows(out / "runs.csv")
+    assert run["ok"] == "True" and int(run["pages_ok"]) >= 10
+    # A page is at least one round trip of the 100 ms bottleneck path (plus the handshake).
+    assert float(run["page_delay_median_ms"]) >= 200
+    util = float(run["utilisation_down"])
+    assert 0.02 < util <= 1.05                         # the switch's own byte counters
+    assert float(run["drop_rate_down_pct"]) >= 0 and int(run["packets_in_down"]) > 100
+    # Goodput cannot exceed what left the bottleneck.
+    assert 0 < float(run["goodput_kbit"]) <= util * 1544 * 1.01
+    assert run["server_route_initcwnd"] == "4" and run["tcp_congestion_control"] == "reno"
+    pages = _rows(out / "pages.csv")
+    assert len({p["host"] for p in pages}) == 4        # clients spread over the client hosts
+    assert (out / "e2.png").read_bytes()[:8] == PNG
