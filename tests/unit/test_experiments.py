@@ -285,3 +285,18 @@ def test_e4_tree_ranks_the_deciding_factor_first():
     assert tree["ranking"][0][0] == "loss (%)" and tree["ranking"][0][1] == pytest.approx(1.0)
     assert tree["accuracy"] == 1.0 and "loss (%)" in tree["rules"]
     assert decision_tree(cells[:2]) is None
+
+
+def test_pages_of_one_plan_never_share_a_host_name():
+    """Pages of a plan are generated into one content tree by host name: two different pages
+    on one host name would overwrite each other's files (SiteContent refuses that at run
+    time; this finds it before any lab comes up)."""
+    from p4netem.web import pages as page_models
+    for name in experiment_names():
+        exp = load_experiment(name)
+        if exp.kind != "pageload":
+            continue
+        owner: dict[str, str] = {}
+        for page in build_plan(exp).plan.pages:
+            for host in page_models.named(page).hosts:
+                assert owner.setdefault(host, page) == page, (name, host, owner[host], page)

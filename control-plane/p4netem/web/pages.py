@@ -117,12 +117,18 @@ def _spread(items: list, hosts: list[str]) -> list[str]:
 
 
 def uniform(n: int, size: int, *, hosts: int = 1, kind: str = "gif", html_size: int | None = None,
-            domain: str = "uniform.test") -> PageModel:
-    """N objects of S bytes each (E4), split round-robin over `hosts` host names."""
+            domain: str | None = None) -> PageModel:
+    """N objects of S bytes each (E4), split round-robin over `hosts` host names.
+
+    Host names are the page's own (s1.n8-s1000.uniform.test): pages share one content tree, so
+    two uniform pages on one host name would overwrite each other's index.html."""
     if n < 0:
         raise ValueError(f"object count must be >= 0, not {n}")
+    domain = domain or f"n{n}-s{size}.uniform.test"
     names = [f"s{i + 1}.{domain}" for i in range(hosts)]
-    hsize = html_size if html_size is not None else max(1 * KIB, 200 + 80 * n)
+    # Room for every reference (an <img> tag is about 70 bytes plus its host name).
+    hsize = html_size if html_size is not None else max(1 * KIB,
+                                                        200 + (70 + len(names[0])) * n)
     objs = tuple(ObjectModel(h, kind, size) for h in _spread(list(range(n)), names))
     return PageModel(f"uniform-{n}x{size}", names[0], hsize, objs,
                      f"{n} objects of {size} B on {hosts} host(s)")
@@ -161,7 +167,9 @@ def e3_page(which: str, servers: int = 1, seed: int = 1) -> PageModel:
     if servers not in (1, 2, 4):
         raise ValueError(f"E3 pages use 1, 2 or 4 servers, not {servers}")
     rng = random.Random(f"e3-{which}/{seed}")
-    domain = f"e3{which.lower()}.test"
+    # Per server count: the 1-, 2- and 4-server versions of a page are different pages (their
+    # bytes differ) and must not write each other's files in the shared content tree.
+    domain = f"e3{which.lower()}-{servers}s.test"
     names = [f"s{i + 1}.{domain}" for i in range(servers)]
     objs: list[tuple[str, int]]
     if which == "A":
