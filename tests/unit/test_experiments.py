@@ -111,7 +111,7 @@ def test_e4_multiplexing_full_matrix_and_sample():
     assert [c.key for c in s1.plan.conditions] == [c.key for c in s2.plan.conditions]
     assert [c.key for c in s1.plan.conditions] != [c.key for c in s3.plan.conditions]
     cells = [s1.cells[c.key] for c in s1.plan.conditions]
-    for factor, levels in (("rtt_ms", 3), ("loss_pct", 4), ("objects", 7)):
+    for factor, levels in (("rtt_ms", 3), ("loss_pct", 4), ("embedded_objects", 7)):
         counts = Counter(c.factors[factor] for c in cells)
         assert len(counts) == levels and max(counts.values()) - min(counts.values()) <= 2 * 2
     per_cell = Counter((c.profile, c.page, c.initcwnd) for c in cells)
@@ -279,7 +279,7 @@ def test_e4_tree_ranks_the_deciding_factor_first():
                                                         (1000, 100000), (8, 64)):
         # Multiplexing "hurts" exactly when loss is high: the tree must find loss.
         cells.append({"f_rtt_ms": rtt, "f_down_mbit": bw, "f_loss_pct": loss, "initcwnd": iw,
-                      "f_object_size": size, "f_objects": n,
+                      "f_object_size": size, "f_embedded_objects": n,
                       "label": "hurts" if loss == 2 else "helps"})
     tree = decision_tree(cells)
     assert tree["ranking"][0][0] == "loss (%)" and tree["ranking"][0][1] == pytest.approx(1.0)

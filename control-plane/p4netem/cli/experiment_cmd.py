@@ -5,11 +5,13 @@
     p4netem experiment run e1-microscape --quick [--reps N] [--out DIR]
     p4netem experiment run e4-multiplexing --sample 200 --seed 7
     p4netem experiment run e2-initial-window --quick --only http=1.0 --duration 20
+    p4netem experiment analyze results/experiments/e4-multiplexing-full-...
 
 `run` brings up the experiment's lab, runs its matrix (the quick variant with --quick: a few
 minutes on a 2-core machine; the full one reproduces the study's matrix and can take hours),
 prints the study's table and writes the harness's files, the analysis CSVs, the comparison plot
-and experiment.json into --out (default results/experiments/NAME-quick|full-TIME).
+and experiment.json into --out (default results/experiments/NAME-quick|full-TIME). `analyze`
+runs the analysis again on such a directory (after a change to it, or on a stopped run's files).
 
 Exit codes: 0 every load ok, 1 some failed or the run failed (files still written), 2 bad usage
 or an invalid definition, 130 Ctrl-C / 143 SIGTERM (what was done is written, the lab is down).
@@ -176,3 +178,19 @@ def run(
     if result.failed:
         err.print(f"[red]{result.failed} of {result.loads} runs failed[/] (see runs.csv)")
         raise typer.Exit(1)
+
+
+@app.command("analyze")
+def analyze(directory: Path = typer.Argument(..., help="A result directory of `experiment run`.")
+            ) -> None:
+    """Analyse an experiment's result directory again: tables, CSVs, plot, experiment.json."""
+    from ..experiments.run import analyze_directory
+    try:
+        result = analyze_directory(directory)
+    except (ExperimentError, ValueError, KeyError) as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(1)
+    for table in result.tables:
+        console.print(table)
+    for kind, path in result.files.items():
+        console.print(f"{kind:14} {path}")

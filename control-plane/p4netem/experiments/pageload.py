@@ -65,7 +65,8 @@ def profile_factors(profile: Profile) -> dict:
 def page_factors(name: str) -> dict:
     model = page_models.named(name)
     sizes = [o.size for o in model.objects]
-    return {"objects": model.object_count, "page_bytes": model.total_bytes,
+    return {"objects": model.object_count, "embedded_objects": len(model.objects),
+            "page_bytes": model.total_bytes,
             "domains": len(model.hosts),
             "object_size": (sizes[0] if sizes and len(set(sizes)) == 1 else None)}
 

@@ -24,8 +24,9 @@ from pathlib import Path
 from rich.console import Console
 
 from .analysis import Analysis, analyzer
-from .definition import PageloadExperiment, Sample, WorkloadExperiment, load_experiment
-from .pageload import build_plan
+from .definition import (ExperimentError, PageloadExperiment, Sample, WorkloadExperiment,
+                         load_experiment, validate)
+from .pageload import Cell, build_plan
 
 
 @dataclass
@@ -127,3 +128,64 @@ def _run_workload(exp: WorkloadExperiment, out: Path, doc: dict, *, quick, reps,
     return ExperimentRun(exp, quick, out, analysis, loads=len(outcome.runs),
                          failed=sum(1 for r in outcome.runs if not r.ok),
                          files=dict(outcome.paths))
+
+
+# ---- analysing a result directory again ---------------------------------------------------------
+
+class StoredRun:
+    """A load as results.json holds it, with what the analyses use of a RunRecord: ok, row()
+    and condition.key."""
+
+    def __init__(self, doc: dict):
+        self._doc = doc
+        self.ok = bool(doc.get("ok"))
+        self.condition = _Key(doc["key"])
+
+    def row(self) -> dict:
+        row = {k: v for k, v in self._doc.items() if k not in ("condition", "wire", "radio")}
+        if isinstance(row.get("errors"), list):
+            row["errors"] = " | ".join(row["errors"])[:2000]
+        return row
+
+
+@dataclass(frozen=True)
+class _Key:
+    key: str
+
+
+@dataclass
+class _StoredBuilt:
+    cells: dict
+
+
+@dataclass
+class _StoredWorkload:
+    summary: list
+    metadata: dict
+    runs: list
+
+
+def analyze_directory(out: Path) -> Analysis:
+    """Run the experiment's analysis again on the files of an earlier run (after a change to
+    the analysis, or on a full run's partial results): the tables, CSVs and plot are rewritten,
+    experiment.json gets the new headline numbers."""
+    out = Path(out)
+    try:
+        doc = json.loads((out / "experiment.json").read_text())
+        results = json.loads((out / "results.json").read_text())
+    except FileNotFoundError as exc:
+        raise ExperimentError(f"{out}: not an experiment's result directory ({exc.filename} "
+                              "missing)") from None
+    exp = validate(doc["definition"], f"{out / 'experiment.json'}")
+    if isinstance(exp, PageloadExperiment):
+        built = _StoredBuilt({k: Cell(**v) for k, v in doc.get("cells", {}).items()})
+        analysis = analyzer(exp.analysis)(exp, built, [StoredRun(r) for r in results["runs"]],
+                                          results["metadata"], out)
+    else:
+        outcome = _StoredWorkload(results["summary"], results["metadata"], results["runs"])
+        analysis = analyzer(exp.analysis)(exp, outcome, out)
+    doc["findings"] = analysis.findings
+    doc.setdefault("files", {}).update({k: str(v) for k, v in analysis.files.items()})
+    doc["reanalyzed"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    (out / "experiment.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    return analysis

@@ -26,7 +26,7 @@ from .plots import COLORS, legend, pyplot, save
 
 FACTORS = [("f_rtt_ms", "RTT (ms)"), ("f_down_mbit", "bandwidth (Mbit/s)"),
            ("f_loss_pct", "loss (%)"), ("initcwnd", "initial window"),
-           ("f_object_size", "object size (B)"), ("f_objects", "objects")]
+           ("f_object_size", "object size (B)"), ("f_embedded_objects", "objects")]
 
 
 def cell_table(rows: list[dict], base: str, mux: str, threshold: float) -> list[dict]:
@@ -82,8 +82,10 @@ def analyze(exp, built, records, metadata: dict, out: Path) -> Analysis:
     threshold = float(opts.get("threshold", 0.1))
     rows = run_rows(records, built.cells)
     for r in rows:
+        if r.get("f_embedded_objects") is None and r.get("f_objects"):
+            r["f_embedded_objects"] = r["f_objects"] - 1     # files of an older run
         r["object_size"] = r.get("f_object_size")
-        r["objects"] = r.get("f_objects")
+        r["objects"] = r.get("f_embedded_objects")
     res.files["e4_runs"] = write_csv(out / "e4-runs.csv", rows, metadata)
     cells = cell_table(rows, base, mux, threshold)
     res.files["e4_cells"] = write_csv(out / "e4-cells.csv", cells, metadata)
@@ -112,9 +114,10 @@ def analyze(exp, built, records, metadata: dict, out: Path) -> Analysis:
                 f"{mux} s", "ratio", "label", f"retx/conn {base}", f"retx/conn {mux}"):
         t.add_column(col, justify="right")
     for c in sorted(cells, key=lambda c: (c["f_rtt_ms"], c["f_down_mbit"], c["f_loss_pct"],
-                                          c["initcwnd"], c["f_objects"], c["f_object_size"])):
+                                          c["initcwnd"], c["f_embedded_objects"],
+                                          c["f_object_size"])):
         t.add_row(f"{c['f_rtt_ms']:g}", f"{c['f_down_mbit']:g}", f"{c['f_loss_pct']:g}",
-                  str(c["initcwnd"]), str(c["f_objects"]), str(c["f_object_size"]),
+                  str(c["initcwnd"]), str(c["f_embedded_objects"]), str(c["f_object_size"]),
                   _s(c[f"plt_ms_{base}"]), _s(c[f"plt_ms_{mux}"]),
                   "-" if c["ratio"] is None else f"{c['ratio']:.2f}", c["label"] or "-",
                   _f(c[f"retx_per_conn_{base}"]), _f(c[f"retx_per_conn_{mux}"]))
@@ -162,11 +165,11 @@ def _plot(cells, rows, tree, base, mux, path: Path) -> Path:
     if len(ordered) <= 24:
         ax.set_xticks(range(len(ordered)),
                       [f"{c['f_rtt_ms']:g}ms {c['f_down_mbit']:g}M {c['f_loss_pct']:g}% "
-                       f"iw{c['initcwnd']} {c['f_objects']}x{c['f_object_size']}"
+                       f"iw{c['initcwnd']} {c['f_embedded_objects']}x{c['f_object_size']}"
                        for c in ordered], rotation=70, fontsize=6.5, ha="right")
-    for lab, col in colors.items():
-        ax.bar([], [], color=col, label=f"{mux} {lab}")
-    legend(ax, fontsize=8)
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color=col, label=f"{mux} {lab}") for lab, col in colors.items()],
+              fontsize=8)
     ax.set_title("where multiplexing helps / hurts", fontsize=10)
     ax = axes[1]
     if tree:
