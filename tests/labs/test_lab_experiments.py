@@ -62,6 +62,12 @@ def test_experiment_slices_of_e1_and_e2(tmp_path):
     assert (out / "e1.png").read_bytes()[:8] == PNG
     doc = json.loads((out / "experiment.json").read_text())
     assert doc["variant"] == "quick" and doc["plan"]["loads"] == 8 and doc["findings"]
+    # The analysis runs again from the files alone and says the same.
+    before = (out / "e1-table.csv").read_text()
+    again = subprocess.run([P4NETEM, "experiment", "analyze", str(out)], capture_output=True,
+                           text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (out / "e1-table.csv").read_text() == before
 
     # ---- E2: 16 web clients on the T1, IW 4, HTTP/1.1 model, a short window -------------------
     out = tmp_path / "e2"

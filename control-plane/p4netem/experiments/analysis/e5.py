@@ -59,7 +59,7 @@ def analyze(exp, built, records, metadata: dict, out: Path) -> Analysis:
         last = s["network"]
         model, applied, idle = radio.get(s["network"], (None, None, None))
         rad = "-" if not model or model == "none" else (
-            f"{model} {'on' if applied else 'NOT applied'}, {idle}")
+            f"{model}, {idle}" if applied else f"{model} NOT applied")
         t.add_row(s["network"], rad, s["page"], s["client"], str(s["initcwnd"]),
                   s["tls_label"], fmt_q(s, "plt_ms"), fmt_q(s, "onload_ms"),
                   _n(s["first_syn_to_synack_ms_median"]),
@@ -92,8 +92,9 @@ def _plot(stats: list[dict], path: Path) -> Path:
         s["client"] + (f" {s['tls_label']}" if len(tls_values) > 1 else "") for s in chosen))
     ncols = min(4, len(sites))
     nrows = (len(sites) + ncols - 1) // ncols
-    fig, axes = plt.subplots(nrows, ncols, figsize=(max(5.5, 1.2 * len(nets) * len(series) / 2)
-                                                    * ncols, 4.4 * nrows + 0.6), squeeze=False)
+    width = max(7.5, 0.55 * len(nets) * len(series))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, 4.4 * nrows + 0.8),
+                             squeeze=False)
     for k, site in enumerate(sites):
         ax = axes[k // ncols][k % ncols]
 
@@ -124,5 +125,5 @@ def _plot(stats: list[dict], path: Path) -> Path:
         axes[k // ncols][k % ncols].axis("off")
     legend(axes[0][0], fontsize=7, loc="upper right")
     fig.suptitle(f"E5: site replicas over cellular profiles, radio idled before every load "
-                 f"(or pre-woken); server IW {iw}", fontsize=11)
+                 f"(or pre-woken); server IW {iw}", fontsize=11, wrap=True)
     return save(fig, path)
