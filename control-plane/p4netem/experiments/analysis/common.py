@@ -70,6 +70,9 @@ def group_stats(rows: list[dict], by: list[str], metrics: list[str]) -> list[dic
             vals = {r.get(k) for r in rs}
             if k not in row and len(vals) == 1:
                 row[k] = vals.pop()
+        # What was negotiated, over every load of the group (each file says the TLS version).
+        for k in ("tls_versions", "alpn"):
+            row[k] = " ".join(sorted({v for r in rs for v in str(r.get(k) or "").split()})) or "-"
         out.append(row)
     return out
 

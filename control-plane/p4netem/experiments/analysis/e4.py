@@ -40,6 +40,8 @@ def cell_table(rows: list[dict], base: str, mux: str, threshold: float) -> list[
     for c in cells.values():
         runs = c.pop("runs")
         b, m = runs.get(base, []), runs.get(mux, [])
+        c["tls_versions"] = " ".join(sorted({v for r in b + m
+                                             for v in str(r.get("tls_versions") or "").split()}))
         c[f"plt_ms_{base}"] = median_of(b, "plt_ms")
         c[f"plt_ms_{mux}"] = median_of(m, "plt_ms")
         c[f"n_{base}"], c[f"n_{mux}"] = len(b), len(m)
