@@ -423,7 +423,9 @@ class WorkloadRunner:
             for i, c in enumerate(clients):
                 web = [w for w in range(cond.web_clients) if w % len(clients) == i]
                 bulk = [b for b in range(cond.bulk_clients) if b % len(clients) == i]
-                cfg = {"host": c.name, "seed": f"{plan.seed}/{index}/{c.name}",
+                # The same random numbers (pages, objects, think times) for every condition
+                # of a repetition: conditions are compared on the same workload.
+                cfg = {"host": c.name, "seed": f"{plan.seed}/{rep}/{c.name}",
                        "pool": pool, "servers": servers, "start_at": start,
                        "warmup_s": plan.warmup_s, "duration_s": plan.duration_s,
                        "grace_s": plan.grace_s, "web_clients": web, "bulk_clients": bulk,
