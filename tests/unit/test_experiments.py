@@ -126,8 +126,12 @@ def test_e5_cellular():
     # and the browser on HSPA and LTE.
     assert len(conds) == 4 * 8 * 3 * 2 * 2 + 8 * 3 * 2 * 2 + 2 * 8 * 2
     assert all(c.radio for c in conds)                         # the radio is on everywhere
-    prewoken = [c for c in conds if "--prewake" in c.loader_args]
-    assert len(prewoken) == 8 * 3 * 2 * 2 and {c.profile for c in prewoken} == {"hspa"}
+    prewoken = [c for c in conds if c.prewake]
+    assert len(prewoken) == 8 * 3 * 2 * 2 and {c.profile_label for c in prewoken} == {
+        "hspa+prewoken"}
+    # Pre-waking is the harness's (idle, then wake): not a loader option, not in the label.
+    assert not any(c.loader_args for c in prewoken) and {c.label for c in prewoken} == {
+        "http", "spdy", "h2"}
     assert {c.profile for c in conds} == {"gprs", "hspa", "lte", "lte-200ms"}
     assert {c.tls for c in conds if c.protocol == "h2"} == {True, False}
     _quick_is_small("e5-cellular")
@@ -137,7 +141,7 @@ def test_loader_args_of_client_options():
     assert loader_args({"accept_encoding": "identity", "revalidate": True,
                         "discover": "at-once", "prewake": True, "flush_bytes": 1024,
                         "flush_ms": 50.0}) == (
-        "--accept-encoding", "identity", "--revalidate", "--discover", "at-once", "--prewake",
+        "--accept-encoding", "identity", "--revalidate", "--discover", "at-once",
         "--flush-bytes", "1024", "--flush-ms", "50.0")
     assert loader_args({"revalidate": False, "prewake": None}) == ()
 
@@ -182,6 +186,11 @@ def test_bad_definitions_name_the_field(tmp_path):
     # The quick variant is validated even when the full one is asked for.
     bad = dict(BASE, quick={"repetitions": 0})
     with pytest.raises(ExperimentError, match=r"(?s)\(quick\).*repetitions"):
+        load_experiment(_write(tmp_path, bad))
+    bad = dict(BASE, modes={"woken": {"prewake": True}},
+               matrix=[{"profiles": ["hspa"], "pages": ["demo"], "clients": ["a"],
+                        "modes": ["woken"]}])
+    with pytest.raises(ExperimentError, match=r"pre-wakes the radio: every profile"):
         load_experiment(_write(tmp_path, bad))
     nq = {k: v for k, v in BASE.items() if k != "quick"}
     with pytest.raises(ExperimentError, match="needs a `quick:` variant"):
@@ -241,13 +250,12 @@ def test_workload_run_metrics():
             {"t_start": w0 + 4, "t_end": None, "ok": None, "delay_ms": None, "bytes": 5}],
          "bulk_bins": {str(int((plan.warmup_s + 1) / 0.1)): 50_000, "0": 7}, "bulk_bin_s": 0.1},
     ]
-    slot = 1
-    dn, up = pd_index(slot, DOWNLINK), pd_index(slot, UPLINK)
-    c0 = {dn: _pd(dn, 0, 0, 0), up: _pd(up, 0, 0, 0)}
+    dn, up = pd_index(1, DOWNLINK), pd_index(1, UPLINK)
+    c0 = {DOWNLINK: _pd(dn, 0, 0, 0), UPLINK: _pd(up, 0, 0, 0)}
     rate = {"down": 1_544_000.0, "up": 1_544_000.0}
-    c1 = {dn: _pd(dn, 1000, int(1_544_000 * plan.duration_s / 8 / 2), 20),
-          up: _pd(up, 500, 0, 0)}
-    m, pages = run_metrics(cond, plan, rate, start, agents, slot, c0, c1,
+    c1 = {DOWNLINK: _pd(dn, 1000, int(1_544_000 * plan.duration_s / 8 / 2), 20),
+          UPLINK: _pd(up, 500, 0, 0)}
+    m, pages = run_metrics(cond, plan, rate, start, agents, c0, c1,
                            {"client1": 1, "client3": 3})
     assert m["pages_started"] == 3 and m["pages_ok"] == 2 and m["pages_unfinished"] == 1
     assert m["page_delay_median_ms"] == pytest.approx(2000.0)

@@ -58,7 +58,8 @@ class LoaderOptions(_Model):
     accept_encoding: str | None = None     # "identity": ask for nothing compressed
     revalidate: bool | None = None         # conditional GETs, answered 304
     discover: Literal["stream", "after-html", "at-once"] | None = None
-    prewake: bool | None = None            # one round trip before the load (radio pre-woken)
+    prewake: bool | None = None            # radio idled, then woken just before the load
+                                           # (the harness's Condition.prewake; radio profiles)
     flush_bytes: int | None = Field(None, ge=1, le=65536)   # pipelining flush policy
     flush_ms: float | None = Field(None, ge=0, le=10000)
 
@@ -81,7 +82,8 @@ class ClientSpec(LoaderOptions):
 
 def loader_args(options: dict) -> tuple[str, ...]:
     """Command-line options of p4netem.web.load for merged client/mode options (without
-    conns_per_host, which the harness passes itself)."""
+    conns_per_host, which the harness passes itself, and prewake, which is the harness's:
+    Condition.prewake)."""
     args: list[str] = []
     if options.get("accept_encoding") is not None:
         args += ["--accept-encoding", options["accept_encoding"]]
@@ -89,8 +91,6 @@ def loader_args(options: dict) -> tuple[str, ...]:
         args.append("--revalidate")
     if options.get("discover") is not None:
         args += ["--discover", options["discover"]]
-    if options.get("prewake"):
-        args.append("--prewake")
     if options.get("flush_bytes") is not None:
         args += ["--flush-bytes", str(options["flush_bytes"])]
     if options.get("flush_ms") is not None:
@@ -346,6 +346,10 @@ class PageloadExperiment(_Common):
                         raise ValueError(f"matrix[{i}]: client {name!r} ({c.protocol}) needs TLS")
                 for mode in block.modes:
                     opts = c.merged(self.modes[mode]) if mode else c.model_dump()
+                    if opts.get("prewake") and (block.channels is not None or not all(
+                            p.endswith("+radio") for p in block.profiles)):
+                        raise ValueError(f"matrix[{i}]: mode {mode!r} pre-wakes the radio: "
+                                         "every profile of the block needs NAME+radio")
                     if opts.get("revalidate") and PROTOCOLS[c.protocol].browser:
                         raise ValueError(f"matrix[{i}]: client {name!r}: the browser cannot "
                                          "revalidate (its cache is off)")

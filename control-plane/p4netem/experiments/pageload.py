@@ -155,15 +155,21 @@ def build_plan(exp: PageloadExperiment, *, repetitions: int | None = None,
                 spec = exp.clients[client]
                 mode = cell["mode"]
                 opts = spec.merged(exp.modes[mode]) if mode else spec.model_dump()
-                label = client + (f" {mode}" if mode else "")
+                args = loader_args(opts)
+                prewake = bool(opts.get("prewake"))
+                # A mode that only pre-wakes the radio shows in the profile label
+                # ('hspa+prewoken'); one that changes the loader's options names the client.
+                label = client + (f" {mode}" if mode and args != loader_args(spec.model_dump())
+                                  else "")
                 values = {"profile": prof_name, "page": cell["page"], "client": client,
                           "mode": mode, "initcwnd": str(cell["initcwnd"]),
                           "tls": str(cell["tls"]).lower(), "protocol": spec.protocol}
                 if only and any(values.get(k) not in v for k, v in only.items()):
                     continue
-                cond = Condition(base, spec.protocol, cell["initcwnd"], cell["tls"], radio,
-                                 cell["page"], opts.get("conns_per_host"), label,
-                                 loader_args(opts))
+                cond = Condition(base, spec.protocol, initcwnd=cell["initcwnd"],
+                                 tls=cell["tls"], radio=radio, page=cell["page"],
+                                 conns_per_host=opts.get("conns_per_host"), prewake=prewake,
+                                 label=label, loader_args=args)
                 if cond.key in cells:
                     continue      # two blocks asked for the same condition: run it once
                 conditions.append(cond)

@@ -42,7 +42,6 @@ from pathlib import Path
 
 from .. import pipeline as pl
 from ..mininet.topology import load_topology
-from ..stats import read_counters
 from ..web.netns import NsProcess, run as ns_run
 from ..web.nginx import NginxConfig, NginxServer
 from ..web.site import FIXED_MTIME
@@ -232,11 +231,12 @@ def _q(values: list[float]) -> tuple[float | None, float | None, float | None]:
 
 
 def run_metrics(cond: WorkloadCondition, plan: WorkloadPlan, rate_bps: dict[str, float],
-                start: float, agents: list[dict], slot: int, c0: dict, c1: dict,
+                start: float, agents: list[dict], c0: dict, c1: dict,
                 host_iw: dict[str, int]) -> tuple[dict, list[dict]]:
     """Metrics of one run from the agents' outputs and the counter snapshots of the shared
-    `slot` at the window's start (c0) and end (c1): pd -> PdCounters. `rate_bps`: the
-    profile's rate per direction ("down", "up")."""
+    bottleneck at the window's start (c0) and end (c1): direction -> PdCounters (as
+    MininetLab.counters gives them). `rate_bps`: the profile's rate per direction ("down",
+    "up")."""
     w0 = start + plan.warmup_s
     w1 = w0 + plan.duration_s
     pages = []
@@ -275,8 +275,7 @@ def run_metrics(cond: WorkloadCondition, plan: WorkloadPlan, rate_bps: dict[str,
     m["goodput_kbit"] = round((web_bytes + bulk_bytes) * 8 / dur / 1000, 3)
     m["bulk_files"] = sum(a.get("bulk_files", 0) for a in agents)
     for name, direction in (("down", pl.DOWNLINK), ("up", pl.UPLINK)):
-        pd = pl.pd_index(slot, direction)
-        a, b = c0[pd], c1[pd]
+        a, b = c0[direction], c1[direction]
         pkts_in = b.profile_in - a.profile_in
         out_bytes = b.bytes_out - a.bytes_out
         qdrops = b.drops.get(pl.DropReason.QUEUE_FULL, 0) - a.drops.get(pl.DropReason.QUEUE_FULL, 0)
@@ -383,7 +382,7 @@ class WorkloadRunner:
                     self.metadata = self._metadata(lab, pool, applied, servers)
                     self.metadata["tcp_sysctls_set"] = tune_hosts(lab, plan.congestion_control)
                     self.metadata["tcp_environment_by_initcwnd"] = {}
-                    self._loop(lab, pool, work, profile, slots[0])
+                    self._loop(lab, pool, work, profile)
                 finally:
                     for s in servers:
                         s.stop()
@@ -405,11 +404,12 @@ class WorkloadRunner:
                                         "initcwnd", str(iw), "initrwnd", str(iw)])
         return host_iw
 
-    def _loop(self, lab, pool: list[dict], work: Path, profile, slot: int) -> None:
+    def _loop(self, lab, pool: list[dict], work: Path, profile) -> None:
         plan = self.plan
         rate = {"down": float(profile.downlink.rate), "up": float(profile.uplink.rate)}
-        pds = [pl.pd_index(slot, d) for d in (pl.UPLINK, pl.DOWNLINK)]
         clients = lab.topology.clients
+        # Every client shares the one slot: any client's access counters are the bottleneck's.
+        bottleneck = clients[0].name
         servers = [lab.ip(s.name) for s in lab.topology.servers]
         for index, (cond, rep) in enumerate(plan.schedule()):
             self.on_event("run", {"index": index, "condition": cond, "rep": rep})
@@ -442,9 +442,9 @@ class WorkloadRunner:
             errors: list[str] = []
             try:
                 _sleep_until(start + plan.warmup_s)
-                c0 = read_counters(lab.client, pds)
+                c0 = lab.counters(bottleneck)
                 _sleep_until(start + plan.warmup_s + plan.duration_s)
-                c1 = read_counters(lab.client, pds)
+                c1 = lab.counters(bottleneck)
                 outputs = []
                 deadline = start + plan.warmup_s + plan.duration_s + plan.grace_s + 30
                 for host, cfg, proc in agents:
@@ -463,8 +463,7 @@ class WorkloadRunner:
                     proc.stop()
                 raise
             if len(outputs) == len(agents):
-                metrics, pages = run_metrics(cond, plan, rate, start, outputs, slot, c0, c1,
-                                             host_iw)
+                metrics, pages = run_metrics(cond, plan, rate, start, outputs, c0, c1, host_iw)
                 if metrics["pages_ok"] == 0 and cond.web_clients:
                     errors.append("no page completed in the window")
             else:

@@ -7,12 +7,6 @@ Protocols: h1.0, h1.1, h1.1-pipelined (Python, asyncio sockets), h2 (python-h2),
 agent, web/spdy-load.js), chromium (headless Chromium, web/chromium-load.js). Run it inside the
 client's namespace; `run_loader` does that from Python (`ip netns exec NS ...`) and returns the
 report as a dict. Names resolve from --resolve pairs and/or an /etc/hosts-style --hosts-file.
-
---prewake sends one round trip to the page's first host before the load starts (an ICMP echo to
-its address, or its DNS lookup when it has no mapped address), as a phone's DNS pre-resolve does:
-a cellular radio that was idle is promoted by it, so the load itself starts on an awake radio
-(E5's "HSPA pre-woken"). It is not part of the load: the page-load time starts at the first SYN,
-and the report's `prewake` says what it took.
 """
 
 from __future__ import annotations
@@ -24,9 +18,7 @@ import os
 import signal
 import subprocess
 import sys
-import socket
 import tempfile
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -87,26 +79,6 @@ def load(protocol: str, manifest_path: str | Path, opts: LoadOptions, *,
     return _node_report("chromium-load.js", payload, opts.timeout_s)
 
 
-def prewake(manifest_path: str | Path, opts: LoadOptions, timeout_s: float = 15.0) -> dict:
-    """One round trip to the page's first host (see the module's doc); returns what it took."""
-    host = Manifest.load(manifest_path).root.host
-    t0 = time.perf_counter()
-    address = opts.resolve.get(host.lower())
-    if address:
-        proc = subprocess.run(["ping", "-n", "-q", "-c", "1", "-W", str(int(timeout_s)), address],
-                              capture_output=True, text=True, timeout=timeout_s + 5)
-        ok, method = proc.returncode == 0, "icmp"
-    else:
-        try:
-            socket.getaddrinfo(host, opts.effective_port, family=socket.AF_INET)
-            ok = True
-        except OSError:
-            ok = False
-        method = "dns"
-    return {"method": method, "host": host, "address": address, "ok": ok,
-            "ms": round((time.perf_counter() - t0) * 1000.0, 3)}
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m p4netem.web.load", description=__doc__.split("\n")[0])
     p.add_argument("--protocol", required=True, choices=PROTOCOLS)
@@ -130,8 +102,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--window-clamp", type=int, help="cap every connection's advertised TCP "
                    "window at this many bytes (TCP_WINDOW_CLAMP; Python loaders)")
-    p.add_argument("--prewake", action="store_true",
-                   help="one round trip to the page's host before the load (wakes a radio)")
     p.add_argument("--screenshot")
     p.add_argument("--browser-arg", action="append", default=[],
                    help="Chromium: extra command-line flag (e.g. --disable-http2)")
@@ -161,15 +131,8 @@ def options_from_args(a: argparse.Namespace) -> LoadOptions:
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     try:
-        opts = options_from_args(a)
-        woke = prewake(a.manifest, opts) if a.prewake else None
-        report = load(a.protocol, a.manifest, opts, spki=a.spki,
+        report = load(a.protocol, a.manifest, options_from_args(a), spki=a.spki,
                       screenshot=a.screenshot, browser_args=a.browser_arg)
-        if woke is not None:
-            report["prewake"] = woke
-            if not woke["ok"]:
-                report["ok"] = False
-                report.setdefault("errors", []).append(f"prewake failed: {woke}")
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"p4netem.web.load: {exc}", file=sys.stderr)
         return 2

@@ -28,8 +28,8 @@ METRICS = ["plt_ms", "onload_ms", "loader_elapsed_ms", "first_syn_to_synack_ms",
 
 
 def _network(row: dict) -> str:
-    label = row["profile_label"]
-    return f"{label} prewoken" if row.get("mode") == "prewoken" else label
+    """'hspa+radio' (idled before the load), 'hspa+prewoken' (idled, then woken), 'lte+radio'."""
+    return row["profile_label"]
 
 
 def analyze(exp, built, records, metadata: dict, out: Path) -> Analysis:
