@@ -1,6 +1,7 @@
 """E5: page loads of multi-domain site replicas over cellular profiles with the radio on.
 
 Per network (profile, radio idled before the load or pre-woken), site, client, IW and TLS:
+promotions the switch counted during the load (and the first one's duration from its digests),
 page-load time (first SYN to the last server packet before the silence; median [q1-q3]), the
 browser's onload (Chromium clients), the first SYN to its SYN-ACK (where an idle radio's
 promotion shows), connections opened and used, request-header bytes (HTTP/1.x request text;
@@ -24,7 +25,7 @@ from .plots import grouped_bars, legend, pyplot, save
 METRICS = ["plt_ms", "onload_ms", "loader_elapsed_ms", "first_syn_to_synack_ms",
            "handshake_excess_ms", "connections_opened", "connections_used",
            "request_header_bytes", "bytes_up", "bytes_down", "packets_up", "packets_down",
-           "retransmissions_down"]
+           "retransmissions_down", "radio_promotions", "radio_wake_ms", "radio_prewake_ms"]
 
 
 def _network(row: dict) -> str:
@@ -48,8 +49,12 @@ def analyze(exp, built, records, metadata: dict, out: Path) -> Analysis:
     t = Table(title=escape("E5: page-load time median [q1-q3] s (first SYN to last server "
                            "packet), onload, first SYN-ACK, connections, request-header and "
                            "wire bytes (medians)"), title_justify="left")
-    for col in ("network", "radio", "site", "client", "IW", "TLS", "PLT s", "onload s",
-                "SYN-ACK ms", "conns open/used", "req hdr B", "bytes up/down"):
+    # The browser's onload exists only for the Chromium clients: no column without them.
+    onload = any(st["onload_ms_median"] is not None for st in stats)
+    cols = ("network", "radio", "site", "client", "IW", "TLS", "PLT s") + \
+        (("onload s",) if onload else ()) + ("SYN-ACK ms", "promotions", "conns open/used",
+                                               "req hdr B", "bytes up/down")
+    for col in cols:
         t.add_column(col, justify="left" if col in ("network", "radio", "site", "client")
                      else "right")
     last = None
@@ -61,8 +66,9 @@ def analyze(exp, built, records, metadata: dict, out: Path) -> Analysis:
         rad = "-" if not model or model == "none" else (
             f"{model}, {idle}" if applied else f"{model} NOT applied")
         t.add_row(s["network"], rad, s["page"], s["client"], str(s["initcwnd"]),
-                  s["tls_label"], fmt_q(s, "plt_ms"), fmt_q(s, "onload_ms"),
-                  _n(s["first_syn_to_synack_ms_median"]),
+                  s["tls_label"], fmt_q(s, "plt_ms"),
+                  *((fmt_q(s, "onload_ms"),) if onload else ()),
+                  _n(s["first_syn_to_synack_ms_median"]), _n(s["radio_promotions_median"]),
                   f"{_n(s['connections_opened_median'])}/{_n(s['connections_used_median'])}",
                   _n(s["request_header_bytes_median"]),
                   f"{_n(s['bytes_up_median'])}/{_n(s['bytes_down_median'])}")
