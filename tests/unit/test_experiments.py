@@ -308,3 +308,20 @@ def test_pages_of_one_plan_never_share_a_host_name():
         for page in build_plan(exp).plan.pages:
             for host in page_models.named(page).hosts:
                 assert owner.setdefault(host, page) == page, (name, host, owner[host], page)
+
+
+def test_cli_lists_shows_and_refuses_bad_runs_before_any_lab():
+    from typer.testing import CliRunner
+    from p4netem.cli import app
+    runner = CliRunner()
+    res = runner.invoke(app, ["experiment", "list"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0
+    for name in experiment_names():
+        assert name in res.output
+    assert "40320 loads" in res.output                        # E4's full sweep
+    res = runner.invoke(app, ["experiment", "show", "e5", "--quick"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "hspa+prewoken" in res.output
+    res = runner.invoke(app, ["experiment", "run", "e1", "--quick", "--only", "colour=red"])
+    assert res.exit_code == 2 and "error: --only takes" in res.output
+    res = runner.invoke(app, ["experiment", "run", "e2", "--sample", "3"])
+    assert res.exit_code == 2 and "no matrix to sample" in res.output

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..experiments.definition import (ExperimentError, PageloadExperiment, experiment_names,
@@ -83,7 +84,7 @@ def show(name: str = typer.Argument(..., help="Experiment name (or e1..e5) or YA
     try:
         exp = load_experiment(name, quick=quick)
     except (ExperimentError, ValueError) as exc:
-        err.print(f"[red]{exc}[/]")
+        err.print(f"[red]error: {escape(str(exc))}[/]")
         raise typer.Exit(2)
     console.print(f"[bold]{exp.name}[/] ({'quick' if quick else 'full'}, {exp.kind}): {exp.title}")
     console.print(f"reproduces: {exp.reproduces}")
@@ -97,7 +98,7 @@ def show(name: str = typer.Argument(..., help="Experiment name (or e1..e5) or YA
                   title="conditions")
         for c in b.plan.conditions[:200]:
             cell = b.cells[c.key]
-            t.add_row(cell.profile, c.page, cell.client + (f" {cell.mode}" if cell.mode else ""),
+            t.add_row(c.profile_label, c.page, cell.client + (f" {cell.mode}" if cell.mode else ""),
                       c.protocol, str(c.initcwnd), "yes" if c.tls else "no",
                       " ".join(c.loader_args) or "-")
         if len(b.plan.conditions) > 200:
@@ -151,7 +152,7 @@ def run(
             from ..experiments.workload import build_workload_plan
             build_workload_plan(exp, repetitions=reps, only=filters, duration_s=duration)
     except (ExperimentError, ValueError, typer.BadParameter) as exc:
-        err.print(f"[red]{exc}[/]")
+        err.print(f"[red]error: {escape(str(exc))}[/]")
         raise typer.Exit(2)
     out_dir = out or (Path("results") / "experiments" /
                       f"{exp.name}-{'quick' if quick else 'full'}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -162,13 +163,13 @@ def run(
                                     console=console, verbose=not quiet, target=target,
                                     keep_pcaps=keep_pcaps)
         except KeyboardInterrupt:
-            err.print(f"[yellow]interrupted; partial results (if any) in {out_dir}[/]")
+            err.print(f"[yellow]warning: interrupted; partial results (if any) in {out_dir}[/]")
             raise typer.Exit(130)
         except Terminated as exc:
-            err.print(f"[yellow]terminated; partial results (if any) in {out_dir}[/]")
+            err.print(f"[yellow]warning: terminated; partial results (if any) in {out_dir}[/]")
             raise typer.Exit(exc.code)
         except (LabError, RuntimeError, ValueError) as exc:
-            err.print(f"[red]experiment failed: {exc}[/]")
+            err.print(f"[red]error: experiment failed: {escape(str(exc))}[/]")
             raise typer.Exit(1)
     for table in result.analysis.tables:
         console.print(table)
@@ -176,7 +177,7 @@ def run(
         console.print(f"{kind:14} {path}")
     console.print(f"took {result.duration_s} s")
     if result.failed:
-        err.print(f"[red]{result.failed} of {result.loads} runs failed[/] (see runs.csv)")
+        err.print(f"[red]error: {result.failed} of {result.loads} runs failed[/] (see runs.csv)")
         raise typer.Exit(1)
 
 
@@ -188,7 +189,7 @@ def analyze(directory: Path = typer.Argument(..., help="A result directory of `e
     try:
         result = analyze_directory(directory)
     except (ExperimentError, ValueError, KeyError) as exc:
-        err.print(f"[red]{exc}[/]")
+        err.print(f"[red]error: {escape(str(exc))}[/]")
         raise typer.Exit(1)
     for table in result.tables:
         console.print(table)
