@@ -325,3 +325,17 @@ def test_cli_lists_shows_and_refuses_bad_runs_before_any_lab():
     assert res.exit_code == 2 and "error: --only takes" in res.output
     res = runner.invoke(app, ["experiment", "run", "e2", "--sample", "3"])
     assert res.exit_code == 2 and "no matrix to sample" in res.output
+
+
+def test_every_named_page_generates_into_one_tree(tmp_path):
+    """Every named page, and every page of the quick variants, written together as a lab does:
+    each HTML holds its references and no page overwrites another's file."""
+    from p4netem.harness.endpoints import SiteContent
+    from p4netem.web import pages as page_models
+    names = list(page_models.NAMES)
+    for name in experiment_names():
+        exp = load_experiment(name, quick=True)
+        if exp.kind == "pageload":
+            names += build_plan(exp).plan.pages
+    content = SiteContent.generate(names, tmp_path, key_type="rsa2048")
+    assert set(content.manifests) == set(names)

@@ -169,7 +169,7 @@ def e3_page(which: str, servers: int = 1, seed: int = 1) -> PageModel:
     rng = random.Random(f"e3-{which}/{seed}")
     # Per server count: the 1-, 2- and 4-server versions of a page are different pages (their
     # bytes differ) and must not write each other's files in the shared content tree.
-    domain = f"e3{which.lower()}-{servers}s.test"
+    domain = f"e3{which.lower()}{servers}.test"
     names = [f"s{i + 1}.{domain}" for i in range(servers)]
     objs: list[tuple[str, int]]
     if which == "A":
