@@ -21,7 +21,7 @@ def test_measure_writes_table_files_and_metadata(tmp_path):
         [P4NETEM, "measure", "--profile", "lan", "--profile", "lte", "--protocol", "h1.1",
          "--protocol", "h2", "--iw", "3", "--iw", "10", "--reps", "2", "--topology",
          "multi-origin", "-p", "servers=2", "--page", "e5-site1", "--dns", "--dns-latency",
-         "50ms", "--out", str(out)],
+         "50ms", "--keep-pcaps", "--out", str(out)],
         capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "160"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "page-load time, median [q1-q3]" in proc.stdout
@@ -52,6 +52,8 @@ def test_measure_writes_table_files_and_metadata(tmp_path):
     assert [p["profile"] for p in meta["profiles_applied"]] == ["lan", "lte"]
     png = (out / "plot.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    pcaps = sorted((out / "pcaps").glob("*.pcap"))                 # --keep-pcaps: one per load
+    assert len(pcaps) == len(runs) and all(p.stat().st_size > 24 for p in pcaps)
 
 
 def test_measure_records_the_radio_wake_up(tmp_path):

@@ -113,7 +113,8 @@ def measure(
                   f"{plan.repetitions} loads on the {plan.topology} lab -> {out_dir}")
     with interrupt_on_termination():
         try:
-            outcome = run_plan(plan, out_dir, console=console, target=target, verbose=not quiet)
+            outcome = run_plan(plan, out_dir, console=console, target=target, verbose=not quiet,
+                               keep_pcaps=keep_pcaps)
         except KeyboardInterrupt:
             err.print(f"[yellow]interrupted; partial results (if any) in {out_dir}[/]")
             raise typer.Exit(130)
