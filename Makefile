@@ -23,12 +23,9 @@ all: build
 check-root:
 	@if [ "$$(id -u)" != 0 ]; then echo "p4netem needs root (namespaces, raw sockets): run as root." >&2; exit 1; fi
 
-check-cargo:
-	@command -v cargo >/dev/null 2>&1 || { \
-	  echo "cargo (Rust) not found on PATH, nor in ~/.cargo/bin." >&2; \
-	  echo "Install a current Rust toolchain with rustup (Debian's cargo is too old):" >&2; \
-	  echo "  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal" >&2; \
-	  echo "then run make again." >&2; exit 1; }
+# A current Rust toolchain: rustup's if present, else Debian 12's cargo-web from apt.
+check-cargo: | check-root
+	bash scripts/setup-rust.sh
 
 $(STAMPS)/system: scripts/setup-system.sh | check-root
 	bash scripts/setup-system.sh
