@@ -193,7 +193,7 @@ def main() -> int:
                      label="throughput (switch)")
                 ctl.classify_by_ingress_port()
                 step("delay", lambda: delay.measure(t, ctl))
-                step("rate", lambda: rate.measure(t, ctl))
+                step("rate", lambda: rate.measure(t, ctl, sw.proc.pid))
                 step("loss", lambda: loss.measure(t, ctl))
                 step("p4rt", lambda: p4rt_writes.measure(ctl))
                 step("radio", lambda: radio.promotion_accuracy(t, ctl), label="radio (promotion)")
