@@ -162,9 +162,7 @@ def print_table(res: dict) -> None:
     for p in res["config"].get("rate_config", {}).get("per_rate", []):
         if "paced_by" in p:
             # Whether the line-rate point measured the shaper or the switch's capacity: said, not hidden.
-            console.print(f"rate {p['configured_bps']:g} bit/s: paced by {p['paced_by']}; data-plane "
-                          f"thread {p['dp_thread_cpu_pct']} % of a CPU"
-                          + (" (CPU-bound)" if p["cpu_bound"] else ""))
+            console.print(f"rate {p['configured_bps']:g} bit/s: paced by {p['paced_by']}")
     ge_cfg = res["config"].get("ge_config")
     if ge_cfg and ge_cfg.get("lost_outside_switch"):
         console.print(f"[red]GE: {ge_cfg['lost_outside_switch']} datagrams lost outside the switch: the GE "
