@@ -16,6 +16,7 @@ from topo import Host, Topo
 BENCH_DIR = Path(__file__).resolve().parent
 TRAFFIC = str(BENCH_DIR / "traffic.py")
 PY = sys.executable
+PKTGEN = BENCH_DIR.parent / "dataplane" / "target" / "release" / "p4netem-pktgen"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -114,3 +115,54 @@ def iperf3_tcp(topo: Topo, client: Host, server: Host, seconds: int, streams: in
         except subprocess.TimeoutExpired:
             srv.kill()
             srv.wait()
+
+
+def pktgen_cmd(topo: Topo, host: Host, dst_ip: str, dst_mac: str, *, size: int, dst_count: int = 1,
+               duration: float = 0.0, count: int = 0, rate_pps: float = 0.0) -> list[str]:
+    """The command running p4netem-pktgen (dataplane/src/bin: UDP frames of ``size`` Ethernet bytes
+    written into an AF_PACKET TX ring) in ``host``; it prints one JSON line (sent, seconds, pps)."""
+    if not PKTGEN.exists():
+        raise RuntimeError(f"{PKTGEN} is missing: build the dataplane crate (make build)")
+    return topo.netns(host, str(PKTGEN), "--iface", host.dev, "--src-mac", host.mac, "--dst-mac", dst_mac,
+                      "--src-ip", host.ip, "--dst-ip", dst_ip, "--dst-count", str(dst_count),
+                      "--size", str(size), "--duration", str(duration), "--count", str(count),
+                      "--rate", str(rate_pps))
+
+
+def pktgen(topo: Topo, host: Host, dst_ip: str, dst_mac: str, **kw) -> dict:
+    """Runs p4netem-pktgen to the end (see pktgen_cmd) and returns its JSON summary."""
+    cmd = pktgen_cmd(topo, host, dst_ip, dst_mac, **kw)
+    limit = kw.get("duration", 0.0) + kw.get("count", 0) / 10_000 + 60
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+    if r.returncode != 0:
+        raise RuntimeError(f"p4netem-pktgen failed: {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def dp_cpu_ns(pid: int) -> float:
+    """CPU time of the switch's data-plane thread (`p4netem-dp`), ns (scheduler accounting, exact
+    to the ns); the whole process's CPU clock if the kernel does not expose per-thread figures."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            if open(f"/proc/{pid}/task/{task}/comm").read().strip() != "p4netem-dp":
+                continue
+            for line in open(f"/proc/{pid}/task/{task}/sched"):
+                if line.startswith("se.sum_exec_runtime"):
+                    return float(line.split(":")[1]) * 1e6
+        except OSError:
+            break
+    return float(time.clock_gettime_ns(((~pid) << 3) | 2))  # CPUCLOCK_SCHED of the process
+
+
+def link_counters(dev: str) -> tuple[int, dict[str, int]]:
+    """(CLOCK_MONOTONIC ns, the kernel's byte/packet counters of a root-namespace interface). The
+    time is the middle of the reads; reads that took over 50 us (descheduled) are retried."""
+    names = ("tx_bytes", "tx_packets", "rx_bytes", "rx_packets", "tx_dropped", "rx_dropped")
+    base = f"/sys/class/net/{dev}/statistics/"
+    for _ in range(20):
+        t0 = time.monotonic_ns()
+        vals = {n: int(open(base + n).read()) for n in names}
+        t1 = time.monotonic_ns()
+        if t1 - t0 < 50_000:
+            break
+    return (t0 + t1) // 2, vals

@@ -30,19 +30,17 @@ rrc_throughput_ratio_100k_ue
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import statistics
 import subprocess
 import time
 
-from common import finish, one_way_ns, percentile, send, sink
+from common import PKTGEN, dp_cpu_ns, one_way_ns, percentile, pktgen, send, sink
 from topo import Topo
 
 from p4netem import pipeline as pl
 from p4netem.p4rt import Ternary
-from p4netem.paths import REPO_ROOT
 from p4netem.profiles import Profile
 from p4netem.profiles.program import write_profile
 from p4netem.radio import read_promotions
@@ -61,7 +59,6 @@ FLOOD_FRAME = 64
 BURST = 120_000
 RX_FRAMES = 131_072  # the switch's RX ring must hold a whole burst
 ROUNDS = 7
-PKTGEN = REPO_ROOT / "dataplane" / "target" / "release" / "p4netem-pktgen"
 
 US = 1e-3
 
@@ -129,32 +126,12 @@ def promotion_accuracy(t: Topo, ctl) -> dict:
 
 
 def _pktgen(t: Topo, n: int, *, duration: float = 0.0, count: int = 0, rate: float = 0.0) -> dict:
-    cmd = t.netns(t.h1, str(PKTGEN), "--iface", t.h1.dev, "--src-mac", t.h1.mac, "--dst-mac", t.h2.mac,
-                  "--src-ip", t.h1.ip, "--dst-ip", FLOOD_NET, "--dst-count", str(n), "--size", str(FLOOD_FRAME),
-                  "--duration", str(duration), "--count", str(count), "--rate", str(rate))
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + count / 10_000 + 60)
-    if r.returncode != 0:
-        raise RuntimeError(f"p4netem-pktgen failed: {r.stderr.strip()}")
-    return json.loads(r.stdout)
+    return pktgen(t, t.h1, FLOOD_NET, t.h2.mac, size=FLOOD_FRAME, dst_count=n, duration=duration,
+                  count=count, rate_pps=rate)
 
 
 def _processed(ctl) -> int:
     return ctl.counters(PROFILE, pl.UPLINK).profile_in
-
-
-def _dp_cpu_ns(pid: int) -> float:
-    """CPU time of the switch's data-plane thread (`p4netem-dp`), ns (scheduler accounting, exact
-    to the ns); the whole process's CPU clock if the kernel does not expose per-thread figures."""
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            if open(f"/proc/{pid}/task/{task}/comm").read().strip() != "p4netem-dp":
-                continue
-            for line in open(f"/proc/{pid}/task/{task}/sched"):
-                if line.startswith("se.sum_exec_runtime"):
-                    return float(line.split(":")[1]) * 1e6
-        except OSError:
-            break
-    return float(time.clock_gettime_ns(((~pid) << 3) | 2))  # CPUCLOCK_SCHED of the process
 
 
 def _drain(t: Topo, ctl, n: int, switch_pid: int, idle_cpu_per_s: float) -> dict:
@@ -168,22 +145,22 @@ def _drain(t: Topo, ctl, n: int, switch_pid: int, idle_cpu_per_s: float) -> dict
         gen = _pktgen(t, n, count=BURST)
         time.sleep(0.05)  # the last frames reach the ring
     finally:
-        cpu0, t0 = _dp_cpu_ns(switch_pid), time.monotonic()
+        cpu0, t0 = dp_cpu_ns(switch_pid), time.monotonic()
         os.kill(switch_pid, signal.SIGCONT)
     deadline = t0 + 30
     while _processed(ctl) - before < gen["sent"] and time.monotonic() < deadline:
         time.sleep(0.05)
     taken = _processed(ctl) - before
-    cpu, wall = _dp_cpu_ns(switch_pid) - cpu0, time.monotonic() - t0
+    cpu, wall = dp_cpu_ns(switch_pid) - cpu0, time.monotonic() - t0
     busy = cpu - idle_cpu_per_s * wall  # minus what the idle loop costs anyway
     return {"ues": n, "sent": gen["sent"], "taken": taken, "dp_cpu_ms": round(cpu / 1e6, 3),
             "wall_ms": round(wall * 1e3, 1), "switch_pps": taken / (busy / 1e9)}
 
 
 def _idle_cpu_per_s(switch_pid: int) -> float:
-    cpu0, t0 = _dp_cpu_ns(switch_pid), time.monotonic()
+    cpu0, t0 = dp_cpu_ns(switch_pid), time.monotonic()
     time.sleep(0.5)
-    return (_dp_cpu_ns(switch_pid) - cpu0) / (time.monotonic() - t0)
+    return (dp_cpu_ns(switch_pid) - cpu0) / (time.monotonic() - t0)
 
 
 def throughput_ratio(t: Topo, ctl, switch_pid: int) -> dict:
