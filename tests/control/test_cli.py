@@ -209,3 +209,41 @@ def test_switch_command_runs_in_the_foreground_and_stops_on_ctrl_c(switch_bin: s
         assert r.returncode == 1 and "p4netem-switch exited with code" in r.stderr, r.stderr
     finally:
         hosts.close()
+
+
+def test_set_and_apply_in_place(bare_switch: SwitchProcess, tmp_path) -> None:
+    """`p4netem set FIELD=VALUE` changes the profile a rule has where it is (same profile id),
+    keeping the name of a profile this process does not know; `apply --in-place` too; bad
+    fields change nothing."""
+    addr = bare_switch.grpc_addr
+    custom = tmp_path / "custom.yaml"
+    custom.write_text("name: custom\nboth: {delay: 40ms, rate: 5Mbit}\n")
+    assert cli("apply", str(custom), addr=addr).returncode == 0
+    first = json.loads(cli("show", "--json", addr=addr).stdout)["rules"][0]
+
+    r = cli("set", "downlink.rate=1Mbit", "delay=10ms", "--json", addr=addr)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["modified_in_place"], out["switched"], out["added"]) == (1, 0, 0)
+    shown = json.loads(cli("show", "--json", "--profiles", str(custom), addr=addr).stdout)["rules"][0]
+    assert shown["profile_id"] == first["profile_id"]
+    assert shown["profile"] == "custom"
+    assert sorted(shown["modified"]) == ["downlink.delay: 40ms -> 10ms", "downlink.rate: 5Mbit -> 1Mbit",
+                                         "uplink.delay: 40ms -> 10ms"]
+
+    for args, message in ((("downlink.rate=fast",), 'downlink.rate: "fast" is not a rate'),
+                          (("rate",), "rate: expected FIELD=VALUE"),
+                          (("downlink.nope=1",), "downlink.nope")):
+        r = cli("set", *args, addr=addr)
+        assert r.returncode == 1 and message in r.stderr, r.stderr
+    assert json.loads(cli("show", "--json", "--profiles", str(custom), addr=addr).stdout)["rules"][0] == shown
+
+    r = cli("set", "downlink.rate=", "--switch-queue", "--json", addr=addr)  # back to the default: no rate
+    assert r.returncode == 0 and json.loads(r.stdout)["switched"] == 1, r.stderr
+    moved = json.loads(cli("show", "--json", addr=addr).stdout)["rules"][0]
+    assert moved["profile_id"] == first["spare_id"] and "rate" not in moved["downlink"]
+
+    r = cli("apply", "lan", "--in-place", "--json", addr=addr)
+    assert r.returncode == 0 and json.loads(r.stdout)["modified_in_place"] == 1, r.stderr
+    final = json.loads(cli("show", "--json", addr=addr).stdout)["rules"][0]
+    assert final["profile"] == "lan" and final["modified"] == [] and final["profile_id"] == moved["profile_id"]
