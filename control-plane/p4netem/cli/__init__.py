@@ -2,7 +2,7 @@
 them, so each group's options and help live next to the code they drive.
 
 Commands: switch, apply, set, reset, show, stats, radio (show, watch), timeline (run, check), profiles
-(list, show, validate), lab (Mininet labs), measure (page loads; docs/labs.md) and experiment
+(list, show, validate, from-netem), lab (Mininet labs), measure (page loads; docs/labs.md) and experiment
 (the studies E1-E5; docs/experiments.md). Every command
 that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR, default 127.0.0.1:9559),
 --device-id and --election-id. docs/cli.md shows each with its output.

@@ -71,10 +71,39 @@ def print_result(result: ApplyResult, as_json: bool) -> None:
             console.print(f"     uplink:   {link_summary(r.profile.uplink)}", highlight=False)
 
 
+NetemOpt = Annotated[Optional[str], typer.Option(
+    "--netem", metavar="'OPTIONS'",
+    help="netem options instead of PROFILE, for both directions, as tc takes them: "
+         "--netem 'delay 100ms 10ms distribution normal loss 1% rate 1mbit limit 1000' "
+         "(docs/profiles.md, From netem).")]
+NetemUplinkOpt = Annotated[Optional[str], typer.Option(
+    "--netem-uplink", metavar="'OPTIONS'", help="netem options of the uplink (client to server), replacing --netem there.")]
+NetemDownlinkOpt = Annotated[Optional[str], typer.Option(
+    "--netem-downlink", metavar="'OPTIONS'",
+    help="netem options of the downlink (server to client), replacing --netem there.")]
+NetemNameOpt = Annotated[str, typer.Option(
+    "--name", metavar="NAME", help="Name of the profile made from netem options.")]
+
+
+def netem_profile(netem: str | None, uplink: str | None, downlink: str | None, name: str) -> Profile:
+    """The profile of --netem/--netem-uplink/--netem-downlink; warnings printed."""
+    from ..profiles.netem import profile_from_netem
+
+    profile, warnings = profile_from_netem(netem, uplink=uplink, downlink=downlink, name=name)
+    for text in warnings:
+        warning(text)
+    return profile
+
+
 @guarded
 def apply(
-    profile: Annotated[str, typer.Argument(help="A built-in profile (p4netem profiles list), a name from "
-                                                "--profiles, or a YAML file with one profile.")],
+    profile: Annotated[Optional[str], typer.Argument(
+        help="A built-in profile (p4netem profiles list), a name from --profiles, or a YAML file with "
+             "one profile. Or none, with --netem.")] = None,
+    netem: NetemOpt = None,
+    netem_uplink: NetemUplinkOpt = None,
+    netem_downlink: NetemDownlinkOpt = None,
+    name: NetemNameOpt = "netem",
     rule: RuleOpt = None,
     rules_file: RulesFile = None,
     profiles: ProfilesOpt = None,
@@ -92,10 +121,16 @@ def apply(
     parameters of the queue it has, like `tc qdisc change`. New rules are added above the
     existing ones. Everything is validated before anything is written: a bad profile or rule
     changes nothing (exit 1)."""
+    from_netem = netem is not None or netem_uplink is not None or netem_downlink is not None
+    if (profile is None) == (not from_netem):
+        raise typer.BadParameter("give a PROFILE or netem options (--netem, --netem-uplink, --netem-downlink), "
+                                 "not both" if from_netem else "give a PROFILE or --netem 'OPTIONS'",
+                                 param_hint="PROFILE")
+    chosen: Profile | str = netem_profile(netem, netem_uplink, netem_downlink, name) if from_netem else profile
     rules = gather_rules(rule, rules_file)
     known = gather_profiles(profiles)
     with connect(addr, device_id, election_id, profiles=known) as ctl:
-        print_result(ctl.apply(profile, rules or None, in_place=in_place), as_json)
+        print_result(ctl.apply(chosen, rules or None, in_place=in_place), as_json)
 
 
 @guarded
