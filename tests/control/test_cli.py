@@ -282,3 +282,30 @@ def test_netem_options_apply_and_convert(bare_switch: SwitchProcess, tmp_path) -
     assert r.returncode == 1 and '"frob" is not a netem option p4netem knows' in r.stderr, r.stderr
     assert cli("apply", "lan", "--netem", "delay 1ms", addr=addr).returncode == 2
     assert json.loads(cli("show", "--json", addr=addr).stdout)["rules"] == shown  # nothing was written
+
+
+def test_trace_check_and_run(bare_switch: SwitchProcess, tmp_path) -> None:
+    """`trace check` summarises a Mahimahi trace; `trace run` plays its window rates on the
+    switch (in place: one profile id) and leaves the last one on; a bad trace line is named."""
+    addr = bare_switch.grpc_addr
+    trace = Path(__file__).resolve().parents[2] / "examples" / "traces" / "steps-12-3mbit.trace"
+    r = cli("trace", "check", "--downlink", str(trace))
+    assert r.returncode == 0, r.stderr
+    assert "2500 opportunities over 4000 ms (mean 7.57Mbit); 3 rate changes of 20ms windows over 4s, " \
+           "rates 3.028Mbit..12.112Mbit" in r.stdout, r.stdout
+    r = cli("trace", "run", "--downlink", str(trace), "--window", "100ms", "--duration", "1.2s",
+            "--profile", "wan-90ms", "--json", addr=addr)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [e["at_ms"] for e in out["events"]] == [0, 100] and out["changes"] == 2
+    assert out["events"][1]["action"] == "set downlink.rate=12.112Mbit"
+    (rule,) = json.loads(cli("show", "--json", addr=addr).stdout)["rules"]
+    assert rule["downlink"] == {"delay": "45ms", "rate": "12.112Mbit"} and rule["uplink"] == {"delay": "45ms"}
+    assert rule["profile_id"] == 1  # every change in place: the rule never left its first id
+
+    bad = tmp_path / "bad.trace"
+    bad.write_text("1\n2\nthree\n")
+    r = cli("trace", "run", "--downlink", str(bad), addr=addr)
+    assert r.returncode == 1 and "line 3: 'three' is not a whole number of milliseconds" in r.stderr, r.stderr
+    r = cli("trace", "check", "--downlink", str(trace), "--window", "0.1ms")
+    assert r.returncode == 1 and "--window: 0.1ms out of range 1ms..10s" in r.stderr, r.stderr

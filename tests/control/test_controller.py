@@ -469,3 +469,36 @@ def test_in_place_needs_a_rule_on_the_switch_and_valid_fields(ctl: Controller) -
     assert (result.modified, result.switched) == (1, 0)
     assert now.profile_name == "hspa" and now.modified == () and now.profile_id == lte.profile_id
     assert now.profile == builtin_profiles()["hspa"]
+
+
+def test_a_trace_plays_its_rates_on_the_wire(lab: TwoHostLab, ctl: Controller) -> None:
+    """A Mahimahi trace of 12 Mbit/s for 1.5 s then 3 Mbit/s (one opportunity per ms, then every
+    4 ms) played on the downlink: a saturating flow leaves a busy queue one serialisation time
+    apart (median gap: robust to sender stalls), at each phase's rate."""
+    from p4netem.control.trace import parse_trace, trace_timeline
+
+    lines = [str(i) for i in range(1, 1501)] + [str(1500 + 4 * i) for i in range(1, 376)]
+    trace = parse_trace("\n".join(lines))
+    base = Profile.parse({"name": "trace-base", "downlink": {"rate": "1Mbit", "queue": 20}})  # rate: replaced
+    timeline = trace_timeline(None, trace, window_ns=20 * MS, duration_ns=3000 * MS, base=base)
+    ctl.apply(timeline.profiles[0])
+    frame = 1472 + UDP_IP_ETH_OVERHEAD
+    pps = 15e6 / (frame * 8)
+    with ThreadPoolExecutor(1) as pool:
+        flow = pool.submit(run_probe, lab.h2.ns, lab.h1.ns, lab.h1.ip, count=int(pps * 4.2), rate=pps, size=1472,
+                           port=9470)
+        time.sleep(0.6)
+        result = ctl.run_timeline(timeline, lead_s=0.2)
+        probe = flow.result()
+    assert [e.event.in_place for e in result.events] == [False] + [True] * (len(result.events) - 1)
+    t0 = result.start_wall_ns
+    rx = sorted(probe.rx_ns)
+
+    def shaped(a_ms: int, b_ms: int) -> float:
+        inside = [t for t in rx if t0 + a_ms * MS <= t < t0 + b_ms * MS]
+        assert len(inside) > 50, f"{len(inside)} packets in {a_ms}..{b_ms} ms"
+        return frame * 8 / statistics.median(b - a for a, b in zip(inside, inside[1:])) * 1e9
+
+    fast, slow = shaped(300, 1400), shaped(1900, 2900)  # away from the change and its backlog
+    assert abs(fast - 12.112e6) <= 0.1 * 12.112e6, f"{fast / 1e6:.3f} Mbit/s in the 12 Mbit/s phase"
+    assert abs(slow - 3.028e6) <= 0.1 * 3.028e6, f"{slow / 1e6:.3f} Mbit/s in the 3 Mbit/s phase"
