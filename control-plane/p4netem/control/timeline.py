@@ -25,6 +25,10 @@ Steps (exactly one action each, optional `at:` = time from the start, `note:` = 
   restore          end an open outage; otherwise re-apply the last `apply` (undoing `set` steps)
   wait: DURATION   nothing happens for DURATION (a trailing wait holds the last state)
 
+`set_mode: in-place` (the default) makes `set` steps, and a `restore` of the profile in force,
+in-place changes (the rule's queue carries on at the new parameters); `set_mode: switch` makes
+them switch to the spare id (a new, empty queue) like `apply` does.
+
 Loading and compiling check everything (profile names, every `set` against the profile model,
 times that go backwards) and raise one TimelineError listing every problem with its step and
 field, before the player writes anything. TimelinePlayer (Controller.run_timeline) prepares each
