@@ -165,14 +165,20 @@ def flips_under_traffic(lab: TwoHostLab, ctl: Controller, a: Profile, b: Profile
     timeline = Timeline.parse({"profiles": [a.to_dict(), b.to_dict()], "steps": [
         {"at": f"{i * step_ms}ms", "apply": b.name if i % 2 == 0 else a.name} for i in range(flips)]})
     rules = [rule] if rule else None
-    ctl.apply(a, rules)
+    (applied,) = ctl.apply(a, rules)
     rate, seconds = 500, flips * step_ms / 1000 + 1.4
+    pds = [pl.pd_index(applied.profile_id, d) for d in (pl.UPLINK, pl.DOWNLINK)]
     with ThreadPoolExecutor(2) as pool:
         up_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=int(rate * seconds), rate=rate,
                            port=port)
         down_f = pool.submit(run_probe, lab.h2.ns, lab.h1.ns, lab.h1.ip, count=int(rate * seconds), rate=rate,
                              port=port + 1)
-        time.sleep(0.6)
+        # Start the flips once both senders are sending (their start takes a few hundred ms, more
+        # on a loaded machine): the first packets must see profile a.
+        deadline = time.monotonic() + 20
+        while min(ctl.client.read_counter(pl.PROFILE_IN, pd)[pd].packets for pd in pds) < 20:
+            assert time.monotonic() < deadline, "the probe senders did not start"
+            time.sleep(0.01)
         result = ctl.run_timeline(timeline, rules, lead_s=0.1)
         probes = {"uplink": up_f.result(), "downlink": down_f.result()}
     assert len(result.events) == flips
