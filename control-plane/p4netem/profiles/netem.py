@@ -223,7 +223,9 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                 if name not in _DISTRIBUTIONS:
                     raise _Bad("distribution", f"{quote(name)} is not a distribution p4netem has; allowed "
                                                f"{', '.join(_DISTRIBUTIONS)} (netem's other tables, such as "
-                                               "experimental or your own, are not built in)")
+                                               "experimental or your own, are not built in; a table written "
+                                               "into the switch's user slot of dist_table is used by "
+                                               "jitter_distribution: user in a profile YAML)")
                 distribution = name
             elif keyword == "rate":
                 _rate_option(tokens, out)
