@@ -209,3 +209,103 @@ def test_switch_command_runs_in_the_foreground_and_stops_on_ctrl_c(switch_bin: s
         assert r.returncode == 1 and "p4netem-switch exited with code" in r.stderr, r.stderr
     finally:
         hosts.close()
+
+
+def test_set_and_apply_in_place(bare_switch: SwitchProcess, tmp_path) -> None:
+    """`p4netem set FIELD=VALUE` changes the profile a rule has where it is (same profile id),
+    keeping the name of a profile this process does not know; `apply --in-place` too; bad
+    fields change nothing."""
+    addr = bare_switch.grpc_addr
+    custom = tmp_path / "custom.yaml"
+    custom.write_text("name: custom\nboth: {delay: 40ms, rate: 5Mbit}\n")
+    assert cli("apply", str(custom), addr=addr).returncode == 0
+    first = json.loads(cli("show", "--json", addr=addr).stdout)["rules"][0]
+
+    r = cli("set", "downlink.rate=1Mbit", "delay=10ms", "--json", addr=addr)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["modified_in_place"], out["switched"], out["added"]) == (1, 0, 0)
+    shown = json.loads(cli("show", "--json", "--profiles", str(custom), addr=addr).stdout)["rules"][0]
+    assert shown["profile_id"] == first["profile_id"]
+    assert shown["profile"] == "custom"
+    assert sorted(shown["modified"]) == ["downlink.delay: 40ms -> 10ms", "downlink.rate: 5Mbit -> 1Mbit",
+                                         "uplink.delay: 40ms -> 10ms"]
+
+    for args, message in ((("downlink.rate=fast",), 'downlink.rate: "fast" is not a rate'),
+                          (("rate",), "rate: expected FIELD=VALUE"),
+                          (("downlink.nope=1",), "downlink.nope")):
+        r = cli("set", *args, addr=addr)
+        assert r.returncode == 1 and message in r.stderr, r.stderr
+    assert json.loads(cli("show", "--json", "--profiles", str(custom), addr=addr).stdout)["rules"][0] == shown
+
+    r = cli("set", "downlink.rate=", "--switch-queue", "--json", addr=addr)  # back to the default: no rate
+    assert r.returncode == 0 and json.loads(r.stdout)["switched"] == 1, r.stderr
+    moved = json.loads(cli("show", "--json", addr=addr).stdout)["rules"][0]
+    assert moved["profile_id"] == first["spare_id"] and "rate" not in moved["downlink"]
+
+    r = cli("apply", "lan", "--in-place", "--json", addr=addr)
+    assert r.returncode == 0 and json.loads(r.stdout)["modified_in_place"] == 1, r.stderr
+    final = json.loads(cli("show", "--json", addr=addr).stdout)["rules"][0]
+    assert final["profile"] == "lan" and final["modified"] == [] and final["profile_id"] == moved["profile_id"]
+
+
+def test_netem_options_apply_and_convert(bare_switch: SwitchProcess, tmp_path) -> None:
+    """`apply --netem` puts the profile netem's options describe on the switch (read back by
+    `show`); `profiles from-netem -o` writes the same profile as YAML; unsupported options
+    are named and change nothing."""
+    addr = bare_switch.grpc_addr
+    options = "delay 100ms 10ms distribution normal loss gemodel 1% 20% 70% rate 1mbit 24 limit 300"
+    r = cli("apply", "--netem", options, "--netem-downlink", "delay 20ms rate 8mbit", "--name", "from-tc",
+            "--json", addr=addr)
+    assert r.returncode == 0, r.stderr
+    shown = json.loads(cli("show", "--json", addr=addr).stdout)["rules"]
+    assert len(shown) == 1
+    assert shown[0]["uplink"] == {"delay": "100ms", "jitter": "10ms", "jitter_distribution": "normal",
+                                  "reorder": {"keep_order": False}, "rate": "1Mbit", "overhead": 24,
+                                  "queue": {"packets": 300},
+                                  "gilbert_elliott": {"p": "1%", "r": "20%", "loss_bad": "70%"}}
+    assert shown[0]["downlink"] == {"delay": "20ms", "rate": "8Mbit", "queue": {"packets": 1000}}
+
+    out = tmp_path / "from-tc.yaml"
+    r = cli("profiles", "from-netem", options, "--downlink", "delay 20ms rate 8mbit", "--name", "from-tc",
+            "-o", str(out))
+    assert r.returncode == 0 and out.exists(), r.stderr
+    named = json.loads(cli("show", "--json", "--profiles", str(out), addr=addr).stdout)["rules"][0]
+    assert named["profile"] == "from-tc" and named["modified"] == []  # the file is what the switch holds
+    printed = cli("profiles", "from-netem", options, "--downlink", "delay 20ms rate 8mbit", "--name", "from-tc")
+    assert printed.returncode == 0 and printed.stdout == out.read_text()
+
+    r = cli("apply", "--netem", "delay 100ms 10ms 25% slot 1ms", addr=addr)
+    assert r.returncode == 1, r.stderr
+    assert 'delay: correlation "25%" is not supported' in r.stderr and "slot: netem's slotted delivery" in r.stderr
+    r = cli("profiles", "from-netem", "delay 5ms frob")
+    assert r.returncode == 1 and '"frob" is not a netem option p4netem knows' in r.stderr, r.stderr
+    assert cli("apply", "lan", "--netem", "delay 1ms", addr=addr).returncode == 2
+    assert json.loads(cli("show", "--json", addr=addr).stdout)["rules"] == shown  # nothing was written
+
+
+def test_trace_check_and_run(bare_switch: SwitchProcess, tmp_path) -> None:
+    """`trace check` summarises a Mahimahi trace; `trace run` plays its window rates on the
+    switch (in place: one profile id) and leaves the last one on; a bad trace line is named."""
+    addr = bare_switch.grpc_addr
+    trace = Path(__file__).resolve().parents[2] / "examples" / "traces" / "steps-12-3mbit.trace"
+    r = cli("trace", "check", "--downlink", str(trace))
+    assert r.returncode == 0, r.stderr
+    assert "2500 opportunities over 4000 ms (mean 7.57Mbit); 3 rate changes of 20ms windows over 4s, " \
+           "rates 3.028Mbit..12.112Mbit" in r.stdout, r.stdout
+    r = cli("trace", "run", "--downlink", str(trace), "--window", "100ms", "--duration", "1.2s",
+            "--profile", "wan-90ms", "--json", addr=addr)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [e["at_ms"] for e in out["events"]] == [0, 100] and out["changes"] == 2
+    assert out["events"][1]["action"] == "set downlink.rate=12.112Mbit"
+    (rule,) = json.loads(cli("show", "--json", addr=addr).stdout)["rules"]
+    assert rule["downlink"] == {"delay": "45ms", "rate": "12.112Mbit"} and rule["uplink"] == {"delay": "45ms"}
+    assert rule["profile_id"] == 1  # every change in place: the rule never left its first id
+
+    bad = tmp_path / "bad.trace"
+    bad.write_text("1\n2\nthree\n")
+    r = cli("trace", "run", "--downlink", str(bad), addr=addr)
+    assert r.returncode == 1 and "line 3: 'three' is not a whole number of milliseconds" in r.stderr, r.stderr
+    r = cli("trace", "check", "--downlink", str(trace), "--window", "0.1ms")
+    assert r.returncode == 1 and "--window: 0.1ms out of range 1ms..10s" in r.stderr, r.stderr

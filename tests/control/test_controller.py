@@ -165,14 +165,20 @@ def flips_under_traffic(lab: TwoHostLab, ctl: Controller, a: Profile, b: Profile
     timeline = Timeline.parse({"profiles": [a.to_dict(), b.to_dict()], "steps": [
         {"at": f"{i * step_ms}ms", "apply": b.name if i % 2 == 0 else a.name} for i in range(flips)]})
     rules = [rule] if rule else None
-    ctl.apply(a, rules)
+    (applied,) = ctl.apply(a, rules)
     rate, seconds = 500, flips * step_ms / 1000 + 1.4
+    pds = [pl.pd_index(applied.profile_id, d) for d in (pl.UPLINK, pl.DOWNLINK)]
     with ThreadPoolExecutor(2) as pool:
         up_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=int(rate * seconds), rate=rate,
                            port=port)
         down_f = pool.submit(run_probe, lab.h2.ns, lab.h1.ns, lab.h1.ip, count=int(rate * seconds), rate=rate,
                              port=port + 1)
-        time.sleep(0.6)
+        # Start the flips once both senders are sending (their start takes a few hundred ms, more
+        # on a loaded machine): the first packets must see profile a.
+        deadline = time.monotonic() + 20
+        while min(ctl.client.read_counter(pl.PROFILE_IN, pd)[pd].packets for pd in pds) < 20:
+            assert time.monotonic() < deadline, "the probe senders did not start"
+            time.sleep(0.01)
         result = ctl.run_timeline(timeline, rules, lead_s=0.1)
         probes = {"uplink": up_f.result(), "downlink": down_f.result()}
     assert len(result.events) == flips
@@ -396,3 +402,109 @@ def test_pipeline_is_verified(bare_switch: SwitchProcess, p4info) -> None:
         ctl.apply("lan")
         ctl.push_pipeline(keep_state=False)
         assert ctl.applied() == []
+
+
+# ---- in-place changes -----------------------------------------------------------------------------
+
+
+def _change_under_backlog(lab: TwoHostLab, ctl: Controller, port: int, change):
+    """A 0.5 Mbit/s uplink gets a burst of 60 full-size datagrams (1.45 s of backlog); once the
+    switch has counted all of them, `change(ctl)` changes the rule, then 20 small datagrams
+    follow. Returns (rule before, rule after, ApplyResult, virtual clock of the rule's uplink pd
+    before and after the change, burst probe, later probe)."""
+    base = Profile.parse({"name": "backlogged", "uplink": {"rate": "500kbit", "queue": 80}})
+    ctl.apply(base)
+    (before,) = ctl.applied()
+    pd = pl.pd_index(before.profile_id, pl.UPLINK)
+    with ThreadPoolExecutor(1) as pool:
+        burst_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=60, rate=5000, size=1472, port=port)
+        deadline = time.monotonic() + 20
+        while ctl.client.read_counter(pl.PROFILE_IN, pd)[pd].packets < 60:
+            assert time.monotonic() < deadline, "the burst never reached the switch"
+            time.sleep(0.005)
+        clock_before = ctl.client.read_register(pl.NEXT_FREE_NS, pd)[pd]
+        result = change(ctl)
+        (after,) = ctl.applied()
+        pd_after = pl.pd_index(after.profile_id, pl.UPLINK)
+        clock_after = ctl.client.read_register(pl.NEXT_FREE_NS, pd_after)[pd_after]
+        later = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=20, rate=200, size=200, port=port + 1)
+        burst = burst_f.result()
+    return before, after, result, clock_before, clock_after, burst, later
+
+
+def test_in_place_change_keeps_the_queue_a_switch_starts_a_new_one(lab: TwoHostLab, ctl: Controller) -> None:
+    """`set` (in place) modifies the entries the rule points at: same profile id, the virtual
+    clock untouched, and packets sent after the change queue behind the old backlog (FIFO), then
+    leave at the new rate. A profile switch flips to the spare id, whose clock starts at zero:
+    later packets overtake the old backlog, which still drains, losing nothing."""
+    before, after, result, clock0, clock1, burst, later = _change_under_backlog(
+        lab, ctl, 9460, lambda c: c.set({"uplink.rate": "1Mbit"}))
+    assert (result.modified, result.switched, result.added) == (1, 0, 0)
+    assert after.profile_id == before.profile_id and after.spare_id == before.spare_id
+    assert after.label == "backlogged (modified)" and after.modified == ("uplink.rate: 500kbit -> 1Mbit",)
+    assert clock1 == clock0 > 0  # no register reset: the backlog's virtual clock carries on
+    assert burst.lost == 0 and later.lost == 0
+    assert min(later.rx_ns) > max(burst.rx_ns), "a packet sent after the in-place change overtook the backlog"
+    _, shaped = _delay_and_rate(lab, 9462, 1e6)
+    assert abs(shaped - 1e6) <= 0.1 * 1e6, f"shaped {shaped / 1e6:.3f} Mbit/s after the in-place change"
+
+    ctl.reset()
+    faster = Profile.parse({"name": "backlogged", "uplink": {"rate": "1Mbit", "queue": 80}})
+    before, after, result, clock0, clock1, burst, later = _change_under_backlog(
+        lab, ctl, 9464, lambda c: c.apply(faster))
+    assert (result.modified, result.switched) == (0, 1)
+    assert (after.profile_id, after.spare_id) == (before.spare_id, before.profile_id)
+    assert clock0 > 0 and clock1 == 0  # the spare id's clock was reset: a new, empty queue
+    assert burst.lost == 0 and later.lost == 0  # the old queue drains next to the new one
+    assert min(later.rx_ns) < max(burst.rx_ns), "after a switch, later packets waited for the old backlog"
+
+
+def test_in_place_needs_a_rule_on_the_switch_and_valid_fields(ctl: Controller) -> None:
+    with pytest.raises(RuleError, match=r"no profile on the switch to change for"):
+        ctl.set({"downlink.rate": "1Mbit"})
+    (lte,) = ctl.apply("lte")
+    before = snapshot(ctl.client)
+    with pytest.raises(ProfileError, match=r'downlink.rate: "fast" is not a rate'):
+        ctl.set({"downlink.rate": "fast"})
+    with pytest.raises(ProfileError, match=r"no field to change"):
+        ctl.set({})
+    assert snapshot(ctl.client) == before
+    # In place with a profile of another name: the rule keeps its id and is named after it.
+    result = ctl.apply("hspa", in_place=True)
+    (now,) = ctl.applied()
+    assert (result.modified, result.switched) == (1, 0)
+    assert now.profile_name == "hspa" and now.modified == () and now.profile_id == lte.profile_id
+    assert now.profile == builtin_profiles()["hspa"]
+
+
+def test_a_trace_plays_its_rates_on_the_wire(lab: TwoHostLab, ctl: Controller) -> None:
+    """A Mahimahi trace of 12 Mbit/s for 1.5 s then 3 Mbit/s (one opportunity per ms, then every
+    4 ms) played on the downlink: a saturating flow leaves a busy queue one serialisation time
+    apart (median gap: robust to sender stalls), at each phase's rate."""
+    from p4netem.control.trace import parse_trace, trace_timeline
+
+    lines = [str(i) for i in range(1, 1501)] + [str(1500 + 4 * i) for i in range(1, 376)]
+    trace = parse_trace("\n".join(lines))
+    base = Profile.parse({"name": "trace-base", "downlink": {"rate": "1Mbit", "queue": 20}})  # rate: replaced
+    timeline = trace_timeline(None, trace, window_ns=20 * MS, duration_ns=3000 * MS, base=base)
+    ctl.apply(timeline.profiles[0])
+    frame = 1472 + UDP_IP_ETH_OVERHEAD
+    pps = 15e6 / (frame * 8)
+    with ThreadPoolExecutor(1) as pool:
+        flow = pool.submit(run_probe, lab.h2.ns, lab.h1.ns, lab.h1.ip, count=int(pps * 4.2), rate=pps, size=1472,
+                           port=9470)
+        time.sleep(0.6)
+        result = ctl.run_timeline(timeline, lead_s=0.2)
+        probe = flow.result()
+    assert [e.event.in_place for e in result.events] == [False] + [True] * (len(result.events) - 1)
+    t0 = result.start_wall_ns
+    rx = sorted(probe.rx_ns)
+
+    def shaped(a_ms: int, b_ms: int) -> float:
+        inside = [t for t in rx if t0 + a_ms * MS <= t < t0 + b_ms * MS]
+        assert len(inside) > 50, f"{len(inside)} packets in {a_ms}..{b_ms} ms"
+        return frame * 8 / statistics.median(b - a for a, b in zip(inside, inside[1:])) * 1e9
+
+    fast, slow = shaped(300, 1400), shaped(1900, 2900)  # away from the change and its backlog
+    assert abs(fast - 12.112e6) <= 0.1 * 12.112e6, f"{fast / 1e6:.3f} Mbit/s in the 12 Mbit/s phase"
+    assert abs(slow - 3.028e6) <= 0.1 * 3.028e6, f"{slow / 1e6:.3f} Mbit/s in the 3 Mbit/s phase"

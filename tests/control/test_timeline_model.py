@@ -142,3 +142,27 @@ def test_modify_profile_paths():
     msgs = [str(p) for p in info.value.problems]
     assert msgs[0] == "name: cannot be changed by a timeline"
     assert any(m.startswith("downlink.rate.x: downlink.rate is not a block") for m in msgs), msgs
+
+
+def test_set_steps_change_the_link_in_place_and_applies_switch():
+    """`set` and `restore` (of the profile in force) are in-place changes of the same link;
+    `apply` and outages switch to the spare id; `set_mode: switch` makes `set` switch too."""
+    text = """
+{mode}
+steps:
+  - apply: lte
+  - {{at: 1s, set: {{downlink.rate: 2Mbit}}}}
+  - {{at: 2s, restore: true}}
+  - {{at: 3s, outage: 1s}}
+  - {{at: 5s, apply: hspa}}
+  - {{set: {{delay: 10ms}}}}      # same instant as the apply: one change, which must switch
+"""
+    _, events = compile_text(text.format(mode=""))
+    assert [(e.action, e.in_place) for e in events] == [
+        ("apply lte", False), ("set downlink.rate=2Mbit", True), ("restore lte", True),
+        ("outage 1s", False), ("end of outage, back to lte", False),
+        ("apply hspa; set delay=10ms", False)]
+    timeline, events = compile_text(text.format(mode="set_mode: switch"))
+    assert timeline.set_mode == "switch" and not any(e.in_place for e in events)
+    with pytest.raises(TimelineError, match=r"set_mode: \"sideways\" is not a set mode; allowed in-place, switch"):
+        compile_text(text.format(mode="set_mode: sideways"))

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import yaml
 from rich.table import Table
 
 from ..control import ApplyResult, Controller, Rule, load_rules, parse_rule_option
-from ..profiles import Profile, load_profiles
+from ..profiles import Profile, ProfileError, load_profiles
+from ..profiles.errors import Problem
 from ..profiles.summary import link_summary
 from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded,
                      warning)
@@ -23,6 +25,10 @@ RuleOpt = Annotated[Optional[list[str]], typer.Option(
          "(1000 + host bits). Default: all traffic between ports 1 (clients) and 2 (servers), UE 0.")]
 RulesFile = Annotated[Optional[Path], typer.Option(
     "--rules", metavar="FILE", help="YAML file with a list of rules (or `rules:`), added to --rule.")]
+InPlace = Annotated[bool, typer.Option(
+    "--in-place", help="Change the parameters of the profile a rule already has where they are (its "
+                       "queue, virtual clock and loss state carry on, like `tc qdisc change`) instead "
+                       "of switching it to a new, empty queue.")]
 ProfilesOpt = Annotated[Optional[list[Path]], typer.Option(
     "--profiles", "-p", metavar="FILE",
     help="YAML profile file(s) or directories whose profiles can be named (repeatable).")]
@@ -46,12 +52,15 @@ def print_result(result: ApplyResult, as_json: bool) -> None:
     for text in result.warnings:
         warning(text)
     if as_json:
-        typer.echo(json.dumps({"added": result.added, "switched": result.switched, "warnings": result.warnings,
+        typer.echo(json.dumps({"added": result.added, "switched": result.switched,
+                               "modified_in_place": result.modified, "warnings": result.warnings,
                                "flip_ms": round((result.flip_done_ns - result.flip_sent_ns) / 1e6, 3),
                                "rules": [r.to_dict() for r in result.rules]}, indent=2))
         return
     names = sorted({r.label for r in result.rules})
-    console.print(f"applied {', '.join(names)} to {len(result.rules)} rule(s): {result.switched} switched, "
+    how = [f"{result.switched} switched"] if result.switched or not result.modified else []
+    how += [f"{result.modified} changed in place"] if result.modified else []
+    console.print(f"applied {', '.join(names)} to {len(result.rules)} rule(s): {', '.join(how)}, "
                   f"{result.added} added, in force after {(result.flip_done_ns - result.flip_sent_ns) / 1e6:.2f} ms",
                   highlight=False)
     for r in result.rules:
@@ -62,13 +71,43 @@ def print_result(result: ApplyResult, as_json: bool) -> None:
             console.print(f"     uplink:   {link_summary(r.profile.uplink)}", highlight=False)
 
 
+NetemOpt = Annotated[Optional[str], typer.Option(
+    "--netem", metavar="'OPTIONS'",
+    help="netem options instead of PROFILE, for both directions, as tc takes them: "
+         "--netem 'delay 100ms 10ms distribution normal loss 1% rate 1mbit limit 1000' "
+         "(docs/profiles.md, From netem).")]
+NetemUplinkOpt = Annotated[Optional[str], typer.Option(
+    "--netem-uplink", metavar="'OPTIONS'", help="netem options of the uplink (client to server), replacing --netem there.")]
+NetemDownlinkOpt = Annotated[Optional[str], typer.Option(
+    "--netem-downlink", metavar="'OPTIONS'",
+    help="netem options of the downlink (server to client), replacing --netem there.")]
+NetemNameOpt = Annotated[str, typer.Option(
+    "--name", metavar="NAME", help="Name of the profile made from netem options.")]
+
+
+def netem_profile(netem: str | None, uplink: str | None, downlink: str | None, name: str) -> Profile:
+    """The profile of --netem/--netem-uplink/--netem-downlink; warnings printed."""
+    from ..profiles.netem import profile_from_netem
+
+    profile, warnings = profile_from_netem(netem, uplink=uplink, downlink=downlink, name=name)
+    for text in warnings:
+        warning(text)
+    return profile
+
+
 @guarded
 def apply(
-    profile: Annotated[str, typer.Argument(help="A built-in profile (p4netem profiles list), a name from "
-                                                "--profiles, or a YAML file with one profile.")],
+    profile: Annotated[Optional[str], typer.Argument(
+        help="A built-in profile (p4netem profiles list), a name from --profiles, or a YAML file with "
+             "one profile. Or none, with --netem.")] = None,
+    netem: NetemOpt = None,
+    netem_uplink: NetemUplinkOpt = None,
+    netem_downlink: NetemDownlinkOpt = None,
+    name: NetemNameOpt = "netem",
     rule: RuleOpt = None,
     rules_file: RulesFile = None,
     profiles: ProfilesOpt = None,
+    in_place: InPlace = False,
     as_json: Json = False,
     addr: SwitchAddr = DEFAULT_ADDR,
     device_id: DeviceId = 1,
@@ -76,13 +115,70 @@ def apply(
 ) -> None:
     """Apply a profile to rules (default: all traffic between ports 1 and 2).
 
-    A rule already on the switch (same traffic) switches to the new profile atomically: every packet gets the old or the new profile, never a mix, in both
-    directions at once. New rules are added above the existing ones. Everything is validated
-    before anything is written: a bad profile or rule changes nothing (exit 1)."""
+    A rule already on the switch (same traffic) switches to the new profile atomically: every
+    packet gets the old or the new profile, never a mix, in both directions at once. By default
+    it switches to a new, empty queue (the old one drains next to it); --in-place changes the
+    parameters of the queue it has, like `tc qdisc change`. New rules are added above the
+    existing ones. Everything is validated before anything is written: a bad profile or rule
+    changes nothing (exit 1)."""
+    from_netem = netem is not None or netem_uplink is not None or netem_downlink is not None
+    if (profile is None) == (not from_netem):
+        raise typer.BadParameter("give a PROFILE or netem options (--netem, --netem-uplink, --netem-downlink), "
+                                 "not both" if from_netem else "give a PROFILE or --netem 'OPTIONS'",
+                                 param_hint="PROFILE")
+    chosen: Profile | str = netem_profile(netem, netem_uplink, netem_downlink, name) if from_netem else profile
     rules = gather_rules(rule, rules_file)
     known = gather_profiles(profiles)
     with connect(addr, device_id, election_id, profiles=known) as ctl:
-        print_result(ctl.apply(profile, rules or None), as_json)
+        print_result(ctl.apply(chosen, rules or None, in_place=in_place), as_json)
+
+
+@guarded
+def set_fields(
+    changes: Annotated[list[str], typer.Argument(
+        metavar="FIELD=VALUE...",
+        help="Profile fields to change, as a timeline's `set`: downlink.rate=1Mbit, delay=40ms (both "
+             "directions), uplink.loss=2%, downlink.queue.packets=100, radio.promotion=1s; "
+             "FIELD= (empty) puts the field back to its default.")],
+    rule: RuleOpt = None,
+    rules_file: RulesFile = None,
+    profiles: ProfilesOpt = None,
+    switch_queue: Annotated[bool, typer.Option(
+        "--switch-queue", help="Switch to the rule's spare profile id (a new, empty queue) instead of "
+                               "changing the parameters in place.")] = False,
+    as_json: Json = False,
+    addr: SwitchAddr = DEFAULT_ADDR,
+    device_id: DeviceId = 1,
+    election_id: ElectionId = 1,
+) -> None:
+    """Change fields of the profile the rules have on the switch (default rule: all traffic
+    between ports 1 and 2), in place: `p4netem set downlink.rate=1Mbit delay=40ms`.
+
+    Like `tc qdisc change`: the rule's queue, its virtual clock, the delay line's release order
+    and the Gilbert-Elliott loss state carry on at the new parameters, in one atomic write (both
+    directions at once). Every rule must already have a profile (p4netem apply). Invalid fields
+    or values change nothing (exit 1) and name the field and the allowed range."""
+    parsed = parse_assignments(changes)
+    rules = gather_rules(rule, rules_file)
+    known = gather_profiles(profiles)
+    with connect(addr, device_id, election_id, profiles=known) as ctl:
+        print_result(ctl.set(parsed, rules or None, in_place=not switch_queue), as_json)
+
+
+def parse_assignments(items: list[str]) -> dict[str, object]:
+    """["downlink.rate=1Mbit", "delay="] -> {"downlink.rate": "1Mbit", "delay": None}."""
+    out: dict[str, object] = {}
+    problems = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(Problem(item, "expected FIELD=VALUE, e.g. downlink.rate=1Mbit or delay=40ms"))
+            continue
+        value = value.strip()
+        out[key.strip()] = None if value == "" else yaml.safe_load(value) if value[:1] in "{[" else value
+    if problems:
+        raise ProfileError(problems)
+    return out
 
 
 @guarded
@@ -119,6 +215,7 @@ def reset(
 
 def register(app: typer.Typer) -> None:
     app.command("apply")(apply)
+    app.command("set")(set_fields)
     app.command("reset")(reset)
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..control import Controller, P4RuntimeError, ProfileError
 from ..lab.netns import LabError
@@ -42,11 +43,12 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON (stable, for scri
 
 
 def error(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # Messages quote user input (a netem token "[x]", a YAML value): never read it as markup.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def warning(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def connect(addr: str, device_id: int, election_id: int, *, write: bool = True,

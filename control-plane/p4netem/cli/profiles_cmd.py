@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..profiles import ProfileError, builtin_profiles, load_profiles
@@ -59,3 +61,45 @@ def validate(files: list[Path] = typer.Argument(..., help="Profile YAML files.")
         console.print(f"{path}: ok ({', '.join(p.name for p in loaded)})")
     if bad:
         raise typer.Exit(1)
+
+
+@app.command("from-netem")
+def from_netem(
+    options: Optional[str] = typer.Argument(
+        None, metavar="'OPTIONS'",
+        help="netem options for both directions, quoted, as tc takes them: 'delay 100ms 10ms loss 1% rate 1mbit' "
+             "(a pasted `tc qdisc add dev X root netem ...` works too)."),
+    uplink: Optional[str] = typer.Option(None, "--uplink", metavar="'OPTIONS'",
+                                         help="netem options of the uplink (client to server) only."),
+    downlink: Optional[str] = typer.Option(None, "--downlink", metavar="'OPTIONS'",
+                                           help="netem options of the downlink (server to client) only."),
+    name: str = typer.Option("netem", "--name", help="Name of the profile."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE.yaml",
+                                          help="Write the YAML to FILE instead of printing it."),
+) -> None:
+    """Convert netem options to a p4netem profile and print it as YAML.
+
+    Units as tc reads them: a bare time is microseconds, `kbps` is kilobytes/s, `kbit`
+    kilobits/s. Options the pipeline does not have (correlation, slot, ecn, cell sizes, gap > 1,
+    4-state loss) are refused, each named (exit 1). docs/profiles.md, "From netem", has the
+    mapping."""
+    from ..profiles.netem import profile_from_netem
+
+    try:
+        profile, warnings = profile_from_netem(options, uplink=uplink, downlink=downlink, name=name)
+    except ProfileError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    for text in warnings:
+        err.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
+    text = dumps(profile)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        err.print(f"[bold red]error:[/] cannot write {escape(str(output))}: {exc.strerror}", highlight=False,
+                  soft_wrap=True)
+        raise typer.Exit(1)
+    err.print(f"wrote {escape(str(output))} (profile {profile.name})", highlight=False, soft_wrap=True)

@@ -7,6 +7,7 @@
         ctl.apply("hspa")                               # all traffic between ports 1 and 2
         ctl.apply("lte-200ms", [Rule.parse({"client": "10.0.0.2", "ue": 2})])
         ctl.apply("lte")                                # atomic switch of the first rule
+        ctl.set({"downlink.rate": "1Mbit"})             # in place: the same queue carries on
         for row in ctl.stats().rows: ...
 
 How a profile is applied (docs/control.md has the details):
@@ -19,7 +20,8 @@ How a profile is applied (docs/control.md has the details):
      profile, old id) or after (new profile, new id): no packet sees a mix, and both directions
      change together;
   4. write C: the old id's profile entries are deleted; the old id becomes the spare.
-  If write B fails, write A is undone. Each rule owns its two ids for its lifetime, so its
+  If write B fails, write A is undone. An in-place change (set(), apply(in_place=True)) is
+  only a write B that MODIFYs the entries the rule points at: no register is reset. Each rule owns its two ids for its lifetime, so its
   counters (summed over both ids) are cumulative across switches.
 
 Every failure is a P4RuntimeError (`.code`: the gRPC status, `.message`: a plain sentence), or a
@@ -31,7 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import grpc
@@ -107,7 +109,8 @@ class AppliedRule:
 class ApplyResult:
     rules: list[AppliedRule]
     added: int = 0
-    switched: int = 0
+    switched: int = 0  # rules flipped to their spare profile id (a new queue, see docs/control.md)
+    modified: int = 0  # rules whose profile entries were modified in place (the same queue)
     warnings: list[str] = field(default_factory=list)
     flip_sent_ns: int = 0  # CLOCK_MONOTONIC when write B was sent ...
     flip_done_ns: int = 0  # ... and when the switch acknowledged it (the new profiles are in force)
@@ -398,28 +401,73 @@ class Controller:
 
     # ---- apply ------------------------------------------------------------------------------------
 
-    def apply(self, profile: Profile | str | Path, rules: Sequence[Rule | Mapping | str] | None = None) -> ApplyResult:
+    def apply(self, profile: Profile | str | Path, rules: Sequence[Rule | Mapping | str] | None = None, *,
+              in_place: bool = False) -> ApplyResult:
         """Apply one profile to `rules` (default: DEFAULT_RULE, all traffic between ports 1 and 2).
         Rules already on the switch (same traffic) switch atomically to the new profile; others
-        are added above every existing entry (later rules win), the first of `rules` highest."""
-        resolved = self.resolve_profile(profile)
-        return self.apply_many([(rule, resolved) for rule in self._rules(rules)])
+        are added above every existing entry (later rules win), the first of `rules` highest.
 
-    def apply_many(self, assignments: Sequence[tuple[Rule | Mapping | str, Profile | str | Path]]) -> ApplyResult:
+        in_place=True changes the parameters of a rule already on the switch where they are (a
+        MODIFY of its current profile entries, still one atomic write): its rate queue, virtual
+        clock, release order and Gilbert-Elliott state carry on, as on one link whose parameters
+        change (netem's `tc qdisc change`). The default flips to the spare id: a fresh queue."""
+        resolved = self.resolve_profile(profile)
+        return self.apply_many([(rule, resolved) for rule in self._rules(rules)], in_place=in_place)
+
+    def apply_many(self, assignments: Sequence[tuple[Rule | Mapping | str, Profile | str | Path]], *,
+                   in_place: bool = False) -> ApplyResult:
         """Apply a profile per rule, every rule switching in the same atomic write."""
-        switch = self.prepare(assignments)
+        switch = self.prepare(assignments, in_place=in_place)
         result = switch.commit()
         switch.cleanup()
         return result
 
-    def prepare(self, assignments: Sequence[tuple[Rule | Mapping | str, Profile | str | Path]]) -> ProfileSwitch:
+    def set(self, changes: Mapping[str, object], rules: Sequence[Rule | Mapping | str] | None = None, *,
+            in_place: bool = True) -> ApplyResult:
+        """Change fields of the profile each rule has on the switch, like a timeline's `set` step:
+        `ctl.set({"downlink.rate": "1Mbit", "delay": "40ms"})`. In place by default (the same
+        queue carries on at the new parameters); every rule must be on the switch."""
+        from .timeline import modify_profile
+
+        if not changes:
+            raise ProfileError([Problem("set", "no field to change (e.g. downlink.rate=1Mbit)")])
+        wanted = self._rules(rules)
+        state = self.state()
+        assignments, problems = [], []
+        for i, rule in enumerate(wanted):
+            managed = state.find(rule)
+            applied = self._applied_rule(managed, state) if managed is not None else None
+            if applied is None or applied.profile is None:
+                problems.append(Problem(f"rules[{i}]", f"no profile on the switch to change for {rule.describe()}"))
+                continue
+            assignments.append((rule, modify_profile(applied.profile, changes)))
+        if problems:
+            raise RuleError(problems)
+        # The changed profile keeps the name the rule has on the switch, even when this
+        # controller does not know that name (a profile from a file another process applied):
+        # its tag keeps the old CRC, so `applied()` still names it, "(modified)".
+        pairs, encoded, warnings = self._validate(assignments)
+        switch = self._plan(state, pairs, encoded, warnings, in_place=in_place, keep_names=True)
+        result = switch.commit()
+        switch.cleanup()
+        # Say what differs from the named profile, as applied() will ("lte (modified)").
+        result.rules[:] = [replace(r, modified=tuple(profile_differences(self._known[r.profile_name], r.profile)))
+                           if r.profile_name in self._known and r.profile is not None else r
+                           for r in result.rules]
+        return result
+
+    def prepare(self, assignments: Sequence[tuple[Rule | Mapping | str, Profile | str | Path]], *,
+                in_place: bool = False, state: SwitchState | None = None) -> ProfileSwitch:
         """Validate, then write the new parameters under the spare ids (write A); the returned
         ProfileSwitch's commit() makes them take effect in one write. Used by timelines to keep
-        the time-critical part to one RPC."""
+        the time-critical part to one RPC. With in_place=True, rules already on the switch get
+        their current profile entries modified by that one write instead (nothing is staged).
+        `state`: a snapshot the caller knows to be current (saves the Read; trace players)."""
         pairs, encoded, warnings = self._validate(assignments)
         self._ensure_connected()
-        state = self._read(lambda: read_state(self.client))
-        return self._plan(state, pairs, encoded, warnings)
+        if state is None:
+            state = self._read(lambda: read_state(self.client))
+        return self._plan(state, pairs, encoded, warnings, in_place=in_place)
 
     def _rules(self, rules: Sequence[Rule | Mapping | str] | None) -> list[Rule]:
         if rules is None or len(rules) == 0:
@@ -499,7 +547,10 @@ class Controller:
             raise RuleError(problems)
         return warnings
 
-    def _plan(self, state: SwitchState, pairs, encoded, warnings) -> ProfileSwitch:
+    def _plan(self, state: SwitchState, pairs, encoded, warnings, in_place: bool = False,
+              keep_names: bool = False) -> ProfileSwitch:
+        """Writes A (done here), B and C (in the ProfileSwitch). keep_names: a rule already on the
+        switch keeps its tag's profile-name CRC (set(): a changed copy of whatever it had)."""
         info = self.client.info
         max_ids = min(info.table(pl.PROFILE).size // 2, MAX_PROFILE_ID + 1)
         used_ids = state.used_profile_ids()
@@ -515,6 +566,21 @@ class Controller:
         result = ApplyResult(rules=applied, warnings=list(warnings))
         for (rule, profile), enc in zip(pairs, encoded):
             managed = state.find(rule)
+            crc = managed.profile_crc if keep_names and managed is not None else name_crc(profile.name)
+            known = crc == name_crc(profile.name)
+            if known:
+                # Remember new names for read-back; a changed copy of a known profile (a
+                # timeline's `set`) must not replace the original, which is what `modified` is
+                # measured against.
+                self._known.setdefault(profile.name, profile)
+            label = profile.name if known else None
+            if managed is not None and in_place:
+                flip += self._in_place_updates(state, managed, rule, profile, enc, crc)
+                result.modified += 1
+                applied.append(AppliedRule(number=managed.number, rule=managed.rule.model_copy(
+                    update={"ue": rule.ue, "ue_base": rule.ue_base}), profile=profile, profile_name=label,
+                    modified=(), profile_id=managed.profile_id, spare_id=managed.spare_id))
+                continue
             if managed is not None:
                 target, old, number, priority = managed.spare_id, managed.profile_id, managed.number, managed.priority
                 kind = "MODIFY"
@@ -551,20 +617,39 @@ class Controller:
                 for reg in _PD_STATE_REGISTERS:
                     stage.append(update("MODIFY", build_register_entry(info, reg, pl.pd_index(target, d), 0)))
             # Write B: both classifier entries point at `target`; the tag remembers `old` as spare.
-            tag = EntryTag(rule=number, spare_id=old, profile_crc=name_crc(profile.name)).encode()
+            tag = EntryTag(rule=number, spare_id=old, profile_crc=crc).encode()
             for d in _DIRECTIONS:
                 action, params = rule.classifier_action(d, target)
                 flip.append(update(kind, build_table_entry(
                     info, pl.CLASSIFIER, rule.direction_matches(d), action, params, priority=priority,
                     controller_metadata=tag)))
-            # Remember new names for read-back; a changed copy of a known profile (a timeline's
-            # `set`) must not replace the original, which is what `modified` is measured against.
-            self._known.setdefault(profile.name, profile)
             applied.append(AppliedRule(number=number, rule=rule.model_copy(update={"priority": priority}),
-                                       profile=profile, profile_name=profile.name, modified=(),
+                                       profile=profile, profile_name=label, modified=(),
                                        profile_id=target, spare_id=old))
         self._write(stage, "write the new profile parameters", atomic=False, rollback=True)
         return ProfileSwitch(self, flip, cleanup, undo, result)
+
+    def _in_place_updates(self, state: SwitchState, managed: ManagedRule, rule: Rule, profile: Profile,
+                          enc: list[dict[str, int]], crc: int) -> list:
+        """Write B of an in-place change: MODIFY the entries of the rule's current profile id
+        whose params differ (nothing is staged, so nothing needs undoing), and its classifier
+        entries only when the UE id or the profile's name (the cookie) changes. No register is
+        reset: the queue, virtual clock, release order and loss state carry on."""
+        info = self.client.info
+        out = []
+        for slot, params in zip(SLOTS, enc):
+            before = state.slot_params(slot, managed.profile_id)
+            if before != params:
+                out.append(update("MODIFY" if before is not None else "INSERT",
+                                  slot_entry(info, slot, managed.profile_id, params)))
+        tag = EntryTag(rule=managed.number, spare_id=managed.spare_id, profile_crc=crc)
+        for d, entry in zip(_DIRECTIONS, managed.entries):
+            action, params = rule.classifier_action(d, managed.profile_id)
+            if (action, params) != (entry.action, entry.params) or managed.profile_crc != tag.profile_crc:
+                out.append(update("MODIFY", build_table_entry(
+                    info, pl.CLASSIFIER, rule.direction_matches(d), action, params, priority=managed.priority,
+                    controller_metadata=tag.encode())))
+        return out
 
     def _counter_resets(self, profile_id: int) -> list:
         info = self.client.info

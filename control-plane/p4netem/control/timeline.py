@@ -25,6 +25,10 @@ Steps (exactly one action each, optional `at:` = time from the start, `note:` = 
   restore          end an open outage; otherwise re-apply the last `apply` (undoing `set` steps)
   wait: DURATION   nothing happens for DURATION (a trailing wait holds the last state)
 
+`set_mode: in-place` (the default) makes `set` steps, and a `restore` of the profile in force,
+in-place changes (the rule's queue carries on at the new parameters); `set_mode: switch` makes
+them switch to the spare id (a new, empty queue) like `apply` does.
+
 Loading and compiling check everything (profile names, every `set` against the profile model,
 times that go backwards) and raise one TimelineError listing every problem with its step and
 field, before the player writes anything. TimelinePlayer (Controller.run_timeline) prepares each
@@ -165,12 +169,32 @@ class Event:
     step: int  # index of the step that makes it
     action: str  # what it is, one line
     profile: Profile  # the profile in force from then on
+    # True: the rule's current profile entries are modified where they are (the same queue goes
+    # on at the new parameters: `set`, `restore` of the applied profile); False: the rule flips
+    # to its spare id (a new profile: `apply`, outages). See docs/control.md.
+    in_place: bool = False
+
+
+SET_MODES = ("in-place", "switch")
+
+
+def _set_mode(raw: Any) -> str:
+    if isinstance(raw, str) and raw.strip().lower() in SET_MODES:
+        return raw.strip().lower()
+    raise ValueError(f"{quote(raw)} is not a set mode; allowed {', '.join(SET_MODES)}")
+
+
+SetMode = Annotated[str, *annotate(_set_mode, str, {"enum": list(SET_MODES)})]
 
 
 class Timeline(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     name: Name = ""
+    # How `set` and `restore` steps change the link: in place (the rule's queue carries on at the
+    # new parameters, as `tc qdisc change` does) or by switching to the spare profile id (a new,
+    # empty queue next to the old one draining). `apply` and outages always switch.
+    set_mode: SetMode = "in-place"
     rules: list[Rule] = []
     profiles: list[Profile] = []
     steps: list[Step]
@@ -279,7 +303,7 @@ class Timeline(BaseModel):
                 else:
                     try:
                         current = modify_profile(current, step.set or {})
-                        events.append(Event(t, i, step.describe(), current))
+                        events.append(Event(t, i, step.describe(), current, in_place=self.in_place_sets))
                     except ProfileError as exc:
                         problems += exc.prefixed(f"{where}.set")
             elif action == "outage":
@@ -301,19 +325,27 @@ class Timeline(BaseModel):
                 elif applied is None:
                     problems.append(Problem(where, "restore: nothing was applied before"))
                 else:
+                    # The same profile's parameters back on the same link: like a `set`.
+                    in_place = self.in_place_sets and current is not None and current.name == applied.name
                     current = applied
-                    events.append(Event(t, i, f"restore {applied.name}", applied))
+                    events.append(Event(t, i, f"restore {applied.name}", applied, in_place=in_place))
             cursor = t
         if problems:
             raise TimelineError(problems, self.source)
-        # Changes due at the same instant collapse into the last one (one flip, not two).
+        # Changes due at the same instant collapse into the last one (one flip, not two); in
+        # place only if every one of them was (an `apply` in the group needs its new id).
         merged: list[Event] = []
         for event in events:
             if merged and merged[-1].at_ns == event.at_ns:
-                event = Event(event.at_ns, event.step, f"{merged[-1].action}; {event.action}", event.profile)
+                event = Event(event.at_ns, event.step, f"{merged[-1].action}; {event.action}", event.profile,
+                              in_place=merged[-1].in_place and event.in_place)
                 merged.pop()
             merged.append(event)
         return merged
+
+    @property
+    def in_place_sets(self) -> bool:
+        return self.set_mode == "in-place"
 
     def duration_ns(self) -> int:
         """When the last step ends (its time plus any outage or wait), ignoring `at` errors."""
@@ -568,7 +600,7 @@ class TimelinePlayer:
                 # Normal priority: preparing (a Read and write A) is not time-critical as long as
                 # it ends before the step's time, and a real-time thread doing it would take a CPU
                 # from the traffic under test for milliseconds at every step.
-                prepared = self.ctl.prepare([(rule, event.profile) for rule in rules])
+                prepared = self.ctl.prepare([(rule, event.profile) for rule in rules], in_place=event.in_place)
                 ready = time.monotonic_ns()
                 scheduled = start + event.at_ns
                 if scheduled - ready > 50_000_000:

@@ -1,0 +1,133 @@
+"""`p4netem trace run|check`: Mahimahi-style trace-driven links (p4netem.control.trace)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..control.controller import resolve_profile
+from ..control.trace import MahimahiTrace, load_trace, trace_duration, trace_timeline, window_rates
+from ..profiles import ProfileError, builtin_profiles
+from ..profiles.errors import Problem
+from ..profiles.units import Duration, Rate, UnitError
+from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, gather_profiles, gather_rules
+from .common import (DEFAULT_ADDR, EXIT_INTERRUPTED, DeviceId, ElectionId, Json, SwitchAddr, connect, console,
+                     error, guarded)
+
+app = typer.Typer(help="Trace-driven links: play Mahimahi delivery traces as rate changes "
+                       "(see docs/control.md#trace-driven-links).", no_args_is_help=True)
+
+TraceOpt = Optional[Path]
+UplinkOpt = Annotated[TraceOpt, typer.Option(
+    "--uplink", metavar="FILE", help="Mahimahi trace of the uplink (client to server): one ms timestamp per "
+                                     "1500-byte delivery opportunity; it repeats.")]
+DownlinkOpt = Annotated[TraceOpt, typer.Option(
+    "--downlink", metavar="FILE", help="Mahimahi trace of the downlink (server to client).")]
+WindowOpt = Annotated[str, typer.Option(
+    "--window", metavar="DURATION", help="Rate window: each window's opportunities become one rate (1ms..10s).")]
+DurationOpt = Annotated[Optional[str], typer.Option(
+    "--duration", metavar="DURATION", help="How long to play (the traces loop). Default: one period of the "
+                                           "longer trace.")]
+BaseOpt = Annotated[Optional[str], typer.Option(
+    "--profile", metavar="PROFILE", help="Profile for everything but the rates (delay, loss, queue...): a built-in, "
+                                         "a name from --profiles or a YAML file. Default: none (rates only, "
+                                         "unlimited queue as mm-link's default).")]
+
+
+def _load(uplink: Path | None, downlink: Path | None, window: str, duration: str | None):
+    problems = []
+    try:
+        window_ns = int(Duration.parse(window))
+        if not 10**6 <= window_ns <= 10 * 10**9:
+            problems.append(Problem("--window", f"{window} out of range 1ms..10s"))
+    except UnitError as exc:
+        problems.append(Problem("--window", str(exc)))
+    if uplink is None and downlink is None:
+        problems.append(Problem("", "give --uplink FILE, --downlink FILE or both"))
+    if problems:
+        raise ProfileError(problems)
+    traces = {d: load_trace(p) for d, p in (("uplink", uplink), ("downlink", downlink)) if p is not None}
+    try:
+        duration_ns = int(Duration.parse(duration)) if duration else trace_duration(list(traces.values()))
+    except UnitError as exc:
+        raise ProfileError([Problem("--duration", str(exc))]) from None
+    if duration_ns < window_ns:
+        raise ProfileError([Problem("--duration", f"{Duration(duration_ns)} is shorter than the window "
+                                                  f"{Duration(window_ns)}")])
+    return traces, window_ns, duration_ns
+
+
+def _summary(direction: str, trace: MahimahiTrace, window_ns: int, duration_ns: int) -> str:
+    rates = [r for _, r in window_rates(trace, window_ns, duration_ns)]
+    return (f"{direction}: {trace.source}: {len(trace.opportunities_ms)} opportunities over {trace.period_ms} ms "
+            f"(mean {_kbit(trace.mean_rate_bps)}); {len(rates)} rate changes of {Duration(window_ns)} "
+            f"windows over {Duration(duration_ns)}, rates {_kbit(min(rates))}..{_kbit(max(rates))}")
+
+
+def _kbit(bps: float) -> Rate:
+    """For display: to the kbit/s (the switch gets the exact rate)."""
+    return Rate(max(1000, round(bps, -3)))
+
+
+@app.command("check")
+@guarded
+def check(uplink: UplinkOpt = None, downlink: DownlinkOpt = None, window: WindowOpt = "20ms",
+          duration: DurationOpt = None) -> None:
+    """Read traces (no switch needed) and print what they become: rates per window."""
+    traces, window_ns, duration_ns = _load(uplink, downlink, window, duration)
+    for d, t in traces.items():
+        console.print(_summary(d, t, window_ns, duration_ns), highlight=False)
+
+
+@app.command("run")
+@guarded
+def run(
+    uplink: UplinkOpt = None,
+    downlink: DownlinkOpt = None,
+    window: WindowOpt = "20ms",
+    duration: DurationOpt = None,
+    profile: BaseOpt = None,
+    rule: RuleOpt = None,
+    rules_file: RulesFile = None,
+    profiles: ProfilesOpt = None,
+    as_json: Json = False,
+    addr: SwitchAddr = DEFAULT_ADDR,
+    device_id: DeviceId = 1,
+    election_id: ElectionId = 1,
+) -> None:
+    """Play Mahimahi traces on the rules (default: all traffic between ports 1 and 2).
+
+    Each window's delivery opportunities (x 1500 bytes) become that direction's rate; the
+    rates change in place at the window boundaries (the queue carries on), played by the
+    timeline player. Everything is checked before the first change. Ctrl-C stops it (exit 130)
+    and leaves the last rate on."""
+    traces, window_ns, duration_ns = _load(uplink, downlink, window, duration)
+    known = {p.name: p for p in gather_profiles(profiles)}
+    base = resolve_profile(profile, {**builtin_profiles(), **known}) if profile else None
+    timeline = trace_timeline(traces.get("uplink"), traces.get("downlink"), window_ns=window_ns,
+                              duration_ns=duration_ns, base=base)
+    rules = gather_rules(rule, rules_file)
+    if not as_json:
+        for d, t in traces.items():
+            console.print(_summary(d, t, window_ns, duration_ns), highlight=False)
+    with connect(addr, device_id, election_id, profiles=list(known.values())) as ctl:
+        result = ctl.run_timeline(timeline, rules or None)
+    errors = result.errors_ms
+    if as_json:
+        typer.echo(json.dumps({
+            "window_ms": window_ns / 1e6, "duration_ms": duration_ns / 1e6, "interrupted": result.interrupted,
+            "changes": len(errors),
+            "error_ms": {"median": round(statistics.median(errors), 3), "max": round(max(errors), 3)} if errors else None,
+            "events": [{"at_ms": e.event.at_ns / 1e6, "action": e.event.action, "error_ms": round(e.error_ns / 1e6, 3)}
+                       for e in result.events],
+        }, indent=2))
+    elif errors:
+        console.print(f"{len(errors)} changes; in force after their time: median {statistics.median(errors):.2f} ms, "
+                      f"max {max(errors):.2f} ms", highlight=False)
+    if result.interrupted:
+        error(f"interrupted after {len(result.events)} changes; the switch keeps the last rate")
+        raise typer.Exit(EXIT_INTERRUPTED)

@@ -1,0 +1,188 @@
+"""Mahimahi-style trace-driven links, played as a timeline of in-place rate changes.
+
+A Mahimahi trace (mm-link) is a text file with one integer per line: a millisecond timestamp at
+which the link can deliver one 1500-byte packet (a "delivery opportunity"); several lines with
+the same timestamp are several opportunities in that millisecond, and the trace repeats with a
+period of its last timestamp. p4netem's link is a rate and a queue, not a list of
+opportunities, so a trace becomes a rate per window: the opportunities in the window times
+one 1500-byte packet's 1514-byte frame, over the window. Windows without any opportunity are merged into the window that
+follows (the rate over the merged span), since rate 0 in a profile means "unlimited" and the
+smallest rate would hold a queued packet for seconds. The rates play as a Timeline of `set`
+steps, in place (the queue carries on), through the ordinary TimelinePlayer.
+
+What this cannot do (docs/control.md, "Trace-driven links", has the measured figures): a
+packet's departure time is fixed when it is queued, at the rate in force then, so a change of
+rate reaches the packets queued after it: with a standing queue the delivered rate follows the
+trace late by the queue's drain time; and within a window the link is smooth, where Mahimahi
+delivers in bursts of opportunities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from bisect import bisect_left
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from ..profiles import Profile
+from ..profiles.errors import Problem
+from ..profiles.units import Duration, Rate
+from .timeline import Timeline, TimelineError
+
+__all__ = ["MahimahiTrace", "TraceError", "load_trace", "parse_trace", "window_rates", "trace_timeline",
+           "MTU_BYTES", "FRAME_BYTES"]
+
+# One delivery opportunity carries one 1500-byte IP packet (Mahimahi's mm-link): a 1514-byte
+# Ethernet frame, which is what p4netem's rate counts, so a full-size packet gets exactly one
+# opportunity's time (a small packet gets its 14 header bytes' less than Mahimahi gives it).
+MTU_BYTES = 1500
+FRAME_BYTES = MTU_BYTES + 14
+MS = 1_000_000
+_MAX_LINES = 10_000_000
+
+
+class TraceError(TimelineError):
+    """A trace file that cannot be read (every problem with its line)."""
+
+
+@dataclass(frozen=True)
+class MahimahiTrace:
+    opportunities_ms: tuple[int, ...]  # sorted timestamps, one per opportunity
+    source: str = ""
+
+    @property
+    def period_ms(self) -> int:
+        """The trace repeats after its last timestamp (as mm-link loops it)."""
+        return self.opportunities_ms[-1]
+
+    @property
+    def mean_rate_bps(self) -> float:
+        return len(self.opportunities_ms) * FRAME_BYTES * 8 / (self.period_ms / 1000)
+
+    def count(self, start_ns: int, end_ns: int) -> int:
+        """Opportunities at times in [start, end) of the looped trace: mm-link plays line i of
+        loop m at (t_i + m * period) ms, every line of every loop (a line at the period and a
+        line at 0 of the next loop are two opportunities at the same time)."""
+        return self._before(end_ns) - self._before(start_ns)
+
+    def _before(self, x_ns: int) -> int:
+        """Opportunities of the looped trace at times < x."""
+        period = self.period_ms * MS
+        ts = self.opportunities_ms
+        loops = x_ns // period
+        total = max(loops - 1, 0) * len(ts)  # loops that end at least a period before x: all of them
+        for m in range(max(loops - 1, 0), loops + 1):
+            total += bisect_left(ts, Fraction(x_ns - m * period, MS))
+        return total
+
+
+def parse_trace(text: str, source: str = "<trace>") -> MahimahiTrace:
+    """A trace from its text; every malformed line is named (TraceError)."""
+    out: list[int] = []
+    problems: list[Problem] = []
+    last = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        word = line.strip()
+        if not word:
+            continue
+        if len(out) >= _MAX_LINES:
+            problems.append(Problem(f"line {number}", f"more than {_MAX_LINES} opportunities"))
+            break
+        try:
+            value = int(word)
+        except ValueError:
+            problems.append(Problem(f"line {number}", f"{word!r} is not a whole number of milliseconds"))
+            continue
+        if value < 0:
+            problems.append(Problem(f"line {number}", f"{value} is negative"))
+        elif value < last:
+            problems.append(Problem(f"line {number}", f"{value} is before the line above ({last}): timestamps "
+                                                      "must not decrease"))
+        else:
+            out.append(value)
+            last = value
+        if len(problems) >= 10:
+            break
+    if not problems and not out:
+        problems.append(Problem("", "no delivery opportunities (one millisecond timestamp per line)"))
+    elif not problems and out[-1] == 0:
+        problems.append(Problem("", "the last timestamp (the trace's period) is 0 ms; it must be positive"))
+    if problems:
+        raise TraceError(problems, source)
+    return MahimahiTrace(tuple(out), source)
+
+
+def load_trace(path: str | Path) -> MahimahiTrace:
+    path = Path(path)
+    return parse_trace(path.read_text(encoding="utf-8"), str(path))
+
+
+def window_rates(trace: MahimahiTrace, window_ns: int, duration_ns: int) -> list[tuple[int, int]]:
+    """[(start_ns, rate bit/s)] over [0, duration): the looped trace's opportunities per window
+    as a rate; a run of empty windows is merged into the next non-empty one (the rate over the
+    merged span), trailing empty windows into the last non-empty one. Consecutive equal rates
+    are one entry."""
+    if window_ns <= 0:
+        raise ValueError("window must be positive")
+    spans: list[tuple[int, int, int]] = []  # (start, end, opportunities)
+    pending_start: int | None = None
+    t = 0
+    while t < duration_ns:
+        end = min(t + window_ns, duration_ns)
+        n = trace.count(t, end)
+        start = t if pending_start is None else pending_start
+        if n == 0:
+            pending_start = start
+        else:
+            spans.append((start, end, n))
+            pending_start = None
+        t = end
+    if pending_start is not None:
+        if spans:
+            s, _, n = spans.pop()
+            spans.append((s, duration_ns, n))
+        else:
+            raise TraceError([Problem("", f"no delivery opportunity in the first {Duration(duration_ns)}")],
+                             trace.source)
+    out: list[tuple[int, int]] = []
+    for start, end, n in spans:
+        rate = round(n * FRAME_BYTES * 8 * 10**9 / (end - start))
+        if not out or out[-1][1] != rate:
+            out.append((start, rate))
+    return out
+
+
+def trace_timeline(uplink: MahimahiTrace | None, downlink: MahimahiTrace | None, *, window_ns: int,
+                   duration_ns: int, base: Profile | None = None, name: str = "trace",
+                   set_mode: str = "in-place") -> Timeline:
+    """A Timeline that applies `base` (default: no impairment) with each direction's first
+    window rate, then sets each direction's rate at every window where it changes (in place;
+    set_mode="switch" gives each window a new, empty queue instead, for comparison). A
+    direction without a trace keeps `base`'s parameters."""
+    if uplink is None and downlink is None:
+        raise TraceError([Problem("", "no trace: give an uplink or a downlink trace (or both)")])
+    rates = {d: window_rates(t, window_ns, duration_ns) for d, t in (("uplink", uplink), ("downlink", downlink))
+             if t is not None}
+    doc = (base or Profile.parse({"name": name})).to_dict()
+    doc["name"] = name
+    for d, series in rates.items():
+        doc.setdefault(d, {})
+        doc[d]["rate"] = f"{series[0][1]}bit"
+    start = Profile.parse(doc)
+    changes: dict[int, dict[str, Any]] = {}
+    for d, series in rates.items():
+        for at, rate in series[1:]:
+            changes.setdefault(at, {})[f"{d}.rate"] = str(Rate(rate))
+    steps: list[dict[str, Any]] = [{"apply": name}]
+    steps += [{"at": f"{at}ns", "set": changes[at]} for at in sorted(changes)]
+    steps.append({"at": f"{duration_ns - 1}ns", "wait": "1ns"})  # hold the last rate until the end
+    source = " ".join(f"{d}={t.source}" for d, t in (("uplink", uplink), ("downlink", downlink)) if t is not None)
+    return Timeline.parse({"name": name, "set_mode": set_mode, "profiles": [start.to_dict()], "steps": steps},
+                          source=f"traces {source}")
+
+
+def trace_duration(traces: Sequence[MahimahiTrace | None]) -> int:
+    """One period of the longest trace, in ns (the default length of a run)."""
+    return max(t.period_ms for t in traces if t is not None) * MS

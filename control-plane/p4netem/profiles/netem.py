@@ -1,0 +1,393 @@
+"""netem's command-line syntax to a p4netem Profile: bring `tc qdisc ... netem OPTIONS` along.
+
+    profile, warnings = profile_from_netem("delay 100ms 10ms distribution normal loss 1% rate 1mbit")
+    profile, warnings = profile_from_netem(uplink="rate 400kbit", downlink="delay 50ms rate 3mbit")
+
+The options are read the way tc(8) reads them (iproute2's tc/q_netem.c and tc_util.c): keywords
+may be abbreviated to any prefix, tried in tc's order (`d` is delay, `di` distribution); a bare
+time is microseconds; a bare rate is bit/s and `bps` means BYTES per second (`kbps` = 8000
+bit/s, `KiBps` = 8192); a percentage may omit the `%`; a leading `tc qdisc add dev X root netem`
+is skipped. What each option becomes, and where p4netem differs, is in docs/profiles.md
+("From netem"). An option the pipeline does not have (correlation, slot, ecn, cellsize, gap > 1,
+a 4-state loss model that is not a Gilbert model) is an error that names the token and says
+what is allowed: a profile that silently did less than the netem command would be worse than
+none. One netem qdisc shapes one direction: the same options go to both directions unless
+`uplink`/`downlink` give a direction its own.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from .errors import Problem, ProfileError
+from .profile import Profile
+from .units import quote
+
+__all__ = ["NetemLink", "parse_netem", "profile_from_netem", "NETEM_DEFAULT_LIMIT"]
+
+# netem's queue limit when `limit` is not given (tc/q_netem.c: opt.limit = 1000).
+NETEM_DEFAULT_LIMIT = 1000
+
+# tc's keyword order: `matches()` accepts any prefix, and the first keyword it fits wins.
+_KEYWORDS = ("limit", "latency", "delay", "loss", "drop", "ecn", "reorder", "corrupt", "gap",
+             "duplicate", "distribution", "rate", "slot", "seed")
+_ALLOWED = ("delay TIME [JITTER [0]] [distribution uniform|normal|pareto|paretonormal], "
+            "loss [random] PERCENT [0], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [0 [P23 [0]]]], "
+            "duplicate PERCENT [0], corrupt PERCENT [0], reorder PERCENT [0] [gap 1], "
+            "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS")
+
+# tc_util.c get_time64: case-insensitive units; a bare number is microseconds.
+_TIME_UNITS = {"s": 10**9, "sec": 10**9, "secs": 10**9, "ms": 10**6, "msec": 10**6, "msecs": 10**6,
+               "us": 10**3, "usec": 10**3, "usecs": 10**3, "ns": 1, "nsec": 1, "nsecs": 1, "": 10**3}
+# tc_util.c get_rate64 (strcasecmp): bit and SI/IEC multiples; "Bps" forms are bytes/s.
+_RATE_UNITS = {"": 1, "bit": 1, "kibit": 1024, "kbit": 1000, "mibit": 1024**2, "mbit": 10**6,
+               "gibit": 1024**3, "gbit": 10**9, "tibit": 1024**4, "tbit": 10**12,
+               "bps": 8, "kibps": 8 * 1024, "kbps": 8000, "mibps": 8 * 1024**2, "mbps": 8 * 10**6,
+               "gibps": 8 * 1024**3, "gbps": 8 * 10**9, "tibps": 8 * 1024**4, "tbps": 8 * 10**12}
+# Distributions p4netem's jitter has (netem's tables plus its table-less uniform).
+_DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
+_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+@dataclass
+class NetemLink:
+    """One direction read from netem options: LinkParams fields (profile YAML form), the
+    warnings worth printing, and the options as given."""
+
+    fields: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    text: str = ""
+
+
+class _Tokens:
+    """The option words with tc's lookahead (NEXT_IS_NUMBER: the next word starts a number)."""
+
+    def __init__(self, words: list[str]):
+        self.words = words
+        self.i = 0
+
+    def more(self) -> bool:
+        return self.i < len(self.words)
+
+    def take(self, what: str, after: str) -> str:
+        if not self.more():
+            raise _Bad(after, f"expects {what} after it")
+        word = self.words[self.i]
+        self.i += 1
+        return word
+
+    def next_is_number(self, signed: bool = False) -> bool:
+        if not self.more():
+            return False
+        word = self.words[self.i]
+        if signed and word[:1] in "+-":
+            word = word[1:]
+        return bool(_NUMBER.match(word)) and word[:1] not in "+-"
+
+
+class _Bad(Exception):
+    def __init__(self, where: str, message: str):
+        super().__init__(message)
+        self.problem = Problem(where, message)
+
+
+def _split(text: str | Sequence[str]) -> list[str]:
+    try:
+        words = shlex.split(text) if isinstance(text, str) else [str(w) for w in text]
+    except ValueError as exc:  # an unbalanced quote
+        raise ProfileError([Problem("", f"cannot split {quote(text)} into words: {exc}")], "netem options") from None
+    # A pasted tc command: skip everything up to the qdisc kind.
+    if words and words[0] in ("tc", "netem") and "netem" in words:
+        words = words[words.index("netem") + 1:]
+    return words
+
+
+def _keyword(word: str) -> str | None:
+    """tc's matches(): the first keyword that `word` is a prefix of (case-sensitive, as tc)."""
+    for keyword in _KEYWORDS:
+        if word and keyword.startswith(word):
+            return keyword
+    return None
+
+
+def _number_unit(word: str, where: str, kind: str) -> tuple[Decimal, str]:
+    match = _NUMBER.match(word)
+    if match is None:
+        raise _Bad(where, f"{quote(word)} is not {kind}")
+    return Decimal(match.group(0)), word[match.end():]
+
+
+def _time(word: str, where: str) -> str:
+    number, unit = _number_unit(word, where, "a time")
+    scale = _TIME_UNITS.get(unit.lower())
+    if scale is None:
+        raise _Bad(where, f"{quote(word)} has an unknown time unit {quote(unit)}; tc's units: s, ms, us, ns "
+                          "(also sec, msec, usec, nsec; a bare number is microseconds)")
+    if number < 0:
+        raise _Bad(where, f"{quote(word)} is negative")
+    ns = number * scale
+    if ns != ns.to_integral_value():
+        raise _Bad(where, f"{quote(word)} is not a whole number of nanoseconds")
+    return f"{int(ns)}ns"
+
+
+def _percent(word: str, where: str) -> Decimal:
+    text = word[:-1] if word.endswith("%") else word
+    match = _NUMBER.fullmatch(text)
+    if match is None:
+        raise _Bad(where, f"{quote(word)} is not a percentage (e.g. 1% or 1)")
+    return Decimal(text)
+
+
+def _rate(word: str, where: str) -> str:
+    if word.endswith("%"):
+        raise _Bad(where, f"{quote(word)}: a rate in percent of the device's speed has no meaning on a "
+                          "p4netem rule; give bit/s (kbit, mbit, gbit) or bytes/s (kbps, mbps)")
+    number, unit = _number_unit(word, where, "a rate")
+    scale = _RATE_UNITS.get(unit.lower())
+    if scale is None:
+        raise _Bad(where, f"{quote(word)} has an unknown rate unit {quote(unit)}; tc's units: bit, kbit, mbit, "
+                          "gbit, tbit, kibit..tibit (bits/s), bps, kbps, mbps, gbps, tbps, kibps..tibps "
+                          "(BYTES/s); a bare number is bit/s")
+    if number < 0:
+        raise _Bad(where, f"{quote(word)} is negative")
+    return f"{number * scale}bit"
+
+
+def _no_correlation(tokens: _Tokens, where: str) -> None:
+    """netem's optional CORRELATION: accepted only as 0 (p4netem draws every packet independently)."""
+    if tokens.next_is_number():
+        word = tokens.take("a correlation", where)
+        if _percent(word, where) != 0:
+            raise _Bad(where, f"correlation {quote(word)} is not supported: p4netem draws every packet "
+                              "independently; leave it out (for bursty loss: loss gemodel or loss state)")
+
+
+def parse_netem(text: str | Sequence[str]) -> NetemLink:
+    """The LinkParams fields of one direction from netem options. Raises ProfileError naming
+    each token that is unknown, malformed or not supported (all of them, not just the first)."""
+    words = _split(text)
+    tokens = _Tokens(words)
+    out: dict[str, Any] = {}
+    warnings: list[str] = []
+    problems: list[Problem] = []
+    seen: dict[str, str] = {}
+    gap: int | None = None
+    distribution: str | None = None
+    limit: int | None = None
+    while tokens.more():
+        word = tokens.take("an option", "")
+        keyword = _keyword(word)
+        try:
+            if keyword is None:
+                raise _Bad("", f"{quote(word)} is not a netem option p4netem knows; allowed: {_ALLOWED}")
+            if keyword in ("latency", "delay"):
+                keyword = "delay"
+            if keyword == "drop":
+                keyword = "loss"
+            if keyword in seen and keyword not in ("ecn",):
+                raise _Bad(keyword, f"given twice ({quote(seen[keyword])} and {quote(word)})")
+            seen[keyword] = word
+            if keyword == "limit":
+                raw = tokens.take("a number of packets", "limit")
+                try:
+                    limit = int(raw, 0)
+                except ValueError:
+                    raise _Bad("limit", f"{quote(raw)} is not a number of packets") from None
+            elif keyword == "delay":
+                out["delay"] = _time(tokens.take("a time", "delay"), "delay")
+                if tokens.next_is_number():
+                    out["jitter"] = _time(tokens.take("a jitter", "delay"), "delay jitter")
+                    _no_correlation(tokens, "delay")
+            elif keyword == "loss":
+                _loss(tokens, out)
+            elif keyword in ("duplicate", "corrupt"):
+                out[keyword] = f"{_percent(tokens.take('a percentage', keyword), keyword)}%"
+                _no_correlation(tokens, keyword)
+            elif keyword == "reorder":
+                out["reorder"] = {"probability": f"{_percent(tokens.take('a percentage', 'reorder'), 'reorder')}%"}
+                _no_correlation(tokens, "reorder")
+            elif keyword == "gap":
+                raw = tokens.take("a distance", "gap")
+                try:
+                    gap = int(raw, 0)
+                except ValueError:
+                    raise _Bad("gap", f"{quote(raw)} is not a number of packets") from None
+            elif keyword == "distribution":
+                name = tokens.take("a distribution", "distribution")
+                if name not in _DISTRIBUTIONS:
+                    raise _Bad("distribution", f"{quote(name)} is not a distribution p4netem has; allowed "
+                                               f"{', '.join(_DISTRIBUTIONS)} (netem's other tables, such as "
+                                               "experimental or your own, are not built in; a table written "
+                                               "into the switch's user slot of dist_table is used by "
+                                               "jitter_distribution: user in a profile YAML)")
+                distribution = name
+            elif keyword == "rate":
+                _rate_option(tokens, out)
+            elif keyword == "ecn":
+                raise _Bad("ecn", "p4netem drops packets, it does not ECN-mark them; leave ecn out")
+            elif keyword == "slot":
+                raise _Bad("slot", "netem's slotted delivery (slot MIN [MAX] [packets N] [bytes B]) is not in "
+                                   "p4netem's pipeline; use rate and delay, or a radio model for wake-up delays")
+            elif keyword == "seed":
+                raise _Bad("seed", "a p4netem switch has one PRNG seed for everything "
+                                   "(p4netem-switch --seed / p4netem switch --seed), not one per profile")
+        except _Bad as bad:
+            problems.append(bad.problem)
+            # Skip the rest of this option's arguments (ecn has none): resynchronise on the next
+            # keyword, so that every bad option is reported, each once.
+            while keyword != "ecn" and tokens.more() and _keyword(tokens.words[tokens.i]) is None:
+                tokens.i += 1
+    if gap is not None:
+        if "reorder" not in out:
+            problems.append(Problem("gap", "given without reorder (tc refuses it too)"))
+        elif gap > 1:
+            problems.append(Problem("gap", f"{gap}: p4netem reorders each packet independently, as netem with "
+                                           "gap 1 (the default); gap > 1 (every Nth packet) is not supported"))
+    if "reorder" in out and "delay" not in out:
+        problems.append(Problem("reorder", "reordering needs some delay (tc refuses it too): add delay TIME"))
+    if distribution is not None:
+        if "jitter" not in out:
+            problems.append(Problem("distribution", "needs delay TIME JITTER (tc refuses it too)"))
+        else:
+            out["jitter_distribution"] = distribution
+    elif "jitter" in out:
+        # netem without a distribution table draws jitter uniformly from +/- JITTER (the kernel's
+        # tabledist without a table; the man page's "default is normal" is not what it does).
+        out["jitter_distribution"] = "uniform"
+    if "jitter" in out:
+        # netem's tfifo sends packets in time-to-send order, so jitter reorders them.
+        out.setdefault("reorder", {})["keep_order"] = False
+    if "rate" in out:
+        out["queue"] = {"packets": limit if limit is not None else NETEM_DEFAULT_LIMIT}
+    elif limit is not None:
+        warnings.append(f"limit {limit} without rate: p4netem's limit bounds the rate queue, so it has no "
+                        "effect here; netem would drop beyond that many packets held in its delay")
+    if problems:
+        raise ProfileError(problems, f"netem {quote(' '.join(words))}")
+    return NetemLink(out, warnings, " ".join(words))
+
+
+def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:
+    word = tokens.take("random PERCENT, gemodel P [R [1-H [1-K]]] or state P13 [...]", "loss")
+    if word == "random" or _NUMBER.match(word):
+        raw = tokens.take("a percentage", "loss random") if word == "random" else word
+        out["loss"] = f"{_percent(raw, 'loss')}%"
+        _no_correlation(tokens, "loss")
+        return
+    if word == "gemodel":
+        # tc's defaults: r 100%, 1-h 100% (h = 0), 1-k 0%.
+        args = [_percent(tokens.take("P", "loss gemodel"), "loss gemodel p")]
+        for name in ("r", "1-h", "1-k"):
+            if not tokens.next_is_number():
+                break
+            args.append(_percent(tokens.take(name, "loss gemodel"), f"loss gemodel {name}"))
+        p, r, loss_bad, loss_good = (args + [Decimal(100), Decimal(100), Decimal(0)][len(args) - 1:])[:4]
+        if p == 0:
+            # Never leaves the good state: plain random loss at 1-k.
+            if loss_good:
+                out["loss"] = f"{loss_good}%"
+            return
+        out["gilbert_elliott"] = {"p": f"{p}%", "r": f"{r}%", "loss_bad": f"{loss_bad}%",
+                                  "loss_good": f"{loss_good}%"}
+        return
+    if word == "state":
+        # tc's defaults: p31 = 100% - p13, p32 = 0, p23 = 100%, p14 = 0.
+        p13 = _percent(tokens.take("P13", "loss state"), "loss state p13")
+        args = {"p31": Decimal(100) - p13, "p32": Decimal(0), "p23": Decimal(100), "p14": Decimal(0)}
+        for name in ("p31", "p32", "p23", "p14"):
+            if not tokens.next_is_number():
+                break
+            args[name] = _percent(tokens.take(name, "loss state"), f"loss state {name}")
+        if args["p32"] != 0 or args["p14"] != 0:
+            raise _Bad("loss state", f"p32 {args['p32']}% and p14 {args['p14']}%: with either above 0 this is "
+                                     "the 4-state model (bursts with receptions inside, isolated losses), "
+                                     "which p4netem does not have; with both 0 it is a Gilbert model, which "
+                                     "p4netem has exactly (loss state P13 P31)")
+        if p13 == 0:
+            return  # never leaves state 1: no loss
+        # States 1 (received) and 3 (lost) only: the packet is lost exactly when the chain moves to
+        # or stays in 3, i.e. p4netem's Gilbert-Elliott with p = p13, r = p31, loss 100% / 0%.
+        out["gilbert_elliott"] = {"p": f"{p13}%", "r": f"{args['p31']}%", "loss_bad": "100%", "loss_good": "0%"}
+        return
+    raise _Bad("loss", f"{quote(word)} is not a loss model; allowed: random PERCENT (or just PERCENT), "
+                       "gemodel P [R [1-H [1-K]]], state P13 [P31 [P32 [P23 [P14]]]]")
+
+
+def _rate_option(tokens: _Tokens, out: dict[str, Any]) -> None:
+    out["rate"] = _rate(tokens.take("a rate", "rate"), "rate")
+    if tokens.next_is_number(signed=True):
+        raw = tokens.take("a packet overhead", "rate")
+        try:
+            overhead = int(raw, 0)
+        except ValueError:
+            raise _Bad("rate packetoverhead", f"{quote(raw)} is not a whole number of bytes") from None
+        if overhead < 0:
+            raise _Bad("rate packetoverhead", f"{overhead}: a negative overhead is not supported; "
+                                              "allowed 0..65535 bytes")
+        if overhead:
+            out["overhead"] = overhead
+        if tokens.next_is_number():
+            raw = tokens.take("a cell size", "rate")
+            if raw not in ("0",):
+                raise _Bad("rate cellsize", f"{quote(raw)}: cell-based accounting (ATM-like cells) is not "
+                                            "supported; allowed 0 (none)")
+            if tokens.next_is_number(signed=True):
+                raw = tokens.take("a cell overhead", "rate")
+                if raw.lstrip("+-") not in ("0",):
+                    raise _Bad("rate celloverhead", f"{quote(raw)}: cell-based accounting is not supported; "
+                                                    "allowed 0")
+
+
+def profile_from_netem(both: str | Sequence[str] | None = None, *, uplink: str | Sequence[str] | None = None,
+                       downlink: str | Sequence[str] | None = None, name: str = "netem",
+                       title: str = "") -> tuple[Profile, list[str]]:
+    """A Profile from netem options: `both` for both directions, `uplink`/`downlink` for one
+    (replacing `both` there). Returns (profile, warnings). Raises ProfileError: a netem token
+    that cannot be mapped (named, with the direction when options are per direction), or a
+    value out of p4netem's range (named by field, `both.rate` for shared options)."""
+    if both is None and uplink is None and downlink is None:
+        raise ProfileError([Problem("", "no netem options given")])
+    # Where each direction's options come from: "both" unless given for that direction.
+    origin = {"uplink": "uplink" if uplink is not None else "both" if both is not None else None,
+              "downlink": "downlink" if downlink is not None else "both" if both is not None else None}
+    texts = {"both": both, "uplink": uplink, "downlink": downlink}
+    links: dict[str, NetemLink] = {}
+    problems: list[Problem] = []
+    for key in dict.fromkeys(o for o in origin.values() if o is not None):
+        try:
+            links[key] = parse_netem(texts[key])
+        except ProfileError as exc:
+            problems += exc.problems if key == "both" else exc.prefixed(key)
+    if problems:
+        raise ProfileError(problems, "netem options")
+    source = "netem " + "; ".join(link.text if key == "both" else f"{key}: {link.text}"
+                                  for key, link in links.items())
+    doc: dict[str, Any] = {"name": name, "description": _clip(f"from {source}", 500),
+                           "source": _clip(source, 1000)}
+    if title:
+        doc["title"] = title
+    if origin["uplink"] == origin["downlink"] == "both":
+        doc["both"] = links["both"].fields  # a value out of range is named once, as both.X
+    else:
+        # Per-direction options replace the shared ones whole (a profile's `both` would merge
+        # them field by field, and the downlink of `--downlink 'delay 5ms'` must have no jitter
+        # from the shared options).
+        for direction, key in origin.items():
+            if key is not None:
+                doc[direction] = links[key].fields
+    try:
+        profile = Profile.parse(doc)
+    except ProfileError as exc:
+        raise exc.with_source("netem options") from None
+    warnings = list(dict.fromkeys(w for link in links.values() for w in link.warnings))
+    return profile, warnings
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,209 @@
+"""netem command-line options to profiles (p4netem.profiles.netem): every option mapped as tc
+reads it (units, abbreviations, defaults), the loss models checked against netem's own
+algorithms, and every unsupported or malformed token refused by name."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from p4netem.profiles import Profile, ProfileError, dumps, loads_profiles
+from p4netem.profiles.netem import NETEM_DEFAULT_LIMIT, parse_netem, profile_from_netem
+
+
+def fields(text: str) -> dict:
+    return parse_netem(text).fields
+
+
+def link(text: str):
+    profile, _ = profile_from_netem(text)
+    assert profile.uplink == profile.downlink
+    return profile.downlink
+
+
+def problems(text: str | None = None, **kw) -> list[str]:
+    with pytest.raises(ProfileError) as info:
+        profile_from_netem(text, **kw)
+    return [str(p) for p in info.value.problems]
+
+
+def test_the_common_options_map_one_to_one() -> None:
+    down = link("delay 100ms 10ms distribution normal loss 1% duplicate 0.5% corrupt 0.1% "
+                "reorder 25% rate 1mbit 24 limit 200")
+    assert int(down.delay) == 100_000_000 and int(down.jitter) == 10_000_000
+    assert down.jitter_distribution == "normal"
+    assert str(down.loss) == "1%" and str(down.duplicate) == "0.5%" and str(down.corrupt) == "0.1%"
+    assert str(down.reorder.probability) == "25%"
+    assert not down.reorder.keep_order  # netem's tfifo sends in time order: jitter reorders
+    assert int(down.rate) == 1_000_000 and down.overhead == 24 and down.queue.packets == 200
+
+
+def test_units_are_read_as_tc_reads_them() -> None:
+    # A bare time is microseconds; tc's long unit names; case does not matter.
+    assert int(link("delay 100").delay) == 100_000
+    assert int(link("delay 1.5SEC").delay) == 1_500_000_000
+    assert int(link("delay 250usecs").delay) == 250_000
+    assert int(link("delay 7ns").delay) == 7
+    # Rates: a bare number is bit/s, "bps" is BYTES per second, IEC prefixes are powers of 1024.
+    rate = lambda text: int(link(f"rate {text}").rate)  # noqa: E731
+    assert rate("64000") == 64_000
+    assert rate("1mbit") == rate("1Mbit") == rate("1000kbit") == 1_000_000
+    assert rate("100kbps") == 800_000
+    assert rate("1KiBps") == 8192 and rate("1kibit") == 1024 and rate("2MiBps") == 2 * 8 * 1024**2
+    assert rate("1.5gbit") == 1_500_000_000
+    # Percentages may omit the %.
+    assert str(link("loss 0.3").loss) == "0.3%"
+
+
+def test_keywords_may_be_abbreviated_like_tc_and_a_pasted_tc_command_works() -> None:
+    # The first keyword in tc's order that a word is a prefix of: d is delay, di distribution,
+    # r reorder, ra rate, l limit, lo loss, c corrupt.
+    assert fields("del 10ms 1ms di pareto lo 1 dup 2 c 3 ra 5mbit li 9") == \
+        fields("delay 10ms 1ms distribution pareto loss 1 duplicate 2 corrupt 3 rate 5mbit limit 9")
+    assert fields("d 10ms 1ms di normal r 5 ra 1mbit l 5 c 1") == \
+        fields("delay 10ms 1ms distribution normal reorder 5 rate 1mbit limit 5 corrupt 1")
+    assert fields("latency 5ms drop 1%") == fields("delay 5ms loss random 1%")
+    assert fields("tc qdisc add dev eth0 root netem delay 5ms") == fields("delay 5ms") == fields("netem delay 5ms")
+
+
+def test_netem_defaults() -> None:
+    # Jitter without a distribution: netem draws it uniformly (the kernel's table-less case).
+    assert link("delay 50ms 5ms").jitter_distribution == "uniform"
+    # netem's queue limit is 1000 packets unless given.
+    assert link("rate 2mbit").queue.packets == NETEM_DEFAULT_LIMIT
+    # Correlation 0 is no correlation.
+    assert fields("delay 50ms 5ms 0% loss 1% 0 duplicate 1% 0") == fields("delay 50ms 5ms loss 1% duplicate 1%")
+    # limit without rate bounds nothing in p4netem: a warning, not silence.
+    profile, warnings = profile_from_netem("delay 10ms limit 50")
+    assert profile.downlink.queue.packets == 0 and len(warnings) == 1
+    assert warnings[0].startswith("limit 50 without rate")
+
+
+def test_gemodel_defaults_and_arguments_follow_tc() -> None:
+    ge = link("loss gemodel 1%").gilbert_elliott  # tc: r 100%, 1-h 100%, 1-k 0%
+    assert (str(ge.p), str(ge.r), str(ge.loss_bad), str(ge.loss_good)) == ("1%", "100%", "100%", "0%")
+    ge = link("loss gemodel 1% 10% 70% 0.1%").gilbert_elliott
+    assert (str(ge.p), str(ge.r), str(ge.loss_bad), str(ge.loss_good)) == ("1%", "10%", "70%", "0.1%")
+    # p = 0 never leaves the good state: random loss at 1-k.
+    down = link("loss gemodel 0 50% 100% 2%")
+    assert down.gilbert_elliott is None and str(down.loss) == "2%"
+
+
+def _netem_gemodel(p, r, h, k1, n, rng):
+    """netem's loss_gilb_ell: draw the transition, then the loss of the state the packet found."""
+    state, lost = "good", []
+    for _ in range(n):
+        if state == "good":
+            if rng.random() < p:
+                state = "bad"
+            lost.append(rng.random() < k1)
+        else:
+            if rng.random() < r:
+                state = "good"
+            lost.append(rng.random() > h)
+    return lost
+
+
+def _netem_4state(p13, p31, n, rng):
+    """netem's loss_4state with p32 = p14 = 0: states 1 (sent) and 3 (lost)."""
+    state, lost = 1, []
+    for _ in range(n):
+        u = rng.random()
+        if state == 1:
+            state = 3 if u < p13 else 1
+        else:
+            state = 1 if u < p31 else 3
+        lost.append(state == 3)
+    return lost
+
+
+def _stats(lost: list[bool]) -> tuple[float, float]:
+    bursts, run = [], 0
+    for x in lost:
+        if x:
+            run += 1
+        elif run:
+            bursts.append(run)
+            run = 0
+    return sum(lost) / len(lost), sum(bursts) / len(bursts)
+
+
+def test_loss_models_have_netems_statistics() -> None:
+    """The mapped Gilbert-Elliott model's mean loss and burst length (p4netem's formulas,
+    checked against its data-plane semantics in tests/control/test_profiles.py) equal those of
+    netem's own algorithms, simulated here (200k packets; statistical tolerance)."""
+    rng = random.Random(7)
+    ge = link("loss gemodel 2% 25% 80% 0.5%").gilbert_elliott
+    loss, burst = _stats(_netem_gemodel(0.02, 0.25, 1 - 0.80, 0.005, 200_000, rng))
+    assert ge.mean_loss == pytest.approx(loss, rel=0.06) and ge.mean_burst == pytest.approx(burst, rel=0.06)
+    ge = link("loss state 3% 40%").gilbert_elliott
+    assert (str(ge.p), str(ge.r), str(ge.loss_bad), str(ge.loss_good)) == ("3%", "40%", "100%", "0%")
+    loss, burst = _stats(_netem_4state(0.03, 0.40, 200_000, rng))
+    assert ge.mean_loss == pytest.approx(loss, rel=0.06) and ge.mean_burst == pytest.approx(burst, rel=0.06)
+    # tc's default p31 is 100% - p13.
+    assert str(link("loss state 5%").gilbert_elliott.r) == "95%"
+    assert link("loss state 0").gilbert_elliott is None
+
+
+def test_unsupported_and_malformed_tokens_are_named() -> None:
+    assert problems("delay 100ms 10ms 25% distribution normal") == [
+        'delay: correlation "25%" is not supported: p4netem draws every packet independently; leave it out '
+        '(for bursty loss: loss gemodel or loss state)']
+    found = problems("slot 800us 10ms packets 42 ecn frobnicate 3 rate 10% loss 1% 30% "
+                     "reorder 5% gap 5 delay 1ms distribution experimental")
+    assert found[0].startswith("slot: netem's slotted delivery")
+    assert found[1].startswith("ecn: p4netem drops packets, it does not ECN-mark them")
+    assert found[2].startswith('"frobnicate" is not a netem option p4netem knows; allowed: delay TIME')
+    assert found[3].startswith('rate: "10%": a rate in percent of the device\'s speed')
+    assert found[4].startswith('loss: correlation "30%" is not supported')
+    assert found[5].startswith('distribution: "experimental" is not a distribution p4netem has; allowed uniform, '
+                               'normal, pareto, paretonormal')
+    assert found[6].startswith("gap: 5: p4netem reorders each packet independently")
+    assert len(found) == 7
+    assert problems("loss state 1% 30% 2%")[0].startswith("loss state: p32 2% and p14 0%: with either above 0 "
+                                                          "this is the 4-state model")
+    assert problems("loss sometimes 1%")[0].startswith('loss: "sometimes" is not a loss model; allowed: random')
+    assert problems("rate 1mbit -4") == ["rate packetoverhead: -4: a negative overhead is not supported; "
+                                         "allowed 0..65535 bytes"]
+    assert problems("rate 1mbit 0 53")[0].startswith('rate cellsize: "53": cell-based accounting')
+    assert problems("rate 5furlongs")[0].startswith('rate: "5furlongs" has an unknown rate unit "furlongs"; '
+                                                    "tc's units: bit, kbit")
+    assert problems("delay 5 fortnights")[0].startswith('"fortnights" is not a netem option')
+    assert problems("delay 5parsecs")[0].startswith('delay: "5parsecs" has an unknown time unit "parsecs"')
+    assert problems("delay") == ["delay: expects a time after it"]
+    assert problems("delay 1ms delay 2ms") == ['delay: given twice ("delay" and "delay")']
+    assert problems("reorder 5%") == ["reorder: reordering needs some delay (tc refuses it too): add delay TIME"]
+    assert problems("delay 5ms distribution normal") == ["distribution: needs delay TIME JITTER (tc refuses it too)"]
+    assert problems("seed 42")[0].startswith("seed: a p4netem switch has one PRNG seed")
+    assert problems("delay 'oops")[0].startswith("cannot split")
+    # Values netem takes but p4netem's ranges do not: named by profile field.
+    assert problems("rate 500bit") == ['both.rate: 500bit out of range 1kbit..100Gbit or "unlimited"']
+    assert problems("loss 150%") == ["both.loss: 150% out of range 0..100%"]
+    assert problems() == ["no netem options given"]
+
+
+def test_per_direction_options_replace_the_shared_ones() -> None:
+    profile, _ = profile_from_netem("delay 100ms 10ms loss gemodel 1% 20% rate 10mbit", downlink="delay 30ms",
+                                    name="asym")
+    assert profile.name == "asym"
+    assert int(profile.uplink.rate) == 10_000_000 and profile.uplink.gilbert_elliott is not None
+    down = profile.downlink
+    assert int(down.delay) == 30_000_000 and int(down.jitter) == 0 and down.gilbert_elliott is None
+    assert down.rate.unlimited
+    only_up, _ = profile_from_netem(uplink="rate 400kbit")
+    assert int(only_up.uplink.rate) == 400_000 and only_up.downlink == Profile.parse({"name": "x"}).downlink
+    assert problems(uplink="delay 1ms 2ms 3%", downlink="loss 1% 5%") == [
+        'uplink.delay: correlation "3%" is not supported: p4netem draws every packet independently; '
+        'leave it out (for bursty loss: loss gemodel or loss state)',
+        'downlink.loss: correlation "5%" is not supported: p4netem draws every packet independently; '
+        'leave it out (for bursty loss: loss gemodel or loss state)']
+
+
+def test_the_yaml_loads_back_to_the_same_profile() -> None:
+    profile, _ = profile_from_netem("delay 100ms 10ms distribution paretonormal loss gemodel 1% 10% 70% 0.1% "
+                                    "duplicate 1 corrupt 0.01 rate 100kbps 14 limit 64", name="round-trip")
+    (back,) = loads_profiles(dumps(profile))
+    assert back == profile
+    assert profile.source == ("netem delay 100ms 10ms distribution paretonormal loss gemodel 1% 10% 70% 0.1% "
+                              "duplicate 1 corrupt 0.01 rate 100kbps 14 limit 64")

@@ -1,0 +1,80 @@
+"""Mahimahi traces (p4netem.control.trace): reading, looping, windows to rates, the timeline
+they become, and the shipped synthetic traces being what their generator writes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from p4netem.control.trace import (FRAME_BYTES, TraceError, load_trace, parse_trace, trace_timeline,
+                                   window_rates)
+
+MS = 1_000_000
+TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
+
+
+def test_opportunities_loop_like_mm_link() -> None:
+    trace = parse_trace("0\n0\n1\n2\n3\n4\n")
+    assert trace.period_ms == 4
+    assert trace.count(0, 4 * MS) == 5  # 0, 0, 1, 2, 3
+    assert trace.count(4 * MS, 5 * MS) == 3  # line "4" of loop 0 and both 0s of loop 1
+    assert trace.count(0, 8 * MS) == 11  # 6 lines of loop 0, 5 of loop 1 before 8 ms
+    assert trace.count(0, 400 * MS) == 100 * 6 - 1 + 0  # every line of 100 loops but loop 99's "4" (at 400)
+    assert trace.count(3 * MS, 3 * MS) == 0
+    assert trace.mean_rate_bps == 6 * FRAME_BYTES * 8 / 0.004
+
+
+def test_windows_become_rates_and_empty_windows_merge_forward() -> None:
+    one_per_ms = parse_trace("\n".join(str(i) for i in range(1, 1001)))
+    rates = window_rates(one_per_ms, 20 * MS, 2000 * MS)
+    per_window = 20 * FRAME_BYTES * 8 / 0.02
+    assert rates[0] == (0, round(19 * FRAME_BYTES * 8 / 0.02))  # ms 1..19: the opportunity at 20 is window 1's
+    assert rates[1:] == [(20 * MS, round(per_window))]  # then constant: one entry
+    sparse = parse_trace("5\n10\n100\n")
+    assert window_rates(sparse, 20 * MS, 120 * MS) == [
+        (0, round(2 * FRAME_BYTES * 8 / 0.02)),
+        # 20..100 ms are empty: merged into 100..120, which has loop 0's 100 and loop 1's 5 and 10.
+        (20 * MS, round(3 * FRAME_BYTES * 8 / 0.1))]
+
+
+def test_trace_timeline_sets_rates_in_place_at_the_window_times() -> None:
+    steps = parse_trace("\n".join([str(i) for i in range(1, 1001)] + [str(1000 + 4 * i) for i in range(1, 251)]))
+    timeline = trace_timeline(None, steps, window_ns=100 * MS, duration_ns=2000 * MS)
+    events = timeline.compile(lambda name: timeline.profiles[0])
+    assert timeline.duration_ns() == 2000 * MS
+    # 99 opportunities in 0..100 ms (1..99), then 100 per 100 ms, then 25 (one every 4 ms): as
+    # 1514-byte frames.
+    assert [(e.at_ns // MS, e.in_place) for e in events] == [(0, False), (100, True), (1000, True)]
+    assert [str(e.profile.downlink.rate) for e in events] == ["11.99088Mbit", "12.112Mbit", "3.028Mbit"]
+    assert all(e.profile.uplink.rate.unlimited for e in events)
+    switched = trace_timeline(steps, steps, window_ns=100 * MS, duration_ns=2000 * MS, set_mode="switch")
+    events = switched.compile(lambda name: switched.profiles[0])
+    assert not any(e.in_place for e in events) and events[1].action == \
+        "set uplink.rate=12.112Mbit, downlink.rate=12.112Mbit"
+
+
+def test_bad_traces_name_the_line(tmp_path) -> None:
+    with pytest.raises(TraceError) as info:
+        parse_trace("1\n2\nx\n1\n-3\n", "t.trace")
+    assert str(info.value) == ("t.trace: 3 problems\n  line 3: 'x' is not a whole number of milliseconds\n"
+                               "  line 4: 1 is before the line above (2): timestamps must not decrease\n"
+                               "  line 5: -3 is negative")
+    with pytest.raises(TraceError, match="no delivery opportunities"):
+        parse_trace("\n\n")
+    with pytest.raises(TraceError, match="period\\) is 0 ms"):
+        parse_trace("0\n0\n")
+    with pytest.raises(TraceError, match="no trace"):
+        trace_timeline(None, None, window_ns=MS, duration_ns=MS)
+
+
+def test_shipped_traces_are_what_the_generator_writes(tmp_path) -> None:
+    subprocess.run([sys.executable, str(TRACES / "generate.py"), "--out", str(tmp_path)], check=True,
+                   capture_output=True)
+    shipped = sorted(p.name for p in TRACES.glob("*.trace"))
+    assert shipped == sorted(p.name for p in tmp_path.glob("*.trace")) and len(shipped) == 3
+    for name in shipped:
+        assert (tmp_path / name).read_text() == (TRACES / name).read_text(), name
+        load_trace(TRACES / name)
