@@ -1,0 +1,111 @@
+"""The user jitter distribution table on a running p4netem-switch: loaded by the controller
+(Controller.load_distribution), read back (Controller.distribution), refused when it is bad or
+the controller is not primary, and drawn from by `jitter_distribution: user` on the wire: a
+constant +1 sigma table adds exactly delay + jitter to every packet, a two-valued table puts the
+packets in two clusters at delay - jitter and delay + jitter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import NormalDist, median
+
+import grpc
+import pytest
+
+from p4netem.control import Controller, P4RuntimeError, ProfileError
+from p4netem.lab import SwitchProcess, TwoHostLab
+from p4netem.lab.probe import run_probe
+from p4netem.profiles import Profile
+from p4netem.profiles.distribution import DIST_SCALE, TABLE_LEN, load_dist
+
+MS = 1_000_000
+DELAY, JITTER = 20 * MS, 8 * MS
+COUNT, RATE = 400, 200  # 2 s of probes, 5 ms apart
+
+
+def user_profile(name: str) -> Profile:
+    # keep_order false: with a table whose samples differ by 2 x jitter, keeping the release
+    # order would hold the early packets behind the late ones (reorder_mode 0).
+    return Profile.parse({"name": name, "uplink": {
+        "delay": f"{DELAY}ns", "jitter": f"{JITTER}ns", "jitter_distribution": "user",
+        "reorder": {"keep_order": False}}})
+
+
+def test_load_and_read_back_every_cell(bare_switch: SwitchProcess) -> None:
+    with Controller.connect(bare_switch.grpc_addr, election_id=2) as ctl:
+        assert ctl.distribution() == (0,) * TABLE_LEN  # the user table before any load
+        # Every int16 edge and a spread of values, in two's complement on the wire.
+        table = tuple(-32768 if i == 0 else 32767 if i == 1 else (i * 7919) % 65536 - 32768
+                      for i in range(TABLE_LEN))
+        ctl.load_distribution(table)
+        assert ctl.distribution() == table
+        assert ctl.distribution("user") == table
+        # The built-in tables are untouched, and the normal one is the normal quantiles.
+        normal = ctl.distribution("normal")
+        nd = NormalDist()
+        assert list(normal) == sorted(normal)
+        for i in (100, 1000, 2048, 3000, 4000):
+            assert abs(normal[i] - nd.inv_cdf((i + 0.5) / TABLE_LEN) * DIST_SCALE) <= 2, i
+        assert ctl.distribution("pareto") != table
+
+        # Bad input: refused before anything is written.
+        with pytest.raises(ProfileError, match=r"\[3\]: 40000 is outside -32768..32767"):
+            ctl.load_distribution([0, 0, 0, 40000] + [0] * (TABLE_LEN - 4))
+        with pytest.raises(ProfileError, match="4095 cells"):
+            ctl.load_distribution([0] * (TABLE_LEN - 1))
+        with pytest.raises(ProfileError, match="uniform has no table"):
+            ctl.distribution("uniform")
+        with pytest.raises(ProfileError, match='"gauss" is not a distribution'):
+            ctl.distribution("gauss")
+        assert ctl.distribution() == table
+
+        # Only the primary writes; a backup's load is refused with the gRPC status and changes nothing.
+        with Controller.connect(bare_switch.grpc_addr, election_id=1) as backup:
+            assert not backup.is_primary and backup.distribution() == table
+            with pytest.raises(P4RuntimeError) as exc:
+                backup.load_distribution([1] * TABLE_LEN)
+            assert exc.value.code == grpc.StatusCode.PERMISSION_DENIED
+            assert "not the primary" in exc.value.message
+        assert ctl.distribution() == table
+
+        # reset --hard puts the zeros back (the switch's initial user table).
+        ctl.push_pipeline(keep_state=False)
+        assert ctl.distribution() == (0,) * TABLE_LEN
+
+
+def test_constant_table_adds_delay_plus_jitter_to_every_packet(lab: TwoHostLab, ctl: Controller,
+                                                               tmp_path: Path) -> None:
+    dist = tmp_path / "plus-one-sigma.dist"
+    dist.write_text("# every sample +1 sigma\n8192\n")
+    ctl.load_distribution(load_dist(dist))
+    assert ctl.distribution() == (DIST_SCALE,) * TABLE_LEN
+    ctl.apply(user_profile("plus-one"))
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9020)
+    assert result.lost == 0
+    delays = sorted(result.delays_ns)
+    # No packet leaves before delay + jitter (with 0.3 ms of clock and socket slack); a table of
+    # zeros or a normal table would put about half of them below it.
+    assert delays[0] >= DELAY + JITTER - 0.3 * MS, delays[0]
+    # ... and not much later: the host adds tens of microseconds, stalls a few ms to a few packets.
+    assert median(delays) <= DELAY + JITTER + 2 * MS, median(delays)
+    assert delays[int(0.9 * len(delays))] <= DELAY + JITTER + 5 * MS
+
+
+def test_two_valued_table_gives_two_clusters(lab: TwoHostLab, ctl: Controller, tmp_path: Path) -> None:
+    dist = tmp_path / "two.dist"
+    dist.write_text("-8192 8192\n")  # two entries, tiled: half the cells -1 sigma, half +1 sigma
+    table = load_dist(dist)
+    ctl.load_distribution(table)
+    assert ctl.distribution() == table.values
+    ctl.apply(user_profile("two-valued"))
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9021)
+    assert result.lost == 0
+    low = [d for d in result.delays_ns if d < DELAY]
+    high = [d for d in result.delays_ns if d >= DELAY]
+    # Each packet draws a cell uniformly: the low share is binomial(400, 1/2), 4 sigma = +/- 40.
+    assert 160 <= len(low) <= 240, (len(low), len(high))
+    assert min(low) >= DELAY - JITTER - 0.3 * MS and median(low) <= DELAY - JITTER + 2 * MS, median(low)
+    assert min(high) >= DELAY + JITTER - 0.3 * MS and median(high) <= DELAY + JITTER + 2 * MS, median(high)
+    # Nothing in between (a stall could push a low packet up, never by half the 16 ms gap to most).
+    between = [d for d in result.delays_ns if DELAY - JITTER + 4 * MS < d < DELAY + JITTER - 0.3 * MS]
+    assert len(between) <= COUNT // 20, len(between)
