@@ -6,6 +6,11 @@ packets in two clusters at delay - jitter and delay + jitter."""
 
 from __future__ import annotations
 
+import json
+import os
+import statistics
+import subprocess
+import sys
 from pathlib import Path
 from statistics import NormalDist, median
 
@@ -18,6 +23,7 @@ from p4netem.lab.probe import run_probe
 from p4netem.profiles import Profile
 from p4netem.profiles.distribution import DIST_SCALE, TABLE_LEN, load_dist
 
+P4NETEM = Path(sys.executable).parent / "p4netem"
 MS = 1_000_000
 DELAY, JITTER = 20 * MS, 8 * MS
 COUNT, RATE = 400, 200  # 2 s of probes, 5 ms apart
@@ -109,3 +115,73 @@ def test_two_valued_table_gives_two_clusters(lab: TwoHostLab, ctl: Controller, t
     # Nothing in between (a stall could push a low packet up, never by half the 16 ms gap to most).
     between = [d for d in result.delays_ns if DELAY - JITTER + 4 * MS < d < DELAY + JITTER - 0.3 * MS]
     assert len(between) <= COUNT // 20, len(between)
+
+
+def cli(*args: str, addr: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="160", P4NETEM_ADDR=addr)
+    return subprocess.run([str(P4NETEM), *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_cli_load_show_make_and_apply_netem_distribution_file(bare_switch: SwitchProcess, tmp_path: Path) -> None:
+    addr = bare_switch.grpc_addr
+    r = cli("distribution", "show", addr=addr)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("user distribution table (4096 cells): all zeros: jitter_distribution user adds no "
+                        "jitter until a table is loaded\n")
+
+    bad = tmp_path / "bad.dist"
+    bad.write_text("0 0\n0 99999\n")
+    r = cli("distribution", "load", str(bad), addr=addr)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == (f"error: {bad}: line 2: 99999 is outside -32768..32767 (a netem table entry is an int16: "
+                        "sigma/8192)\n")
+    r = cli("distribution", "load", str(tmp_path / "missing.dist"), addr=addr)
+    assert r.returncode == 1 and r.stderr.startswith("error: [Errno 2] No such file or directory"), r.stderr
+
+    two = tmp_path / "two.dist"
+    two.write_text("-8192 8192\n")
+    r = cli("distribution", "load", str(two), addr=addr)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        f"loaded the user distribution table: {two}: 2 entries tiled to 4096",
+        "  in sigma: mean +0.000, sd 1.000, min -1.000, p1 -1.000, p10 -1.000, median +1.000, p90 +1.000, "
+        "p99 +1.000, max +1.000 (2 distinct values)"]
+    shown = json.loads(cli("distribution", "show", "--json", addr=addr).stdout)
+    assert shown["values"] == [-8192, 8192] * 2048 and shown["table"] == "user" and shown["sd"] == 1.0
+    # --dist prints a table that loads back to the same cells.
+    saved = tmp_path / "saved.dist"
+    saved.write_text(cli("distribution", "show", "--dist", addr=addr).stdout)
+    assert load_dist(saved).values == (-8192, 8192) * 2048
+    normal = json.loads(cli("distribution", "show", "--table", "normal", "--json", addr=addr).stdout)
+    assert normal["quantiles"]["p50"] == 0.0 and 0.99 <= normal["sd"] <= 1.0
+
+    # From samples: `make` writes the table maketable would, `load --from-samples` loads the same.
+    samples = tmp_path / "delays.txt"
+    values = [17 + (i % 7) + (i % 13) / 13 for i in range(2000)]
+    samples.write_text("# ms\n" + "\n".join(map(str, values)))
+    hint = f"to reproduce the samples: delay {statistics.mean(values):g} jitter {statistics.stdev(values):g}"
+    out = tmp_path / "made.dist"
+    r = cli("distribution", "make", str(samples), "-o", str(out), addr=addr)
+    assert r.returncode == 0 and hint in r.stderr, (hint, r.stderr)
+    r = cli("distribution", "load", "--from-samples", str(samples), addr=addr)
+    assert r.returncode == 0, r.stderr
+    assert "built from 2000 samples" in r.stdout and hint in r.stdout, r.stdout
+    with Controller.connect(addr, election_id=1, primary=False) as reader:
+        assert reader.distribution() == load_dist(out).values
+
+    # apply --netem '... distribution FILE': the table is loaded, the profile draws from it.
+    r = cli("apply", "--netem", f"delay 10ms 4ms distribution {two}", addr=addr)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"loaded the user distribution table: {two}: 2 entries tiled to 4096\n"
+                               "applied netem to 1 rule(s)"), r.stdout
+    (rule,) = json.loads(cli("show", "--json", addr=addr).stdout)["rules"]
+    assert rule["uplink"]["jitter_distribution"] == "user" and rule["downlink"]["jitter"] == "4ms"
+    with Controller.connect(addr, election_id=1, primary=False) as reader:
+        assert reader.distribution() == (-8192, 8192) * 2048
+    # A bad table in --netem changes nothing: exit 1, the table and the rule as they were.
+    r = cli("apply", "--netem", f"delay 50ms 4ms distribution {bad}", addr=addr)
+    assert r.returncode == 1 and r.stderr.startswith(f"error: netem options: distribution: {bad}: line 2:"), r.stderr
+    assert json.loads(cli("show", "--json", addr=addr).stdout)["rules"][0]["uplink"]["delay"] == "10ms"
+
+    r = cli("distribution", "show", addr="127.0.0.1:1")
+    assert r.returncode == 3 and r.stderr.startswith("error: switch 127.0.0.1:1: UNAVAILABLE"), r.stderr

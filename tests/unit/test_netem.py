@@ -9,7 +9,7 @@ import random
 import pytest
 
 from p4netem.profiles import Profile, ProfileError, dumps, loads_profiles
-from p4netem.profiles.netem import NETEM_DEFAULT_LIMIT, parse_netem, profile_from_netem
+from p4netem.profiles.netem import NETEM_DEFAULT_LIMIT, netem_setup, parse_netem, profile_from_netem
 
 
 def fields(text: str) -> dict:
@@ -151,14 +151,15 @@ def test_unsupported_and_malformed_tokens_are_named() -> None:
         'delay: correlation "25%" is not supported: p4netem draws every packet independently; leave it out '
         '(for bursty loss: loss gemodel or loss state)']
     found = problems("slot 800us 10ms packets 42 ecn frobnicate 3 rate 10% loss 1% 30% "
-                     "reorder 5% gap 5 delay 1ms distribution experimental")
+                     "reorder 5% gap 5 delay 1ms distribution gauss")
     assert found[0].startswith("slot: netem's slotted delivery")
     assert found[1].startswith("ecn: p4netem drops packets, it does not ECN-mark them")
     assert found[2].startswith('"frobnicate" is not a netem option p4netem knows; allowed: delay TIME')
     assert found[3].startswith('rate: "10%": a rate in percent of the device\'s speed')
     assert found[4].startswith('loss: correlation "30%" is not supported')
-    assert found[5].startswith('distribution: "experimental" is not a distribution p4netem has; allowed uniform, '
-                               'normal, pareto, paretonormal')
+    assert found[5].startswith('distribution: "gauss" is not a built-in distribution (uniform, normal, pareto, '
+                               'paretonormal) and there is no such table in tc\'s library directory; give the '
+                               'path of a .dist file')
     assert found[6].startswith("gap: 5: p4netem reorders each packet independently")
     assert len(found) == 7
     assert problems("loss state 1% 30% 2%")[0].startswith("loss state: p32 2% and p14 0%: with either above 0 "
@@ -207,3 +208,47 @@ def test_the_yaml_loads_back_to_the_same_profile() -> None:
     assert back == profile
     assert profile.source == ("netem delay 100ms 10ms distribution paretonormal loss gemodel 1% 10% 70% 0.1% "
                               "duplicate 1 corrupt 0.01 rate 100kbps 14 limit 64")
+
+
+def test_distribution_file_goes_to_the_user_table(tmp_path, monkeypatch) -> None:
+    table = tmp_path / "mine.dist"
+    table.write_text("# two values\n-8192 8192\n")
+    setup = netem_setup(f"delay 10ms 4ms distribution {table}")
+    link = setup.profile.uplink
+    assert link.jitter_distribution.value == "user" and link.reorder.keep_order is False
+    assert setup.profile.downlink == link
+    assert setup.user_table is not None and setup.user_table.source == str(table)
+    assert setup.user_table.values[:4] == (-8192, 8192, -8192, 8192) and setup.user_table.entries == 2
+    # The plain parse says the profile needs the table loaded.
+    profile, warnings = profile_from_netem(f"delay 10ms 4ms distribution {table}")
+    assert profile == setup.profile
+    assert warnings == [f"the profile draws its jitter from the switch's user table (jitter_distribution: user): "
+                        f"load {table} into it with `p4netem distribution load {table}` (p4netem apply --netem "
+                        "does it for you)"]
+    # Built-in names stay the switch's built-in tables.
+    assert netem_setup("delay 10ms 4ms distribution pareto").user_table is None
+    # tc's lookup: NAME.dist in tc's library directory.
+    (tmp_path / "lab.dist").write_text("8192\n")
+    monkeypatch.setenv("TC_LIB_DIR", str(tmp_path))
+    named = netem_setup("delay 10ms 4ms distribution lab")
+    assert named.user_table.values == (8192,) * 4096 and named.profile.uplink.jitter_distribution.value == "user"
+
+
+def test_bad_distribution_files_are_refused_with_the_line(tmp_path) -> None:
+    bad = tmp_path / "bad.dist"
+    bad.write_text("1 2\n3 40000\n")
+    assert problems(f"delay 10ms 4ms distribution {bad}") == [
+        f"distribution: {bad}: line 2: 40000 is outside -32768..32767 (a netem table entry is an int16: sigma/8192)"]
+    odd = tmp_path / "odd.dist"
+    odd.write_text("1 2 3\n")
+    assert problems(f"delay 10ms 4ms distribution {odd}")[0].startswith(f"distribution: {odd}: 3 entries: ")
+    assert problems(f"delay 10ms 4ms distribution {tmp_path}/none.dist")[0].startswith(
+        f"distribution: cannot read {tmp_path}/none.dist: No such file")
+    assert problems(f"delay 10ms distribution {bad.with_name('x.dist')}")[0].startswith("distribution: cannot read")
+    good, other = tmp_path / "a.dist", tmp_path / "b.dist"
+    good.write_text("8192\n")
+    other.write_text("-8192\n")
+    assert problems(uplink=f"delay 1ms 1ms distribution {good}", downlink=f"delay 1ms 1ms distribution {other}") == [
+        f"distribution: the directions name different tables (uplink: {good}, downlink: {other}); the switch has "
+        "one user table"]
+    assert netem_setup(uplink=f"delay 1ms 1ms distribution {good}", downlink="delay 2ms").user_table.source == str(good)

@@ -1,7 +1,7 @@
 """The `p4netem` command line (typer). One module per command group; this module only assembles
 them, so each group's options and help live next to the code they drive.
 
-Commands: switch, apply, set, reset, show, stats, radio (show, watch), timeline (run, check), trace (run, check), profiles
+Commands: switch, apply, set, reset, show, stats, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check), profiles
 (list, show, validate, from-netem), lab (Mininet labs), measure (page loads; docs/labs.md) and experiment
 (the studies E1-E5; docs/experiments.md). Every command
 that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR, default 127.0.0.1:9559),
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import typer
 
-from . import (apply_cmd, experiment_cmd, lab_cmd, measure_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
+from . import (apply_cmd, distribution_cmd, experiment_cmd, lab_cmd, measure_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
                timeline_cmd, trace_cmd)
 from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE
 
@@ -41,6 +41,7 @@ switch_cmd.register(app)
 apply_cmd.register(app)
 show_cmd.register(app)
 radio_cmd.register(app)
+distribution_cmd.register(app)
 app.add_typer(timeline_cmd.app, name="timeline")
 app.add_typer(trace_cmd.app, name="trace")
 app.add_typer(profiles_cmd.app, name="profiles")

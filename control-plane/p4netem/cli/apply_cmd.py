@@ -13,6 +13,7 @@ from rich.table import Table
 from ..control import ApplyResult, Controller, Rule, load_rules, parse_rule_option
 from ..profiles import Profile, ProfileError, load_profiles
 from ..profiles.errors import Problem
+from ..profiles.netem import NetemSetup
 from ..profiles.summary import link_summary
 from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded,
                      warning)
@@ -75,7 +76,8 @@ NetemOpt = Annotated[Optional[str], typer.Option(
     "--netem", metavar="'OPTIONS'",
     help="netem options instead of PROFILE, for both directions, as tc takes them: "
          "--netem 'delay 100ms 10ms distribution normal loss 1% rate 1mbit limit 1000' "
-         "(docs/profiles.md, From netem).")]
+         "(docs/profiles.md, From netem). `distribution FILE.dist` loads that netem table into the "
+         "switch's user table (jitter_distribution: user).")]
 NetemUplinkOpt = Annotated[Optional[str], typer.Option(
     "--netem-uplink", metavar="'OPTIONS'", help="netem options of the uplink (client to server), replacing --netem there.")]
 NetemDownlinkOpt = Annotated[Optional[str], typer.Option(
@@ -85,14 +87,15 @@ NetemNameOpt = Annotated[str, typer.Option(
     "--name", metavar="NAME", help="Name of the profile made from netem options.")]
 
 
-def netem_profile(netem: str | None, uplink: str | None, downlink: str | None, name: str) -> Profile:
-    """The profile of --netem/--netem-uplink/--netem-downlink; warnings printed."""
-    from ..profiles.netem import profile_from_netem
+def netem_profile(netem: str | None, uplink: str | None, downlink: str | None, name: str) -> NetemSetup:
+    """The profile of --netem/--netem-uplink/--netem-downlink (and the table of a `distribution
+    FILE`, for the switch's user slot); warnings printed."""
+    from ..profiles.netem import netem_setup
 
-    profile, warnings = profile_from_netem(netem, uplink=uplink, downlink=downlink, name=name)
-    for text in warnings:
+    setup = netem_setup(netem, uplink=uplink, downlink=downlink, name=name)
+    for text in setup.warnings:
         warning(text)
-    return profile
+    return setup
 
 
 @guarded
@@ -126,10 +129,17 @@ def apply(
         raise typer.BadParameter("give a PROFILE or netem options (--netem, --netem-uplink, --netem-downlink), "
                                  "not both" if from_netem else "give a PROFILE or --netem 'OPTIONS'",
                                  param_hint="PROFILE")
-    chosen: Profile | str = netem_profile(netem, netem_uplink, netem_downlink, name) if from_netem else profile
+    setup = netem_profile(netem, netem_uplink, netem_downlink, name) if from_netem else None
+    chosen: Profile | str = setup.profile if setup is not None else profile
     rules = gather_rules(rule, rules_file)
     known = gather_profiles(profiles)
     with connect(addr, device_id, election_id, profiles=known) as ctl:
+        if setup is not None and setup.user_table is not None:
+            # `distribution FILE`: the table goes into the user slot before the profile that
+            # draws from it, so its first packet already gets the file's distribution.
+            ctl.load_distribution(setup.user_table)
+            if not as_json:
+                console.print(f"loaded the user distribution table: {setup.user_table.describe()}", highlight=False)
         print_result(ctl.apply(chosen, rules or None, in_place=in_place), as_json)
 
 

@@ -37,7 +37,7 @@ from .units import quote
 
 __all__ = ["TABLE_LEN", "DIST_SCALE", "INT16_MIN", "INT16_MAX", "DistTable", "parse_dist", "load_dist",
            "parse_samples", "load_samples", "table_from_samples", "check_table", "find_netem_dist",
-           "format_dist"]
+           "format_dist", "table_summary", "summary_line"]
 
 TABLE_LEN = 4096  # cells per table of dist_table (the contract's DIST_TABLE_LEN)
 DIST_SCALE = 8192  # a cell of DIST_SCALE is one sigma (netem's NETEM_DIST_SCALE)
@@ -222,3 +222,34 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ProfileError([Problem("", f"not a text file ({exc.reason} at byte {exc.start})")], str(path)) from None
+
+
+def table_summary(values: Sequence[int]) -> dict:
+    """The shape of a table in sigma units: mean, standard deviation, min, max and quantiles (the
+    cells are equally likely, so the quantiles of the cells are the distribution's), and whether
+    it is all zeros (the user table before a load: no jitter at all)."""
+    cells = sorted(values)
+    n = len(cells)
+    if n == 0:
+        return {"cells": 0, "all_zero": True}
+    mean = sum(cells) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in cells) / n)
+
+    def q(p: float) -> float:
+        return round(cells[min(n - 1, int(p * n))] / DIST_SCALE, 3)
+
+    return {"cells": n, "all_zero": not any(cells), "distinct": len(set(cells)),
+            "mean": round(mean / DIST_SCALE, 3), "sd": round(sd / DIST_SCALE, 3),
+            "min": round(cells[0] / DIST_SCALE, 3), "max": round(cells[-1] / DIST_SCALE, 3),
+            "quantiles": {"p1": q(0.01), "p10": q(0.10), "p50": q(0.50), "p90": q(0.90), "p99": q(0.99)}}
+
+
+def summary_line(values: Sequence[int]) -> str:
+    """table_summary on one line, in sigma units."""
+    s = table_summary(values)
+    if s["all_zero"]:
+        return "all zeros: jitter_distribution user adds no jitter until a table is loaded"
+    qs = s["quantiles"]
+    return (f"in sigma: mean {s['mean']:+.3f}, sd {s['sd']:.3f}, min {s['min']:+.3f}, p1 {qs['p1']:+.3f}, "
+            f"p10 {qs['p10']:+.3f}, median {qs['p50']:+.3f}, p90 {qs['p90']:+.3f}, p99 {qs['p99']:+.3f}, "
+            f"max {s['max']:+.3f} ({s['distinct']} distinct values)")

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from .distribution import DistTable, find_netem_dist, load_dist
 from .errors import Problem, ProfileError
 from .profile import Profile
 from .units import quote
 
-__all__ = ["NetemLink", "parse_netem", "profile_from_netem", "NETEM_DEFAULT_LIMIT"]
+__all__ = ["NetemLink", "NetemSetup", "parse_netem", "profile_from_netem", "netem_setup", "NETEM_DEFAULT_LIMIT"]
 
 # netem's queue limit when `limit` is not given (tc/q_netem.c: opt.limit = 1000).
 NETEM_DEFAULT_LIMIT = 1000
@@ -36,7 +37,7 @@ NETEM_DEFAULT_LIMIT = 1000
 # tc's keyword order: `matches()` accepts any prefix, and the first keyword it fits wins.
 _KEYWORDS = ("limit", "latency", "delay", "loss", "drop", "ecn", "reorder", "corrupt", "gap",
              "duplicate", "distribution", "rate", "slot", "seed")
-_ALLOWED = ("delay TIME [JITTER [0]] [distribution uniform|normal|pareto|paretonormal], "
+_ALLOWED = ("delay TIME [JITTER [0]] [distribution uniform|normal|pareto|paretonormal|FILE.dist], "
             "loss [random] PERCENT [0], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [0 [P23 [0]]]], "
             "duplicate PERCENT [0], corrupt PERCENT [0], reorder PERCENT [0] [gap 1], "
             "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS")
@@ -62,6 +63,17 @@ class NetemLink:
     fields: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     text: str = ""
+    user_table: DistTable | None = None  # `distribution FILE`: the table for the switch's user slot
+
+
+@dataclass
+class NetemSetup:
+    """What netem options ask of a switch: the profile, warnings worth printing, and the table for
+    the switch's user slot when `distribution FILE` names one (None otherwise)."""
+
+    profile: Profile
+    warnings: list[str]
+    user_table: DistTable | None = None
 
 
 class _Tokens:
@@ -179,6 +191,7 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
     seen: dict[str, str] = {}
     gap: int | None = None
     distribution: str | None = None
+    user_table: DistTable | None = None
     limit: int | None = None
     while tokens.more():
         word = tokens.take("an option", "")
@@ -220,13 +233,11 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                     raise _Bad("gap", f"{quote(raw)} is not a number of packets") from None
             elif keyword == "distribution":
                 name = tokens.take("a distribution", "distribution")
-                if name not in _DISTRIBUTIONS:
-                    raise _Bad("distribution", f"{quote(name)} is not a distribution p4netem has; allowed "
-                                               f"{', '.join(_DISTRIBUTIONS)} (netem's other tables, such as "
-                                               "experimental or your own, are not built in; a table written "
-                                               "into the switch's user slot of dist_table is used by "
-                                               "jitter_distribution: user in a profile YAML)")
-                distribution = name
+                if name in _DISTRIBUTIONS:
+                    distribution = name
+                else:
+                    user_table = _user_table(name)
+                    distribution = "user"
             elif keyword == "rate":
                 _rate_option(tokens, out)
             elif keyword == "ecn":
@@ -270,7 +281,25 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                         "effect here; netem would drop beyond that many packets held in its delay")
     if problems:
         raise ProfileError(problems, f"netem {quote(' '.join(words))}")
-    return NetemLink(out, warnings, " ".join(words))
+    return NetemLink(out, warnings, " ".join(words), user_table)
+
+
+def _user_table(name: str) -> DistTable:
+    """The table of `distribution NAME` when NAME is not one the switch has built in: a .dist
+    file (a path, or NAME.dist in tc's library directory, as tc looks it up), checked now so that
+    a bad table is refused before anything is written."""
+    path = find_netem_dist(name)
+    if path is None:
+        raise _Bad("distribution", f"{quote(name)} is not a built-in distribution ({', '.join(_DISTRIBUTIONS)}) "
+                                   "and there is no such table in tc's library directory; give the path of a "
+                                   ".dist file (e.g. ./mine.dist), which is loaded into the switch's user table")
+    try:
+        return load_dist(path)
+    except ProfileError as exc:
+        detail = "; ".join(str(p) for p in exc.problems)
+        raise _Bad("distribution", f"{path}: {detail}") from None
+    except OSError as exc:
+        raise _Bad("distribution", f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:
@@ -344,13 +373,14 @@ def _rate_option(tokens: _Tokens, out: dict[str, Any]) -> None:
                                                     "allowed 0")
 
 
-def profile_from_netem(both: str | Sequence[str] | None = None, *, uplink: str | Sequence[str] | None = None,
-                       downlink: str | Sequence[str] | None = None, name: str = "netem",
-                       title: str = "") -> tuple[Profile, list[str]]:
+def netem_setup(both: str | Sequence[str] | None = None, *, uplink: str | Sequence[str] | None = None,
+                downlink: str | Sequence[str] | None = None, name: str = "netem", title: str = "") -> NetemSetup:
     """A Profile from netem options: `both` for both directions, `uplink`/`downlink` for one
-    (replacing `both` there). Returns (profile, warnings). Raises ProfileError: a netem token
-    that cannot be mapped (named, with the direction when options are per direction), or a
-    value out of p4netem's range (named by field, `both.rate` for shared options)."""
+    (replacing `both` there), and the user table a `distribution FILE` names (the profile then
+    has `jitter_distribution: user`; the caller loads the table, Controller.load_distribution).
+    Raises ProfileError: a netem token that cannot be mapped (named, with the direction when
+    options are per direction), a table file that is not valid, or a value out of p4netem's range
+    (named by field, `both.rate` for shared options)."""
     if both is None and uplink is None and downlink is None:
         raise ProfileError([Problem("", "no netem options given")])
     # Where each direction's options come from: "both" unless given for that direction.
@@ -364,6 +394,11 @@ def profile_from_netem(both: str | Sequence[str] | None = None, *, uplink: str |
             links[key] = parse_netem(texts[key])
         except ProfileError as exc:
             problems += exc.problems if key == "both" else exc.prefixed(key)
+    tables = {key: link.user_table for key, link in links.items() if link.user_table is not None}
+    if len({t.values for t in tables.values()}) > 1:
+        problems.append(Problem("distribution", "the directions name different tables ("
+                                + ", ".join(f"{k}: {t.source}" for k, t in tables.items())
+                                + "); the switch has one user table"))
     if problems:
         raise ProfileError(problems, "netem options")
     source = "netem " + "; ".join(link.text if key == "both" else f"{key}: {link.text}"
@@ -386,7 +421,21 @@ def profile_from_netem(both: str | Sequence[str] | None = None, *, uplink: str |
     except ProfileError as exc:
         raise exc.with_source("netem options") from None
     warnings = list(dict.fromkeys(w for link in links.values() for w in link.warnings))
-    return profile, warnings
+    return NetemSetup(profile, warnings, next(iter(tables.values()), None))
+
+
+def profile_from_netem(both: str | Sequence[str] | None = None, *, uplink: str | Sequence[str] | None = None,
+                       downlink: str | Sequence[str] | None = None, name: str = "netem",
+                       title: str = "") -> tuple[Profile, list[str]]:
+    """netem_setup's profile and warnings; when the options name a table file, a warning says
+    that the profile needs it in the switch's user table (`p4netem distribution load FILE`)."""
+    setup = netem_setup(both, uplink=uplink, downlink=downlink, name=name, title=title)
+    warnings = list(setup.warnings)
+    if setup.user_table is not None:
+        warnings.append(f"the profile draws its jitter from the switch's user table (jitter_distribution: user): "
+                        f"load {setup.user_table.source} into it with `p4netem distribution load "
+                        f"{setup.user_table.source}` (p4netem apply --netem does it for you)")
+    return setup.profile, warnings
 
 
 def _clip(text: str, limit: int) -> str:
