@@ -106,14 +106,17 @@ def test_two_valued_table_gives_two_clusters(lab: TwoHostLab, ctl: Controller, t
     ctl.apply(user_profile("two-valued"))
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9021)
     assert result.lost == 0
+    # No packet can leave early, but one can leave late (a stall of the sender, the switch or
+    # the receiver on a shared machine): a low draw pushed past DELAY is "between", not high.
     low = [d for d in result.delays_ns if d < DELAY]
-    high = [d for d in result.delays_ns if d >= DELAY]
-    # Each packet draws a cell uniformly: the low share is binomial(400, 1/2), 4 sigma = +/- 40.
-    assert 160 <= len(low) <= 240, (len(low), len(high))
+    high = [d for d in result.delays_ns if d >= DELAY + JITTER - 0.3 * MS]
+    between = [d for d in result.delays_ns if DELAY <= d < DELAY + JITTER - 0.3 * MS]
+    # Each packet draws a cell uniformly: the low share is binomial(400, 1/2), 4 sigma = +/- 40
+    # (a packet below delay + jitter can only be a low draw, whatever stall it met).
+    assert 160 <= len(low) + len(between) <= 240, (len(low), len(between), len(high))
     assert min(low) >= DELAY - JITTER - 0.3 * MS and median(low) <= DELAY - JITTER + 2 * MS, median(low)
-    assert min(high) >= DELAY + JITTER - 0.3 * MS and median(high) <= DELAY + JITTER + 2 * MS, median(high)
-    # Nothing in between (a stall could push a low packet up, never by half the 16 ms gap to most).
-    between = [d for d in result.delays_ns if DELAY - JITTER + 4 * MS < d < DELAY + JITTER - 0.3 * MS]
+    assert median(high) <= DELAY + JITTER + 2 * MS, median(high)
+    # Few in between: a low draw needs a stall of over 8 ms to get there.
     assert len(between) <= COUNT // 20, len(between)
 
 
