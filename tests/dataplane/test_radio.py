@@ -34,7 +34,7 @@ def wall_minus_monotonic() -> int:
 
 
 def test_first_packet_after_idle_waits_for_the_promotion(lab: TwoHostLab) -> None:
-    promotion, tail = 250 * MS, 400 * MS
+    promotion = 250 * MS  # the tail is 400 ms: the offsets below sit inside and beyond it
     lab.apply_profile(radio_profile(model="lte", promotion="250ms", tail="400ms", drx_inactivity=0))
     # Per cycle: a wake-up (idle longer than the tail), a packet during the promotion, a packet
     # within the tail; the next cycle starts after 0.7 s of inactivity (> tail).

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 import yaml
-from rich.table import Table
 
 from ..control import ApplyResult, Controller, Rule, load_rules, parse_rule_option
 from ..profiles import Profile, ProfileError, load_profiles

@@ -42,7 +42,6 @@ from .. import pipeline as pl
 from ..p4rt import P4Info, P4RuntimeClient, P4RuntimeError, WriteError, update
 from ..p4rt.encoding import decode, to_int
 from ..p4rt.entries import build_counter_entry, build_register_entry, build_table_entry
-from ..p4rt.proto import p4runtime_pb2
 from ..paths import p4info_path
 from ..profiles import Profile, ProfileError, builtin_profiles, load_profile
 from ..profiles.distribution import TABLE_LEN, DistTable, check_table
