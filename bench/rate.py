@@ -63,8 +63,8 @@ LINE_WARMUP_S = 0.5
 LINE_WINDOW_S = 4.0  # long, so that the thread's lateness at the two ends weighs little
 LINE_SAMPLES = 8  # backlog reads spread over the window
 DISCARD_MAC = "02:77:00:00:00:99"  # nobody's: h2 drops the frames as not its own
-CPU_BOUND_PCT = 90.0
-LINE_OK_PCT = 1.0  # the design target: a bigger error with a full queue is the thread, not the shaper  # data-plane thread busier than this share of a CPU: called CPU-bound
+CPU_BOUND_PCT = 90.0  # data-plane thread busier than this share of a CPU: called CPU-bound
+LINE_OK_PCT = 1.0  # the design target: a bigger error with a full queue is the thread, not the shaper
 
 
 def frame_for(rate_bps: float) -> int:
