@@ -62,7 +62,7 @@ bench: build
 
 # The product's main job: the inline Mininet lab, one page over HTTP/1.1 (6 connections per host),
 # HTTP/2 and SPDY at server initial windows 3 and 10, under LAN, LTE, HSPA (radio on) and GPRS;
-# a table, CSV/JSON and a plot in results/make-run/ (about 7 minutes).
+# a table, CSV/JSON and a plot in results/make-run/ (about 8 minutes: docs/labs.md).
 run: build
 	$(VENV)/bin/p4netem measure --preset make-run --out results/make-run
 
