@@ -32,13 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "control-plane"))
 
 from p4netem.control import Controller, Profile  # noqa: E402
-from p4netem.control.trace import load_trace, trace_timeline, window_rates  # noqa: E402
+from p4netem.control.trace import FRAME_BYTES, load_trace, trace_timeline, window_rates  # noqa: E402
 from p4netem.lab import TwoHostLab  # noqa: E402
 from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, run_probe  # noqa: E402
 from p4netem.profiles.units import Duration  # noqa: E402
 
-PAYLOAD = 1472
-FRAME = PAYLOAD + UDP_IP_ETH_OVERHEAD  # 1514
+# One opportunity is one full-size packet's frame, as trace_timeline counts it: send exactly those.
+FRAME = FRAME_BYTES  # 1514
+PAYLOAD = FRAME - UDP_IP_ETH_OVERHEAD  # 1472
 MS = 1_000_000
 
 
