@@ -94,3 +94,17 @@ def test_measure_agrees_with_runs_on_a_simulated_sequence() -> None:
 
 def test_netem_spelling() -> None:
     assert GEParams(0.05, 0.3, 0.001, 0.9).netem() == "loss gemodel 5% 30% 90% 0.1%"
+
+
+@pytest.mark.parametrize("g", [GENERAL, GEParams(0.01, 0.25, 0.0, 1.0), GEParams(0.3, 0.2, 0.05, 0.5)])
+def test_theory_agrees_with_the_profile_model_netem_parses(g: GEParams) -> None:
+    # The bench's `netem` label, read by p4netem's own netem parser, is the model the profile
+    # statistics (what the CLI shows) describe; their closed forms and the pair chain's means agree.
+    from p4netem.profiles.netem import profile_from_netem
+
+    profile, problems = profile_from_netem(g.netem())
+    assert problems == []
+    model = profile.uplink.gilbert_elliott
+    e = expected(g, 10_000)
+    assert model.mean_loss == pytest.approx(e.mean_loss, rel=1e-9)
+    assert model.mean_burst == pytest.approx(e.mean_burst, rel=1e-9)
