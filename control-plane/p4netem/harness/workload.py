@@ -45,9 +45,8 @@ from ..mininet.topology import load_topology
 from ..web.netns import NsProcess, run as ns_run
 from ..web.nginx import NginxConfig, NginxServer
 from ..web.site import FIXED_MTIME
-from .environment import with_environment
 from .plan import resolve_profile
-from .results import quartiles
+from .results import quartiles, write_csv
 from .tcp import environment, set_initial_windows, tune_hosts
 from .workload_agent import POOL_HOST
 
@@ -324,18 +323,6 @@ def summarize(plan: WorkloadPlan, runs: list[WorkloadRun]) -> list[dict]:
     return out
 
 
-def _csv(path: Path, rows: list[dict]) -> None:
-    import csv
-    if not rows:
-        path.write_text("")
-        return
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-
-
 # ---- the runner ---------------------------------------------------------------------------------
 
 Event = Callable[[str, dict], None]
@@ -539,10 +526,10 @@ def write(out_dir: Path, plan: WorkloadPlan, runs: list[WorkloadRun], metadata: 
     # Environment columns: the TCP state read when each IW setting was first applied.
     env_meta["tcp_environment_by_initcwnd"] = {
         int(k.split("/")[0]): v for k, v in (metadata.get("tcp_environment_by_initcwnd") or {}).items()}
-    _csv(paths["runs"], with_environment([r.row() for r in runs], env_meta))
+    write_csv(paths["runs"], [r.row() for r in runs], env_meta)
     page_rows = [{"key": r.condition.key, "rep": r.rep, **p} for r in runs for p in r.pages]
-    _csv(paths["pages"], page_rows)
-    _csv(paths["summary"], with_environment(summary, env_meta))
+    write_csv(paths["pages"], page_rows)
+    write_csv(paths["summary"], summary, env_meta)
     doc = {"format": "p4netem-workload/1", "metadata": metadata, "plan": plan.to_json(),
            "summary": summary,
            "runs": [{**r.row(), "condition": r.condition.to_json(), "errors": r.errors}

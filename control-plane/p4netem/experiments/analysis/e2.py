@@ -15,7 +15,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from .common import Analysis, write_csv
+from ...harness.results import write_csv
+from .common import Analysis
 from .plots import COLORS, legend, pyplot, save
 
 
