@@ -493,14 +493,11 @@ def write(out_dir: Path, plan: WorkloadPlan, runs: list[WorkloadRun], metadata: 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"runs": out_dir / "runs.csv", "pages": out_dir / "pages.csv",
              "summary": out_dir / "summary.csv", "json": out_dir / "results.json"}
-    env_meta = dict(metadata)
     # Environment columns: the TCP state read when each IW setting was first applied.
-    env_meta["tcp_environment_by_initcwnd"] = {
-        int(k.split("/")[0]): v for k, v in (metadata.get("tcp_environment_by_initcwnd") or {}).items()}
-    write_csv(paths["runs"], [r.row() for r in runs], env_meta)
+    write_csv(paths["runs"], [r.row() for r in runs], metadata)
     page_rows = [{"key": r.condition.key, "rep": r.rep, **p} for r in runs for p in r.pages]
     write_csv(paths["pages"], page_rows)
-    write_csv(paths["summary"], summary, env_meta)
+    write_csv(paths["summary"], summary, metadata)
     doc = {"format": "p4netem-workload/1", "metadata": metadata, "plan": plan.to_json(),
            "summary": summary,
            "runs": [{**r.row(), "condition": r.condition.to_json(), "errors": r.errors}
