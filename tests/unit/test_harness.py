@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from p4netem.harness.environment import with_environment
 from p4netem.harness.metrics import wire_metrics
 from p4netem.harness.plan import Condition, Plan, make_run_plan, matrix
 from p4netem.harness.results import quartiles
@@ -136,3 +137,22 @@ def test_a_repair_of_a_segment_lost_before_the_capture_is_a_retransmission():
             seg(1.2, False, ACK, b"a" * 100, seq=2**32 - 50),
             seg(1.3, False, ACK, b"b" * 100, seq=50)]
     assert wire_metrics(wrap, C).retransmissions_down == 0
+
+
+def test_environment_columns_follow_the_rows_initial_window():
+    def env(cc: str, iw: int) -> dict:
+        return {"s": {"sysctls": {"net.ipv4.tcp_congestion_control": cc},
+                      "routes": [f"10.0.0.0/24 dev eth0 initcwnd {iw}"]},
+                "c": {"sysctls": {}, "routes": []}}
+    meta = {"host": {"kernel": "k"},
+            "topology": {"hosts": [{"name": "s", "role": "server"}, {"name": "c", "role": "client"}]}}
+    rows = [{"initcwnd": 4}, {"initcwnd": 10}]
+    # Keys as the page-load runner keeps them (ints), as JSON gives them back (strings), and as
+    # a workload labels split settings ("A/B": the rows' initcwnd is A).
+    for by_iw in ({4: env("reno", 4), 10: env("cubic", 10)},
+                  {"4": env("reno", 4), "10": env("cubic", 10)},
+                  {"10": env("cubic", 10), "4/10": env("reno", 4)}):
+        out = with_environment(rows, {**meta, "tcp_environment_by_initcwnd": by_iw})
+        assert [(r["tcp_congestion_control"], r["server_route_initcwnd"]) for r in out] == [
+            ("reno", 4), ("cubic", 10)]
+        assert all(r["kernel"] == "k" for r in out)

@@ -29,12 +29,22 @@ def _route_window(routes: list[str], key: str) -> int | None:
     return None
 
 
+def _first_window(key) -> int | None:
+    try:
+        return int(str(key).split("/")[0])
+    except ValueError:
+        return None
+
+
 def environment_columns(metadata: dict, initcwnd: int | None, roles: dict[str, str]) -> dict:
     """Flat columns for rows run at server initial window `initcwnd`.
 
     `roles`: host name -> client | server (the topology's)."""
-    by_iw = metadata.get("tcp_environment_by_initcwnd") or {}
-    env = by_iw.get(initcwnd) or by_iw.get(str(initcwnd))
+    # Keys are initial windows, as ints (in memory) or strings (read back from JSON), or a
+    # workload's "A/B" labels (first half of the client hosts at A): the row's initcwnd is A.
+    by_iw = {_first_window(k): v
+             for k, v in (metadata.get("tcp_environment_by_initcwnd") or {}).items()}
+    env = by_iw.get(_first_window(initcwnd))
     if env is None and by_iw:
         env = next(iter(by_iw.values()))
     cols: dict = {"kernel": (metadata.get("host") or {}).get("kernel")}

@@ -17,11 +17,13 @@ from .runner import RunRecord, Runner
 
 @dataclass
 class Outcome:
+    """What a finished run_plan produced. An interrupted one returns none: it writes the runs done
+    so far (metadata["interrupted"]) and raises the stop again."""
+
     records: list[RunRecord]
     summary: list[results.ConditionSummary]
     paths: dict[str, Path]
     metadata: dict
-    interrupted: bool
 
 
 def _line(rec: RunRecord, show_page: bool = False) -> str:
@@ -88,4 +90,4 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
                                        "server packet)")
     if stop is not None:
         raise stop
-    return Outcome(runner.records, summary, paths, metadata, False)
+    return Outcome(runner.records, summary, paths, metadata)

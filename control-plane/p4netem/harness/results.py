@@ -93,23 +93,29 @@ def write(out_dir: str | Path, plan: Plan, records: list[RunRecord], metadata: d
     paths = {"runs": out / "runs.csv", "summary": out / "summary.csv", "json": out / "results.json"}
     # Every file says what the stack was (kernel, congestion control, TCP sysctls, the IW the
     # routes carried), not only results.json.
-    _csv(paths["runs"], with_environment([r.row() for r in records], metadata))
-    _csv(paths["summary"], with_environment([s.row for s in summary], metadata))
+    write_csv(paths["runs"], [r.row() for r in records], metadata)
+    write_csv(paths["summary"], [s.row for s in summary], metadata)
     doc = {"format": "p4netem-results/1", "metadata": metadata, "plan": plan.to_json(),
            "summary": [s.row for s in summary], "runs": [r.to_json() for r in records]}
     paths["json"].write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return paths
 
 
-def _csv(path: Path, rows: list[dict]) -> None:
+def write_csv(path: Path, rows: list[dict], metadata: dict | None = None) -> Path:
+    """Rows as CSV (columns in first-seen order); with `metadata`, each row also gets the run's
+    TCP environment columns."""
+    if metadata is not None:
+        rows = with_environment(rows, metadata)
+    path.parent.mkdir(parents=True, exist_ok=True)
     if not rows:
         path.write_text("")
-        return
+        return path
     fields = list(dict.fromkeys(k for row in rows for k in row))
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
+    return path
 
 
 def _fmt_s(q: tuple[float, float, float] | None) -> str:

@@ -11,10 +11,7 @@ switch saw: radio.py).
 
 from __future__ import annotations
 
-import platform
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,6 +26,7 @@ from .endpoints import Endpoints, SiteContent
 from .metrics import WireMetrics, wire_metrics
 from .plan import Condition, Plan, resolve_profile
 from .protocols import protocol
+from .provenance import command_line, loadavg, run_context
 from .radio import RadioLog, RadioPrep, prepare_radio, wake_exchange
 from .tcp import environment, set_initial_windows, tune_hosts
 
@@ -269,31 +267,11 @@ class Runner:
 
     # ---- metadata ------------------------------------------------------------------------------
     def _metadata(self, lab, endpoints: Endpoints, content: SiteContent) -> dict:
-        from ..paths import REPO_ROOT, switch_binary
-
-        def out(argv: list[str]) -> str:
-            try:
-                p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-                return (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr) else ""
-            except (OSError, subprocess.TimeoutExpired):
-                return ""
-
-        binary = switch_binary()
         return {
-            "plan": self.plan.to_json(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "host": {"kernel": platform.release(), "machine": platform.machine(),
-                     "cpus": _cpu_count(), "loadavg_start": _loadavg(),
-                     "python": sys.version.split()[0]},
-            "p4netem": {"git": out(["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty"]),
-                        "switch_target": self.target, "switch_binary": str(binary),
-                        "switch_mtime": binary.stat().st_mtime if binary.exists() else None},
-            "topology": lab.topology.to_json(),
-            "lab": {"namespaces": {h.name: lab.ns(h.name) for h in lab.topology.hosts},
-                    "switch_grpc": lab.switch.grpc_addr},
-            "software": {**endpoints.versions(), "node": out(["node", "--version"]),
-                         "chromium": out(["/usr/bin/chromium", "--version"]),
-                         "openssl": out(["openssl", "version"])},
+            **run_context(self.plan.to_json(), self.target, lab),
+            "software": {**endpoints.versions(), "node": command_line(["node", "--version"]),
+                         "chromium": command_line(["/usr/bin/chromium", "--version"]),
+                         "openssl": command_line(["openssl", "version"])},
             "pages": {name: {"objects": len(m.objects), "hosts": list(m.hosts),
                              "total_bytes": m.total_bytes, "seed": m.seed}
                       for name, m in content.manifests.items()},
@@ -313,17 +291,5 @@ class Runner:
     def finish_metadata(self) -> dict:
         self.metadata["profiles_applied"] = self.profiles_applied
         self.metadata["tcp_environment_by_initcwnd"] = self.tcp_states
-        self.metadata.setdefault("host", {})["loadavg_end"] = _loadavg()
+        self.metadata.setdefault("host", {})["loadavg_end"] = loadavg()
         return self.metadata
-
-
-def _cpu_count() -> int:
-    import os
-    return os.cpu_count() or 0
-
-
-def _loadavg() -> list[float]:
-    try:
-        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-    except OSError:
-        return []

@@ -28,11 +28,9 @@ import hashlib
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,9 +43,9 @@ from ..mininet.topology import load_topology
 from ..web.netns import NsProcess, run as ns_run
 from ..web.nginx import NginxConfig, NginxServer
 from ..web.site import FIXED_MTIME
-from .environment import with_environment
 from .plan import resolve_profile
-from .results import quartiles
+from .provenance import loadavg, run_context
+from .results import quartiles, write_csv
 from .tcp import environment, set_initial_windows, tune_hosts
 from .workload_agent import POOL_HOST
 
@@ -324,18 +322,6 @@ def summarize(plan: WorkloadPlan, runs: list[WorkloadRun]) -> list[dict]:
     return out
 
 
-def _csv(path: Path, rows: list[dict]) -> None:
-    import csv
-    if not rows:
-        path.write_text("")
-        return
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-
-
 # ---- the runner ---------------------------------------------------------------------------------
 
 Event = Callable[[str, dict], None]
@@ -477,41 +463,13 @@ class WorkloadRunner:
             self.on_event("done", {"index": index, "run": run})
 
     def _metadata(self, lab, pool, applied, servers) -> dict:
-        from ..paths import REPO_ROOT, switch_binary
-
-        def out(argv: list[str]) -> str:
-            try:
-                p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-                text = (p.stdout or p.stderr).strip()
-                return text.splitlines()[0] if text else ""
-            except (OSError, subprocess.TimeoutExpired):
-                return ""
-
-        binary = switch_binary()
         return {
-            "plan": self.plan.to_json(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "host": {"kernel": platform.release(), "machine": platform.machine(),
-                     "cpus": os.cpu_count(), "python": sys.version.split()[0],
-                     "loadavg_start": _loadavg()},
-            "p4netem": {"git": out(["git", "-C", str(REPO_ROOT), "describe", "--always",
-                                    "--dirty"]),
-                        "switch_target": self.target, "switch_binary": str(binary)},
-            "topology": lab.topology.to_json(),
-            "lab": {"namespaces": {h.name: lab.ns(h.name) for h in lab.topology.hosts},
-                    "switch_grpc": lab.switch.grpc_addr},
+            **run_context(self.plan.to_json(), self.target, lab),
             "software": {"nginx": servers[0].version_info() if servers else None},
             "pool": pool_stats(pool),
             "profiles_applied": [applied.to_json()],
             "tls": None,
         }
-
-
-def _loadavg() -> list[float]:
-    try:
-        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-    except OSError:
-        return []
 
 
 def _start_agent(ns: str, config: Path, log: Path) -> NsProcess:
@@ -535,14 +493,11 @@ def write(out_dir: Path, plan: WorkloadPlan, runs: list[WorkloadRun], metadata: 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"runs": out_dir / "runs.csv", "pages": out_dir / "pages.csv",
              "summary": out_dir / "summary.csv", "json": out_dir / "results.json"}
-    env_meta = dict(metadata)
     # Environment columns: the TCP state read when each IW setting was first applied.
-    env_meta["tcp_environment_by_initcwnd"] = {
-        int(k.split("/")[0]): v for k, v in (metadata.get("tcp_environment_by_initcwnd") or {}).items()}
-    _csv(paths["runs"], with_environment([r.row() for r in runs], env_meta))
+    write_csv(paths["runs"], [r.row() for r in runs], metadata)
     page_rows = [{"key": r.condition.key, "rep": r.rep, **p} for r in runs for p in r.pages]
-    _csv(paths["pages"], page_rows)
-    _csv(paths["summary"], with_environment(summary, env_meta))
+    write_csv(paths["pages"], page_rows)
+    write_csv(paths["summary"], summary, metadata)
     doc = {"format": "p4netem-workload/1", "metadata": metadata, "plan": plan.to_json(),
            "summary": summary,
            "runs": [{**r.row(), "condition": r.condition.to_json(), "errors": r.errors}
@@ -595,7 +550,7 @@ def run_workload(plan: WorkloadPlan, out_dir: str | Path, *, console=None,
     except (KeyboardInterrupt, SystemExit) as exc:
         stop = exc
         console.print("[yellow]stopped: the lab is down; writing the runs done so far[/]")
-    runner.metadata.setdefault("host", {})["loadavg_end"] = _loadavg()
+    runner.metadata.setdefault("host", {})["loadavg_end"] = loadavg()
     summary = summarize(plan, runner.runs)
     paths = write(out, plan, runner.runs, runner.metadata, summary) if runner.runs else {}
     if stop is not None:

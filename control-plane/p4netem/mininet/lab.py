@@ -153,8 +153,7 @@ class MininetLab:
         sw = self.switch
         self.client = P4RuntimeClient(sw.grpc_addr, device_id=sw.device_id).connect()
         info = P4Info.load(p4info_path())
-        device_config = sw.device_config() if isinstance(sw, Bmv2Switch) else b""
-        self.client.set_pipeline(info, device_config)
+        self.client.set_pipeline(info, sw.device_config())
         self.controller = Controller(self.client, max_atomicity=ATOMICITY[self.target])
         self.controller.set_l2_forwarding({h.mac: h.port for h in self.topology.hosts})
         self.slots = SlotProfiles(self.controller, self.topology)

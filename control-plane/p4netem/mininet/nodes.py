@@ -119,6 +119,10 @@ class P4NetemSwitch(Switch):
         assert self.process is not None, "switch not started"
         return self.process.grpc_addr
 
+    def device_config(self) -> bytes:
+        """The target config SetForwardingPipelineConfig carries: none, the pipeline is built in."""
+        return b""
+
     def data_ports(self) -> dict[int, str]:
         """P4 port -> interface name, without the control interface (lo, port 0)."""
         return {port: intf.name for port, intf in self.intfs.items() if port > 0}

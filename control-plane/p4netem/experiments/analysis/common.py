@@ -1,16 +1,14 @@
 """What every study's analysis shares: runs as flat rows joined with what their condition means,
-medians and quartiles per group, CSV files that carry the TCP environment, and the result type.
+medians and quartiles per group, and the result type (CSV files: harness.results.write_csv).
 """
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.table import Table
 
-from ...harness.environment import with_environment
 from ...harness.results import quartiles
 
 ETH_HEADER = 14     # bytes of link header in every captured frame (wire_len counts them)
@@ -75,22 +73,6 @@ def group_stats(rows: list[dict], by: list[str], metrics: list[str]) -> list[dic
             row[k] = " ".join(sorted({v for r in rs for v in str(r.get(k) or "").split()})) or "-"
         out.append(row)
     return out
-
-
-def write_csv(path: Path, rows: list[dict], metadata: dict | None = None) -> Path:
-    """Rows as CSV; with `metadata`, each row also gets the run's TCP environment columns."""
-    if metadata is not None:
-        rows = with_environment(rows, metadata)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not rows:
-        path.write_text("")
-        return path
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-    return path
 
 
 def fmt_s(ms: float | None) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from .common import Analysis, fmt_q, group_stats, run_rows, write_csv
+from ...harness.results import write_csv
+from .common import Analysis, fmt_q, group_stats, run_rows
 from .plots import grouped_bars, legend, pyplot, save
 
 METRICS = ["plt_ms", "loader_elapsed_ms", "packets", "packets_up", "packets_down", "ip_bytes",

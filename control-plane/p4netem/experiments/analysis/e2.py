@@ -15,7 +15,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from .common import Analysis, write_csv
+from ...harness.results import write_csv
+from .common import Analysis
 from .plots import COLORS, legend, pyplot, save
 
 
@@ -27,11 +28,7 @@ def _iw_order(label: str) -> tuple:
 def analyze(exp, outcome, out: Path) -> Analysis:
     res = Analysis()
     rows = outcome.summary
-    meta = dict(outcome.metadata)
-    meta["tcp_environment_by_initcwnd"] = {
-        int(k.split("/")[0]): v
-        for k, v in (meta.get("tcp_environment_by_initcwnd") or {}).items()}
-    res.files["e2_table"] = write_csv(out / "e2-table.csv", rows, meta)
+    res.files["e2_table"] = write_csv(out / "e2-table.csv", rows, outcome.metadata)
     if not rows:
         return res
     t = Table(title=escape("E2: web clients sharing a T1 (1.544 Mbit/s, 50 ms each way, 25-packet "

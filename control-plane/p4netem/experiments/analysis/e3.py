@@ -13,7 +13,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from .common import Analysis, fmt_q, group_stats, run_rows, write_csv
+from ...harness.results import write_csv
+from .common import Analysis, fmt_q, group_stats, run_rows
 from .plots import grouped_bars, legend, pyplot, save
 
 METRICS = ["plt_ms", "loader_elapsed_ms", "connections_opened", "packets_down", "packets_up",

@@ -21,7 +21,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from .common import Analysis, median_of, run_rows, write_csv
+from ...harness.results import write_csv
+from .common import Analysis, median_of, run_rows
 from .plots import COLORS, legend, pyplot, save
 
 FACTORS = [("f_rtt_ms", "RTT (ms)"), ("f_down_mbit", "bandwidth (Mbit/s)"),

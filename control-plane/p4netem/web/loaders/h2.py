@@ -71,12 +71,12 @@ class _H2Conn:
             res.t_sent = self.load.ms()
             res.request_header_bytes = len(frames)
             self.rec.requests += 1
-        if out and self.writer is not None:     # ready implies a writer
-            self.writer.write(bytes(out))
-            self.rec.bytes_sent += len(out)
+        self._send(bytes(out))
 
     def _write(self) -> None:
-        data = self.h2.data_to_send()
+        self._send(self.h2.data_to_send())
+
+    def _send(self, data: bytes) -> None:
         if data and self.writer is not None:
             self.writer.write(data)
             self.rec.bytes_sent += len(data)
