@@ -172,7 +172,7 @@ def _rate(word: str, where: str) -> str:
 
 
 def _packets(raw: str, where: str) -> int:
-    """A count of packets (limit, gap); base prefixes (0x10) read as tc reads them."""
+    """A count of packets (limit, gap): decimal or 0x hex (int base 0; unlike tc's strtol, 010 is refused)."""
     try:
         return int(raw, 0)
     except ValueError:
