@@ -458,16 +458,14 @@ class Controller:
         return result
 
     def prepare(self, assignments: Sequence[tuple[Rule | Mapping | str, Profile | str | Path]], *,
-                in_place: bool = False, state: SwitchState | None = None) -> ProfileSwitch:
+                in_place: bool = False) -> ProfileSwitch:
         """Validate, then write the new parameters under the spare ids (write A); the returned
         ProfileSwitch's commit() makes them take effect in one write. Used by timelines to keep
         the time-critical part to one RPC. With in_place=True, rules already on the switch get
-        their current profile entries modified by that one write instead (nothing is staged).
-        `state`: a snapshot the caller knows to be current (saves the Read; trace players)."""
+        their current profile entries modified by that one write instead (nothing is staged)."""
         pairs, encoded, warnings = self._validate(assignments)
         self._ensure_connected()
-        if state is None:
-            state = self._read(lambda: read_state(self.client))
+        state = self._read(lambda: read_state(self.client))
         return self._plan(state, pairs, encoded, warnings, in_place=in_place)
 
     def _rules(self, rules: Sequence[Rule | Mapping | str] | None) -> list[Rule]:
