@@ -186,20 +186,21 @@ class ProfileSwitch:
     def cleanup(self) -> None:
         """Write C: delete the profile entries nothing points to any more (never raises: the
         switch already runs the new profile; a leftover entry is harmless and reused later)."""
-        if not self._cleanup:
-            return
-        try:
-            self._ctl._write(self._cleanup, "delete the old profile entries", atomic=False)
-        except P4RuntimeError as err:
-            log.warning("leftover profile entries: %s", err)
+        self._write_or_warn(self._cleanup, "delete the old profile entries", "leftover profile entries")
 
     def _rollback(self) -> None:
-        if not self._undo:
+        self._write_or_warn(self._undo, "undo the staged profile entries",
+                            "could not undo the staged profile entries")
+
+    def _write_or_warn(self, updates: list, what: str, failed: str) -> None:
+        """A best-effort write (cleanup, undo): a failure is logged, not raised, so it never
+        hides the outcome (or the error) of the flip it follows."""
+        if not updates:
             return
         try:
-            self._ctl._write(self._undo, "undo the staged profile entries", atomic=False)
+            self._ctl._write(updates, what, atomic=False)
         except P4RuntimeError as err:
-            log.warning("could not undo the staged profile entries: %s", err)
+            log.warning("%s: %s", failed, err)
 
 
 class Controller:
