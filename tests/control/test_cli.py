@@ -302,6 +302,8 @@ def test_trace_check_and_run(bare_switch: SwitchProcess, tmp_path) -> None:
     (rule,) = json.loads(cli("show", "--json", addr=addr).stdout)["rules"]
     assert rule["downlink"] == {"delay": "45ms", "rate": "12.112Mbit"} and rule["uplink"] == {"delay": "45ms"}
     assert rule["profile_id"] == 1  # every change in place: the rule never left its first id
+    r = cli("trace", "run", "--downlink", str(trace), "--window", "100ms", "--duration", "1.2s", addr=addr)
+    assert r.returncode == 0 and "2 changes; in force after their time: median " in r.stdout, r.stdout + r.stderr
 
     bad = tmp_path / "bad.trace"
     bad.write_text("1\n2\nthree\n")

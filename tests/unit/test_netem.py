@@ -174,6 +174,8 @@ def test_unsupported_and_malformed_tokens_are_named() -> None:
     assert problems("delay 5parsecs")[0].startswith('delay: "5parsecs" has an unknown time unit "parsecs"')
     assert problems("delay") == ["delay: expects a time after it"]
     assert problems("delay 1ms delay 2ms") == ['delay: given twice ("delay" and "delay")']
+    assert problems("rate 1mbit limit many") == ['limit: "many" is not a number of packets']
+    assert problems("delay 5ms reorder 5% gap x") == ['gap: "x" is not a number of packets']
     assert problems("reorder 5%") == ["reorder: reordering needs some delay (tc refuses it too): add delay TIME"]
     assert problems("delay 5ms distribution normal") == ["distribution: needs delay TIME JITTER (tc refuses it too)"]
     assert problems("seed 42")[0].startswith("seed: a p4netem switch has one PRNG seed")

@@ -29,7 +29,7 @@ from rich.table import Table
 
 from ..experiments.definition import (ExperimentError, PageloadExperiment, experiment_names,
                                       load_experiment)
-from .signals import Terminated, interrupt_on_termination
+from .signals import run_recording
 
 app = typer.Typer(help="The studies of experiments.md (E1-E5): list, show, run.",
                   no_args_is_help=True)
@@ -140,7 +140,6 @@ def run(
 ) -> None:
     """Run an experiment: table, CSVs, the comparison plot and experiment.json in --out."""
     from ..experiments.run import prepare, run_experiment
-    from ..lab.netns import LabError
     try:
         exp = prepare(name, quick=quick, sample=sample, seed=seed, cc=cc)
         filters = _only(only)
@@ -156,21 +155,9 @@ def run(
         raise typer.Exit(2)
     out_dir = out or (Path("results") / "experiments" /
                       f"{exp.name}-{'quick' if quick else 'full'}-{time.strftime('%Y%m%d-%H%M%S')}")
-    with interrupt_on_termination():
-        try:
-            result = run_experiment(name, out_dir, quick=quick, reps=reps, sample=sample,
-                                    seed=seed, cc=cc, only=filters, duration_s=duration,
-                                    console=console, verbose=not quiet, target=target,
-                                    keep_pcaps=keep_pcaps)
-        except KeyboardInterrupt:
-            err.print(f"[yellow]warning: interrupted; partial results (if any) in {out_dir}[/]")
-            raise typer.Exit(130)
-        except Terminated as exc:
-            err.print(f"[yellow]warning: terminated; partial results (if any) in {out_dir}[/]")
-            raise typer.Exit(exc.code)
-        except (LabError, RuntimeError, ValueError) as exc:
-            err.print(f"[red]error: experiment failed: {escape(str(exc))}[/]")
-            raise typer.Exit(1)
+    result = run_recording("experiment", out_dir, lambda: run_experiment(
+        name, out_dir, quick=quick, reps=reps, sample=sample, seed=seed, cc=cc, only=filters,
+        duration_s=duration, console=console, verbose=not quiet, target=target, keep_pcaps=keep_pcaps))
     for table in result.analysis.tables:
         console.print(table)
     for kind, path in result.files.items():

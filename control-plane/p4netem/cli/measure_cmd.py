@@ -21,7 +21,7 @@ from rich.console import Console
 from ..harness.plan import PRESETS, Plan, matrix
 from ..mininet.topology import TopologyError, load_topology
 from .lab_cmd import parse_params, split_profile
-from .signals import Terminated, interrupt_on_termination
+from .signals import run_recording
 
 console = Console()
 if not console.is_terminal:
@@ -107,23 +107,11 @@ def measure(
 
     from ..harness import results
     from ..harness.measure import run_plan
-    from ..lab.netns import LabError
     out_dir = out or Path("results") / f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     console.print(f"[bold]{plan.name}[/]: {len(plan.conditions)} conditions x "
                   f"{plan.repetitions} loads on the {plan.topology} lab -> {out_dir}")
-    with interrupt_on_termination():
-        try:
-            outcome = run_plan(plan, out_dir, console=console, target=target, verbose=not quiet,
-                               keep_pcaps=keep_pcaps)
-        except KeyboardInterrupt:
-            err.print(f"[yellow]interrupted; partial results (if any) in {out_dir}[/]")
-            raise typer.Exit(130)
-        except Terminated as exc:
-            err.print(f"[yellow]terminated; partial results (if any) in {out_dir}[/]")
-            raise typer.Exit(exc.code)
-        except (LabError, RuntimeError, ValueError) as exc:
-            err.print(f"[red]measure failed: {exc}[/]")
-            raise typer.Exit(1)
+    outcome = run_recording("measure", out_dir, lambda: run_plan(
+        plan, out_dir, console=console, target=target, verbose=not quiet, keep_pcaps=keep_pcaps))
     console.print(results.table(outcome.summary, title=plan.name))
     for kind, path in outcome.paths.items():
         console.print(f"{kind:8} {path}")

@@ -13,6 +13,7 @@ from rich.table import Table
 from ..profiles import ProfileError, builtin_profiles, load_profiles
 from ..profiles.summary import radio_summary
 from ..profiles.yaml_files import dumps
+from .common import EXIT_PROBLEM, error, guarded, warning
 
 app = typer.Typer(help="List, show and validate impairment profiles.", no_args_is_help=True)
 console = Console()
@@ -64,6 +65,7 @@ def validate(files: list[Path] = typer.Argument(..., help="Profile YAML files.")
 
 
 @app.command("from-netem")
+@guarded
 def from_netem(
     options: Optional[str] = typer.Argument(
         None, metavar="'OPTIONS'",
@@ -85,13 +87,9 @@ def from_netem(
     mapping."""
     from ..profiles.netem import profile_from_netem
 
-    try:
-        profile, warnings = profile_from_netem(options, uplink=uplink, downlink=downlink, name=name)
-    except ProfileError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
+    profile, warnings = profile_from_netem(options, uplink=uplink, downlink=downlink, name=name)
     for text in warnings:
-        err.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
+        warning(text)
     text = dumps(profile)
     if output is None:
         typer.echo(text, nl=False)
@@ -99,7 +97,6 @@ def from_netem(
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
-        err.print(f"[bold red]error:[/] cannot write {escape(str(output))}: {exc.strerror}", highlight=False,
-                  soft_wrap=True)
-        raise typer.Exit(1)
+        error(f"cannot write {output}: {exc.strerror}")
+        raise typer.Exit(EXIT_PROBLEM) from None
     err.print(f"wrote {escape(str(output))} (profile {profile.name})", highlight=False, soft_wrap=True)

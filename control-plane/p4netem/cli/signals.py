@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+
+from ..lab.netns import LabError
+from .common import error, warning
+
+T = TypeVar("T")
 
 
 class Terminated(SystemExit):
@@ -32,3 +41,22 @@ def interrupt_on_termination() -> Iterator[None]:
     finally:
         for s, h in saved.items():
             signal.signal(s, h)
+
+
+def run_recording(what: str, out_dir: Path, job: Callable[[], T]) -> T:
+    """Run a job that records results into `out_dir` as it goes (measure run, experiment run).
+
+    Ctrl-C exits 130 and SIGTERM/SIGHUP 128 + the signal, after the lab's cleanup has run and
+    saying where the partial results are; a lab that fails exits 1 naming `what` failed."""
+    with interrupt_on_termination():
+        try:
+            return job()
+        except KeyboardInterrupt:
+            warning(f"interrupted; partial results (if any) in {out_dir}")
+            raise typer.Exit(130) from None
+        except Terminated as exc:
+            warning(f"terminated; partial results (if any) in {out_dir}")
+            raise typer.Exit(exc.code) from None
+        except (LabError, RuntimeError, ValueError) as exc:
+            error(f"{what} failed: {exc}")
+            raise typer.Exit(1) from None

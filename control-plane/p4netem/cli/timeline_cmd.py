@@ -28,6 +28,14 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:+.2f} ms"
 
 
+def print_lateness(errors_ms: list[float]) -> None:
+    """The one-line summary of a played timeline (timeline run, trace run): how long after its
+    scheduled time each change came into force."""
+    if errors_ms:
+        console.print(f"{len(errors_ms)} changes; in force after their time: median "
+                      f"{statistics.median(errors_ms):.2f} ms, max {max(errors_ms):.2f} ms", highlight=False)
+
+
 @app.command("check")
 @guarded
 def check(file: TimelineFile, profiles: ProfilesOpt = None) -> None:
@@ -86,9 +94,8 @@ def run(
                         "send_error_ms": round(e.send_error_ns / 1e6, 3)} for e in result.events],
             "max_error_ms": round(result.max_error_ms, 3),
         }, indent=2))
-    elif errors:
-        console.print(f"{len(errors)} changes; in force after their time: median {statistics.median(errors):.2f} ms, "
-                      f"max {max(errors):.2f} ms", highlight=False)
+    else:
+        print_lateness(errors)
     if result.interrupted:
         error(f"interrupted after {len(result.events)} of the timeline's changes; the switch keeps the last one")
         raise typer.Exit(EXIT_INTERRUPTED)

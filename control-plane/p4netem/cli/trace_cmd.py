@@ -17,6 +17,7 @@ from ..profiles.units import Duration, Rate, UnitError
 from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, gather_profiles, gather_rules
 from .common import (DEFAULT_ADDR, EXIT_INTERRUPTED, DeviceId, ElectionId, Json, SwitchAddr, connect, console,
                      error, guarded)
+from .timeline_cmd import print_lateness
 
 app = typer.Typer(help="Trace-driven links: play Mahimahi delivery traces as rate changes "
                        "(see docs/control.md#trace-driven-links).", no_args_is_help=True)
@@ -125,9 +126,8 @@ def run(
             "events": [{"at_ms": e.event.at_ns / 1e6, "action": e.event.action, "error_ms": round(e.error_ns / 1e6, 3)}
                        for e in result.events],
         }, indent=2))
-    elif errors:
-        console.print(f"{len(errors)} changes; in force after their time: median {statistics.median(errors):.2f} ms, "
-                      f"max {max(errors):.2f} ms", highlight=False)
+    else:
+        print_lateness(errors)
     if result.interrupted:
         error(f"interrupted after {len(result.events)} changes; the switch keeps the last rate")
         raise typer.Exit(EXIT_INTERRUPTED)

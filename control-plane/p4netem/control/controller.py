@@ -186,20 +186,21 @@ class ProfileSwitch:
     def cleanup(self) -> None:
         """Write C: delete the profile entries nothing points to any more (never raises: the
         switch already runs the new profile; a leftover entry is harmless and reused later)."""
-        if not self._cleanup:
-            return
-        try:
-            self._ctl._write(self._cleanup, "delete the old profile entries", atomic=False)
-        except P4RuntimeError as err:
-            log.warning("leftover profile entries: %s", err)
+        self._write_or_warn(self._cleanup, "delete the old profile entries", "leftover profile entries")
 
     def _rollback(self) -> None:
-        if not self._undo:
+        self._write_or_warn(self._undo, "undo the staged profile entries",
+                            "could not undo the staged profile entries")
+
+    def _write_or_warn(self, updates: list, what: str, failed: str) -> None:
+        """A best-effort write (cleanup, undo): a failure is logged, not raised, so it never
+        hides the outcome (or the error) of the flip it follows."""
+        if not updates:
             return
         try:
-            self._ctl._write(self._undo, "undo the staged profile entries", atomic=False)
+            self._ctl._write(updates, what, atomic=False)
         except P4RuntimeError as err:
-            log.warning("could not undo the staged profile entries: %s", err)
+            log.warning("%s: %s", failed, err)
 
 
 class Controller:
@@ -458,16 +459,14 @@ class Controller:
         return result
 
     def prepare(self, assignments: Sequence[tuple[Rule | Mapping | str, Profile | str | Path]], *,
-                in_place: bool = False, state: SwitchState | None = None) -> ProfileSwitch:
+                in_place: bool = False) -> ProfileSwitch:
         """Validate, then write the new parameters under the spare ids (write A); the returned
         ProfileSwitch's commit() makes them take effect in one write. Used by timelines to keep
         the time-critical part to one RPC. With in_place=True, rules already on the switch get
-        their current profile entries modified by that one write instead (nothing is staged).
-        `state`: a snapshot the caller knows to be current (saves the Read; trace players)."""
+        their current profile entries modified by that one write instead (nothing is staged)."""
         pairs, encoded, warnings = self._validate(assignments)
         self._ensure_connected()
-        if state is None:
-            state = self._read(lambda: read_state(self.client))
+        state = self._read(lambda: read_state(self.client))
         return self._plan(state, pairs, encoded, warnings, in_place=in_place)
 
     def _rules(self, rules: Sequence[Rule | Mapping | str] | None) -> list[Rule]:

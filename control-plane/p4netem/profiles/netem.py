@@ -171,6 +171,14 @@ def _rate(word: str, where: str) -> str:
     return f"{number * scale}bit"
 
 
+def _packets(raw: str, where: str) -> int:
+    """A count of packets (limit, gap): decimal or 0x hex (int base 0; unlike tc's strtol, 010 is refused)."""
+    try:
+        return int(raw, 0)
+    except ValueError:
+        raise _Bad(where, f"{quote(raw)} is not a number of packets") from None
+
+
 def _no_correlation(tokens: _Tokens, where: str) -> None:
     """netem's optional CORRELATION: accepted only as 0 (p4netem draws every packet independently)."""
     if tokens.next_is_number():
@@ -207,11 +215,7 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                 raise _Bad(keyword, f"given twice ({quote(seen[keyword])} and {quote(word)})")
             seen[keyword] = word
             if keyword == "limit":
-                raw = tokens.take("a number of packets", "limit")
-                try:
-                    limit = int(raw, 0)
-                except ValueError:
-                    raise _Bad("limit", f"{quote(raw)} is not a number of packets") from None
+                limit = _packets(tokens.take("a number of packets", "limit"), "limit")
             elif keyword == "delay":
                 out["delay"] = _time(tokens.take("a time", "delay"), "delay")
                 if tokens.next_is_number():
@@ -226,11 +230,7 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                 out["reorder"] = {"probability": f"{_percent(tokens.take('a percentage', 'reorder'), 'reorder')}%"}
                 _no_correlation(tokens, "reorder")
             elif keyword == "gap":
-                raw = tokens.take("a distance", "gap")
-                try:
-                    gap = int(raw, 0)
-                except ValueError:
-                    raise _Bad("gap", f"{quote(raw)} is not a number of packets") from None
+                gap = _packets(tokens.take("a distance", "gap"), "gap")
             elif keyword == "distribution":
                 name = tokens.take("a distribution", "distribution")
                 if name in _DISTRIBUTIONS:
