@@ -34,9 +34,12 @@ def test_chromium_loads_page(content, nginx, scheme, protocol, tmp_path):
     conns = report["connections"]
     assert conns and sum(c["requests"] for c in conns) >= len(content.demo.objects)
     if protocol == "h2":
-        # One multiplexed connection per origin at most (Chromium may coalesce the two hosts,
-        # which share an address and a certificate).
-        assert len(conns) <= len(content.demo.hosts)
+        # Multiplexed: one connection per origin, sometimes two (Chromium may coalesce the two
+        # hosts, which share an address and a certificate; and while a host's first TLS handshake
+        # has not yet told it h2, a request waiting past Chromium's throttle opens a second socket:
+        # seen once under a loaded CI run, 3 connections for 2 hosts, 6+13+13 requests).
+        assert len(conns) <= 2 * len(content.demo.hosts)
+        assert all(c["protocol"] == "h2" for c in conns)
     else:
         assert len(conns) <= 6 * len(content.demo.hosts)
     assert shot.stat().st_size > 1000
