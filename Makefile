@@ -31,11 +31,11 @@ $(STAMPS)/system: scripts/setup-system.sh | check-root
 	bash scripts/setup-system.sh
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/venv: control-plane/pyproject.toml $(STAMPS)/system
+$(STAMPS)/venv: control-plane/pyproject.toml studies/pyproject.toml $(STAMPS)/system
 	@# Debian's python3 (mininet lives there) with system site packages; never a pyenv python.
 	[ -x $(PY) ] || $(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e 'control-plane[test]'
-	$(PY) -c "import p4netem.p4rt"
+	$(PY) -m pip install -q --disable-pip-version-check -e 'control-plane[test]' -e studies
+	$(PY) -c "import p4netem.p4rt, p4netem_studies.harness"
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/extra: $(EXTRA_SETUP) $(STAMPS)/venv

@@ -7,7 +7,7 @@ PKGS=(
   build-essential pkg-config python3-venv python3-dev
   iproute2 procps ethtool iperf3 iputils-ping tcpdump
   mininet
-  # web labs (p4netem.web): servers, TLS, client tools, headless browser, capture/filters in tests
+  # web labs (p4netem_studies.web): servers, TLS, client tools, headless browser, capture/filters in tests
   nginx-light nghttp2-client curl openssl ca-certificates chromium nftables
   python3-h2 python3-cryptography
   # Mininet labs: a name server on a lab host for multi-domain pages (the binary only: the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Node side of the web labs (web/): node-spdy and playwright-core from web/package-lock.json.
 # Idempotent: `npm ci` runs only when node_modules is missing or older than the lockfile.
-# Also makes sure the venv has the Python libraries p4netem.web uses (h2, cryptography) when the
+# Also makes sure the venv has the Python libraries p4netem_studies.web uses (h2, cryptography) when the
 # venv exists. Chromium itself is Debian's (scripts/setup-system.sh); playwright-core downloads
 # no browser.
 set -euo pipefail

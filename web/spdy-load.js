@@ -1,7 +1,7 @@
 'use strict';
 // SPDY/3.1 page loader: fetches a page by its manifest through node-spdy's agent (one SPDY
 // session per host, every request a stream on it) and prints a JSON report shaped like the
-// Python loaders' (p4netem.web.loaders.common.LoadReport).
+// Python loaders' (p4netem_studies.web.loaders.common.LoadReport).
 //
 // Usage: node spdy-load.js OPTIONS.json
 //   { "manifest": PATH, "resolve": {host: ip}, "scheme": "https"|"http", "port": N,

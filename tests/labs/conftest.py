@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from p4netem.harness.endpoints import Endpoints, SiteContent
-from p4netem.harness.tcp import tune_hosts
-from p4netem.mininet import load_topology
+from p4netem_studies.harness.endpoints import Endpoints, SiteContent
+from p4netem_studies.harness.tcp import tune_hosts
+from p4netem_studies.mininet import load_topology
 
 from lab_env import BIG, DEMO, SMALL, WebLab
 
@@ -25,7 +25,7 @@ from lab_env import BIG, DEMO, SMALL, WebLab
 def weblab(tmp_path_factory: pytest.TempPathFactory, switch_bin: str) -> Iterator[WebLab]:
     if os.geteuid() != 0:
         pytest.fail("lab tests need root (namespaces, raw sockets)", pytrace=False)
-    from p4netem.mininet.lab import MininetLab
+    from p4netem_studies.mininet.lab import MininetLab
     tmp = tmp_path_factory.mktemp("weblab")
     content = SiteContent.generate([DEMO, SMALL, BIG], tmp / "content")
     topo = load_topology("inline").expand()

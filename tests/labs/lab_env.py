@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from p4netem.harness.endpoints import Endpoints, SiteContent
-from p4netem.harness.metrics import WireMetrics, wire_metrics
-from p4netem.harness.protocols import protocol
-from p4netem.harness.tcp import set_initial_windows
+from p4netem_studies.harness.endpoints import Endpoints, SiteContent
+from p4netem_studies.harness.metrics import WireMetrics, wire_metrics
+from p4netem_studies.harness.protocols import protocol
+from p4netem_studies.harness.tcp import set_initial_windows
 from p4netem.profiles import Profile, builtin_profile
-from p4netem.web.capture import Capture, read_pcap
-from p4netem.web.load import run_loader
+from p4netem_studies.web.capture import Capture, read_pcap
+from p4netem_studies.web.load import run_loader
 
 # Pages of the session: the make-run page, 8 small objects on one host (round trips dominate),
 # and E3 page C (300 KB images) for first flights.

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from lab_env import DEMO
-from p4netem.harness.protocols import NGINX_HTTPS, SPDY_TLS, protocol
-from p4netem.web.capture import Capture, read_pcap
-from p4netem.web.load import run_loader
+from p4netem_studies.harness.protocols import NGINX_HTTPS, SPDY_TLS, protocol
+from p4netem_studies.web.capture import Capture, read_pcap
+from p4netem_studies.web.load import run_loader
 
 CASES = [
     # loader, server port, ALPN the client offers (in its ClientHello), ALPN chosen

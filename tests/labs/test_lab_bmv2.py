@@ -9,8 +9,8 @@ import statistics
 
 import pytest
 
-from p4netem.mininet import load_topology
-from p4netem.mininet.nodes import Bmv2Switch
+from p4netem_studies.mininet import load_topology
+from p4netem_studies.mininet.nodes import Bmv2Switch
 
 from lab_env import delay_profile
 
@@ -19,7 +19,7 @@ def test_bmv2_lab_forwards_and_delays(tmp_path):
     ok, why = Bmv2Switch.available()
     if not ok:
         pytest.skip(why)
-    from p4netem.mininet.lab import MininetLab
+    from p4netem_studies.mininet.lab import MininetLab
     with MininetLab(load_topology("inline").expand(), target="bmv2",
                     log_dir=tmp_path / "logs") as lab:
         lab.run("client", ["ping", "-c", "2", "-W", "2", lab.ip("server")])

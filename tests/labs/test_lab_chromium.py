@@ -10,7 +10,7 @@ import time
 import pytest
 
 from lab_env import DEMO
-from p4netem.mininet.nodes import netns_pids
+from p4netem_studies.mininet.nodes import netns_pids
 
 RTT_MS = 100.0
 

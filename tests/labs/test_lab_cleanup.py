@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from p4netem.lab.netns import LabError
-from p4netem.mininet import load_topology
-from p4netem.mininet.nodes import netns_pids
+from p4netem_studies.mininet import load_topology
+from p4netem_studies.mininet.nodes import netns_pids
 
 P4NETEM = str(Path(sys.executable).parent / "p4netem")
 
@@ -66,7 +66,7 @@ def _assert_gone(prefix: str, pids: list[int]) -> None:
 
 
 def test_exception_inside_the_lab_removes_everything(switch_bin):
-    from p4netem.mininet.lab import MininetLab
+    from p4netem_studies.mininet.lab import MininetLab
     lab = MininetLab(load_topology("cellular").expand({"ues": 2}), binary=switch_bin)
     pids: list[int] = []
     with pytest.raises(RuntimeError, match="boom"):
@@ -85,7 +85,7 @@ def test_exception_inside_the_lab_removes_everything(switch_bin):
 
 
 def test_failed_start_removes_everything(tmp_path):
-    from p4netem.mininet.lab import MininetLab
+    from p4netem_studies.mininet.lab import MininetLab
     lab = MininetLab(load_topology("inline").expand(), binary=tmp_path / "no-such-switch")
     with pytest.raises(LabError, match="not found"):
         lab.start()

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from lab_env import BIG, delay_profile
-from p4netem.web.capture import Capture, read_pcap
+from p4netem_studies.web.capture import Capture, read_pcap
 
 RTT_MS = 400.0
 

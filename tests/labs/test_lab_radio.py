@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from lab_env import DEMO
-from p4netem.harness.radio import prepare_radio, wake_exchange
+from p4netem_studies.harness.radio import prepare_radio, wake_exchange
 from p4netem.pipeline import PromotionKind
 from p4netem.profiles import builtin_profile
 from p4netem.radio import read_promotions

@@ -16,18 +16,18 @@ import time
 import pytest
 
 from p4netem import pipeline as pl
-from p4netem.harness.endpoints import Endpoints, SiteContent
-from p4netem.harness.tcp import set_initial_windows, tune_hosts
-from p4netem.mininet import load_topology
+from p4netem_studies.harness.endpoints import Endpoints, SiteContent
+from p4netem_studies.harness.tcp import set_initial_windows, tune_hosts
+from p4netem_studies.mininet import load_topology
 from p4netem.profiles import Profile
-from p4netem.web.load import run_loader
+from p4netem_studies.web.load import run_loader
 
 from lab_env import BIG, delay_profile
 
 
 @pytest.fixture
 def make_lab(switch_bin, tmp_path):
-    from p4netem.mininet.lab import MininetLab
+    from p4netem_studies.mininet.lab import MininetLab
     labs = []
 
     def make(name: str, **params):

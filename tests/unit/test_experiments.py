@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from p4netem.experiments import ExperimentError, experiment_names, load_experiment
-from p4netem.experiments.definition import loader_args
-from p4netem.experiments.pageload import build_plan
-from p4netem.experiments.sampling import stratified_cells
-from p4netem.experiments.workload import build_workload_plan
-from p4netem.harness.plan import resolve_profile
-from p4netem.harness.workload import SizeModel, WorkloadCondition, run_metrics
+from p4netem_studies.experiments import ExperimentError, experiment_names, load_experiment
+from p4netem_studies.experiments.definition import loader_args
+from p4netem_studies.experiments.pageload import build_plan
+from p4netem_studies.experiments.sampling import stratified_cells
+from p4netem_studies.experiments.workload import build_workload_plan
+from p4netem_studies.harness.plan import resolve_profile
+from p4netem_studies.harness.workload import SizeModel, WorkloadCondition, run_metrics
 from p4netem.pipeline import DOWNLINK, UPLINK, DropReason, pd_index
 from p4netem.stats import PdCounters
 
@@ -103,7 +103,7 @@ def test_e4_multiplexing_full_matrix_and_sample():
     assert b.plan.timeout_s > 3 * 512e6 * 8 / 1e6
     # A stratified sample: every level of every factor about equally often, both clients in
     # every chosen cell, reproducible by seed.
-    from p4netem.experiments.run import prepare
+    from p4netem_studies.experiments.run import prepare
     s1 = build_plan(prepare("e4-multiplexing", quick=False, sample=100, seed=3))
     s2 = build_plan(prepare("e4-multiplexing", quick=False, sample=100, seed=3))
     s3 = build_plan(prepare("e4-multiplexing", quick=False, sample=100, seed=4))
@@ -268,7 +268,7 @@ def test_workload_run_metrics():
 
 
 def test_e3_gain_is_baseline_over_variant():
-    from p4netem.experiments.analysis.e3 import gains
+    from p4netem_studies.experiments.analysis.e3 import gains
     stats = [{"profile_label": "c", "page": "p", "client": "https", "initcwnd": 3,
               "plt_ms_median": 1000.0},
              {"profile_label": "c", "page": "p", "client": "h2", "initcwnd": 10,
@@ -280,7 +280,7 @@ def test_e3_gain_is_baseline_over_variant():
 
 
 def test_e4_tree_ranks_the_deciding_factor_first():
-    from p4netem.experiments.analysis.e4 import decision_tree
+    from p4netem_studies.experiments.analysis.e4 import decision_tree
     import itertools
     cells = []
     for rtt, bw, loss, iw, size, n in itertools.product((20, 200), (1, 10), (0, 2), (3, 10),
@@ -299,7 +299,7 @@ def test_pages_of_one_plan_never_share_a_host_name():
     """Pages of a plan are generated into one content tree by host name: two different pages
     on one host name would overwrite each other's files (SiteContent refuses that at run
     time; this finds it before any lab comes up)."""
-    from p4netem.web import pages as page_models
+    from p4netem_studies.web import pages as page_models
     for name in experiment_names():
         exp = load_experiment(name)
         if exp.kind != "pageload":
@@ -330,8 +330,8 @@ def test_cli_lists_shows_and_refuses_bad_runs_before_any_lab():
 def test_every_named_page_generates_into_one_tree(tmp_path):
     """Every named page, and every page of the quick variants, written together as a lab does:
     each HTML holds its references and no page overwrites another's file."""
-    from p4netem.harness.endpoints import SiteContent
-    from p4netem.web import pages as page_models
+    from p4netem_studies.harness.endpoints import SiteContent
+    from p4netem_studies.web import pages as page_models
     names = list(page_models.NAMES)
     for name in experiment_names():
         exp = load_experiment(name, quick=True)

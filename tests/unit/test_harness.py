@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from p4netem.harness.environment import with_environment
-from p4netem.harness.metrics import wire_metrics
-from p4netem.harness.plan import Condition, Plan, make_run_plan, matrix
-from p4netem.harness.results import quartiles
-from p4netem.web.capture import ACK, FIN, PSH, SYN, Segment
+from p4netem_studies.harness.environment import with_environment
+from p4netem_studies.harness.metrics import wire_metrics
+from p4netem_studies.harness.plan import Condition, Plan, make_run_plan, matrix
+from p4netem_studies.harness.results import quartiles
+from p4netem_studies.web.capture import ACK, FIN, PSH, SYN, Segment
 
 C, S = "10.0.0.1", "10.0.1.1"
 

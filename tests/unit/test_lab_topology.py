@@ -7,8 +7,8 @@ import ipaddress
 
 import pytest
 
-from p4netem.mininet.slots import slot_rules
-from p4netem.mininet.topology import MAX_SLOT, TopologyError, TopologySpec, load_topology, topology_names
+from p4netem_studies.mininet.slots import slot_rules
+from p4netem_studies.mininet.topology import MAX_SLOT, TopologyError, TopologySpec, load_topology, topology_names
 
 
 def test_every_topology_file_expands():

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from p4netem.web import pages, pki, site
-from p4netem.web.manifest import Manifest
-from p4netem.web.nginx import NginxConfig, NginxServer
-from p4netem.web.spdy_server import SpdyConfig, SpdyServer
+from p4netem_studies.web import pages, pki, site
+from p4netem_studies.web.manifest import Manifest
+from p4netem_studies.web.nginx import NginxConfig, NginxServer
+from p4netem_studies.web.spdy_server import SpdyConfig, SpdyServer
 
 from web_env import (CLIENT_IF, CLIENT_IP, CLIENT_NS, HTTP, HTTPS, H2C, SERVER_IF, SERVER_IP,
                      SERVER_NS, SPDY_PLAIN, SPDY_TLS, delete_pair, make_pair)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from p4netem.web.load import run_loader
+from p4netem_studies.web.load import run_loader
 from web_env import CLIENT_NS
 
 

@@ -8,10 +8,10 @@ import subprocess
 import pytest
 
 from p4netem.lab.netns import unique_token
-from p4netem.web import netns, tcp_tuning
-from p4netem.web.load import run_loader
-from p4netem.web.nginx import NginxConfig, NginxServer
-from p4netem.web.spdy_server import SpdyConfig, SpdyServer
+from p4netem_studies.web import netns, tcp_tuning
+from p4netem_studies.web.load import run_loader
+from p4netem_studies.web.nginx import NginxConfig, NginxServer
+from p4netem_studies.web.spdy_server import SpdyConfig, SpdyServer
 from web_env import CLIENT_NS, HTTP, SERVER_IP, SERVER_NS, delete_pair, make_pair
 
 

@@ -7,7 +7,7 @@ import gzip
 
 import pytest
 
-from p4netem.web.loaders.http1_parser import ProtocolError, ResponseParser
+from p4netem_studies.web.loaders.http1_parser import ProtocolError, ResponseParser
 
 R1 = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello"
 R2 = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"

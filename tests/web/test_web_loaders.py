@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from p4netem.web.load import run_loader
+from p4netem_studies.web.load import run_loader
 
 from web_env import CLIENT_NS, H2C, HTTP, HTTPS, SPDY_PLAIN, SPDY_TLS
 

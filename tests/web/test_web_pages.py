@@ -9,8 +9,8 @@ import zlib
 
 import pytest
 
-from p4netem.web import pages, payloads, site
-from p4netem.web.manifest import Manifest
+from p4netem_studies.web import pages, payloads, site
+from p4netem_studies.web.manifest import Manifest
 
 KIB = 1024
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from p4netem.web import tcp_tuning
-from p4netem.web.capture import Capture, first_flight
-from p4netem.web.load import run_loader
+from p4netem_studies.web import tcp_tuning
+from p4netem_studies.web.capture import Capture, first_flight
+from p4netem_studies.web.load import run_loader
 from web_env import CLIENT_IF, CLIENT_NS, HTTP, SERVER_IF, SERVER_IP, SERVER_NS
 
 

@@ -2,8 +2,10 @@
 them, so each group's options and help live next to the code they drive.
 
 Commands: switch, apply, set, reset, show, stats, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check), profiles
-(list, show, validate, from-netem), lab (Mininet labs), measure (page loads; docs/labs.md) and experiment
-(the studies E1-E5; docs/experiments.md). Every command
+(list, show, validate, from-netem); with the studies package installed (studies/, package
+p4netem_studies), also lab (Mininet labs), measure (page loads; docs/labs.md) and experiment (the
+studies E1-E5; docs/experiments.md), which join through the entry-point group `p4netem.commands`:
+the control plane never imports the studies. Every command
 that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR, default 127.0.0.1:9559),
 --device-id and --election-id. docs/cli.md shows each with its output.
 
@@ -24,9 +26,11 @@ Errors are printed on stderr, first line starting with `error:`; warnings with `
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
+
 import typer
 
-from . import (apply_cmd, distribution_cmd, experiment_cmd, lab_cmd, measure_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
+from . import (apply_cmd, distribution_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
                timeline_cmd, trace_cmd)
 from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE
 
@@ -45,9 +49,12 @@ distribution_cmd.register(app)
 app.add_typer(timeline_cmd.app, name="timeline")
 app.add_typer(trace_cmd.app, name="trace")
 app.add_typer(profiles_cmd.app, name="profiles")
-app.add_typer(lab_cmd.app, name="lab")
-app.command("measure")(measure_cmd.measure)
-app.add_typer(experiment_cmd.app, name="experiment")
+
+# Command groups of other installed packages (the studies: lab, measure, experiment). Each entry
+# point is a function taking the app.
+COMMANDS_GROUP = "p4netem.commands"
+for _ep in entry_points(group=COMMANDS_GROUP):
+    _ep.load()(app)
 
 __all__ = ["app", "main", "EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "EXIT_SWITCH", "EXIT_INTERRUPTED"]
 

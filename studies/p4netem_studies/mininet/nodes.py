@@ -5,7 +5,7 @@ Mininet 2.3.0 imports only in Debian's python3 (the project venv sees it through
 switches here are plain `Switch` subclasses run with `controller=None`, programmed over P4Runtime.
 
 - `LabHost`: a Mininet host whose (otherwise anonymous) namespace is also given a name with
-  `ip netns attach`, so every `ip netns exec`-based helper of p4netem.web (servers, loaders,
+  `ip netns attach`, so every `ip netns exec`-based helper of p4netem_studies.web (servers, loaders,
   captures, TCP tuning) works on it unchanged. Terminating it ends every process left in the
   namespace and removes the name.
 - `P4NetemSwitch`: runs `p4netem-switch` on its ports (offloads off on its ends, its own gRPC
@@ -27,10 +27,10 @@ from pathlib import Path
 
 from mininet.node import Host, Switch
 
-from ..lab.free import free_tcp_port
-from ..lab.netns import LabError, disable_offloads, run
-from ..lab.switch import SwitchProcess
-from ..paths import REPO_ROOT
+from p4netem.lab.free import free_tcp_port
+from p4netem.lab.netns import LabError, disable_offloads, run
+from p4netem.lab.switch import SwitchProcess
+from p4netem.paths import REPO_ROOT
 
 CPU_PORT = 510  # P4 port standing for the controller (PacketIn/PacketOut), as in p4src
 

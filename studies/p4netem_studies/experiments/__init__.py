@@ -3,7 +3,7 @@
 An experiment is data: `experiments/NAME.yaml` in the repository says which pages, networks,
 clients, initial windows and repetitions make up the study's matrix, and a `quick:` block says
 what replaces them for a run of a few minutes. This package turns a definition into the
-harness's own plans and runs it with the harness (p4netem.harness: labs, endpoints, loaders,
+harness's own plans and runs it with the harness (p4netem_studies.harness: labs, endpoints, loaders,
 captures, results), then analyses the results the way the study did and draws its main
 comparison.
 
@@ -15,7 +15,7 @@ comparison.
     run.py          run one experiment (quick or full) and write everything into one directory
 
 The workload generator E2 needs (many scripted web and bulk clients in the client namespaces of
-the dumbbell) is a harness module: p4netem.harness.workload.
+the dumbbell) is a harness module: p4netem_studies.harness.workload.
 """
 
 from .definition import (Experiment, ExperimentError, PageloadExperiment, WorkloadExperiment,

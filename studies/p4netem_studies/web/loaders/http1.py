@@ -265,7 +265,7 @@ class _HostPool:
 
 
 class H1PageLoad(PageLoad):
-    loader = "p4netem.web.loaders.http1"
+    loader = "p4netem_studies.web.loaders.http1"
 
     def __init__(self, manifest: Manifest, opts: LoadOptions, mode: str):
         if mode not in MODES:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import asdict, dataclass, field
 
+from p4netem.profiles import Profile
+
 from ..harness.plan import Condition, Plan, register_profile, resolve_profile
-from ..profiles import Profile
 from ..web import pages as page_models
 from .definition import Block, PageloadExperiment, loader_args
 from .sampling import random_cells, stratified_cells

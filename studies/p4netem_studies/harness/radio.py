@@ -21,9 +21,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from p4netem.pipeline import RadioState
+from p4netem.radio import RadioEvent, RadioWatcher, read_promotions
+
 from ..mininet.slots import AppliedProfile
-from ..pipeline import RadioState
-from ..radio import RadioEvent, RadioWatcher, read_promotions
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import pipeline as pl
+from p4netem import pipeline as pl
 from ..mininet.topology import load_topology
 from ..web.netns import NsProcess, run as ns_run
 from ..web.nginx import NginxConfig, NginxServer
@@ -476,7 +476,7 @@ def _start_agent(ns: str, config: Path, log: Path) -> NsProcess:
     pkg_root = Path(__file__).resolve().parents[2]
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(pkg_root),
                                                        os.environ.get("PYTHONPATH")]))}
-    return NsProcess(ns, [sys.executable, "-m", "p4netem.harness.workload_agent", str(config)],
+    return NsProcess(ns, [sys.executable, "-m", "p4netem_studies.harness.workload_agent", str(config)],
                      log, env=env)
 
 

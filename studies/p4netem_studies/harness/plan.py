@@ -15,7 +15,7 @@ import itertools
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ..profiles import Profile, builtin_profile, builtin_profiles, load_profile
+from p4netem.profiles import Profile, builtin_profile, builtin_profiles, load_profile
 from ..web import pages
 from .protocols import PROTOCOLS, protocol
 
@@ -32,7 +32,7 @@ class Condition:
     prewake: bool = False                 # radio woken by a small exchange just before the load
     # A client configuration beyond the protocol (experiments: "pipelined+deflate", "reval"):
     # `label` names it in tables instead of the protocol; `loader_args` are extra options of
-    # p4netem.web.load (--revalidate, --accept-encoding identity, --discover at-once).
+    # p4netem_studies.web.load (--revalidate, --accept-encoding identity, --discover at-once).
     label: str = ""
     loader_args: tuple[str, ...] = ()
 

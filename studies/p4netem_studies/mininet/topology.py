@@ -22,7 +22,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..paths import topologies_dir
+from p4netem.paths import topologies_dir
 
 __all__ = ["HostGroup", "TopologySpec", "LabHostSpec", "Topology", "TopologyError",
            "load_topology", "topology_names", "MAX_SLOT"]

@@ -27,9 +27,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from p4netem.cli.signals import run_recording
+
 from ..experiments.definition import (ExperimentError, PageloadExperiment, experiment_names,
                                       load_experiment)
-from .signals import run_recording
 
 app = typer.Typer(help="The studies of experiments.md (E1-E5): list, show, run.",
                   no_args_is_help=True)

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import pipeline as pl
-from ..control import Controller, Rule
-from ..profiles import Direction, Profile, RadioNone
-from ..profiles.units import Duration
-from ..radio import IdledUe
-from ..stats import PdCounters, read_pd_counters
+from p4netem import pipeline as pl
+from p4netem.control import Controller, Rule
+from p4netem.profiles import Direction, Profile, RadioNone
+from p4netem.profiles.units import Duration
+from p4netem.radio import IdledUe
+from p4netem.stats import PdCounters, read_pd_counters
 from .topology import Topology
 
 ACCESS_PRIORITY = 10

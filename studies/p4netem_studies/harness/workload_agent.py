@@ -1,8 +1,8 @@
 """The process of the workload generator that runs in one client namespace: many scripted web
-clients and bulk clients at once, on one asyncio loop (p4netem.harness.workload starts one per
+clients and bulk clients at once, on one asyncio loop (p4netem_studies.harness.workload starts one per
 client host and reads what it writes).
 
-    python -m p4netem.harness.workload_agent CONFIG.json
+    python -m p4netem_studies.harness.workload_agent CONFIG.json
 
 Web client (E2's model): waits a random part of a think time, then loops until the measured
 window ends: picks a server and a page (1 primary + embedded objects drawn from the server's
@@ -183,7 +183,7 @@ class Agent:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m p4netem.harness.workload_agent CONFIG.json", file=sys.stderr)
+        print("usage: python -m p4netem_studies.harness.workload_agent CONFIG.json", file=sys.stderr)
         return 2
     cfg = json.loads(Path(args[0]).read_text())
     t0 = time.time()

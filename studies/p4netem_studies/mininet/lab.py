@@ -25,13 +25,13 @@ import time
 import weakref
 from pathlib import Path
 
-from ..control import Controller
-from ..lab.netns import PREFIX, LabError, disable_offloads, run, unique_token
-from ..p4rt import P4Info, P4RuntimeClient
-from ..paths import p4info_path
-from ..profiles import Profile
-from ..radio import IdledUe
-from ..stats import PdCounters, read_pd_counters
+from p4netem.control import Controller
+from p4netem.lab.netns import PREFIX, LabError, disable_offloads, run, unique_token
+from p4netem.p4rt import P4Info, P4RuntimeClient
+from p4netem.paths import p4info_path
+from p4netem.profiles import Profile
+from p4netem.radio import IdledUe
+from p4netem.stats import PdCounters, read_pd_counters
 from .slots import AppliedProfile, SlotProfiles
 from .topology import Topology
 

@@ -19,7 +19,7 @@ SPDY_PLAIN, SPDY_TLS = 8081, 8443
 @dataclass(frozen=True)
 class Protocol:
     name: str               # as conditions and tables name it
-    loader: str             # p4netem.web.load protocol
+    loader: str             # p4netem_studies.web.load protocol
     server: str             # nginx | spdy
     plain_port: int | None  # None: not available without TLS
     tls_port: int

@@ -18,10 +18,11 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from p4netem.cli.signals import run_recording
+
 from ..harness.plan import PRESETS, Plan, matrix
 from ..mininet.topology import TopologyError, load_topology
 from .lab_cmd import parse_params, split_profile
-from .signals import run_recording
 
 console = Console()
 if not console.is_terminal:
@@ -31,7 +32,7 @@ err = Console(stderr=True)
 
 
 def _duration_ms(text: str) -> float:
-    from ..profiles.units import Duration, UnitError
+    from p4netem.profiles.units import Duration, UnitError
     try:
         return int(Duration.parse(text)) / 1e6
     except UnitError as exc:

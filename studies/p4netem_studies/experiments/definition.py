@@ -9,7 +9,7 @@ Two kinds:
   to be compressed, whether it revalidates, when it requests objects); a *mode* is a named set
   of options layered on every client of the block (E1's "revalidate", E5's "prewoken").
 - `workload` (E2): many scripted web and bulk clients share a bottleneck for a fixed time
-  (p4netem.harness.workload); the matrix is web clients x bulk clients x HTTP model x IW.
+  (p4netem_studies.harness.workload); the matrix is web clients x bulk clients x HTTP model x IW.
 
 `quick:` holds top-level keys that replace the full definition's for the quick variant (a run
 of a few minutes); both variants are validated when the file is loaded, so a broken quick block
@@ -27,10 +27,11 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
+from p4netem.paths import REPO_ROOT
+from p4netem.profiles import Profile, ProfileError, builtin_profiles
+from p4netem.profiles.units import ByteSize, Duration, Percent, Rate, UnitError
+
 from ..harness.protocols import PROTOCOLS
-from ..paths import REPO_ROOT
-from ..profiles import Profile, ProfileError, builtin_profiles
-from ..profiles.units import ByteSize, Duration, Percent, Rate, UnitError
 from ..web import pages as page_models
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.+\-]{0,39}$")
@@ -52,7 +53,7 @@ class _Model(BaseModel):
 # ---- clients and modes ------------------------------------------------------------------------
 
 class LoaderOptions(_Model):
-    """Options of p4netem.web.load a client or mode sets (None: the loader's default)."""
+    """Options of p4netem_studies.web.load a client or mode sets (None: the loader's default)."""
 
     conns_per_host: int | None = Field(None, ge=1, le=64)
     accept_encoding: str | None = None     # "identity": ask for nothing compressed
@@ -81,7 +82,7 @@ class ClientSpec(LoaderOptions):
 
 
 def loader_args(options: dict) -> tuple[str, ...]:
-    """Command-line options of p4netem.web.load for merged client/mode options (without
+    """Command-line options of p4netem_studies.web.load for merged client/mode options (without
     conns_per_host, which the harness passes itself, and prewake, which is the harness's:
     Condition.prewake)."""
     args: list[str] = []
@@ -357,7 +358,7 @@ class PageloadExperiment(_Common):
 
 
 class WorkloadSpec(_Model):
-    """E2's web and bulk clients (p4netem.harness.workload)."""
+    """E2's web and bulk clients (p4netem_studies.harness.workload)."""
 
     objects_per_page: int = Field(4, ge=1, le=64)     # 1 primary + embedded
     size_distribution: Literal["pareto", "lognormal"] = "pareto"

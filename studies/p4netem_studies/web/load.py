@@ -1,6 +1,6 @@
 """Load a page once and print its JSON report: the one entry point for every loader.
 
-    python -m p4netem.web.load --protocol h1.1-pipelined --manifest site/manifest.json \\
+    python -m p4netem_studies.web.load --protocol h1.1-pipelined --manifest site/manifest.json \\
         --resolve www.microscape.test=10.0.0.2 [--scheme https --ca ca.pem] [--out report.json]
 
 Protocols: h1.0, h1.1, h1.1-pipelined (Python, asyncio sockets), h2 (python-h2), spdy (node-spdy
@@ -80,7 +80,7 @@ def load(protocol: str, manifest_path: str | Path, opts: LoadOptions, *,
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m p4netem.web.load", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m p4netem_studies.web.load", description=__doc__.split("\n")[0])
     p.add_argument("--protocol", required=True, choices=PROTOCOLS)
     p.add_argument("--manifest", required=True)
     p.add_argument("--resolve", action="append", default=[], metavar="HOST=IP")
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         report = load(a.protocol, a.manifest, options_from_args(a), spki=a.spki,
                       screenshot=a.screenshot, browser_args=a.browser_arg)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        print(f"p4netem.web.load: {exc}", file=sys.stderr)
+        print(f"p4netem_studies.web.load: {exc}", file=sys.stderr)
         return 2
     text = json.dumps(report)
     if a.out:
@@ -151,7 +151,7 @@ def run_loader(ns: str | None, protocol: str, manifest_path: str | Path, *,
                extra_args: list[str] | None = None) -> dict:
     """Run one load inside namespace `ns` and return its report (ok or not)."""
     pkg_root = Path(__file__).resolve().parents[2]  # control-plane/
-    argv = [sys.executable, "-m", "p4netem.web.load", "--protocol", protocol,
+    argv = [sys.executable, "-m", "p4netem_studies.web.load", "--protocol", protocol,
             "--manifest", str(Path(manifest_path).resolve()), "--scheme", scheme,
             "--timeout", str(timeout_s)]
     for host, ip in (resolve or {}).items():

@@ -20,8 +20,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from p4netem.cli.signals import Terminated, interrupt_on_termination
+
 from ..mininet.topology import TopologyError, load_topology, topology_names
-from .signals import Terminated, interrupt_on_termination
 
 app = typer.Typer(help="Mininet labs: list, show and bring up topologies.", no_args_is_help=True)
 console = Console()
@@ -96,7 +97,7 @@ def up(
     except (TopologyError, ValueError) as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(1)
-    from ..lab.netns import LabError
+    from p4netem.lab.netns import LabError
     from ..mininet.cli import LabCLI
     from ..mininet.lab import MininetLab
     code = 0

@@ -32,7 +32,7 @@ def loadavg() -> list[float]:
 
 def run_context(plan: dict, target: str, lab) -> dict:
     """plan, start time, host, p4netem build (git, switch binary) and the lab's namespaces."""
-    from ..paths import REPO_ROOT, switch_binary
+    from p4netem.paths import REPO_ROOT, switch_binary
 
     binary = switch_binary()
     return {

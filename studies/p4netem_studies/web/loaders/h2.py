@@ -193,7 +193,7 @@ class _H2Conn:
 
 
 class H2PageLoad(PageLoad):
-    loader = "p4netem.web.loaders.h2"
+    loader = "p4netem_studies.web.loaders.h2"
     protocol = "h2"
 
     def __init__(self, manifest: Manifest, opts: LoadOptions):

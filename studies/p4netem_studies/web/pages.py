@@ -1,6 +1,6 @@
 """Web pages as data: which objects a page has, their sizes, kinds and host names.
 
-A `PageModel` is a plain description (no files); `p4netem.web.site.generate` turns one into real
+A `PageModel` is a plain description (no files); `p4netem_studies.web.site.generate` turns one into real
 files and a manifest. Named pages reproduce the pages of experiments.md (E1 Microscape, E3 A/B/C,
 E5 multi-domain replicas, the demo page of `make run`); `uniform` gives the N-objects-of-size-S pages
 of E4. Sizes are drawn from a seeded generator, so a (page, seed) pair always yields the same sizes.
