@@ -45,6 +45,22 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def default_sigint() -> None:
+    """preexec_fn for a child the test will send SIGINT: start it with SIGINT at its default
+    disposition, as an interactive shell does. A test run started with `&` or under nohup has
+    SIGINT ignored, children inherit that, and Python then never installs its Ctrl-C handler:
+    the test would be testing how it was started, not the command (issue 13, defect 8)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def sigint_ignored(pid: int) -> bool:
+    """Whether the process ignores SIGINT (its SigIgn mask in /proc)."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    return False
+
+
 def _switch_pids(prefix: str) -> list[int]:
     out = subprocess.run(["pgrep", "-f", f"p4netem-switch.*{prefix}p"], capture_output=True,
                          text=True).stdout
@@ -142,12 +158,14 @@ def test_ctrl_c_to_measure_writes_partial_results_and_removes_the_lab(tmp_path):
     out = tmp_path / "results"
     proc = subprocess.Popen([P4NETEM, "measure", "--profile", "lte", "--protocol", "h2",
                              "--reps", "50", "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"},
+                            preexec_fn=default_sigint)
     try:
         text = _Output(proc).wait_for(r"lte\s+h2 iw10\s+#2", 90)
         prefix = re.search(r"namespaces (p4n[0-9a-z]+)client", text).group(1)
         pids = [p for ns in _netns_names() if ns.startswith(prefix) for p in netns_pids(ns)]
         pids += _switch_pids(prefix)
+        assert not sigint_ignored(proc.pid), "measure started with SIGINT ignored"
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
     finally:
