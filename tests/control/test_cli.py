@@ -240,6 +240,21 @@ def test_switch_command_runs_in_the_foreground_and_stops_on_ctrl_c(switch_bin: s
         hosts.close()
 
 
+def test_switch_binary_says_its_address_is_in_use(switch_bin: str) -> None:
+    """p4netem-switch started on a taken P4Runtime address says so, in one line, before it opens
+    any port (issue 13, defect 5: it said `transport error`)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = f"127.0.0.1:{taken.getsockname()[1]}"
+        r = subprocess.run([switch_bin, "--grpc-addr", busy, "--rt-priority", "0", "--grpc-rt-priority", "0"],
+                           capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"p4netem-switch: P4Runtime address {busy} is already in use"), r.stderr
+    assert "--grpc-addr" in last and "transport error" not in r.stderr
+
+
 def test_set_and_apply_in_place(bare_switch: SwitchProcess, tmp_path) -> None:
     """`p4netem set FIELD=VALUE` changes the profile a rule has where it is (same profile id),
     keeping the name of a profile this process does not know; `apply --in-place` too; bad
