@@ -751,18 +751,19 @@ class Controller:
     # ---- timelines --------------------------------------------------------------------------------
 
     def run_timeline(self, timeline, rules: Sequence[Rule | Mapping | str] | None = None, *,
-                     lead_s: float = 0.2, on_event=None, rt_priority: int = 4):
+                     lead_s: float = 0.2, on_event=None, rt_priority: int = 4, stop=None):
         """Run a Timeline (or a path to its YAML) on `rules` (default: the timeline's own rules,
         else DEFAULT_RULE). Everything is validated before the first write; returns a
         TimelineResult with the time error of every change. Ctrl-C stops it (result.interrupted)
-        and leaves the switch on the last profile applied."""
+        and leaves the switch on the last profile applied; so does setting `stop` (a
+        threading.Event) from another thread."""
         from .timeline import Timeline, TimelinePlayer
 
         if not isinstance(timeline, Timeline):
             timeline = Timeline.load(timeline)
         parsed = self._rules(rules) if rules else None
         return TimelinePlayer(self, timeline, parsed, lead_s=lead_s, on_event=on_event,
-                              rt_priority=rt_priority).run()
+                              rt_priority=rt_priority, stop=stop).run()
 
     # ---- counters ---------------------------------------------------------------------------------
 
