@@ -77,5 +77,7 @@ def test_report_of_a_real_run_is_complete_and_offline(tmp_path):
     assert verdicts[0] == "agrees" and verdicts[1] == "agrees", verdicts
     assert verdicts[3] == "not measured"
     assert "Against the original study" in seen["headings"] and "Environment" in seen["headings"]
-    kernel = os.uname().release
-    assert kernel in html and "reno" in html               # the run's kernel and congestion control
+    # The run's kernel and congestion control (the definition's, as the hosts reported it).
+    cc = json.loads((out / "experiment.json").read_text())["definition"]["congestion_control"]
+    assert os.uname().release in html
+    assert re.search(rf"<td>congestion_control_requested</td>(<td>{cc}</td>)+</tr>", html), cc

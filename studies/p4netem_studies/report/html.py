@@ -30,6 +30,8 @@ TEMPLATE = Path(__file__).with_name("report.html.j2")
 # which the environment section has once).
 MAIN_TABLES = {"e1": "e1-table", "e2": "e2-table", "e3": "e3-table", "e4": "e4-cells",
                "e5": "e5-table"}
+# The environment columns every CSV repeats (harness/environment.py), when the metadata does
+# not say which they are (a run without results.json).
 ENV_COLUMNS = {"kernel", "tcp_congestion_control", "tcp_no_metrics_save",
                "tcp_slow_start_after_idle", "tcp_sack", "tcp_timestamps", "tcp_window_scaling",
                "tcp_early_retrans", "tcp_recovery", "tcp_rmem", "tcp_wmem", "tcp_ecn",
@@ -119,8 +121,15 @@ def _interval_rows(t: IntervalTable) -> dict:
                      for key, cols in t.rows]}
 
 
-def _csv_table(rows: list[dict]) -> dict:
-    cols = [c for c in dict.fromkeys(k for r in rows for k in r) if c not in ENV_COLUMNS]
+def _environment_by_iw(md: dict) -> dict:
+    """initial window -> the environment columns the CSVs carry for it."""
+    roles = roles_of(md)
+    return {iw: environment_columns(md, iw, roles)
+            for iw in (md.get("tcp_environment_by_initcwnd") or {})}
+
+
+def _csv_table(rows: list[dict], env_columns: set[str]) -> dict:
+    cols = [c for c in dict.fromkeys(k for r in rows for k in r) if c not in env_columns]
 
     def cell(v):
         if v is None:
@@ -154,18 +163,21 @@ def _environment(data: RunData) -> dict:
     software = [(k, str(v)) for k, v in (md.get("software") or {}).items()]
     if md.get("tls"):
         software.append(("TLS of the servers", json.dumps(md["tls"])))
-    roles = roles_of(md)
-    by_iw = md.get("tcp_environment_by_initcwnd") or {}
     tcp_header, tcp_rows = [], []
-    if by_iw:
-        cols = {iw: environment_columns(md, iw, roles) for iw in by_iw}
+    cols = _environment_by_iw(md)
+    if cols:
         names = list(dict.fromkeys(k for c in cols.values() for k in c))
         tcp_header = ["setting"] + [f"IW {iw}" for iw in cols]
         tcp_rows = [[n] + [str(c.get(n, "-")) for c in cols.values()] for n in names]
+    # Per host: {sysctl: {before, after}} (other entries, such as how congestion control was
+    # set, are in the table above as columns).
     changed = []
     for hostname, settings in (md.get("tcp_sysctls_set") or {}).items():
+        if not isinstance(settings, dict):
+            continue
         for name, ba in settings.items():
-            changed.append([hostname, name, str(ba.get("before")), str(ba.get("after"))])
+            if isinstance(ba, dict) and {"before", "after"} <= set(ba):
+                changed.append([hostname, name, str(ba["before"]), str(ba["after"])])
     return {"run": run, "software": software, "tcp_header": tcp_header, "tcp_rows": tcp_rows,
             "changed": changed}
 
@@ -194,7 +206,9 @@ def render(data: RunData, *, seed: int = 1, resamples: int = 2000, confidence: f
     interval_tables = [_interval_rows(t) for t in (median_table(data, est), ratio_table(data, est))
                        if t is not None and t.rows]
     main = MAIN_TABLES.get(data.analysis)
-    analysis_tables = [{"title": f"{name}.csv", **_csv_table(data.rows(name))}
+    env_columns = {k for c in _environment_by_iw(data.metadata).values() for k in c} or \
+        ENV_COLUMNS
+    analysis_tables = [{"title": f"{name}.csv", **_csv_table(data.rows(name), env_columns)}
                        for name in [main] if name and data.rows(name)]
     plots = [{"name": f"{name}.png", "uri": data_uri(path.read_bytes(), "image/png")}
              for name, path in data.plots.items()]
