@@ -114,7 +114,8 @@ def claim_plot(claim: Claim) -> str | None:
 # ---- sections -----------------------------------------------------------------------------------
 
 def _interval_rows(t: IntervalTable) -> dict:
-    return {"title": t.title, "note": t.note,
+    notes = sorted({iv.note for _, cols in t.rows for iv in cols.values() if iv and iv.note})
+    return {"title": t.title, "note": "; ".join(([t.note] if t.note else []) + notes),
             "header": [k.removeprefix("f_") for k in t.keys] + list(t.columns),
             "rows": [[("-" if v is None else str(v)) for v in key] +
                      [fmt_interval(cols.get(m), u) for m, u in t.columns.items()]
