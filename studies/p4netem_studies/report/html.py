@@ -200,6 +200,9 @@ def render(data: RunData, *, seed: int = 1, resamples: int = 2000, confidence: f
                          + (f" {c.unit}" if c.unit and c.unit != "x" else ""),
             "verdict": c.verdict, "cls": VERDICT_CLASS.get(c.verdict, "grey"),
             "summary": c.summary, "plot": claim_plot(c),
+            "plot_note": (f"The plot shows the first {MAX_PLOTTED_CHECKS} of "
+                          f"{len(c.checks)} subjects; the table has every one."
+                          if len(c.checks) > MAX_PLOTTED_CHECKS else ""),
             "checks": [{"subject": k.subject, "value": fmt_interval(k.interval, c.unit),
                         "verdict": k.verdict, "cls": VERDICT_CLASS.get(k.verdict, "grey"),
                         "why": k.why, "note": k.interval.note} for k in c.checks]})
