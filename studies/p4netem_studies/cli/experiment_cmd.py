@@ -136,8 +136,8 @@ def run(
                                "(stratified unless the definition says random)."),
     seed: int = typer.Option(None, "--seed", help="Seed of the sample."),
     cc: str = typer.Option(None, "--cc", help="Congestion control of every host instead of "
-                           "the definition's (reno, bbr, ...: what the machine allows in a "
-                           "namespace)."),
+                           "the definition's (reno, cubic, bbr: any algorithm the kernel has "
+                           "loaded; set on every route of the lab, nothing machine-wide)."),
     only: list[str] = typer.Option([], "--only", help="Keep conditions with KEY=VALUE[,...] "
                                    "(page loads: profile, page, client, mode, initcwnd, tls, "
                                    "protocol; workload: web_clients, bulk_clients, http, "
@@ -155,8 +155,15 @@ def run(
 ) -> None:
     """Run an experiment: table, CSVs, the comparison plot and experiment.json in --out."""
     from ..experiments.run import prepare, run_experiment
+    from ..web.tcp_tuning import check_congestion_control
     try:
         exp = prepare(name, quick=quick, sample=sample, seed=seed, cc=cc)
+        if exp.congestion_control:
+            try:
+                check_congestion_control(exp.congestion_control)
+            except ValueError as exc:
+                raise ValueError(f"{'--cc' if cc else exp.name + ': congestion_control'}: "
+                                 f"{exc}") from None
         filters = _only(only)
         # Validate the whole plan before any lab comes up.
         if isinstance(exp, PageloadExperiment):

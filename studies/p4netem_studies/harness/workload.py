@@ -43,6 +43,7 @@ from ..mininet.topology import load_topology
 from ..web.netns import NsProcess, run as ns_run
 from ..web.nginx import NginxConfig, NginxServer
 from ..web.site import FIXED_MTIME
+from ..web.tcp_tuning import congctl_args
 from .plan import resolve_profile
 from .provenance import loadavg, run_context
 from .results import quartiles, write_csv
@@ -387,7 +388,8 @@ class WorkloadRunner:
             host_iw[c.name] = iw
             for s in lab.topology.servers:
                 ns_run(lab.ns(s.name), ["ip", "route", "replace", f"{c.ip}/32", "dev", "eth0",
-                                        "initcwnd", str(iw), "initrwnd", str(iw)])
+                                        "initcwnd", str(iw), "initrwnd", str(iw),
+                                        *congctl_args(self.plan.congestion_control)])
         return host_iw
 
     def _loop(self, lab, pool: list[dict], work: Path, profile) -> None:
