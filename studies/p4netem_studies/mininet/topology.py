@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from p4netem import safe_yaml
 from p4netem.paths import topologies_dir
+from p4netem.safe_yaml import YamlInputError
 
 __all__ = ["HostGroup", "TopologySpec", "LabHostSpec", "Topology", "TopologyError",
            "load_topology", "topology_names", "MAX_SLOT"]
@@ -247,9 +248,11 @@ def load_topology(name_or_path: str | Path, directory: Path | None = None) -> To
         raise TopologyError(f"no topology {str(name_or_path)!r}; known: "
                             f"{', '.join(topology_names(directory)) or 'none'}")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise TopologyError(f"{path}: not valid YAML: {exc}") from None
+        data = safe_yaml.load_file(path)
+    except YamlInputError as exc:
+        raise TopologyError(str(exc)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopologyError(f"{path}: cannot read: {exc}") from None
     try:
         return TopologySpec.model_validate(data)
     except ValidationError as exc:
