@@ -16,17 +16,16 @@
 minutes on a 2-core machine; the full one reproduces the study's matrix and can take hours),
 prints the study's table and writes the harness's files, the analysis CSVs, the comparison plot
 and experiment.json into --out (default results/experiments/NAME-quick|full-TIME). `analyze`
-<<<<<<< HEAD
 runs the analysis again on such a directory (after a change to it, or on a stopped run's files).
 Page-load runs are durable: each load is committed to DIR/run.db when it ends, so `status` reads a
 running or stopped run and `resume` finishes it (refusing, naming the change, when the definition,
 the code or the machine's TCP settings changed; --force accepts). `--parallel N` runs N labs at
 once (default: what the machine's cores and memory allow for these conditions); `--ray` runs the
 labs as Ray actors, locally ('auto') or on a cluster (docs/experiments.md).
-=======
+
+
 runs the analysis again on such a directory (after a change to it, or on a stopped run's files);
 `report` writes its self-contained HTML report (DIR/report.html).
->>>>>>> main
 
 Exit codes: 0 every load ok, 1 some failed or the run failed (files still written), 2 bad usage
 or an invalid definition, 130 Ctrl-C / 143 SIGTERM (what was done is written, the lab is down).
@@ -222,7 +221,6 @@ def analyze(directory: Path = typer.Argument(..., help="A result directory of `e
         console.print(f"{kind:14} {path}")
 
 
-<<<<<<< HEAD
 def _run_errors():
     from ..runs.cluster import ClusterError
     from ..runs.driver import RunFailed
@@ -287,7 +285,8 @@ def status_cmd(directory: Path = typer.Argument(..., help="A run directory."),
         console.print(f"  [red]failed[/] {escape(key)}: {escape(why[:200])}")
     if len(st.failed) > 50:
         console.print(f"  ... and {len(st.failed) - 50} more (--json)")
-=======
+
+
 @app.command("report")
 def report(
     directory: Path = typer.Argument(..., help="A result directory of `experiment run` (or "
@@ -317,4 +316,3 @@ def report(
         t.add_row(c.verdict, escape(c.claim), escape(c.summary))
     console.print(t)
     console.print(f"{'report':14} {path}")
->>>>>>> main
