@@ -86,6 +86,10 @@ def test_e2_initial_window():
     assert {c.initcwnd_label for c in p.conditions} == {"1", "2", "3", "4", "1/3"}
     t1 = resolve_profile(p.profile)
     assert int(t1.downlink.queue.packets) == 25 and int(t1.downlink.delay) == 50_000_000
+    # Every host's own 10 Mbit/s access link (the dumbbell is routed: topology.py).
+    access = resolve_profile(p.access_profile)
+    assert (int(access.downlink.rate), int(access.uplink.rate)) == (10_000_000, 10_000_000)
+    assert int(access.downlink.delay) == 0
     q = build_workload_plan(load_experiment("e2-initial-window", quick=True))
     assert q.total_runs * (q.duration_s + q.warmup_s) <= QUICK_MAX_WORKLOAD_S
     assert len({c.initcwnd for c in q.conditions}) >= 2        # still compares windows
@@ -375,3 +379,19 @@ def test_e1_wan_rate_axis_puts_each_client_at_every_rate_side_by_side():
     assert got[("wan-90ms-t1", "http1.0")]["rate_bps"] == 1_544_000
     # One rate alone is no axis.
     assert wan_rates(stats[:2], ["wan-90ms", "wan-90ms-t1"], rates) == []
+
+
+def test_workload_link_metrics_take_the_busiest_access_link_per_direction():
+    from p4netem_studies.harness.workload import link_metrics
+
+    def c(out_down: int, out_up: int, drops: int = 0) -> dict:
+        return {DOWNLINK: PdCounters(0, 0, 0, 0, 0, {DropReason.QUEUE_FULL: drops}, 0, out_down),
+                UPLINK: PdCounters(1, 0, 0, 0, 0, {}, 0, out_up)}
+    # 10 Mbit/s links, a 10 s window: 12.5 MB would be a full link.
+    c0 = {"client1": c(0, 0), "server1": c(1000, 0)}
+    c1 = {"client1": c(1_250_000, 125_000, drops=3), "server1": c(126_000, 2_500_000)}
+    m = link_metrics(c0, c1, 10e6, 10.0)
+    assert m == {"access_max_utilisation_to_host": 0.1, "access_queue_drops_to_host": 3,
+                 "access_max_utilisation_from_host": 0.2, "access_queue_drops_from_host": 0,
+                 "access_links": 2}
+    assert link_metrics({}, {}, 10e6, 10.0) == {}

@@ -6,12 +6,14 @@
     p4netem experiment run e4-multiplexing --sample 200 --seed 7
     p4netem experiment run e2-initial-window --quick --only http=1.0 --duration 20
     p4netem experiment analyze results/experiments/e4-multiplexing-full-...
+    p4netem experiment report results/experiments/e4-multiplexing-full-...
 
 `run` brings up the experiment's lab, runs its matrix (the quick variant with --quick: a few
 minutes on a 2-core machine; the full one reproduces the study's matrix and can take hours),
 prints the study's table and writes the harness's files, the analysis CSVs, the comparison plot
 and experiment.json into --out (default results/experiments/NAME-quick|full-TIME). `analyze`
-runs the analysis again on such a directory (after a change to it, or on a stopped run's files).
+runs the analysis again on such a directory (after a change to it, or on a stopped run's files);
+`report` writes its self-contained HTML report (DIR/report.html).
 
 Exit codes: 0 every load ok, 1 some failed or the run failed (files still written), 2 bad usage
 or an invalid definition, 130 Ctrl-C / 143 SIGTERM (what was done is written, the lab is down).
@@ -190,3 +192,34 @@ def analyze(directory: Path = typer.Argument(..., help="A result directory of `e
         console.print(table)
     for kind, path in result.files.items():
         console.print(f"{kind:14} {path}")
+
+
+@app.command("report")
+def report(
+    directory: Path = typer.Argument(..., help="A result directory of `experiment run` (or "
+                                     "`analyze`)."),
+    out: Path = typer.Option(None, "--out", help="The page to write (default DIR/report.html)."),
+    resamples: int = typer.Option(2000, "--resamples", min=200, max=100_000,
+                                  help="Bootstrap resamples per interval."),
+    confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999,
+                                     help="Confidence of the intervals."),
+    seed: int = typer.Option(1, "--seed", min=0, help="Seed of the bootstrap."),
+) -> None:
+    """Write the run's report: one self-contained HTML page (the study's tables and plots,
+    bootstrap intervals on its medians and gains, the environment, and the original study's
+    conclusions checked on the rows), viewable offline."""
+    from ..report import read_run_directory
+    from ..report.html import write_report
+    try:
+        data = read_run_directory(directory)
+        path, claims = write_report(data, out, seed=seed, resamples=resamples,
+                                    confidence=confidence)
+    except (ExperimentError, ValueError, KeyError, OSError) as exc:
+        err.print(f"[red]error: {escape(str(exc))}[/]", soft_wrap=True)
+        raise typer.Exit(1)
+    t = Table("verdict", "claim of the original study", "subjects",
+              title=f"{data.name}: the original's conclusions on this run", title_justify="left")
+    for c in claims:
+        t.add_row(c.verdict, escape(c.claim), escape(c.summary))
+    console.print(t)
+    console.print(f"{'report':14} {path}")
