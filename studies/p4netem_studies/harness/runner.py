@@ -273,7 +273,8 @@ class PageloadLab:
         finally:
             cap.stop()
         seen = radio_log.end()
-        wire = wire_metrics(read_pcap(pcap), lab.ip(client), plan.silence_s)
+        wire = wire_metrics(read_pcap(pcap), lab.ip(client), plan.silence_s,
+                            initcwnd=cond.initcwnd)
         if not self.keep_pcaps:
             pcap.unlink(missing_ok=True)
         errors += [str(e) for e in report.get("errors", [])][:20]
