@@ -21,10 +21,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ...harness.results import write_csv
-from .common import Analysis, fmt_q, group_stats, run_rows
+from .common import Analysis, fmt_q, group_stats, run_rows, stall_flag
 from .plots import grouped_bars, legend, pyplot, save
 
-METRICS = ["plt_ms", "loader_elapsed_ms", "packets", "packets_up", "packets_down", "ip_bytes",
+METRICS = ["plt_ms", "rtts", "stalls", "stall_ms", "loader_elapsed_ms", "packets", "packets_up", "packets_down", "ip_bytes",
            "payload_down", "tcpip_header_bytes", "header_overhead_pct", "connections_opened",
            "retransmissions_down"]
 
@@ -54,7 +54,7 @@ def analyze(exp, built, records, metadata: dict, out: Path) -> Analysis:
                   f"{s['packets_median']:.0f}",
                   f"{s['packets_down_median']:.0f}/{s['packets_up_median']:.0f}",
                   f"{s['ip_bytes_median']:.0f}", f"{s['header_overhead_pct_median']:.1f}",
-                  f"{s['connections_opened_median']:.0f}", fmt_q(s, "plt_ms"))
+                  f"{s['connections_opened_median']:.0f}", fmt_q(s, "plt_ms") + stall_flag(s))
     res.tables.append(t)
     res.files["e1_plot"] = _plot(stats, out / "e1.png")
     wan = wan_rates(stats, exp.options.get("wan_rates") or [], _rates(exp))
