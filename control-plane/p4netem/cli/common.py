@@ -34,10 +34,13 @@ err_console = Console(stderr=True)
 SwitchAddr = Annotated[str, typer.Option(
     "--switch", "-s", envvar="P4NETEM_ADDR", metavar="HOST:PORT",
     help="P4Runtime address of the switch (env P4NETEM_ADDR).")]
+# P4Runtime carries the device id as uint64 and the election id as uint128: larger values are
+# bad usage like any other out-of-range option, not a failure while encoding the request.
 DeviceId = Annotated[int, typer.Option(
-    "--device-id", envvar="P4NETEM_DEVICE_ID", min=0, help="P4Runtime device id (env P4NETEM_DEVICE_ID).")]
+    "--device-id", envvar="P4NETEM_DEVICE_ID", min=0, max=2**64 - 1,
+    help="P4Runtime device id (env P4NETEM_DEVICE_ID).")]
 ElectionId = Annotated[int, typer.Option(
-    "--election-id", envvar="P4NETEM_ELECTION_ID", min=1,
+    "--election-id", envvar="P4NETEM_ELECTION_ID", min=1, max=2**128 - 1,
     help="Election id for arbitration: the highest live one is primary and may write "
          "(env P4NETEM_ELECTION_ID).")]
 GrpcCa = Annotated[Optional[Path], typer.Option(

@@ -54,6 +54,7 @@ from ..profiles.errors import KNOWN_FIELDS, FieldProblems, Problem, problems_fro
 from ..profiles.fields import annotate, duration, one_line
 from ..profiles.units import Duration, quote
 from ..profiles.yaml_files import _parse_yaml
+from ..safe_yaml import YamlInputError, read_text
 from .rules import Rule
 
 __all__ = ["Step", "Timeline", "TimelineError", "Event", "EventResult", "TimelineResult", "TimelinePlayer",
@@ -238,9 +239,13 @@ class Timeline(BaseModel):
     def load(cls, path: str | Path) -> "Timeline":
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path)
+        except YamlInputError as exc:
+            raise TimelineError([Problem(exc.where, exc.message)], str(path)) from None
         except OSError as exc:
             raise TimelineError([Problem("", f"cannot read: {exc.strerror or exc}")], str(path)) from None
+        except UnicodeDecodeError as exc:
+            raise TimelineError([Problem("", f"not UTF-8 text: {exc.reason}")], str(path)) from None
         return cls.loads(text, str(path), path.parent)
 
     # ---- compile ---------------------------------------------------------------------------------

@@ -63,6 +63,8 @@ class Digest:
 
 
 def _uint128(value: int) -> p4runtime_pb2.Uint128:
+    if not 0 <= value < 2**128:
+        raise ValueError(f"election id {value} out of range 0..{2**128 - 1} (P4Runtime's uint128)")
     return p4runtime_pb2.Uint128(high=value >> 64, low=value & (2**64 - 1))
 
 

@@ -6,7 +6,8 @@ One run = one condition (web clients, bulk clients, HTTP/1.0 or 1.1 model, serve
 window, possibly different for two halves of the client hosts) for `warmup_s + duration_s`:
 
 - the lab is the topology's (the dumbbell: N client hosts sharing one slot, so one queue per
-  direction, and N server hosts); every server runs nginx with a pool of objects whose sizes
+  direction, and N server hosts; with `access_profile`, every host's own link to its router
+  runs that profile: E2's 10 Mbit/s links); every server runs nginx with a pool of objects whose sizes
   follow the plan's heavy-tailed distribution, plus the bulk file;
 - clients are spread round-robin over the client hosts; one agent process per client host
   (workload_agent.py) runs them all on one asyncio loop, with the harness's HTTP/1.x loader;
@@ -43,6 +44,7 @@ from ..mininet.topology import load_topology
 from ..web.netns import NsProcess, run as ns_run
 from ..web.nginx import NginxConfig, NginxServer
 from ..web.site import FIXED_MTIME
+from ..web.tcp_tuning import congctl_args, path_to
 from .plan import resolve_profile
 from .provenance import loadavg, run_context
 from .results import quartiles, write_csv
@@ -121,6 +123,7 @@ class WorkloadPlan:
     conditions: list[WorkloadCondition]
     profile: str
     duration_s: float
+    access_profile: str | None = None        # every host's own link (routed topologies)
     warmup_s: float = 10.0
     topology: str = "dumbbell"
     topology_params: dict[str, int] = field(default_factory=dict)
@@ -149,6 +152,8 @@ class WorkloadPlan:
         if self.http11 not in ("pipelined", "serial"):
             raise ValueError(f"http11 must be pipelined or serial, not {self.http11!r}")
         prof = resolve_profile(self.profile)
+        if self.access_profile is not None:
+            resolve_profile(self.access_profile)
         if not int(prof.downlink.rate):
             raise ValueError(f"profile {self.profile!r} has no downlink rate: a bottleneck "
                              "utilisation needs one")
@@ -290,6 +295,28 @@ def run_metrics(cond: WorkloadCondition, plan: WorkloadPlan, rate_bps: dict[str,
     return m, pages
 
 
+def link_metrics(c0: dict[str, dict], c1: dict[str, dict], rate_bps: float,
+                 duration_s: float) -> dict:
+    """The hosts' own access links over the window, from the switch's counters at its start
+    (c0) and end (c1), host -> direction -> PdCounters: the busiest link's utilisation toward
+    its host and from it (bytes out / (rate x window); a link's uplink is what its host sends,
+    client or server) and all their queue-full drops. Empty without links."""
+    if not c0 or not rate_bps:
+        return {}
+    m: dict = {}
+    for name, direction in (("to_host", pl.DOWNLINK), ("from_host", pl.UPLINK)):
+        util, drops = [], 0
+        for host in c0:
+            a, b = c0[host][direction], c1[host][direction]
+            util.append((b.bytes_out - a.bytes_out) * 8 / (rate_bps * duration_s))
+            drops += (b.drops.get(pl.DropReason.QUEUE_FULL, 0)
+                      - a.drops.get(pl.DropReason.QUEUE_FULL, 0))
+        m[f"access_max_utilisation_{name}"] = round(max(util), 4)
+        m[f"access_queue_drops_{name}"] = drops
+    m["access_links"] = len(c0)
+    return m
+
+
 def summarize(plan: WorkloadPlan, runs: list[WorkloadRun]) -> list[dict]:
     out = []
     for cond in plan.conditions:
@@ -358,6 +385,8 @@ class WorkloadRunner:
                 self.on_event("lab", {"lab": lab})
                 profile = resolve_profile(plan.profile)
                 applied = lab.apply_profile(profile)[0]
+                links = (lab.apply_link_profile(resolve_profile(plan.access_profile))
+                         if plan.access_profile else [])
                 servers = []
                 try:
                     for h in topo.servers:
@@ -366,6 +395,8 @@ class WorkloadRunner:
                         cfg = NginxConfig(work / "content", http_port=80)
                         servers.append(NginxServer(lab.ns(h.name), cfg, workdir=d).start())
                     self.metadata = self._metadata(lab, pool, applied, servers)
+                    self.metadata["access_links"] = {
+                        h.name: a.to_json() for a in links for h in topo.hosts if h.link == a.slot}
                     self.metadata["tcp_sysctls_set"] = tune_hosts(lab, plan.congestion_control)
                     self.metadata["tcp_environment_by_initcwnd"] = {}
                     self._loop(lab, pool, work, profile)
@@ -386,8 +417,12 @@ class WorkloadRunner:
             iw = cond.iw_of_host(i, len(clients))
             host_iw[c.name] = iw
             for s in lab.topology.servers:
-                ns_run(lab.ns(s.name), ["ip", "route", "replace", f"{c.ip}/32", "dev", "eth0",
-                                        "initcwnd", str(iw), "initrwnd", str(iw)])
+                # The way the server's routes already take to the client (via its router in a
+                # routed topology), with the client's IW.
+                ns_run(lab.ns(s.name), ["ip", "route", "replace", f"{c.ip}/32",
+                                        *path_to(lab.ns(s.name), c.ip),
+                                        "initcwnd", str(iw), "initrwnd", str(iw),
+                                        *congctl_args(self.plan.congestion_control)])
         return host_iw
 
     def _loop(self, lab, pool: list[dict], work: Path, profile) -> None:
@@ -397,6 +432,11 @@ class WorkloadRunner:
         # Every client shares the one slot: any client's access counters are the bottleneck's.
         bottleneck = clients[0].name
         servers = [lab.ip(s.name) for s in lab.topology.servers]
+        # Hosts with a link of their own that runs the access profile (routed topologies).
+        linked = [h.name for h in lab.topology.hosts if h.link is not None] \
+            if plan.access_profile else []
+        access_bps = float(resolve_profile(plan.access_profile).downlink.rate) \
+            if plan.access_profile else 0.0
         for index, (cond, rep) in enumerate(plan.schedule()):
             self.on_event("run", {"index": index, "condition": cond, "rep": rep})
             host_iw = self._set_windows(lab, cond)
@@ -429,8 +469,10 @@ class WorkloadRunner:
             try:
                 _sleep_until(start + plan.warmup_s)
                 c0 = lab.counters(bottleneck)
+                l0 = {h: lab.link_counters(h) for h in linked}
                 _sleep_until(start + plan.warmup_s + plan.duration_s)
                 c1 = lab.counters(bottleneck)
+                l1 = {h: lab.link_counters(h) for h in linked}
                 outputs = []
                 deadline = start + plan.warmup_s + plan.duration_s + plan.grace_s + 30
                 for host, cfg, proc in agents:
@@ -450,6 +492,7 @@ class WorkloadRunner:
                 raise
             if len(outputs) == len(agents):
                 metrics, pages = run_metrics(cond, plan, rate, start, outputs, c0, c1, host_iw)
+                metrics.update(link_metrics(l0, l1, access_bps, plan.duration_s))
                 if metrics["pages_ok"] == 0 and cond.web_clients:
                     errors.append("no page completed in the window")
             else:
