@@ -268,3 +268,32 @@ def test_estimator_seeds_each_interval_from_its_key():
     s = Sample(tuple(float(v) ** 1.5 for v in range(20)))
     assert est.median(s, ("a",)) == est.median(s, ("a",))
     assert len({est.median(s, (k,)) for k in "abcde"}) > 1
+
+
+# ---- the page -----------------------------------------------------------------------------------
+
+def test_page_is_self_contained_and_escapes_what_it_shows(tmp_path):
+    import re
+
+    from p4netem_studies.report.html import MAX_PLOTTED_CHECKS, render
+    plt = __import__("p4netem_studies.experiments.analysis.plots",
+                     fromlist=["pyplot"]).pyplot()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    fig.savefig(tmp_path / "e1.png")
+    plt.close(fig)
+    rows = []
+    for net in range(MAX_PLOTTED_CHECKS + 5):      # more subjects than one plot shows
+        rows += _e1_rows(f"net{net}", "http1.0", [2000, 2100, 2050], 640)
+        rows += _e1_rows(f"net{net}", "pipelined", [540, 560, 550], 230)
+    runs = [{"key": "<b>k</b>", "rep": 0, "ok": False, "errors": "timeout <script>"}]
+    data = _run("e1", {"e1-runs": rows, "runs": runs}, tmp_path=tmp_path)
+    data.plots["e1"] = tmp_path / "e1.png"
+    html = render(data, resamples=200)
+    refs = re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', html)
+    # The study plot and a forest plot per claim these rows test (time, packets, overhead).
+    assert len(refs) == 1 + 3 and all(r.startswith("data:image/") for r in refs)
+    assert "<script" not in html and "timeout &lt;script&gt;" in html and "&lt;b&gt;k" in html
+    assert f"first {MAX_PLOTTED_CHECKS} of {MAX_PLOTTED_CHECKS + 5} subjects" in html
+    assert html.count('class="verdict ok">agrees</span>') >= 2 * (MAX_PLOTTED_CHECKS + 5)
+    assert html == render(data, resamples=200)                  # seeded: the same page again

@@ -114,7 +114,8 @@ def claim_plot(claim: Claim) -> str | None:
 # ---- sections -----------------------------------------------------------------------------------
 
 def _interval_rows(t: IntervalTable) -> dict:
-    return {"title": t.title, "note": t.note,
+    notes = sorted({iv.note for _, cols in t.rows for iv in cols.values() if iv and iv.note})
+    return {"title": t.title, "note": "; ".join(([t.note] if t.note else []) + notes),
             "header": [k.removeprefix("f_") for k in t.keys] + list(t.columns),
             "rows": [[("-" if v is None else str(v)) for v in key] +
                      [fmt_interval(cols.get(m), u) for m, u in t.columns.items()]
@@ -200,6 +201,9 @@ def render(data: RunData, *, seed: int = 1, resamples: int = 2000, confidence: f
                          + (f" {c.unit}" if c.unit and c.unit != "x" else ""),
             "verdict": c.verdict, "cls": VERDICT_CLASS.get(c.verdict, "grey"),
             "summary": c.summary, "plot": claim_plot(c),
+            "plot_note": (f"The plot shows the first {MAX_PLOTTED_CHECKS} of "
+                          f"{len(c.checks)} subjects; the table has every one."
+                          if len(c.checks) > MAX_PLOTTED_CHECKS else ""),
             "checks": [{"subject": k.subject, "value": fmt_interval(k.interval, c.unit),
                         "verdict": k.verdict, "cls": VERDICT_CLASS.get(k.verdict, "grey"),
                         "why": k.why, "note": k.interval.note} for k in c.checks]})
