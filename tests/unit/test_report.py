@@ -260,6 +260,13 @@ def test_reader_names_what_is_missing(tmp_path):
     data = read_run_directory(tmp_path)
     assert data.analysis == "e3" and data.rows("e3-runs") == [
         {"profile_label": "c", "page": "a", "client": "https", "initcwnd": 3, "plt_ms": 2700.5}]
+    # Rows without a column a claim needs: named, not a traceback.
+    (tmp_path / "e3-runs.csv").write_text("profile_label,page,initcwnd,plt_ms\nc,a,3,2700.5\n")
+    with pytest.raises(ExperimentError, match="lack the column 'client'"):
+        claims_for(read_run_directory(tmp_path))
+    (tmp_path / "e3-runs.csv").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(ExperimentError, match=r"e3-runs\.csv: unreadable"):
+        read_run_directory(tmp_path)
 
 
 def test_estimator_seeds_each_interval_from_its_key():

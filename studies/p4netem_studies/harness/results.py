@@ -206,3 +206,34 @@ def table(summary: list[ConditionSummary], title: str = "page-load time") -> Tab
         t.caption = escape("  ".join(f"{k} {v}" for k, v in notes.items()))
         t.caption_justify = "left"
     return t
+
+
+class StoredRecord:
+    """A load as the run store holds it (RunRecord.to_json()), with what summaries, result files
+    and analyses use of a RunRecord: condition (the plan's Condition), rep, ok, errors, radio,
+    row() and to_json(). A load that was given up (its labs died) has only key, ok and errors."""
+
+    def __init__(self, doc: dict, condition):
+        self._doc = doc
+        self.condition = condition
+        self.rep = doc.get("rep", 0)
+        self.ok = bool(doc.get("ok"))
+        errors = doc.get("errors") or []
+        self.errors = errors if isinstance(errors, list) else [errors]
+        self.radio = doc.get("radio") or {}
+
+    def row(self) -> dict:
+        row = {k: v for k, v in self._doc.items() if k not in ("condition", "wire", "radio")}
+        if "profile" not in row:      # given up: the condition's columns, nothing measured
+            row = {"key": self.condition.key, "profile": self.condition.profile,
+                   "profile_label": self.condition.profile_label, "protocol": self.condition.protocol,
+                   "tls": self.condition.tls, "initcwnd": self.condition.initcwnd,
+                   "page": self.condition.page, "variant": self.condition.variant,
+                   "rep": self.rep, "ok": False}
+        row["errors"] = " | ".join(self.errors)[:2000]
+        return row
+
+    def to_json(self) -> dict:
+        d = dict(self._doc)
+        d.setdefault("condition", self.condition.to_json())
+        return d

@@ -267,6 +267,23 @@ class Topology:
             raise TopologyError(str(exc).replace(f"{', '.join(sorted(h.name for h in hosts))} need",
                                                  f"the clients sharing slot {slot} need")) from None
 
+    def relocated(self, index: int) -> "Topology":
+        """The same lab in the `index`-th subnet after its own (index 0: unchanged), so that
+        labs running side by side on one machine (parallel experiment runs) never share an
+        address, even in captures and logs that are read together."""
+        if index == 0:
+            return self
+        size = 1 << (32 - self.prefix_len)
+        shift = index * size
+        hosts = tuple(replace(h, ip=str(ipaddress.IPv4Address(h.ip) + shift)) for h in self.hosts)
+        for h in hosts:
+            if not ipaddress.IPv4Address(h.ip).is_private:
+                raise TopologyError(f"topology {self.name!r}: lab {index} would move {h.name} to "
+                                    f"{h.ip}, outside private address space")
+        topo = replace(self, hosts=hosts)
+        topo.check()
+        return topo
+
     def host(self, name: str) -> LabHostSpec:
         for h in self.hosts:
             if h.name == name:
