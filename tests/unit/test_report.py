@@ -304,3 +304,18 @@ def test_page_is_self_contained_and_escapes_what_it_shows(tmp_path):
     assert f"first {MAX_PLOTTED_CHECKS} of {MAX_PLOTTED_CHECKS + 5} subjects" in html
     assert html.count('class="verdict ok">agrees</span>') >= 2 * (MAX_PLOTTED_CHECKS + 5)
     assert html == render(data, resamples=200)                  # seeded: the same page again
+
+
+def test_report_command_errors_are_one_line(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    p4netem = str(Path(sys.executable).parent / "p4netem")
+    bad = subprocess.run([p4netem, "experiment", "report", str(tmp_path)], capture_output=True,
+                         text=True, timeout=120, env={"COLUMNS": "60", "PATH": "/usr/bin:/bin"})
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [
+        f"error: {tmp_path}: not an experiment's result directory (experiment.json missing)"]
+    usage = subprocess.run([p4netem, "experiment", "report", str(tmp_path), "--resamples", "5"],
+                           capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 2 and "--resamples" in usage.stderr and "200" in usage.stderr
