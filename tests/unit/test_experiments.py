@@ -395,3 +395,10 @@ def test_workload_link_metrics_take_the_busiest_access_link_per_direction():
                  "access_max_utilisation_from_host": 0.2, "access_queue_drops_from_host": 0,
                  "access_links": 2}
     assert link_metrics({}, {}, 10e6, 10.0) == {}
+
+
+def test_each_study_runs_its_eras_congestion_control():
+    # 1997/1998: Reno-era stacks; 2011-2014: Linux's CUBIC (set per route: harness/tcp.py).
+    assert {n: load_experiment(n).congestion_control for n in experiment_names()} == {
+        "e1-microscape": "reno", "e2-initial-window": "reno", "e3-spdy": "cubic",
+        "e4-multiplexing": "cubic", "e5-cellular": "cubic"}

@@ -260,6 +260,13 @@ def test_reader_names_what_is_missing(tmp_path):
     data = read_run_directory(tmp_path)
     assert data.analysis == "e3" and data.rows("e3-runs") == [
         {"profile_label": "c", "page": "a", "client": "https", "initcwnd": 3, "plt_ms": 2700.5}]
+    # Rows without a column a claim needs: named, not a traceback.
+    (tmp_path / "e3-runs.csv").write_text("profile_label,page,initcwnd,plt_ms\nc,a,3,2700.5\n")
+    with pytest.raises(ExperimentError, match="lack the column 'client'"):
+        claims_for(read_run_directory(tmp_path))
+    (tmp_path / "e3-runs.csv").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(ExperimentError, match=r"e3-runs\.csv: unreadable"):
+        read_run_directory(tmp_path)
 
 
 def test_estimator_seeds_each_interval_from_its_key():
@@ -297,3 +304,18 @@ def test_page_is_self_contained_and_escapes_what_it_shows(tmp_path):
     assert f"first {MAX_PLOTTED_CHECKS} of {MAX_PLOTTED_CHECKS + 5} subjects" in html
     assert html.count('class="verdict ok">agrees</span>') >= 2 * (MAX_PLOTTED_CHECKS + 5)
     assert html == render(data, resamples=200)                  # seeded: the same page again
+
+
+def test_report_command_errors_are_one_line(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    p4netem = str(Path(sys.executable).parent / "p4netem")
+    bad = subprocess.run([p4netem, "experiment", "report", str(tmp_path)], capture_output=True,
+                         text=True, timeout=120, env={"COLUMNS": "60", "PATH": "/usr/bin:/bin"})
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [
+        f"error: {tmp_path}: not an experiment's result directory (experiment.json missing)"]
+    usage = subprocess.run([p4netem, "experiment", "report", str(tmp_path), "--resamples", "5"],
+                           capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 2 and "--resamples" in usage.stderr and "200" in usage.stderr

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..experiments.definition import ExperimentError
 from .bootstrap import Interval
 from .estimates import Estimator, matching, sample
 from .reader import RunData
@@ -377,7 +378,12 @@ def claims_for(data: RunData, est: Estimator | None = None) -> list[Claim]:
     fn = CLAIMS.get(data.analysis)
     if fn is None:
         return []
-    return fn(data, est or Estimator())
+    try:
+        return fn(data, est or Estimator())
+    except KeyError as exc:
+        raise ExperimentError(f"{data.directory}: the rows lack the column {exc} the "
+                              f"{data.analysis} claims use (files of an older analysis? run "
+                              "`p4netem experiment analyze` on the directory again)") from None
 
 
 __all__ = ["AGREES", "DISAGREES", "INCONCLUSIVE", "MIXED", "NOT_MEASURED", "Check", "Claim",

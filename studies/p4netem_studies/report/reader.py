@@ -43,9 +43,12 @@ def typed(column: str, text: str):
 
 
 def read_csv(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return [{k: typed(k, v) for k, v in row.items() if k is not None}
-                for row in csv.DictReader(f)]
+    try:
+        with open(path, newline="") as f:
+            return [{k: typed(k, v) for k, v in row.items() if k is not None}
+                    for row in csv.DictReader(f)]
+    except (OSError, csv.Error, UnicodeDecodeError) as exc:
+        raise ExperimentError(f"{path}: unreadable ({exc})") from None
 
 
 # The per-load (E2: per-run and per-page) rows each study's report is computed from.
