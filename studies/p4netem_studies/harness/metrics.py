@@ -40,6 +40,8 @@ class WireMetrics:
     stall_ms: float = 0.0
     window_waits: int = 0
     rtt_path: str = ""
+    server_ms: float = 0.0               # servers' think time along the deepest chain
+    client_ms: float = 0.0               # the client's, along the same chain
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -52,11 +52,16 @@ class Audit:
     stall_ms: float = 0.0
     window_waits: int = 0
     rtt_path: str = ""
+    # Along the deepest chain: time servers took beyond the round trip before answering, and
+    # time the client took before sending what the chain's next packet answered.
+    server_ms: float = 0.0
+    client_ms: float = 0.0
     stall_events: list[dict] = field(default_factory=list)
 
     def columns(self) -> dict:
         return {"rtts": self.rtts, "stalls": self.stalls, "stall_ms": round(self.stall_ms, 1),
-                "window_waits": self.window_waits, "rtt_path": self.rtt_path}
+                "window_waits": self.window_waits, "rtt_path": self.rtt_path,
+                "server_ms": round(self.server_ms, 1), "client_ms": round(self.client_ms, 1)}
 
 
 class _Pkt:
@@ -179,6 +184,7 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
     if deepest is not None:
         result.rtts = deepest.depth
         result.rtt_path = _path(deepest)
+        result.server_ms, result.client_ms = _waits(deepest, conns)
     return result
 
 
@@ -341,6 +347,20 @@ def _window_full(p: _Pkt, c: _Conn, i: int, initcwnd: int) -> bool:
             break
         in_flight += 1
     return in_flight >= initcwnd or c.top - acked_before + len(p.seg.payload) > window > 0
+
+
+def _waits(p: _Pkt, conns: dict[tuple, _Conn]) -> tuple[float, float]:
+    """Server and client think time along the chain that ends at p (ms)."""
+    server = client = 0.0
+    q: _Pkt | None = p
+    while q is not None and q.cause is not None:
+        gap = q.ts - q.cause.ts
+        if q.up:
+            client += max(0.0, gap)
+        elif q.kind == "r":
+            server += max(0.0, gap - (conns[q.conn].rtt or 0.0))
+        q = q.cause
+    return server * 1000.0, client * 1000.0
 
 
 def _path(p: _Pkt) -> str:

@@ -141,6 +141,30 @@ def _csv_table(rows: list[dict], env_columns: set[str]) -> dict:
     return {"header": cols, "rows": [[cell(r.get(c)) for c in cols] for r in rows]}
 
 
+def _execution(exp: dict) -> list[tuple[str, str]]:
+    """How the run executed (runs/: the store's counts, each session, the labs and their
+    nodes), when experiment.json says."""
+    out = []
+    loads = exp.get("loads")
+    if isinstance(loads, dict):
+        out.append(("loads", f"{loads.get('stored', '-')} of {loads.get('planned', '-')} stored, "
+                             f"{loads.get('failed', '-')} failed"))
+    for i, ses in enumerate(exp.get("sessions") or []):
+        if not isinstance(ses, dict):
+            continue
+        t0, t1 = ses.get("t_start"), ses.get("t_end")
+        took = f", {t1 - t0:.0f} s" if isinstance(t0, (int, float)) and \
+            isinstance(t1, (int, float)) else ""
+        out.append((f"session {i + 1}", f"{ses.get('kind', '-')} {ses.get('outcome', '-')}, "
+                                        f"{ses.get('labs', '-')} labs{took}"))
+    labs = [lab for lab in exp.get("labs") or [] if isinstance(lab, dict)]
+    if labs:
+        nodes = sorted({str(lab.get("node")) for lab in labs})
+        out.append(("labs", f"{len(labs)} on {len(nodes)} node{'s' if len(nodes) != 1 else ''} "
+                            f"({', '.join(nodes)})"))
+    return out
+
+
 def _environment(data: RunData) -> dict:
     md = data.metadata
     exp = data.experiment
@@ -161,6 +185,7 @@ def _environment(data: RunData) -> dict:
             f"{host.get('loadavg_start', '-')} / {host.get('loadavg_end', '-')}"),
            ("python", host.get("python", "-")),
            ("p4netem", f"{build.get('git', '-')} (switch target {build.get('switch_target', '-')})")]
+    run += _execution(exp)
     software = [(k, str(v)) for k, v in (md.get("software") or {}).items()]
     if md.get("tls"):
         software.append(("TLS of the servers", json.dumps(md["tls"])))
