@@ -188,7 +188,8 @@ def _environment(data: RunData) -> dict:
            ("load average at start / end",
             f"{host.get('loadavg_start', '-')} / {host.get('loadavg_end', '-')}"),
            ("python", host.get("python", "-")),
-           ("p4netem", f"{build.get('git', '-')} (switch target {build.get('switch_target', '-')})")]
+           ("p4netem", f"{build.get('git', '-')} "
+                       f"(switch target {build.get('switch_target', '-')})")]
     run += _execution(exp)
     software = [(k, str(v)) for k, v in (md.get("software") or {}).items()]
     if md.get("tls"):
