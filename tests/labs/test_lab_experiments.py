@@ -88,6 +88,15 @@ def test_experiment_slices_of_e1_and_e2(tmp_path):
     # large object that straddles the window's start may add a little to a short window).
     assert 0 < float(run["goodput_kbit"]) <= 1544 * 1.2
     assert run["server_route_initcwnd"] == "4" and run["tcp_congestion_control"] == "reno"
+    # Every host's own 10 Mbit/s access link carried its share and stayed within its rate; the
+    # busiest one (a client's, receiving) ran well below it behind the 1.544 Mbit/s bottleneck.
+    assert int(run["access_links"]) == 8
+    assert 0 < float(run["access_max_utilisation_to_host"]) <= 1544 / 10_000 * 1.3
+    assert 0 < float(run["access_max_utilisation_from_host"]) <= 1544 / 10_000 * 1.3
+    meta = json.loads((out / "results.json").read_text())["metadata"]
+    assert sorted(meta["access_links"]) == [f"{r}{i}" for r in ("client", "server")
+                                            for i in range(1, 5)]
+    assert {a["profile"] for a in meta["access_links"].values()} == {"ethernet-10mbit"}
     # Every server route, the per-client /32 ones with the IW included, carries reno.
     assert (run["server_route_congctl"], run["server_socket_congestion_control"]) == ("reno",) * 2
     pages = _rows(out / "pages.csv")

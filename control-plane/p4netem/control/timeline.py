@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -563,8 +564,11 @@ class TimelinePlayer:
 
     def __init__(self, controller: Any, timeline: Timeline, rules: Sequence[Rule] | None = None,
                  lead_s: float = 0.2, on_event: Callable[[EventResult], None] | None = None,
-                 rt_priority: int = 4):
+                 rt_priority: int = 4, stop: threading.Event | None = None):
         self.ctl = controller
+        # Set from another thread (the web server's stop button) to end the run before its next
+        # step, as Ctrl-C does: result.interrupted, the last profile stays.
+        self.stop = stop
         self.timeline = timeline
         self.rules = list(rules) if rules else (list(timeline.rules) or None)
         self.lead_ns = int(lead_s * 1e9)
@@ -590,6 +594,12 @@ class TimelinePlayer:
                                     self.timeline.source)
         return self.timeline.compile(self.ctl.resolve_profile, base)
 
+    def _stopped_before(self, deadline_ns: int) -> bool:
+        """Wait for `stop` until deadline_ns (at once without one); True if it was set."""
+        if self.stop is None:
+            return False
+        return self.stop.wait(max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9))
+
     def run(self) -> TimelineResult:
         events = self.compile()
         rules = self.ctl._rules(self.rules)
@@ -610,6 +620,9 @@ class TimelinePlayer:
                 scheduled = start + event.at_ns
                 if scheduled - ready > 50_000_000:
                     gc.collect(1)  # the young generations, well before the step's time
+                if self._stopped_before(scheduled - 5_000_000):
+                    result.interrupted = True
+                    return result
                 with _Realtime(self.rt_priority):
                     sleep_until(scheduled)
                     wall = time.time_ns()
@@ -620,6 +633,9 @@ class TimelinePlayer:
                 if self.on_event:
                     self.on_event(er)
                 prepared.cleanup()
+            if self._stopped_before(start + end_offset):
+                result.interrupted = True
+                return result
             sleep_until(start + end_offset)
         except KeyboardInterrupt:
             result.interrupted = True

@@ -32,6 +32,7 @@ from .entries import (
 from .errors import P4RuntimeError, WriteError, status_code_from_int
 from .p4info import P4Info
 from .proto import p4runtime_pb2
+from .tls import GrpcTls
 
 # After .proto: the generated stub module imports p4.v1.p4runtime_pb2, which is now our fast one.
 from p4.v1.p4runtime_pb2_grpc import P4RuntimeStub  # noqa: E402  isort: skip
@@ -61,7 +62,9 @@ class Digest:
     timestamp: int
 
 
-# P4Info, big batches and reads exceed gRPC's 4 MiB message default. A failed Write carries one
+# P4Info, big batches and reads exceed gRPC's 4 MiB message default (the switch's own cap,
+# p4netem-switch --grpc-max-message-bytes, is 32 MiB by default; a client limit above it only
+# means the switch, not we, refuses an oversized request). A failed Write carries one
 # p4.v1.Error per update in a trailer (grpc-status-details-bin), which gRPC core limits to 8 KiB
 # (soft: larger ones are refused at random) and 16 KiB (hard): about 400 updates of a batch with
 # one failure. Both limits are raised together, to what a 256 MiB batch's details can take
@@ -99,8 +102,12 @@ class P4RuntimeClient:
         role: str = "",
         p4info: P4Info | None = None,
         timeout: float = 10.0,
+        tls: GrpcTls | None = None,
     ):
+        """`tls`: how to secure the channel; None reads it from the environment (P4NETEM_GRPC_CA,
+        ..._CERT, ..._KEY: see p4netem.p4rt.tls), plaintext when that names nothing."""
         self.address = address
+        self.tls = tls if tls is not None else GrpcTls.from_env()
         self.device_id = device_id
         self.election_id = election_id
         self.role = role
@@ -136,14 +143,23 @@ class P4RuntimeClient:
         timeout = self.timeout if timeout is None else timeout
         self._closing.clear()
         self.stream_failure = None
-        self._channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        options = CHANNEL_OPTIONS
+        if self.tls is None:
+            self._channel = grpc.insecure_channel(self.address, options=options)
+        else:
+            self._channel = grpc.secure_channel(self.address, self.tls.credentials(),
+                                                options=options + self.tls.channel_options())
         try:
             grpc.channel_ready_future(self._channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             self._channel.close()
             self._channel = None
+            # gRPC does not say why a channel never became ready; with TLS a refused handshake
+            # (wrong CA, no or unknown client certificate, plaintext server) is the usual cause.
+            how = (f" over {self.tls.describe()} (or it refused the handshake: check --grpc-ca, "
+                   "--grpc-cert, --grpc-key)") if self.tls else " over plaintext (a TLS server does not answer it)"
             raise P4RuntimeError(
-                grpc.StatusCode.UNAVAILABLE, f"no P4Runtime server answers at {self.address} after {timeout:g} s"
+                grpc.StatusCode.UNAVAILABLE, f"no P4Runtime server answers at {self.address}{how} after {timeout:g} s"
             ) from None
         self._stub = P4RuntimeStub(self._channel)
         if not arbitrate:

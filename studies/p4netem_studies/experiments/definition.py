@@ -421,6 +421,7 @@ class WorkloadBlock(_Model):
 class WorkloadExperiment(_Common):
     kind: Literal["workload"]
     profile: str
+    access_profile: str | None = None    # every host's own link (routed topologies: dumbbell)
     duration_s: float = Field(gt=0, le=36000)
     warmup_s: float = Field(10.0, ge=0, le=3600)
     workload: WorkloadSpec = WorkloadSpec()
@@ -428,9 +429,10 @@ class WorkloadExperiment(_Common):
 
     @model_validator(mode="after")
     def _profile_known(self) -> "WorkloadExperiment":
-        if self.profile not in self._known_profiles():
-            raise ValueError(f"profile {self.profile!r} is neither built-in nor defined in "
-                             "`profiles`")
+        for field, name in (("profile", self.profile), ("access_profile", self.access_profile)):
+            if name is not None and name not in self._known_profiles():
+                raise ValueError(f"{field} {name!r} is neither built-in nor defined in "
+                                 "`profiles`")
         return self
 
 

@@ -71,6 +71,19 @@ def _window_of(route: str, key: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def path_to(ns: str | None, dst: str) -> list[str]:
+    """`via GATEWAY dev DEV` (or `dev DEV` on-link) of the route `ns` takes to `dst`, for a
+    more specific route that goes the same way."""
+    out = run(ns, ["ip", "-4", "-o", "route", "get", dst]).stdout.split()
+    path = []
+    for key in ("via", "dev"):
+        if key in out:
+            path += [key, out[out.index(key) + 1]]
+    if "dev" not in path:
+        raise RuntimeError(f"no route to {dst} in {ns}: {' '.join(out)}")
+    return path
+
+
 def set_initial_window(ns: str | None, initcwnd: int, initrwnd: int | None = None,
                        families: tuple[str, ...] = ("4",)) -> list[dict]:
     """Set initcwnd (and initrwnd, default the same) on every main-table route of `ns`.
