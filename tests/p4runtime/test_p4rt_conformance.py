@@ -618,6 +618,34 @@ def test_large_batches_keep_every_per_update_error(sw):
     ping(lab)
 
 
+def test_replication_entities_read_as_none(sw):
+    """This target duplicates natively and has no multicast: a Read of multicast groups or clone
+    sessions finds none, alone or with every other entity type in one request, instead of failing
+    the batch with UNIMPLEMENTED (issue 13, defect 6: it broke finsy's delete_all and any client
+    that reads every entity); a write of one is UNIMPLEMENTED and says why."""
+    lab, n, open_client = sw
+    c = primary(open_client)
+    pre = p4runtime_pb2.PacketReplicationEngineEntry
+    mcast = p4runtime_pb2.Entity(packet_replication_engine_entry=pre(
+        multicast_group_entry=p4runtime_pb2.MulticastGroupEntry()))
+    clone = p4runtime_pb2.Entity(packet_replication_engine_entry=pre(
+        clone_session_entry=p4runtime_pb2.CloneSessionEntry()))
+    one_session = p4runtime_pb2.Entity(packet_replication_engine_entry=pre(
+        clone_session_entry=p4runtime_pb2.CloneSessionEntry(session_id=1)))
+    assert c.read(mcast) == [] and c.read(clone) == [] and c.read(one_session) == []
+    everything = c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry()), mcast, clone,
+                        p4runtime_pb2.Entity(digest_entry=p4runtime_pb2.DigestEntry()),
+                        p4runtime_pb2.Entity(meter_entry=p4runtime_pb2.MeterEntry()))
+    assert {e.table_entry.table_id for e in everything} == {n.table("port_map"), n.table("classifier")}
+    err = failure(c.read, p4runtime_pb2.Entity(packet_replication_engine_entry=pre()))
+    assert code_name(one_error(err)) == "INVALID_ARGUMENT" and "clone_session_entry" in one_error(err).message
+    err = failure(c.write, update("INSERT", packet_replication_engine_entry=pre(
+        clone_session_entry=p4runtime_pb2.CloneSessionEntry(
+            session_id=1, replicas=[p4runtime_pb2.Replica(egress_port=2, instance=1)]))))
+    assert code_name(one_error(err)) == "UNIMPLEMENTED" and "duplicates packets natively" in one_error(err).message
+    ping(lab)
+
+
 # ---- pipeline config --------------------------------------------------------------------------
 
 

@@ -135,7 +135,10 @@ pub fn decode_op(control: &SwitchControl, u: &pb::Update) -> P4Result<Op> {
             Err(P4Error::unimplemented("action profiles are not supported (this target has none)"))
         }
         E::PacketReplicationEngineEntry(_) => {
-            Err(P4Error::unimplemented("multicast groups and clone sessions are not supported"))
+            Err(P4Error::unimplemented(
+                "multicast groups and clone sessions cannot be written: this target duplicates packets natively \
+                 (no clone session needed) and has no multicast; reads find none",
+            ))
         }
     }
 }
