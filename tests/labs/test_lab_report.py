@@ -77,6 +77,8 @@ def test_report_of_a_real_run_is_complete_and_offline(tmp_path):
     assert verdicts[0] == "agrees" and verdicts[1] == "agrees", verdicts
     assert verdicts[3] == "not measured"
     assert "Against the original study" in seen["headings"] and "Environment" in seen["headings"]
+    # How it ran: every planned load stored (3 conditions x 2), none failed.
+    assert "<th>loads</th><td>6 of 6 stored, 0 failed</td>" in html
     # The run's kernel and congestion control (the definition's, as the hosts reported it).
     cc = json.loads((out / "experiment.json").read_text())["definition"]["congestion_control"]
     assert os.uname().release in html

@@ -105,21 +105,19 @@ def run_experiment(name: str, out: Path, *, quick: bool = False, reps: int | Non
         return _execute_and_finish(out, console=console, verbose=verbose, parallel=parallel,
                                    ray=ray, kind="run")
     if parallel not in (None, 1) or ray:
-        raise ValueError(f"{exp.name} is a workload experiment: it runs in one lab, serially "
-                         "(no --parallel or --ray yet)")
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    run = _run_workload(exp, out, doc, quick=quick, reps=reps, only=only,
-                        duration_s=duration_s, console=console, verbose=verbose,
-                        target=target)
-    run.duration_s = round(time.time() - t0, 1)
-    doc["duration_s"] = run.duration_s
-    doc["findings"] = run.analysis.findings
-    run.files.update(run.analysis.files)
-    run.files["experiment"] = out / "experiment.json"
-    doc["files"] = {k: str(v) for k, v in run.files.items()}
-    (out / "experiment.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    return run
+        raise ValueError(f"{exp.name} is a workload experiment: its runs share one bottleneck "
+                         "lab and run one at a time (no --parallel or --ray)")
+    session = Session(definition=exp.model_dump(mode="json"), repetitions=reps, only=only,
+                      target=target, kind="workload", duration_s=duration_s)
+    plan = session.plan
+    doc["plan"] = {"conditions": len(plan.conditions), "runs": plan.total_runs,
+                   "duration_s": plan.duration_s, "warmup_s": plan.warmup_s}
+    console.print(f"[bold]{exp.name}[/] ({'quick' if quick else 'full'}): {exp.title}\n"
+                  f"{len(plan.conditions)} conditions x {plan.repetitions} runs of "
+                  f"{plan.warmup_s:g}+{plan.duration_s:g} s on the {plan.topology} lab -> {out}")
+    create(out, session, doc).close()
+    return _execute_and_finish(out, console=console, verbose=verbose, parallel=1, ray=None,
+                               kind="run")
 
 
 def resume_experiment(out: Path, *, force: bool = False, parallel: int | None = None,
@@ -148,8 +146,15 @@ def resume_experiment(out: Path, *, force: bool = False, parallel: int | None = 
     if diffs:
         console.print("[yellow]resuming although the setup changed (--force):[/]\n  " +
                       "\n  ".join(diffs))
-    return _execute_and_finish(out, console=console, verbose=verbose, parallel=parallel,
-                               ray=ray, kind="resume")
+    store = RunStore.open(out)
+    try:
+        workload = Session.from_json(store.meta("session")).kind == "workload"
+    finally:
+        store.close()
+    if workload and (parallel not in (None, 1) or ray):
+        raise ValueError("a workload experiment's runs share one lab: no --parallel or --ray")
+    return _execute_and_finish(out, console=console, verbose=verbose,
+                               parallel=1 if workload else parallel, ray=ray, kind="resume")
 
 
 def _execute_and_finish(out: Path, *, console, verbose, parallel, ray, kind) -> ExperimentRun:
@@ -186,6 +191,8 @@ def finish(out: Path) -> ExperimentRun:
     if not stored:
         raise ExperimentError(f"{out}: no load is stored yet")
     exp = session.experiment
+    if session.kind == "workload":
+        return _finish_workload(out, session, doc, stored, labs, sessions, total)
     built = session.built
     plan = built.plan
     records = [results.StoredRecord({**r.record, **({"pcap": files[r.key]["pcap"]}
@@ -215,6 +222,41 @@ def finish(out: Path) -> ExperimentRun:
     return run
 
 
+def _finish_workload(out: Path, session: Session, doc: dict, stored, labs, sessions,
+                     total: int) -> ExperimentRun:
+    from ..harness.workload import WorkloadOutcome, WorkloadRun, summarize, write
+    exp, plan = session.experiment, session.plan
+    conds = {c.key: c for c in plan.conditions}
+    runs = []
+    for r in stored:
+        rec = r.record
+        cond = conds[r.key.rsplit(" #", 1)[0]]
+        errors = rec.get("errors") or []
+        runs.append(WorkloadRun(cond, int(rec.get("rep", r.key.rsplit(" #", 1)[1])), r.ok,
+                                errors if isinstance(errors, list) else [errors],
+                                rec.get("metrics") or {}, rec.get("pages") or []))
+    metadata = merged_metadata(labs, sessions)
+    metadata["run"] = {"runs_planned": total, "runs_stored": len(runs),
+                       "complete": len(runs) == total}
+    summary = summarize(plan, runs)
+    paths = write(out, plan, runs, metadata, summary)
+    analysis = analyzer(exp.analysis)(exp, WorkloadOutcome(plan, runs, summary, metadata, paths), out)
+    duration = round(sum((s["t_end"] or time.time()) - s["t_start"] for s in sessions), 1)
+    run = ExperimentRun(exp, doc.get("variant") == "quick", out, analysis, loads=len(runs),
+                        failed=sum(1 for r in runs if not r.ok), files=dict(paths),
+                        duration_s=duration)
+    run.files.update(analysis.files)
+    run.files["experiment"] = out / "experiment.json"
+    doc.update(duration_s=duration, findings=analysis.findings,
+               loads={"planned": total, "stored": len(runs), "failed": run.failed},
+               sessions=[{k: s[k] for k in ("kind", "t_start", "t_end", "outcome", "labs",
+                                            "command")} for s in sessions],
+               files={k: str(v) for k, v in run.files.items()},
+               analyzed=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    (out / "experiment.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    return run
+
+
 def merged_metadata(labs: list[dict], sessions: list[dict]) -> dict:
     """One metadata document for the run from its labs': the first lab's (software, topology,
     TCP per host) with every lab's profiles as applied and TCP state per initial window, and
@@ -238,23 +280,6 @@ def merged_metadata(labs: list[dict], sessions: list[dict]) -> dict:
     base["labs"] = [{"id": l["id"], "node": l["node"], "session": l["session"]} for l in labs]
     base["duration_s"] = round(sum((s["t_end"] or time.time()) - s["t_start"] for s in sessions), 1)
     return base
-
-
-def _run_workload(exp: WorkloadExperiment, out: Path, doc: dict, *, quick, reps, only,
-                  duration_s, console, verbose, target) -> ExperimentRun:
-    from ..harness.workload import run_workload
-    from .workload import build_workload_plan
-    plan = build_workload_plan(exp, repetitions=reps, only=only, duration_s=duration_s)
-    doc["plan"] = {"conditions": len(plan.conditions), "runs": plan.total_runs,
-                   "duration_s": plan.duration_s, "warmup_s": plan.warmup_s}
-    console.print(f"[bold]{exp.name}[/] ({'quick' if quick else 'full'}): {exp.title}\n"
-                  f"{len(plan.conditions)} conditions x {plan.repetitions} runs of "
-                  f"{plan.warmup_s:g}+{plan.duration_s:g} s on the {plan.topology} lab -> {out}")
-    outcome = run_workload(plan, out, console=console, target=target, verbose=verbose)
-    analysis = analyzer(exp.analysis)(exp, outcome, out)
-    return ExperimentRun(exp, quick, out, analysis, loads=len(outcome.runs),
-                         failed=sum(1 for r in outcome.runs if not r.ok),
-                         files=dict(outcome.paths))
 
 
 # ---- analysing a result directory again ---------------------------------------------------------

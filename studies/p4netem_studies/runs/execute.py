@@ -61,6 +61,15 @@ def check_resume(store: RunStore, force: bool, definition: dict | None = None) -
 
 def _line(res: dict) -> str:
     rec = res["record"]
+    if "metrics" in rec:          # a workload run (E2)
+        m = rec.get("metrics") or {}
+        med = m.get("page_delay_median_ms")
+        status = "[green]ok[/]" if res["ok"] else f"[red]FAILED[/] {str(rec.get('errors'))[:120]}"
+        return (f"{rec.get('key', ''):>32} #{int(rec.get('rep', 0)) + 1}: "
+                f"{m.get('pages_ok', 0):>4} pages, median delay "
+                f"{'-' if med is None else f'{med / 1000:.2f} s'}, util "
+                f"{m.get('utilisation_down') or 0:.2f}, drops {m.get('drop_rate_down_pct') or 0:.2f}%  "
+                f"{status}")
     plt = rec.get("plt_ms")
     plt_s = "-" if plt is None else f"{plt / 1000:.3f} s"
     status = "[green]ok[/]" if res["ok"] else f"[red]FAILED[/] {str(rec.get('errors'))[:120]}"

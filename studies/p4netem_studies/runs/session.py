@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cached_property
 
 from .store import Job
@@ -27,7 +27,8 @@ class Session:
     only: dict | None = None
     target: str = "p4netem"
     keep_pcaps: bool = False
-    kind: str = "pageload"
+    kind: str = "pageload"          # pageload | workload (E2)
+    duration_s: float | None = None  # workload: the measured window instead of the definition's
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -43,13 +44,18 @@ class Session:
 
     @cached_property
     def built(self):
-        """The harness plan (BuiltPlan); registers the experiment's own profiles in this process."""
+        """The harness plan (BuiltPlan; a WorkloadPlan for a workload); registers the
+        experiment's own profiles in this process."""
+        if self.kind == "workload":
+            from ..experiments.workload import build_workload_plan
+            return build_workload_plan(self.experiment, repetitions=self.repetitions,
+                                       only=self.only, duration_s=self.duration_s)
         from ..experiments.pageload import build_plan
         return build_plan(self.experiment, repetitions=self.repetitions, only=self.only)
 
     @property
     def plan(self):
-        return self.built.plan
+        return self.built if self.kind == "workload" else self.built.plan
 
     def condition(self, key: str):
         return self._conditions[key]
@@ -63,6 +69,12 @@ class Session:
         out = []
         for seq, (cond, rep) in enumerate(plan.schedule()):
             key = job_key(cond.key, rep)
+            if self.kind == "workload":
+                # One shared bottleneck per lab, agents on every client host: a whole core's
+                # worth of work, and one shard (the lab is the same for every condition).
+                out.append(Job(key, seq, "workload", {"agents": f"{plan.seed}/{rep}"},
+                               {"condition": cond.key, "rep": rep, "cpu_weight": 1.0}))
+                continue
             out.append(Job(key, seq, shard_of(cond), {"switch": derive_seed(plan.seed, key)},
                            {"condition": cond.key, "rep": rep,
                             "cpu_weight": round(cpu_weight(cond), 3)}))

@@ -48,35 +48,59 @@ class LabWorker:
         return socket.gethostname()
 
     def start(self) -> dict:
-        from ..harness.runner import PageloadLab
         plan = self.session.plan
         log_dir = (self.run_dir / "logs" / self.lab_id) if self.run_dir else None
         self._tmp = Path(tempfile.mkdtemp(prefix="p4n-lab-"))
-        self._lab = PageloadLab(plan, self._tmp, target=self.session.target,
-                                keep_pcaps=self.session.keep_pcaps,
-                                log_dir=log_dir or self._tmp / "logs", index=self.index,
-                                switch_args=SHARED_SWITCH_ARGS if self.shared else ())
+        if self.session.kind == "workload":
+            from ..harness.workload import WorkloadLab
+            self._lab = WorkloadLab(plan, self._tmp, target=self.session.target,
+                                    log_dir=log_dir or self._tmp / "logs")
+        else:
+            from ..harness.runner import PageloadLab
+            self._lab = PageloadLab(plan, self._tmp, target=self.session.target,
+                                    keep_pcaps=self.session.keep_pcaps,
+                                    log_dir=log_dir or self._tmp / "logs", index=self.index,
+                                    switch_args=SHARED_SWITCH_ARGS if self.shared else ())
         self._lab.start()
         return {"lab": self.lab_id, "node": self.node, "pid": os.getpid(),
                 "namespaces": [self._lab.lab.ns(h.name) for h in self._lab.lab.topology.hosts]}
+
 
     def run(self, job: dict) -> dict:
         assert self._lab is not None, "start() first"
         cond = self.session.condition(job["spec"]["condition"])
         rep = int(job["spec"]["rep"])
+        if self.session.kind == "workload":
+            run = self._lab.run(cond, rep)
+            doc = {**run.row(), "condition": cond.to_json(), "errors": run.errors,
+                   "metrics": run.metrics, "pages": run.pages, "lab": self.lab_id}
+            return {"key": job["key"], "ok": run.ok, "record": doc, "files": {},
+                    "lab_metadata": self._metadata_if_changed()}
         rec = self._lab.run(cond, rep, seed=job["seeds"].get("switch"))
         doc = rec.to_json()
         doc["lab"] = self.lab_id
         files: dict = {}
         if self.session.keep_pcaps:
             files = self._collect_pcap(job["key"], cond, rep)
-        meta = self._lab.finish_metadata()
-        text = json.dumps(meta, sort_keys=True, default=str)
+        return {"key": job["key"], "ok": rec.ok, "record": doc, "files": files,
+                "lab_metadata": self._metadata_if_changed()}
+
+    def _lab_metadata(self) -> dict:
+        if hasattr(self._lab, "finish_metadata"):
+            return self._lab.finish_metadata()
+        meta = self._lab.metadata
+        from ..harness.provenance import loadavg
+        meta.setdefault("host", {})["loadavg_end"] = loadavg()
+        return meta
+
+    def _metadata_if_changed(self) -> dict | None:
+        """The lab's metadata when it changed since the last result (profiles applied, TCP
+        state per initial window), so the store holds each lab's latest without a copy per load."""
+        text = json.dumps(self._lab_metadata(), sort_keys=True, default=str)
         digest = hashlib.sha256(text.encode()).hexdigest()
         changed = digest != self._meta_hash
         self._meta_hash = digest
-        return {"key": job["key"], "ok": rec.ok, "record": doc, "files": files,
-                "lab_metadata": json.loads(text) if changed else None}
+        return json.loads(text) if changed else None
 
     def _collect_pcap(self, key: str, cond, rep: int) -> dict:
         from ..harness.runner import _safe
@@ -98,7 +122,7 @@ class LabWorker:
         if self._lab is not None:
             try:
                 self._lab.close()
-                meta = self._lab.finish_metadata()
+                meta = self._lab_metadata()
             finally:
                 self._lab = None
                 if self._tmp is not None:
