@@ -101,7 +101,7 @@ class Claim:
 
     @property
     def summary(self) -> str:
-        """'3 of 4 subjects agree, 1 inconclusive'-style counts."""
+        """'4 subjects: 3 agree, 1 inconclusive'."""
         n = self.counts
         total = len(self.checks)
         if not total:
@@ -154,7 +154,9 @@ def e1_claims(data: RunData, est: Estimator) -> list[Claim]:
     first = [r for r in page if r.get("mode") == "-"]
     html = [r for r in rows if r.get("page") == "microscape-html"]
     by = ["profile_label", "initcwnd", "mode"]
-    mk = lambda text, measure, op, t, unit="": Claim("e1", text, E1_SOURCE, measure, op, t, unit)  # noqa: E731
+
+    def mk(text: str, measure: str, op: str, threshold: float, unit: str = "") -> Claim:
+        return Claim("e1", text, E1_SOURCE, measure, op, threshold, unit)
     return [
         _pairs(est, mk("Pipelined HTTP/1.1 loads the page faster than HTTP/1.0 with parallel "
                        "connections (first-time and revalidation)",

@@ -158,8 +158,9 @@ def _execution(exp: dict) -> list[tuple[str, str]]:
         t0, t1 = ses.get("t_start"), ses.get("t_end")
         took = f", {t1 - t0:.0f} s" if isinstance(t0, (int, float)) and \
             isinstance(t1, (int, float)) else ""
+        labs = ses.get("labs", "-")
         out.append((f"session {i + 1}", f"{ses.get('kind', '-')} {ses.get('outcome', '-')}, "
-                                        f"{ses.get('labs', '-')} labs{took}"))
+                                        f"{labs} lab{'' if labs == 1 else 's'}{took}"))
     labs = [lab for lab in exp.get("labs") or [] if isinstance(lab, dict)]
     if labs:
         nodes = sorted({str(lab.get("node")) for lab in labs})
@@ -187,7 +188,8 @@ def _environment(data: RunData) -> dict:
            ("load average at start / end",
             f"{host.get('loadavg_start', '-')} / {host.get('loadavg_end', '-')}"),
            ("python", host.get("python", "-")),
-           ("p4netem", f"{build.get('git', '-')} (switch target {build.get('switch_target', '-')})")]
+           ("p4netem", f"{build.get('git', '-')} "
+                       f"(switch target {build.get('switch_target', '-')})")]
     run += _execution(exp)
     software = [(k, str(v)) for k, v in (md.get("software") or {}).items()]
     if md.get("tls"):
