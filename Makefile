@@ -16,7 +16,7 @@ SWITCH := dataplane/target/release/p4netem-switch
 # Optional per-component setup scripts (idempotent); run by `make setup` when present.
 EXTRA_SETUP := $(wildcard scripts/setup-web.sh)
 
-.PHONY: all setup build test unit-test bench run switch-demo clean check-root check-cargo
+.PHONY: all setup build test unit-test bench bench-experiments run switch-demo clean check-root check-cargo
 
 all: build
 
@@ -59,6 +59,12 @@ unit-test: $(STAMPS)/venv
 bench: build
 	@mkdir -p bench/results
 	$(PY) bench/run.py --out bench/results/latest.json
+
+# The parallel experiment runner against the serial one (speedup, fidelity, resume): about
+# 10 minutes; figures in bench/results/experiments.json.
+bench-experiments: build
+	@mkdir -p bench/results
+	$(PY) bench/experiments.py --out bench/results/experiments.json
 
 # The product's main job: the inline Mininet lab, one page over HTTP/1.1 (6 connections per host),
 # HTTP/2 and SPDY at server initial windows 3 and 10, under LAN, LTE, HSPA (radio on) and GPRS;

@@ -6,6 +6,8 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config python3-venv python3-dev
   iproute2 procps ethtool iperf3 iputils-ping tcpdump
+  # p4netem replay: sends a capture into switch port 1
+  tcpreplay
   mininet
   # web labs (p4netem_studies.web): servers, TLS, client tools, headless browser, capture/filters in tests
   nginx-light nghttp2-client curl openssl ca-certificates chromium nftables

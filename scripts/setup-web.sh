@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Node side of the web labs (web/): node-spdy and playwright-core from web/package-lock.json.
+# Node side of the web labs (web/): node-spdy and playwright-core from web/package-lock.json, and
+# uPlot, the plots of the `p4netem web` dashboard.
 # Idempotent: `npm ci` runs only when node_modules is missing or older than the lockfile.
 # Also makes sure the venv has the Python libraries p4netem_studies.web uses (h2, cryptography) when the
 # venv exists. Chromium itself is Debian's (scripts/setup-system.sh); playwright-core downloads
@@ -18,6 +19,12 @@ if [ ! -f "$stamp" ] || ! cmp -s web/package-lock.json "$stamp"; then
   (cd web && npm ci --no-audit --no-fund --loglevel=error)
   cp web/package-lock.json "$stamp"
 fi
+
+# The dashboard of `p4netem web` serves its JS libraries itself (never from a CDN): copied from
+# node_modules into the package's static folder (git-ignored), which the editable install serves.
+vendor=control-plane/p4netem/webapp/static/vendor
+mkdir -p "$vendor"
+cp web/node_modules/uplot/dist/uPlot.iife.min.js web/node_modules/uplot/dist/uPlot.min.css "$vendor/"
 
 if [ -x .venv/bin/python ]; then
   .venv/bin/python - <<'PY' || .venv/bin/python -m pip install -q --disable-pip-version-check "h2>=4.1" "cryptography>=38"

@@ -19,6 +19,31 @@ const MIME = {
   '.js': 'application/javascript', '.css': 'text/css',
 };
 
+function headersOf(file, size, lastModified) {
+  return {
+    'content-type': MIME[path.extname(file)] || 'application/octet-stream',
+    'content-length': size, 'last-modified': lastModified,
+  };
+}
+
+// Every write a turn of the event loop makes leaves in one writev (under TLS one record), not
+// one send() each. node-spdy writes each frame, and a SYN_REPLY's head and header block, with
+// separate write() calls; with Nagle off (as it must be, below) each became a packet of its own,
+// 4 per small response, so a few responses used up a 10-segment initial congestion window
+// (it counts packets, not bytes) and the next response waited a round trip for an ACK, seen in
+// captures of plain SPDY loads on lte-200ms (docs/labs.md). nginx writes an HTTP/2 burst
+// with one writev per output queue; this gives node-spdy the same.
+function coalesceWrites(socket) {
+  const write = socket.write;
+  socket.write = function coalesced(...args) {
+    if (!this.writableCorked) {
+      this.cork();
+      setImmediate(() => this.uncork());
+    }
+    return write.apply(this, args);
+  };
+}
+
 function main() {
   const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
   const root = path.resolve(cfg.root);
@@ -34,6 +59,22 @@ function main() {
     const key = (req.spdyStream && req.spdyStream.connection) || req.socket;
     if (!connIds.has(key)) connIds.set(key, nextConn++);
     return connIds.get(key);
+  }
+
+  const files = new Map();
+  function fileOf(file) {
+    if (!files.has(file)) {
+      let entry = null;
+      try {
+        const st = fs.statSync(file);
+        if (st.isFile()) {
+          entry = { data: fs.readFileSync(file), lastModified: st.mtime.toUTCString() };
+        }
+      } catch (err) { entry = null; }
+      if (entry) files.set(file, entry);
+      return entry;
+    }
+    return files.get(file);
   }
 
   function handler(req, res) {
@@ -56,28 +97,25 @@ function main() {
     if (!host || !file.startsWith(root + path.sep + host + path.sep)) {
       res.writeHead(400, {'content-length': 0}); res.end(); done(400, 0); return;
     }
-    fs.stat(file, (err, st) => {
-      if (err || !st.isFile()) {
-        res.writeHead(404, {'content-length': 0}); res.end(); done(404, 0); return;
-      }
-      const lastModified = st.mtime.toUTCString();
-      const ims = req.headers['if-modified-since'];
-      if (ims && ims === lastModified) {
-        res.writeHead(304, {'last-modified': lastModified}); res.end(); done(304, 0); return;
-      }
-      res.writeHead(200, {
-        'content-type': MIME[path.extname(file)] || 'application/octet-stream',
-        'content-length': st.size, 'last-modified': lastModified,
-      });
-      if (req.method === 'HEAD') { res.end(); done(200, 0); return; }
-      // Whole-file reads: piping a file stream into a node-spdy response makes Node 20 reset the
-      // stream after the last DATA frame, while end(buffer) completes it (objects are <= a few MB).
-      fs.readFile(file, (rerr, data) => {
-        if (rerr) { res.destroy(); done(500, 0); return; }
-        res.end(data);
-        done(200, data.length);
-      });
-    });
+    // Files are read synchronously and kept: the content is small, static for the server's
+    // life and in the page cache, and each asynchronous hop (stat, then read, through libuv's
+    // thread pool) cost tens of ms of a response on a busy 2-core machine (the RTT audit's
+    // server_ms), time nginx does not spend.
+    const f = fileOf(file);
+    if (!f) {
+      res.writeHead(404, {'content-length': 0}); res.end(); done(404, 0); return;
+    }
+    const ims = req.headers['if-modified-since'];
+    if (ims && ims === f.lastModified) {
+      res.writeHead(304, {'last-modified': f.lastModified}); res.end(); done(304, 0); return;
+    }
+    res.writeHead(200, headersOf(file, f.data.length, f.lastModified));
+    if (req.method === 'HEAD') { res.end(); done(200, 0); return; }
+    // end(buffer), not a piped stream: piping a file stream into a node-spdy response makes
+    // Node 20 reset the stream after the last DATA frame. The head and the body are written in
+    // the same turn of the event loop, so they leave in one write (coalesceWrites).
+    res.end(f.data);
+    done(200, f.data.length);
   }
 
   const opts = {
@@ -96,11 +134,13 @@ function main() {
   // Nagle off on every accepted connection, as nginx's tcp_nodelay (on by default) has it for the
   // HTTP/1.1 and HTTP/2 endpoints: otherwise a response's last short frame waits for the client's
   // delayed ACK (40 ms), a penalty of this server and not of SPDY.
+  spdyServer.on('secureConnection', (socket) => coalesceWrites(socket));
   spdyServer.on('connection', (socket) => socket.setNoDelay(true));
   let server = spdyServer;
   if (plain) {
     server = net.createServer((socket) => {
       socket.setNoDelay(true);
+      coalesceWrites(socket);
       spdyServer._handleConnection(socket, 'spdy/3.1');
     });
   }

@@ -30,9 +30,31 @@ struct Args {
     #[arg(short = 'i', long = "interface", value_name = "N@IFACE", value_parser = parse_port)]
     interfaces: Vec<PortSpec>,
 
-    /// P4Runtime gRPC listen address.
+    /// P4Runtime gRPC listen address. A non-loopback address needs TLS (--grpc-cert/--grpc-key)
+    /// or --grpc-insecure.
     #[arg(long, default_value = "127.0.0.1:9559")]
     grpc_addr: SocketAddr,
+
+    /// Serve P4Runtime over TLS with this certificate chain (PEM); needs --grpc-key.
+    #[arg(long, value_name = "PEM", requires = "grpc_key")]
+    grpc_cert: Option<PathBuf>,
+
+    /// The private key of --grpc-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "grpc_cert")]
+    grpc_key: Option<PathBuf>,
+
+    /// Mutual TLS: only clients with a certificate signed by this CA (PEM) may connect.
+    #[arg(long, value_name = "PEM", requires = "grpc_cert")]
+    grpc_client_ca: Option<PathBuf>,
+
+    /// Serve plaintext P4Runtime on a non-loopback --grpc-addr anyway (anyone who reaches the
+    /// port can take over the switch).
+    #[arg(long)]
+    grpc_insecure: bool,
+
+    /// Largest gRPC message the P4Runtime server accepts or sends, in bytes (65536..=1073741824).
+    #[arg(long, default_value_t = p4rt::listen::DEFAULT_MAX_MESSAGE_BYTES, value_name = "BYTES")]
+    grpc_max_message_bytes: usize,
 
     /// P4Runtime device id.
     #[arg(long, default_value_t = 1)]
@@ -194,6 +216,21 @@ fn run(args: Args) -> anyhow::Result<()> {
     if args.classifier_entries == 0 || args.buffers == 0 || args.buffers >= u32::MAX as usize {
         bail!("--classifier-entries and --buffers must be positive");
     }
+    // The transport policy is checked before the ports open: a refused address fails fast.
+    let transport = p4rt::listen::Transport {
+        tls: match (&args.grpc_cert, &args.grpc_key) {
+            (Some(cert), Some(key)) => Some(p4rt::listen::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: args.grpc_client_ca.clone(),
+            }),
+            _ => None,
+        },
+        allow_insecure: args.grpc_insecure,
+        max_message_bytes: args.grpc_max_message_bytes,
+    };
+    transport.check(&args.grpc_addr)?;
+    transport.server_tls()?;
     let caps = Capacities { classifier_entries: args.classifier_entries, profiles: args.profiles, ue_ids: args.ue_ids };
     let seed = args.seed.unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -248,7 +285,12 @@ fn run(args: Args) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let server_cfg = p4rt::ServerConfig { addr: args.grpc_addr, device_id: args.device_id, cpu_port: args.cpu_port.map(u32::from) };
+    let server_cfg = p4rt::ServerConfig {
+        addr: args.grpc_addr,
+        device_id: args.device_id,
+        cpu_port: args.cpu_port.map(u32::from),
+        transport,
+    };
     tracing::info!(addr = %args.grpc_addr, device_id = args.device_id, "P4Runtime server starting");
     let served = rt.block_on(p4rt::serve(control, server_cfg, shutdown_signal()));
     shutdown.store(true, Ordering::Relaxed);

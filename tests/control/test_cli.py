@@ -22,8 +22,9 @@ from p4netem.lab import SwitchProcess, TwoHostLab, free_tcp_port
 P4NETEM = Path(sys.executable).parent / "p4netem"
 
 
-def cli(*args: str, addr: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="160")
+def cli(*args: str, addr: str | None = None, timeout: float = 60,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="160", **(env or {}))
     if addr:
         env["P4NETEM_ADDR"] = addr
     return subprocess.run([str(P4NETEM), *args], capture_output=True, text=True, timeout=timeout, env=env)
@@ -96,6 +97,17 @@ def test_exit_codes_and_messages(bare_switch: SwitchProcess, tmp_path) -> None:
     assert cli("profiles", "validate", str(bad)).returncode == 1
 
     assert cli("apply").returncode == 2
+    # Ids beyond what P4Runtime carries (uint128 election id, uint64 device id) are usage errors
+    # naming the option and its range, from the option or its environment variable, never a
+    # traceback from encoding the request (issue 13, defect 2).
+    huge = str(2**128 + 1)
+    for args, env in ((("--election-id", huge), {}), ((), {"P4NETEM_ELECTION_ID": huge})):
+        r = cli("apply", "lan", *args, addr=addr, env=env)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "'--election-id'" in r.stderr and "less than or equal to 340282366920938463463374607431768211455" \
+            in " ".join(r.stderr.replace("│", " ").split()), r.stderr
+    r = cli("show", "--device-id", str(2**64), addr=addr)
+    assert r.returncode == 2 and "'--device-id'" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert cli("apply", "lan", "--no-such-option").returncode == 2
     assert cli("stats", "--interval", "0").returncode == 2
 

@@ -18,7 +18,7 @@ from p4netem_studies.harness.endpoints import Endpoints, SiteContent
 from p4netem_studies.harness.tcp import tune_hosts
 from p4netem_studies.mininet import load_topology
 
-from lab_env import BIG, DEMO, SMALL, WebLab
+from lab_env import BIG, DEMO, SMALL, TWO_ORIGINS, WebLab
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +27,7 @@ def weblab(tmp_path_factory: pytest.TempPathFactory, switch_bin: str) -> Iterato
         pytest.fail("lab tests need root (namespaces, raw sockets)", pytrace=False)
     from p4netem_studies.mininet.lab import MininetLab
     tmp = tmp_path_factory.mktemp("weblab")
-    content = SiteContent.generate([DEMO, SMALL, BIG], tmp / "content")
+    content = SiteContent.generate([DEMO, SMALL, BIG, TWO_ORIGINS], tmp / "content")
     topo = load_topology("inline").expand()
     with MininetLab(topo, binary=switch_bin, log_dir=tmp / "logs") as lab, \
             Endpoints(lab, content, workdir=tmp / "endpoints") as endpoints:

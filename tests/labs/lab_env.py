@@ -15,8 +15,8 @@ from p4netem_studies.web.capture import Capture, read_pcap
 from p4netem_studies.web.load import run_loader
 
 # Pages of the session: the make-run page, 8 small objects on one host (round trips dominate),
-# and E3 page C (300 KB images) for first flights.
-DEMO, SMALL, BIG = "demo", "uniform-8x1000", "e3-c-1s"
+# E3 page C (300 KB images) for first flights, and E5's first site (two host names, 12 KB).
+DEMO, SMALL, BIG, TWO_ORIGINS = "demo", "uniform-8x1000", "e3-c-1s", "e5-site1"
 
 
 def delay_profile(rtt_ms: float, name: str = "rtt") -> Profile:
@@ -53,7 +53,8 @@ class WebLab:
         return rec
 
     def load(self, proto: str, page: str = DEMO, *, tls: bool = True, timeout_s: float = 60,
-             conns_per_host: int | None = None) -> Load:
+             conns_per_host: int | None = None, port: int | None = None) -> Load:
+        """One load with a capture; `port`: a server of the test's own instead of the lab's."""
         p = protocol(proto)
         self._n += 1
         pcap = self.tmp / f"load{self._n}.pcap"
@@ -65,10 +66,11 @@ class WebLab:
         try:
             report = run_loader(self.client_ns, p.loader, self.content.paths[page],
                                 resolve=self.endpoints.resolve_map(page),
-                                scheme="https" if tls else "http", port=p.port(tls),
+                                scheme="https" if tls else "http", port=port or p.port(tls),
                                 ca_file=str(self.content.cert.ca_cert),
                                 spki=[self.content.cert.spki_sha256], timeout_s=timeout_s,
                                 extra_args=extra)
         finally:
             cap.stop()
-        return Load(report, wire_metrics(read_pcap(pcap), self.lab.ip("client")), pcap)
+        return Load(report, wire_metrics(read_pcap(pcap), self.lab.ip("client"),
+                                         initcwnd=self.iw or 10), pcap)

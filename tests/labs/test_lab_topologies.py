@@ -4,7 +4,8 @@
   with the DNS latency the lab adds in the switch; every server serves its share.
 - cellular: each UE has its own slot: two UEs on two profiles see their own RTTs, and the
   switch counts each UE's packets in its own slot.
-- dumbbell: the clients share one slot, so two downloads share the bottleneck's rate.
+- dumbbell: the clients share one slot, so two downloads share the bottleneck's rate; and every
+  host has its own access link through its router, whose rate holds for that host alone.
 """
 
 from __future__ import annotations
@@ -125,3 +126,59 @@ def test_dumbbell_clients_share_the_bottleneck(make_lab, tmp_path):
     assert min(both[1][0], both[2][0]) >= 1.5 * one
     assert max(both[1][0], both[2][0]) >= 1.9 * one
     assert alone[1][0] < 0.75 * max(both[1][0], both[2][0])
+
+
+def test_dumbbell_hosts_each_have_their_own_access_link(make_lab, tmp_path):
+    """Each host reaches the other side through its router (two router hops: TTL 62) and its
+    own link: with 2 Mbit/s access links and a bottleneck ten times faster, one download takes
+    at least the object's time at 2 Mbit/s, two downloads by two client/server pairs at once
+    take about that time too (separate links), and the switch counts each pair's bytes on its
+    own links only."""
+    lab = make_lab("dumbbell", pairs=2)
+    access_mbit = 2
+    lab.apply_profile(Profile.parse({"name": "fast-bottleneck", "both": {
+        "delay": "5ms", "rate": "20Mbit", "queue": {"packets": 100}}}))
+    links = lab.apply_link_profile(Profile.parse({"name": "access", "both": {
+        "rate": f"{access_mbit}Mbit", "queue": {"packets": 50}}}))
+    assert sorted(a.slot for a in links) == lab.topology.links and len(links) == 4
+    set_initial_windows(lab, 10)
+    ping = lab.run("client1", ["ping", "-n", "-c", "3", "-i", "0.2", lab.ip("server1")]).stdout
+    assert "ttl=62" in ping, ping                           # left and right forwarded it
+    assert min(_ping_rtts(lab, "client1", lab.ip("server1"))) >= 10.0      # the bottleneck's
+    content = SiteContent.generate([BIG], tmp_path / "content")
+    obj = content.manifests[BIG].embedded[0]             # about 300 KB
+    with Endpoints(lab, content, spdy=False, workdir=tmp_path / "ep"):
+
+        def fetch(i: int, out: dict) -> None:
+            t0 = time.monotonic()
+            p = lab.run(f"client{i}", ["curl", "-s", "-o", "/dev/null", "-w", "%{size_download}",
+                                       "--resolve", f"{obj.host}:80:{lab.ip(f'server{i}')}",
+                                       f"http://{obj.host}{obj.path}"])
+            out[i] = (time.monotonic() - t0, int(p.stdout))
+
+        before = {h: lab.link_counters(h) for h in ("client1", "client2", "server1", "server2")}
+        alone: dict = {}
+        fetch(1, alone)
+        mid = {h: lab.link_counters(h) for h in ("client2", "server2")}
+        both: dict = {}
+        threads = [threading.Thread(target=fetch, args=(i, both)) for i in (1, 2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        after = {h: lab.link_counters(h) for h in ("client1", "client2", "server1", "server2")}
+    assert alone[1][1] == obj.size and both[1][1] == both[2][1] == obj.size
+    one = obj.size * 8 / (access_mbit * 1e6)             # the object at the access link's rate
+    # The access link's rate holds: no download beats it.
+    assert min(alone[1][0], both[1][0], both[2][0]) >= one * 0.9
+    # Two pairs on their own links: each still at about its link's rate (one shared 2 Mbit/s
+    # link would need twice the time for both).
+    assert max(both[1][0], both[2][0]) < 1.6 * alone[1][0]
+    # The first download alone moved nothing on the second pair's links; every pair's object
+    # crossed its server's link (uplink: from the server) and its client's (downlink: to it).
+    assert mid["client2"][pl.DOWNLINK].bytes_out == before["client2"][pl.DOWNLINK].bytes_out
+    assert mid["server2"][pl.UPLINK].bytes_out == before["server2"][pl.UPLINK].bytes_out
+    for c, srv, n in (("client1", "server1", 2), ("client2", "server2", 1)):
+        down = after[c][pl.DOWNLINK].bytes_out - before[c][pl.DOWNLINK].bytes_out
+        up = after[srv][pl.UPLINK].bytes_out - before[srv][pl.UPLINK].bytes_out
+        assert n * obj.size <= down <= n * obj.size * 1.1 and n * obj.size <= up <= n * obj.size * 1.1

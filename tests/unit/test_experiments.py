@@ -46,9 +46,22 @@ def _quick_is_small(name: str) -> None:
 def test_e1_microscape():
     exp = load_experiment("e1-microscape")
     b = build_plan(exp)
-    # 3 networks x 4 clients x (first-time, revalidation) x IW 2/10, plus the HTML GET plain
-    # and deflated over the modem at both IWs.
-    assert b.conditions == 3 * 4 * 2 * 2 + 2 * 2
+    # 3 networks x 4 clients x (first-time, revalidation) x IW 2/10, the same on the WAN over
+    # a T3 and a T1 (the bottleneck-rate axis), plus the HTML GET plain and deflated over the
+    # modem at both IWs.
+    assert b.conditions == 3 * 4 * 2 * 2 + 2 * 4 * 2 * 2 + 2 * 2
+    assert exp.options["wan_rates"] == ["wan-90ms", "wan-90ms-t3", "wan-90ms-t1"]
+    for name, rate, queue in (("wan-90ms-t3", 44_736_000, 332), ("wan-90ms-t1", 1_544_000, 25)):
+        p = resolve_profile(name)
+        assert (int(p.downlink.rate), int(p.uplink.rate)) == (rate, rate)
+        assert int(p.downlink.delay) + int(p.uplink.delay) == 90_000_000     # the study's RTT
+        assert int(p.downlink.queue.packets) == queue
+    # Every client, test and IW of the unlimited WAN runs at the two rates too.
+    wan = {k.replace("wan-90ms |", "") for k in (c.key for c in b.plan.conditions)
+           if k.startswith("wan-90ms |")}
+    for name in ("wan-90ms-t3", "wan-90ms-t1"):
+        assert {k.replace(f"{name} |", "") for k in (c.key for c in b.plan.conditions)
+                if k.startswith(f"{name} |")} == wan and len(wan) == 16
     assert b.plan.repetitions == 5 and b.plan.gzip and b.plan.topology == "inline"
     conds = {c.key: c for c in b.plan.conditions}
     reval = conds["wan-90ms | pipelined reval iw10 plain | microscape"]
@@ -73,6 +86,10 @@ def test_e2_initial_window():
     assert {c.initcwnd_label for c in p.conditions} == {"1", "2", "3", "4", "1/3"}
     t1 = resolve_profile(p.profile)
     assert int(t1.downlink.queue.packets) == 25 and int(t1.downlink.delay) == 50_000_000
+    # Every host's own 10 Mbit/s access link (the dumbbell is routed: topology.py).
+    access = resolve_profile(p.access_profile)
+    assert (int(access.downlink.rate), int(access.uplink.rate)) == (10_000_000, 10_000_000)
+    assert int(access.downlink.delay) == 0
     q = build_workload_plan(load_experiment("e2-initial-window", quick=True))
     assert q.total_runs * (q.duration_s + q.warmup_s) <= QUICK_MAX_WORKLOAD_S
     assert len({c.initcwnd for c in q.conditions}) >= 2        # still compares windows
@@ -339,3 +356,49 @@ def test_every_named_page_generates_into_one_tree(tmp_path):
             names += build_plan(exp).plan.pages
     content = SiteContent.generate(names, tmp_path, key_type="rsa2048")
     assert set(content.manifests) == set(names)
+
+
+def test_e1_wan_rate_axis_puts_each_client_at_every_rate_side_by_side():
+    from p4netem_studies.experiments.analysis.e1 import wan_rates
+
+    def stat(net, client, plt, mode="-"):
+        return {"profile_label": net, "page": "microscape", "initcwnd": 10, "client": client,
+                "mode": mode, "n": 5, "plt_ms_median": plt, "plt_ms_q1": plt - 1,
+                "plt_ms_q3": plt + 1, "packets_median": 100, "ip_bytes_median": 1000}
+    stats = [stat("wan-90ms", "http1.0", 2000), stat("wan-90ms", "pipelined", 500),
+             stat("wan-90ms-t1", "http1.0", 3000), stat("wan-90ms-t1", "pipelined", 1500),
+             stat("lan-10mbit", "http1.0", 100)]
+    rates = {"wan-90ms": 0, "wan-90ms-t3": 44_736_000, "wan-90ms-t1": 1_544_000}
+    rows = wan_rates(stats, ["wan-90ms", "wan-90ms-t3", "wan-90ms-t1"], rates)
+    got = {(r["profile_label"], r["client"]): r for r in rows}
+    assert set(got) == {("wan-90ms", "http1.0"), ("wan-90ms", "pipelined"),
+                        ("wan-90ms-t1", "http1.0"), ("wan-90ms-t1", "pipelined")}  # no T3 run
+    assert got[("wan-90ms", "pipelined")]["speedup_vs_http1.0"] == 4.0
+    assert got[("wan-90ms-t1", "pipelined")]["speedup_vs_http1.0"] == 2.0
+    assert got[("wan-90ms-t1", "pipelined")]["vs_first_rate"] == 3.0
+    assert got[("wan-90ms-t1", "http1.0")]["rate_bps"] == 1_544_000
+    # One rate alone is no axis.
+    assert wan_rates(stats[:2], ["wan-90ms", "wan-90ms-t1"], rates) == []
+
+
+def test_workload_link_metrics_take_the_busiest_access_link_per_direction():
+    from p4netem_studies.harness.workload import link_metrics
+
+    def c(out_down: int, out_up: int, drops: int = 0) -> dict:
+        return {DOWNLINK: PdCounters(0, 0, 0, 0, 0, {DropReason.QUEUE_FULL: drops}, 0, out_down),
+                UPLINK: PdCounters(1, 0, 0, 0, 0, {}, 0, out_up)}
+    # 10 Mbit/s links, a 10 s window: 12.5 MB would be a full link.
+    c0 = {"client1": c(0, 0), "server1": c(1000, 0)}
+    c1 = {"client1": c(1_250_000, 125_000, drops=3), "server1": c(126_000, 2_500_000)}
+    m = link_metrics(c0, c1, 10e6, 10.0)
+    assert m == {"access_max_utilisation_to_host": 0.1, "access_queue_drops_to_host": 3,
+                 "access_max_utilisation_from_host": 0.2, "access_queue_drops_from_host": 0,
+                 "access_links": 2}
+    assert link_metrics({}, {}, 10e6, 10.0) == {}
+
+
+def test_each_study_runs_its_eras_congestion_control():
+    # 1997/1998: Reno-era stacks; 2011-2014: Linux's CUBIC (set per route: harness/tcp.py).
+    assert {n: load_experiment(n).congestion_control for n in experiment_names()} == {
+        "e1-microscape": "reno", "e2-initial-window": "reno", "e3-spdy": "cubic",
+        "e4-multiplexing": "cubic", "e5-cellular": "cubic"}

@@ -156,3 +156,41 @@ def test_environment_columns_follow_the_rows_initial_window():
         assert [(r["tcp_congestion_control"], r["server_route_initcwnd"]) for r in out] == [
             ("reno", 4), ("cubic", 10)]
         assert all(r["kernel"] == "k" for r in out)
+
+
+def test_environment_columns_say_which_congestion_control_ran_and_how():
+    """The namespace default, the routes' congctl and the probed sockets are separate columns,
+    server and client side: with `--cc cubic` the sysctl still reads the machine's default."""
+    env = {"s": {"sysctls": {"net.ipv4.tcp_congestion_control": "bbr"},
+                 "routes": ["10.0.0.0/16 dev eth0 proto kernel scope link src 10.0.1.1 "
+                            "congctl cubic initcwnd 10 initrwnd 10",
+                            "10.0.0.1 dev eth0 scope link initcwnd 4"]},
+           "c": {"sysctls": {"net.ipv4.tcp_congestion_control": "bbr"},
+                 "routes": ["10.0.0.0/16 dev eth0 congctl lock cubic initrwnd 10"]}}
+    cc = {"requested": "cubic", "mechanism": "route congctl", "client": "cubic",
+          "server": "cubic", "probes": []}
+    meta = {"host": {"kernel": "k"}, "tcp_environment_by_initcwnd": {10: env},
+            "tcp_sysctls_set": {"s": {}, "c": {}, "congestion_control": cc},
+            "topology": {"hosts": [{"name": "s", "role": "server"}, {"name": "c", "role": "client"}]}}
+    [row] = with_environment([{"initcwnd": 10}], meta)
+    assert (row["tcp_congestion_control"], row["client_tcp_congestion_control"]) == ("bbr", "bbr")
+    # A route without congctl would run the default: the column shows the mix, not "cubic".
+    assert row["server_route_congctl"] == "cubic/default"
+    assert row["client_route_congctl"] == "cubic"
+    assert (row["server_socket_congestion_control"], row["client_socket_congestion_control"],
+            row["congestion_control_requested"], row["congestion_control_via"]) == (
+        "cubic", "cubic", "cubic", "route congctl")
+    # Older result files (no record) still give the other columns.
+    del meta["tcp_sysctls_set"]
+    [row] = with_environment([{"initcwnd": 10}], meta)
+    assert "server_socket_congestion_control" not in row and row["client_route_congctl"] == "cubic"
+
+
+def test_route_rewrites_keep_or_drop_exactly_the_named_attributes():
+    from p4netem_studies.web.tcp_tuning import _strip, route_congctl
+    r = "10.0.0.0/16 dev eth0 proto kernel scope link src 10.0.1.1 linkdown congctl lock cubic initcwnd 4 initrwnd 4"
+    assert _strip(r, ("initcwnd", "initrwnd")) == (
+        "10.0.0.0/16 dev eth0 proto kernel scope link src 10.0.1.1 congctl lock cubic".split())
+    assert _strip(r, ("congctl",)) == (
+        "10.0.0.0/16 dev eth0 proto kernel scope link src 10.0.1.1 initcwnd 4 initrwnd 4".split())
+    assert route_congctl(r) == "cubic" and route_congctl("10.0.0.0/16 dev eth0") is None

@@ -23,9 +23,11 @@ def test_every_topology_file_expands():
         assert len(nets) == 1                                    # one L2 segment
         assert all(1 <= c.slot <= MAX_SLOT for c in topo.clients)
         rules = slot_rules(topo)                                 # valid controller rules
-        assert sorted(rules) == topo.slots
-        for slot, r in rules.items():
+        assert sorted(rules) == sorted(topo.slots + topo.links)
+        for slot in topo.slots:
+            r = rules[slot]
             assert r.dns.priority > r.access.priority and r.dns.server.ports.low == 53
+        assert all(rules[link].dns is None for link in topo.links)   # a host's link: no lookups
 
 
 def test_inline_is_one_client_one_server():
@@ -44,10 +46,59 @@ def test_dumbbell_clients_share_one_slot_without_radio():
     topo = load_topology("dumbbell").expand({"pairs": 3})
     assert len(topo.clients) == 3 and len(topo.servers) == 3
     assert {c.slot for c in topo.clients} == {1} and {c.ue for c in topo.clients} == {0}
-    # One rule for the group: its address block, 10.0.0.1-3 in 10.0.0.0/30, from any port.
+    left, right = topo.host("left"), topo.host("right")
+    assert [h.name for h in topo.routers] == ["left", "right"]
+    # One rule for the group, on the hop between the routers: packets entering from the
+    # clients' router with a source in 10.0.0.1-3 (10.0.0.0/30) are the uplink, packets
+    # entering from the servers' router toward that block the downlink.
     access = slot_rules(topo)[1].access
-    assert access.client.ip == ipaddress.ip_network("10.0.0.0/30") and access.client.switch_port is None
+    assert access.client.ip == ipaddress.ip_network("10.0.0.0/30")
+    assert (access.client.switch_port, access.server.switch_port) == (left.port, right.port)
     assert access.ue == 0
+
+
+def test_dumbbell_hosts_have_their_own_links_through_their_router():
+    topo = load_topology("dumbbell").expand({"pairs": 2})
+    rules = slot_rules(topo)
+    hosts = topo.clients + topo.servers
+    assert sorted(h.link for h in hosts) == topo.links and len(set(topo.links)) == 4
+    assert not set(topo.links) & set(topo.slots)
+    for h in hosts:
+        link = rules[h.link].access
+        # Uplink: what the host sends, entering on its port; downlink: what its router sends it.
+        assert (link.client.switch_port, str(link.client.ip), link.server.switch_port) == (
+            h.port, f"{h.ip}/32", topo.host(h.router).port)
+    assert {h.router for h in topo.clients} == {"left"} and {h.router for h in topo.servers} == {"right"}
+    # Hosts send the other side's block via their router; each router the far block via the other.
+    routes = topo.routes()
+    assert routes["client1"] == [("10.0.1.0/30", "10.0.2.1")]
+    assert routes["server2"] == [("10.0.0.0/30", "10.0.2.2")]
+    assert routes["left"] == [("10.0.1.0/30", "10.0.2.2")]
+    assert routes["right"] == [("10.0.0.0/30", "10.0.2.1")]
+    # Unrouted topologies have no links and no routes.
+    inline = load_topology("inline").expand()
+    assert inline.links == [] and inline.routes() == {}
+
+
+def test_routed_topologies_are_refused_when_inconsistent():
+    base = [{"name": "c", "role": "client", "count": 2, "ip": "10.0.0.1", "access": "shared",
+             "router": "a"},
+            {"name": "s", "role": "server", "ip": "10.0.1.1", "router": "b"},
+            {"name": "a", "role": "router", "ip": "10.0.2.1"},
+            {"name": "b", "role": "router", "ip": "10.0.2.2"}]
+    TopologySpec.model_validate({"name": "t", "hosts": base}).expand()
+    bad = [dict(base[0], router="nope")] + base[1:]
+    with pytest.raises(ValueError, match="router 'nope' is not a router group; routers: a, b"):
+        TopologySpec.model_validate({"name": "t", "hosts": bad})
+    bad = [dict(base[0], access="own")] + base[1:]
+    with pytest.raises(ValueError, match="a routed client group shares one bottleneck"):
+        TopologySpec.model_validate({"name": "t", "hosts": bad})
+    bad = [base[0], dict(base[1], router="a")] + base[2:]
+    with pytest.raises(ValueError, match="routed servers sit behind one router, not the clients'"):
+        TopologySpec.model_validate({"name": "t", "hosts": bad})
+    bad = base[:2] + [dict(base[2], count=2)] + base[3:]
+    with pytest.raises(ValueError, match="router 'a': one host"):
+        TopologySpec.model_validate({"name": "t", "hosts": bad})
 
 
 def test_a_shared_slot_needs_an_address_block_of_its_own():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -47,6 +48,53 @@ def test_sysctl_and_window_helpers_record_what_they_set(webnet):
         tcp_tuning.set_initial_window(SERVER_NS, 0)
     with pytest.raises(RuntimeError, match="sysctl"):
         tcp_tuning.set_sysctls(SERVER_NS, {"net.ipv4.no_such_knob": 1})
+
+
+def test_route_congctl_gives_both_ends_cubic_without_touching_the_machine(webnet, content, nginx):
+    """The namespace default may only be an algorithm of the machine-wide allowed list (here
+    `reno bbr`), but a route's congctl takes any loaded one, for both ends' sockets: a probe
+    connection and nginx's own socket in the middle of a transfer run it (what `ss -ti` shows)."""
+    allowed = tcp_tuning.read_sysctls(None, [tcp_tuning.ALLOWED_CC])
+    assert "cubic" in tcp_tuning.available_congestion_control()
+    try:
+        for ns in (CLIENT_NS, SERVER_NS):
+            routes = tcp_tuning.set_route_congestion_control(ns, "cubic")
+            assert routes and all("congctl cubic" in r for r in routes)
+        # An initial window rewrites the routes and keeps their congctl (and the reverse).
+        routes = tcp_tuning.set_initial_window(SERVER_NS, 4)
+        assert all(tcp_tuning.route_congctl(r["route"]) == "cubic" for r in routes)
+        assert tcp_tuning.probe_congestion_control(CLIENT_NS, SERVER_NS, SERVER_IP) == {
+            "client": "cubic", "server": "cubic"}
+        # nginx's socket, sampled while it sends the 400 KB object.
+        obj = content.big.embedded[0]
+        curl = subprocess.Popen(
+            ["ip", "netns", "exec", CLIENT_NS, "curl", "-s", "-o", "/dev/null", "--limit-rate",
+             "200k", "--resolve", f"{obj.host}:{HTTP}:{SERVER_IP}",
+             f"http://{obj.host}:{HTTP}{obj.path}"])
+        seen = ""
+        try:
+            for _ in range(50):
+                seen = netns.run(SERVER_NS, ["ss", "-tinH", "state", "established",
+                                             "sport", "=", f":{HTTP}"]).stdout
+                if seen.strip():
+                    break
+                time.sleep(0.05)
+        finally:
+            assert curl.wait(timeout=60) == 0
+        assert " cubic " in f" {seen} ", seen
+        # A namespace cannot make it its default: the machine's list is what limits that.
+        proc = netns.run(SERVER_NS, ["sysctl", "-w", "net.ipv4.tcp_congestion_control=cubic"],
+                         check=False)
+        assert proc.returncode != 0
+    finally:
+        for ns in (CLIENT_NS, SERVER_NS):
+            tcp_tuning.set_route_congestion_control(ns, None)
+        tcp_tuning.set_initial_window(SERVER_NS, 10)
+    assert all(tcp_tuning.route_congctl(r) is None for r in tcp_tuning.routes(SERVER_NS))
+    assert tcp_tuning.probe_congestion_control(CLIENT_NS, SERVER_NS, SERVER_IP)["server"] != "cubic"
+    assert tcp_tuning.read_sysctls(None, [tcp_tuning.ALLOWED_CC]) == allowed   # machine untouched
+    with pytest.raises(ValueError, match="'vegas' is not available on this machine: .* lists reno"):
+        tcp_tuning.set_route_congestion_control(SERVER_NS, "vegas")
 
 
 def _group_alive(pgid: int) -> bool:

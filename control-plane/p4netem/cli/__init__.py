@@ -1,13 +1,14 @@
 """The `p4netem` command line (typer). One module per command group; this module only assembles
 them, so each group's options and help live next to the code they drive.
 
-Commands: switch, apply, set, reset, show, stats, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check), profiles
+Commands: switch, apply, set, reset, show, stats, web, replay, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check), profiles
 (list, show, validate, from-netem); with the studies package installed (studies/, package
 p4netem_studies), also lab (Mininet labs), measure (page loads; docs/labs.md) and experiment (the
 studies E1-E5; docs/experiments.md), which join through the entry-point group `p4netem.commands`:
 the control plane never imports the studies. Every command
 that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR, default 127.0.0.1:9559),
---device-id and --election-id. docs/cli.md shows each with its output.
+--device-id and --election-id; the TLS options --grpc-ca, --grpc-cert, --grpc-key (env
+P4NETEM_GRPC_CA, ...) come before the command and hold for all of them. docs/cli.md shows each with its output.
 
 Exit codes a script can rely on (every command):
   0    done
@@ -31,8 +32,9 @@ from importlib.metadata import entry_points
 import typer
 
 from . import (apply_cmd, distribution_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
-               timeline_cmd, trace_cmd)
-from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE
+               timeline_cmd, trace_cmd, replay_cmd, web_cmd)
+from .common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE, GrpcCa, GrpcCert, GrpcKey,
+                     GrpcServerName, use_tls)
 
 app = typer.Typer(
     name="p4netem",
@@ -41,11 +43,26 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+@app.callback()
+def _global_options(grpc_ca: GrpcCa = None, grpc_cert: GrpcCert = None, grpc_key: GrpcKey = None,
+                    grpc_server_name: GrpcServerName = None) -> None:
+    """p4netem: a P4-programmable network emulator. Profiles, switch control, labs.
+
+    A switch on another machine speaks P4Runtime over TLS: give --grpc-ca (and --grpc-cert,
+    --grpc-key under mutual TLS) before the command, e.g. `p4netem --grpc-ca ca.pem show -s sw:9559`,
+    or set P4NETEM_GRPC_CA, P4NETEM_GRPC_CERT, P4NETEM_GRPC_KEY."""
+    use_tls(grpc_ca, grpc_cert, grpc_key, grpc_server_name)
+
+
 switch_cmd.register(app)
 apply_cmd.register(app)
 show_cmd.register(app)
 radio_cmd.register(app)
 distribution_cmd.register(app)
+web_cmd.register(app)
+replay_cmd.register(app)
 app.add_typer(timeline_cmd.app, name="timeline")
 app.add_typer(trace_cmd.app, name="trace")
 app.add_typer(profiles_cmd.app, name="profiles")

@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-import yaml
 
-from ..control import ApplyResult, Controller, Rule, load_rules, parse_rule_option
+from ..control import ApplyResult, Controller, Rule, RuleError, load_rules, parse_rule_option
 from ..profiles import Profile, ProfileError, load_profiles
 from ..profiles.errors import Problem
 from ..profiles.netem import NetemSetup
 from ..profiles.summary import link_summary
+from .. import safe_yaml
+from ..safe_yaml import YamlInputError, read_text
 from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded,
                      warning)
 
@@ -37,7 +38,13 @@ ProfilesOpt = Annotated[Optional[list[Path]], typer.Option(
 def gather_rules(rule: list[str] | None, rules_file: Path | None) -> list[Rule]:
     rules = [parse_rule_option(text) for text in rule or []]
     if rules_file is not None:
-        rules += load_rules(rules_file.read_text(encoding="utf-8"), str(rules_file))
+        try:
+            text = read_text(rules_file)
+        except YamlInputError as exc:
+            raise RuleError([Problem(exc.where, exc.message)], str(rules_file)) from None
+        except UnicodeDecodeError as exc:
+            raise RuleError([Problem("", f"not UTF-8 text: {exc.reason}")], str(rules_file)) from None
+        rules += load_rules(text, str(rules_file))
     return rules
 
 
@@ -184,7 +191,13 @@ def parse_assignments(items: list[str]) -> dict[str, object]:
             problems.append(Problem(item, "expected FIELD=VALUE, e.g. downlink.rate=1Mbit or delay=40ms"))
             continue
         value = value.strip()
-        out[key.strip()] = None if value == "" else yaml.safe_load(value) if value[:1] in "{[" else value
+        if value[:1] in "{[":
+            try:
+                out[key.strip()] = safe_yaml.load(value)
+            except YamlInputError as exc:
+                problems.append(Problem(key.strip(), exc.message))
+            continue
+        out[key.strip()] = None if value == "" else value
     if problems:
         raise ProfileError(problems)
     return out

@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from pathlib import Path
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 from rich.console import Console
@@ -33,12 +34,51 @@ err_console = Console(stderr=True)
 SwitchAddr = Annotated[str, typer.Option(
     "--switch", "-s", envvar="P4NETEM_ADDR", metavar="HOST:PORT",
     help="P4Runtime address of the switch (env P4NETEM_ADDR).")]
+# P4Runtime carries the device id as uint64 and the election id as uint128: larger values are
+# bad usage like any other out-of-range option, not a failure while encoding the request.
 DeviceId = Annotated[int, typer.Option(
-    "--device-id", envvar="P4NETEM_DEVICE_ID", min=0, help="P4Runtime device id (env P4NETEM_DEVICE_ID).")]
+    "--device-id", envvar="P4NETEM_DEVICE_ID", min=0, max=2**64 - 1,
+    help="P4Runtime device id (env P4NETEM_DEVICE_ID).")]
 ElectionId = Annotated[int, typer.Option(
-    "--election-id", envvar="P4NETEM_ELECTION_ID", min=1,
+    "--election-id", envvar="P4NETEM_ELECTION_ID", min=1, max=2**128 - 1,
     help="Election id for arbitration: the highest live one is primary and may write "
          "(env P4NETEM_ELECTION_ID).")]
+GrpcCa = Annotated[Optional[Path], typer.Option(
+    "--grpc-ca", envvar="P4NETEM_GRPC_CA", metavar="PEM",
+    help="TLS: trust switches whose certificate this CA signed (env P4NETEM_GRPC_CA). Without any "
+         "--grpc-* option the connection is plaintext, which p4netem-switch serves only on loopback.")]
+GrpcCert = Annotated[Optional[Path], typer.Option(
+    "--grpc-cert", envvar="P4NETEM_GRPC_CERT", metavar="PEM",
+    help="Mutual TLS: this client's certificate (env P4NETEM_GRPC_CERT); needs --grpc-key.")]
+GrpcKey = Annotated[Optional[Path], typer.Option(
+    "--grpc-key", envvar="P4NETEM_GRPC_KEY", metavar="PEM",
+    help="Mutual TLS: the private key of --grpc-cert (env P4NETEM_GRPC_KEY).")]
+GrpcServerName = Annotated[Optional[str], typer.Option(
+    "--grpc-server-name", envvar="P4NETEM_GRPC_SERVER_NAME", metavar="NAME",
+    help="TLS: check the switch's certificate against NAME instead of the host of --switch "
+         "(env P4NETEM_GRPC_SERVER_NAME).")]
+
+
+def use_tls(ca: Path | None, cert: Path | None, key: Path | None, server_name: str | None) -> None:
+    """Make every P4Runtime client of this process (and of the processes it starts) use this TLS.
+    The clients read it from the environment (p4netem.p4rt.tls), so the commands of other packages
+    (lab, measure, experiment) reach a secured switch without options of their own."""
+    import os
+
+    from ..p4rt.tls import ENV_CA, ENV_CERT, ENV_KEY, ENV_SERVER_NAME, GrpcTls, TlsConfigError
+
+    if not any((ca, cert, key, server_name)):
+        return
+    try:
+        tls = GrpcTls(ca=ca, cert=cert, key=key, server_name=server_name)
+        tls.credentials()  # reads the files now: a bad one is named before any command runs
+    except TlsConfigError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    for var in (ENV_CA, ENV_CERT, ENV_KEY, ENV_SERVER_NAME):
+        os.environ.pop(var, None)
+    os.environ.update(tls.env())
+
+
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (stable, for scripts) instead of tables.")]
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ..p4rt import P4Info, P4RuntimeClient
+from ..p4rt import GrpcTls, P4Info, P4RuntimeClient
 from ..paths import p4info_path
 from ..profiles import Profile
 from ..profiles.distribution import DistTable
@@ -90,14 +90,17 @@ class Controller:
         timeout: float = 10.0,
         profiles: Iterable[Profile] = (),
         max_atomicity: str = "DATAPLANE_ATOMIC",
+        tls: GrpcTls | None = None,
     ) -> Controller:
         """Connect to a switch. With primary=True (the default) run arbitration with `election_id`;
         the controller can write only if it became primary (`is_primary`). With primary=False
         open a read-only connection (no stream, no election: never disturbs other controllers).
 
         The switch's pipeline is checked against `p4info` (default: p4src/p4netem.p4info.txtpb);
-        a switch without a pipeline gets it pushed (primary only)."""
-        client = P4RuntimeClient(address, device_id=device_id, election_id=election_id, role=role, timeout=timeout)
+        a switch without a pipeline gets it pushed (primary only). `tls`: see P4RuntimeClient (None:
+        from the environment, plaintext if it names nothing)."""
+        client = P4RuntimeClient(address, device_id=device_id, election_id=election_id, role=role, timeout=timeout,
+                                 tls=tls)
         client.connect(arbitrate=primary)
         ctl = cls(client, profiles=profiles, owns_client=True, max_atomicity=max_atomicity)
         try:
@@ -204,18 +207,19 @@ class Controller:
         self.switching.reset(port_map)
 
     def run_timeline(self, timeline, rules: Rules | None = None, *,
-                     lead_s: float = 0.2, on_event=None, rt_priority: int = 4):
+                     lead_s: float = 0.2, on_event=None, rt_priority: int = 4, stop=None):
         """Run a Timeline (or a path to its YAML) on `rules` (default: the timeline's own rules,
         else DEFAULT_RULE). Everything is validated before the first write; returns a
         TimelineResult with the time error of every change. Ctrl-C stops it (result.interrupted)
-        and leaves the switch on the last profile applied."""
+        and leaves the switch on the last profile applied; so does setting `stop` (a
+        threading.Event) from another thread."""
         from .timeline import Timeline, TimelinePlayer
 
         if not isinstance(timeline, Timeline):
             timeline = Timeline.load(timeline)
         parsed = self.parse_rules(rules) if rules else None
         return TimelinePlayer(self, timeline, parsed, lead_s=lead_s, on_event=on_event,
-                              rt_priority=rt_priority).run()
+                              rt_priority=rt_priority, stop=stop).run()
 
     # ---- reading back and statistics --------------------------------------------------------------
 

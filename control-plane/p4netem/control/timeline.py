@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from ..profiles.errors import KNOWN_FIELDS, FieldProblems, Problem, problems_fro
 from ..profiles.fields import annotate, duration, one_line
 from ..profiles.units import Duration, quote
 from ..profiles.yaml_files import _parse_yaml
+from ..safe_yaml import YamlInputError, read_text
 from .rules import Rule
 
 __all__ = ["Step", "Timeline", "TimelineError", "Event", "EventResult", "TimelineResult", "TimelinePlayer",
@@ -237,9 +239,13 @@ class Timeline(BaseModel):
     def load(cls, path: str | Path) -> "Timeline":
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path)
+        except YamlInputError as exc:
+            raise TimelineError([Problem(exc.where, exc.message)], str(path)) from None
         except OSError as exc:
             raise TimelineError([Problem("", f"cannot read: {exc.strerror or exc}")], str(path)) from None
+        except UnicodeDecodeError as exc:
+            raise TimelineError([Problem("", f"not UTF-8 text: {exc.reason}")], str(path)) from None
         return cls.loads(text, str(path), path.parent)
 
     # ---- compile ---------------------------------------------------------------------------------
@@ -558,8 +564,11 @@ class TimelinePlayer:
 
     def __init__(self, controller: Any, timeline: Timeline, rules: Sequence[Rule] | None = None,
                  lead_s: float = 0.2, on_event: Callable[[EventResult], None] | None = None,
-                 rt_priority: int = 4):
+                 rt_priority: int = 4, stop: threading.Event | None = None):
         self.ctl = controller
+        # Set from another thread (the web server's stop button) to end the run before its next
+        # step, as Ctrl-C does: result.interrupted, the last profile stays.
+        self.stop = stop
         self.timeline = timeline
         self.rules = list(rules) if rules else (list(timeline.rules) or None)
         self.lead_ns = int(lead_s * 1e9)
@@ -585,6 +594,12 @@ class TimelinePlayer:
                                     self.timeline.source)
         return self.timeline.compile(self.ctl.resolve_profile, base)
 
+    def _stopped_before(self, deadline_ns: int) -> bool:
+        """Wait for `stop` until deadline_ns (at once without one); True if it was set."""
+        if self.stop is None:
+            return False
+        return self.stop.wait(max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9))
+
     def run(self) -> TimelineResult:
         events = self.compile()
         rules = self.ctl.parse_rules(self.rules)
@@ -605,6 +620,9 @@ class TimelinePlayer:
                 scheduled = start + event.at_ns
                 if scheduled - ready > 50_000_000:
                     gc.collect(1)  # the young generations, well before the step's time
+                if self._stopped_before(scheduled - 5_000_000):
+                    result.interrupted = True
+                    return result
                 with _Realtime(self.rt_priority):
                     sleep_until(scheduled)
                     wall = time.time_ns()
@@ -615,6 +633,9 @@ class TimelinePlayer:
                 if self.on_event:
                     self.on_event(er)
                 prepared.cleanup()
+            if self._stopped_before(start + end_offset):
+                result.interrupted = True
+                return result
             sleep_until(start + end_offset)
         except KeyboardInterrupt:
             result.interrupted = True

@@ -18,11 +18,13 @@ from .entries import (
 )
 from .errors import P4RuntimeError, UpdateError, WriteError
 from .p4info import P4Info
+from .tls import GrpcTls, TlsConfigError
 
 __all__ = [
     "CounterValue",
     "Digest",
     "Exact",
+    "GrpcTls",
     "Lpm",
     "Optional",
     "P4Info",
@@ -31,6 +33,7 @@ __all__ = [
     "PacketIn",
     "Range",
     "TableEntryView",
+    "TlsConfigError",
     "Ternary",
     "UpdateError",
     "WriteError",

@@ -32,6 +32,7 @@ from .entries import (
 from .errors import P4RuntimeError, WriteError, status_code_from_int
 from .p4info import P4Info
 from .proto import p4runtime_pb2
+from .tls import GrpcTls
 
 # After .proto: the generated stub module imports p4.v1.p4runtime_pb2, which is now our fast one.
 from p4.v1.p4runtime_pb2_grpc import P4RuntimeStub  # noqa: E402  isort: skip
@@ -62,6 +63,8 @@ class Digest:
 
 
 def _uint128(value: int) -> p4runtime_pb2.Uint128:
+    if not 0 <= value < 2**128:
+        raise ValueError(f"election id {value} out of range 0..{2**128 - 1} (P4Runtime's uint128)")
     return p4runtime_pb2.Uint128(high=value >> 64, low=value & (2**64 - 1))
 
 
@@ -83,8 +86,12 @@ class P4RuntimeClient:
         role: str = "",
         p4info: P4Info | None = None,
         timeout: float = 10.0,
+        tls: GrpcTls | None = None,
     ):
+        """`tls`: how to secure the channel; None reads it from the environment (P4NETEM_GRPC_CA,
+        ..._CERT, ..._KEY: see p4netem.p4rt.tls), plaintext when that names nothing."""
         self.address = address
+        self.tls = tls if tls is not None else GrpcTls.from_env()
         self.device_id = device_id
         self.election_id = election_id
         self.role = role
@@ -120,17 +127,25 @@ class P4RuntimeClient:
         timeout = self.timeout if timeout is None else timeout
         self._closing.clear()
         self.stream_failure = None
-        self._channel = grpc.insecure_channel(
-            self.address,
-            options=[("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)],
-        )
+        # The switch's default cap (p4netem-switch --grpc-max-message-bytes) is 32 MiB; a client
+        # limit above it only means the switch, not we, refuses an oversized request.
+        options = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)]
+        if self.tls is None:
+            self._channel = grpc.insecure_channel(self.address, options=options)
+        else:
+            self._channel = grpc.secure_channel(self.address, self.tls.credentials(),
+                                                options=options + self.tls.channel_options())
         try:
             grpc.channel_ready_future(self._channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             self._channel.close()
             self._channel = None
+            # gRPC does not say why a channel never became ready; with TLS a refused handshake
+            # (wrong CA, no or unknown client certificate, plaintext server) is the usual cause.
+            how = (f" over {self.tls.describe()} (or it refused the handshake: check --grpc-ca, "
+                   "--grpc-cert, --grpc-key)") if self.tls else " over plaintext (a TLS server does not answer it)"
             raise P4RuntimeError(
-                grpc.StatusCode.UNAVAILABLE, f"no P4Runtime server answers at {self.address} after {timeout:g} s"
+                grpc.StatusCode.UNAVAILABLE, f"no P4Runtime server answers at {self.address}{how} after {timeout:g} s"
             ) from None
         self._stub = P4RuntimeStub(self._channel)
         if not arbitrate:

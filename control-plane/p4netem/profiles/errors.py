@@ -28,6 +28,16 @@ class Problem:
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
+# An error is read by a person: the first problems, each on one line of bounded length (a file
+# can hold thousands of bad entries, or one value as long as the file).
+MAX_SHOWN = 50
+MAX_LINE = 1000
+
+
+def _line(text: str) -> str:
+    return text if len(text) <= MAX_LINE else text[:MAX_LINE - 1] + "…"
+
+
 class ProfileError(ValueError):
     """A profile, a file of profiles or a set of table parameters that is not valid.
 
@@ -42,9 +52,11 @@ class ProfileError(ValueError):
     def _render(self) -> str:
         head = f"{self.source}: " if self.source else ""
         if len(self.problems) == 1:
-            return head + str(self.problems[0])
+            return head + _line(str(self.problems[0]))
         lines = [f"{head}{len(self.problems)} problems"]
-        lines += [f"  {problem}" for problem in self.problems]
+        lines += [f"  {_line(str(problem))}" for problem in self.problems[:MAX_SHOWN]]
+        if len(self.problems) > MAX_SHOWN:
+            lines.append(f"  ... and {len(self.problems) - MAX_SHOWN} more")
         return "\n".join(lines)
 
     def with_source(self, source: str) -> "ProfileError":

@@ -12,6 +12,7 @@ field path: the model layer adds the path and the allowed range.
 from __future__ import annotations
 
 import decimal
+import reprlib
 import math
 import re
 from decimal import Decimal
@@ -43,11 +44,24 @@ class UnitError(ValueError):
     """A value that is not a valid quantity of its kind (syntax, sign, missing unit)."""
 
 
+# Longest rendering of a raw input in an error message: a value can be a whole file's worth of
+# text or a list of thousands of items, and an error must stay a readable line.
+QUOTE_LIMIT = 80
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, QUOTE_LIMIT, QUOTE_LIMIT
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
+
+
 def quote(raw: object) -> str:
-    """Render a raw input for an error message: strings in double quotes, the rest as is."""
+    """Render a raw input for an error message: strings in double quotes, the rest as is
+    (containers without building the text of all their items), cut to QUOTE_LIMIT characters."""
     if isinstance(raw, str):
-        return '"' + raw.replace('"', '\\"') + '"'
-    return str(raw)
+        text = '"' + raw[:QUOTE_LIMIT].replace('"', '\\"') + '"'
+    elif isinstance(raw, (list, tuple, dict, set, frozenset)):
+        text = _SHORT.repr(raw)
+    else:
+        text = str(raw)
+    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 1] + "…"
 
 
 # A decimal number with an optional unit suffix; spaces between them are allowed ("50 ms").

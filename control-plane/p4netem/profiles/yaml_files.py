@@ -13,6 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
+from ..safe_yaml import SafeLoader, YamlInputError, load_with, read_text
 from .errors import Problem, ProfileError
 from .profile import Profile
 
@@ -21,7 +22,7 @@ __all__ = ["load_profile", "load_profiles", "loads_profiles", "dump", "dumps"]
 PathLike = str | os.PathLike
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(SafeLoader):
     """SafeLoader that records duplicate mapping keys instead of keeping the last one."""
 
     def __init__(self, stream: Any) -> None:
@@ -41,17 +42,11 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def _parse_yaml(text: str, source: str) -> Any:
-    loader = _StrictLoader(text)
+    """The document of `text`, within safe_yaml's bounds (size, alias expansion, nesting)."""
     try:
-        data = loader.get_single_data()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ProfileError([Problem(where, f"not valid YAML: {exc.problem}")], source) from None
-    except yaml.YAMLError as exc:
-        raise ProfileError([Problem("", f"not valid YAML: {exc}")], source) from None
-    finally:
-        loader.dispose()
+        data, loader = load_with(text, source, _StrictLoader)
+    except YamlInputError as exc:
+        raise ProfileError([Problem(exc.where, exc.message)], source) from None
     if loader.duplicates:
         raise ProfileError(loader.duplicates, source)
     return data
@@ -105,7 +100,9 @@ def _join(prefix: str, key: str) -> str:
 
 def _read(path: PathLike) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return read_text(path)
+    except YamlInputError as exc:
+        raise ProfileError([Problem(exc.where, exc.message)], str(path)) from None
     except OSError as exc:
         raise ProfileError([Problem("", f"cannot read: {exc.strerror or exc}")], str(path)) from None
     except UnicodeDecodeError as exc:

@@ -2,7 +2,7 @@
 //!
 //! `main.rs` starts it with
 //! ```ignore
-//! p4rt::serve(control, p4rt::ServerConfig { addr, device_id, cpu_port }, shutdown).await
+//! p4rt::serve(control, p4rt::ServerConfig { addr, device_id, cpu_port, transport }, shutdown).await
 //! ```
 //! where `shutdown` is any future that completes when the server should stop (for example
 //! `std::future::pending()` to run forever). The server only talks to the data plane through
@@ -17,6 +17,7 @@
 //! - `digest`: digest batching, deduplication and acknowledgement.
 //! - `p4info`: the target's P4Info built from `crate::contract`.
 //! - `compare` / `pipeline`: Set/GetForwardingPipelineConfig.
+//! - `listen`: how it is exposed (TLS/mTLS, the plaintext-on-loopback rule, size limits).
 //! - `server`: the tonic service tying them together.
 
 use std::net::SocketAddr;
@@ -27,6 +28,7 @@ pub mod compare;
 pub mod digest;
 pub mod entries;
 pub mod error;
+pub mod listen;
 pub mod p4info;
 pub mod pipeline;
 pub mod read;
@@ -51,4 +53,6 @@ pub struct ServerConfig {
     pub device_id: u64,
     /// The data-plane port number that stands for the CPU (PacketOut may not target it).
     pub cpu_port: Option<u32>,
+    /// TLS, the plaintext policy and message size limits.
+    pub transport: listen::Transport,
 }

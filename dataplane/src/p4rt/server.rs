@@ -351,18 +351,27 @@ pub async fn serve(
     cfg: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    cfg.transport.check(&cfg.addr)?;
+    cfg.transport.warn_if_exposed(&cfg.addr);
+    let tls = cfg.transport.server_tls()?;
+    let limit = cfg.transport.max_message_bytes;
     let shared = Shared::new(control, &cfg);
     let packet_ins = tokio::spawn(shared.clone().pump_packet_ins());
     let digests = tokio::spawn(shared.clone().pump_digests());
     let service = P4RuntimeServer::new(Service { shared })
-        // P4Info, big batches and bmv2 JSON device configs exceed tonic's 4 MiB default.
-        .max_decoding_message_size(256 << 20)
-        .max_encoding_message_size(256 << 20);
-    tracing::info!(addr = %cfg.addr, device_id = cfg.device_id, "P4Runtime server listening");
-    let result = tonic::transport::Server::builder()
-        .add_service(service)
-        .serve_with_shutdown(cfg.addr, shutdown)
-        .await;
+        // P4Info, big batches and bmv2 JSON device configs exceed tonic's 4 MiB default; the cap
+        // still keeps one request from holding hundreds of MB (tonic answers a too-big one OUT_OF_RANGE, naming the limit).
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit);
+    let mut builder = tonic::transport::Server::builder()
+        .http2_max_header_list_size(super::listen::MAX_HEADER_LIST_BYTES)
+        .concurrency_limit_per_connection(super::listen::CONCURRENCY_PER_CONNECTION);
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls).map_err(|e| anyhow::anyhow!("P4Runtime TLS configuration: {e}"))?;
+    }
+    tracing::info!(addr = %cfg.addr, device_id = cfg.device_id, transport = cfg.transport.describe(),
+                   max_message_bytes = limit, "P4Runtime server listening");
+    let result = builder.add_service(service).serve_with_shutdown(cfg.addr, shutdown).await;
     packet_ins.abort();
     digests.abort();
     result.map_err(|e| anyhow::anyhow!("P4Runtime server on {}: {e}", cfg.addr))

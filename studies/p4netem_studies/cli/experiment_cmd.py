@@ -5,13 +5,27 @@
     p4netem experiment run e1-microscape --quick [--reps N] [--out DIR]
     p4netem experiment run e4-multiplexing --sample 200 --seed 7
     p4netem experiment run e2-initial-window --quick --only http=1.0 --duration 20
+    p4netem experiment run e3-spdy --sample 200 --parallel 3
+    p4netem experiment run e5-cellular --ray auto            (or --ray HEAD:6379: a cluster)
+    p4netem experiment status DIR [--json]
+    p4netem experiment resume DIR [--force] [--parallel N] [--ray ADDRESS]
     p4netem experiment analyze results/experiments/e4-multiplexing-full-...
+    p4netem experiment report results/experiments/e4-multiplexing-full-...
 
 `run` brings up the experiment's lab, runs its matrix (the quick variant with --quick: a few
 minutes on a 2-core machine; the full one reproduces the study's matrix and can take hours),
 prints the study's table and writes the harness's files, the analysis CSVs, the comparison plot
 and experiment.json into --out (default results/experiments/NAME-quick|full-TIME). `analyze`
 runs the analysis again on such a directory (after a change to it, or on a stopped run's files).
+Page-load runs are durable: each load is committed to DIR/run.db when it ends, so `status` reads a
+running or stopped run and `resume` finishes it (refusing, naming the change, when the definition,
+the code or the machine's TCP settings changed; --force accepts). `--parallel N` runs N labs at
+once (default: what the machine's cores and memory allow for these conditions); `--ray` runs the
+labs as Ray actors, locally ('auto') or on a cluster (docs/experiments.md).
+
+
+runs the analysis again on such a directory (after a change to it, or on a stopped run's files);
+`report` writes its self-contained HTML report (DIR/report.html).
 
 Exit codes: 0 every load ok, 1 some failed or the run failed (files still written), 2 bad usage
 or an invalid definition, 130 Ctrl-C / 143 SIGTERM (what was done is written, the lab is down).
@@ -127,8 +141,8 @@ def run(
                                "(stratified unless the definition says random)."),
     seed: int = typer.Option(None, "--seed", help="Seed of the sample."),
     cc: str = typer.Option(None, "--cc", help="Congestion control of every host instead of "
-                           "the definition's (reno, bbr, ...: what the machine allows in a "
-                           "namespace)."),
+                           "the definition's (reno, cubic, bbr: any algorithm the kernel has "
+                           "loaded; set on every route of the lab, nothing machine-wide)."),
     only: list[str] = typer.Option([], "--only", help="Keep conditions with KEY=VALUE[,...] "
                                    "(page loads: profile, page, client, mode, initcwnd, tls, "
                                    "protocol; workload: web_clients, bulk_clients, http, "
@@ -138,11 +152,23 @@ def run(
     keep_pcaps: bool = typer.Option(False, "--keep-pcaps", help="Keep each load's capture."),
     target: str = typer.Option("p4netem", "--target", help="p4netem or bmv2."),
     quiet: bool = typer.Option(False, "--quiet", help="No line per load."),
+    parallel: int = typer.Option(None, "--parallel", min=1, max=64, help="Labs at once "
+                                 "(default: from the machine's cores and memory and the "
+                                 "conditions' load)."),
+    ray: str = typer.Option(None, "--ray", help="Run the labs as Ray actors: 'auto' starts a "
+                            "local Ray, HOST:PORT joins a cluster (`ray start --head`)."),
 ) -> None:
     """Run an experiment: table, CSVs, the comparison plot and experiment.json in --out."""
     from ..experiments.run import prepare, run_experiment
+    from ..web.tcp_tuning import check_congestion_control
     try:
         exp = prepare(name, quick=quick, sample=sample, seed=seed, cc=cc)
+        if exp.congestion_control:
+            try:
+                check_congestion_control(exp.congestion_control)
+            except ValueError as exc:
+                raise ValueError(f"{'--cc' if cc else exp.name + ': congestion_control'}: "
+                                 f"{exc}") from None
         filters = _only(only)
         # Validate the whole plan before any lab comes up.
         if isinstance(exp, PageloadExperiment):
@@ -154,11 +180,21 @@ def run(
     except (ExperimentError, ValueError, typer.BadParameter) as exc:
         err.print(f"[red]error: {escape(str(exc))}[/]")
         raise typer.Exit(2)
+    from ..runs.store import RunStore
     out_dir = out or (Path("results") / "experiments" /
                       f"{exp.name}-{'quick' if quick else 'full'}-{time.strftime('%Y%m%d-%H%M%S')}")
-    result = run_recording("experiment", out_dir, lambda: run_experiment(
+    if RunStore.exists(out_dir):
+        err.print(f"[red]error: {escape(str(out_dir))} already holds a run; finish it with "
+                  f"`p4netem experiment resume {escape(str(out_dir))}` or pick another --out[/]")
+        raise typer.Exit(2)
+    result = _guarded(lambda: run_experiment(
         name, out_dir, quick=quick, reps=reps, sample=sample, seed=seed, cc=cc, only=filters,
-        duration_s=duration, console=console, verbose=not quiet, target=target, keep_pcaps=keep_pcaps))
+        duration_s=duration, console=console, verbose=not quiet, target=target, keep_pcaps=keep_pcaps,
+        parallel=parallel, ray=ray), out_dir)
+    _print_result(result)
+
+
+def _print_result(result) -> None:
     for table in result.analysis.tables:
         console.print(table)
     for kind, path in result.files.items():
@@ -183,3 +219,100 @@ def analyze(directory: Path = typer.Argument(..., help="A result directory of `e
         console.print(table)
     for kind, path in result.files.items():
         console.print(f"{kind:14} {path}")
+
+
+def _run_errors():
+    from ..runs.cluster import ClusterError
+    from ..runs.driver import RunFailed
+    from ..runs.execute import ResumeRefused
+    from ..runs.store import StoreError
+    return {ClusterError: 2, StoreError: 2, ResumeRefused: 2, RunFailed: 1}
+
+
+def _guarded(fn, out_dir):
+    """One-line errors (exit 2 for bad input, 1 for a failed run) for what the user can fix; the
+    rest (Ctrl-C, SIGTERM) as every p4netem command handles it (cli.signals)."""
+    known = _run_errors()
+    try:
+        return run_recording("experiment", out_dir, fn)
+    except tuple(known) as exc:
+        code = next(c for t, c in known.items() if isinstance(exc, t))
+        err.print(f"[red]error: {escape(str(exc))}[/]")
+        raise typer.Exit(code)
+
+
+@app.command("resume")
+def resume(directory: Path = typer.Argument(..., help="The --out of a stopped `experiment run`."),
+           force: bool = typer.Option(False, "--force", help="Resume although the definition, "
+                                      "the code or the machine's TCP settings changed."),
+           parallel: int = typer.Option(None, "--parallel", min=1, max=64, help="Labs at once."),
+           ray: str = typer.Option(None, "--ray", help="'auto' or HOST:PORT of a Ray cluster."),
+           quiet: bool = typer.Option(False, "--quiet", help="No line per load.")) -> None:
+    """Finish a stopped run: skip the loads stored, run the rest with the same plan and seeds."""
+    from ..experiments.run import resume_experiment
+    result = _guarded(lambda: resume_experiment(directory, force=force, parallel=parallel, ray=ray,
+                                                console=console, verbose=not quiet), directory)
+    _print_result(result)
+
+
+@app.command("status")
+def status_cmd(directory: Path = typer.Argument(..., help="A run directory."),
+               as_json: bool = typer.Option(False, "--json", help="Machine-readable.")) -> None:
+    """Done / total, failed loads and why, elapsed time and an estimate of what is left."""
+    import json as _json
+
+    from ..runs.execute import format_duration, status
+    from ..runs.store import StoreError
+    try:
+        st = status(directory)
+    except StoreError as exc:
+        err.print(f"[red]error: {escape(str(exc))}[/]")
+        raise typer.Exit(2)
+    if as_json:
+        print(_json.dumps(st.to_json(), indent=1, default=str))
+        return
+    exp = st.experiment
+    last = st.sessions[-1] if st.sessions else {}
+    state = ("complete" if st.done == st.total else
+             "running or killed" if last and last.get("t_end") is None else
+             f"stopped ({last.get('outcome')})" if last else "not started")
+    console.print(f"[bold]{exp.get('experiment', '?')}[/] ({exp.get('variant', '?')}): "
+                  f"{st.done}/{st.total} loads stored, {st.ok} ok, {len(st.failed)} failed; {state}")
+    console.print(f"elapsed {format_duration(st.elapsed_s)} over {len(st.sessions)} session(s); "
+                  f"left: about {format_duration(st.left_s)}"
+                  + (f" on {st.labs_running} lab(s)" if st.labs_running else ""))
+    for key, why in st.failed[:50]:
+        console.print(f"  [red]failed[/] {escape(key)}: {escape(why[:200])}")
+    if len(st.failed) > 50:
+        console.print(f"  ... and {len(st.failed) - 50} more (--json)")
+
+
+@app.command("report")
+def report(
+    directory: Path = typer.Argument(..., help="A result directory of `experiment run` (or "
+                                     "`analyze`)."),
+    out: Path = typer.Option(None, "--out", help="The page to write (default DIR/report.html)."),
+    resamples: int = typer.Option(2000, "--resamples", min=200, max=100_000,
+                                  help="Bootstrap resamples per interval."),
+    confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999,
+                                     help="Confidence of the intervals."),
+    seed: int = typer.Option(1, "--seed", min=0, help="Seed of the bootstrap."),
+) -> None:
+    """Write the run's report: one self-contained HTML page (the study's tables and plots,
+    bootstrap intervals on its medians and gains, the environment, and the original study's
+    conclusions checked on the rows), viewable offline."""
+    from ..report import read_run_directory
+    from ..report.html import write_report
+    try:
+        data = read_run_directory(directory)
+        path, claims = write_report(data, out, seed=seed, resamples=resamples,
+                                    confidence=confidence)
+    except (ExperimentError, ValueError, KeyError, OSError) as exc:
+        err.print(f"[red]error: {escape(str(exc))}[/]", soft_wrap=True)
+        raise typer.Exit(1)
+    t = Table("verdict", "claim of the original study", "subjects",
+              title=f"{data.name}: the original's conclusions on this run", title_justify="left")
+    for c in claims:
+        t.add_row(c.verdict, escape(c.claim), escape(c.summary))
+    console.print(t)
+    console.print(f"{'report':14} {path}")

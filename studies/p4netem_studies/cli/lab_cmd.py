@@ -60,16 +60,25 @@ def list_topologies() -> None:
 @app.command("show")
 def show(topology: str = typer.Argument(..., help="Topology name or YAML file."),
          param: list[str] = typer.Option([], "--param", "-p", help="NAME=N, e.g. servers=4.")) -> None:
-    """The hosts a topology expands to: address, switch port, slot (access link) and UE id."""
+    """The hosts a topology expands to: address, switch port, slot (access link) and UE id;
+    in a routed topology also each host's router, its own link's slot and the routes."""
     try:
         topo = load_topology(topology).expand(parse_params(param))
     except TopologyError as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(1)
-    t = Table("host", "role", "address", "switch port", "slot", "UE id", title=topo.name)
+    routes = topo.routes()
+    cols = ["host", "role", "address", "switch port", "slot", "UE id"]
+    if routes:
+        cols += ["router", "link", "routes"]
+    t = Table(*cols, title=topo.name)
     for h in topo.hosts:
-        t.add_row(h.name, h.role, h.ip, str(h.port), "-" if h.slot is None else str(h.slot),
-                  "-" if h.ue is None else str(h.ue))
+        row = [h.name, h.role, h.ip, str(h.port), "-" if h.slot is None else str(h.slot),
+               "-" if h.ue is None else str(h.ue)]
+        if routes:
+            row += [h.router or "-", "-" if h.link is None else str(h.link),
+                    ", ".join(f"{p} via {v}" for p, v in routes.get(h.name, [])) or "-"]
+        t.add_row(*row)
     console.print(t)
 
 

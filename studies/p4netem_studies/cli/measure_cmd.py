@@ -71,8 +71,9 @@ def measure(
     gzip: bool = typer.Option(False, "--gzip", help="Servers deflate HTML, CSS and JS (E1)."),
     revalidate: bool = typer.Option(False, "--revalidate", help="Conditional GETs, answered "
                                     "304 (E1's revalidation test)."),
-    cc: str = typer.Option(None, "--cc", help="Congestion control of every host (default: the "
-                           "kernel's default for new namespaces)."),
+    cc: str = typer.Option(None, "--cc", help="Congestion control of every host, set on "
+                           "every route of the lab (reno, cubic, bbr: any the kernel has "
+                           "loaded; default: the kernel's default for new namespaces)."),
     client_rmem: str = typer.Option(None, "--client-rmem", help="Clients' tcp_rmem, "
                                     "'MIN DEFAULT MAX'."),
     silence: float = typer.Option(10.0, "--silence", help="Seconds of silence that end a load."),
@@ -102,6 +103,12 @@ def measure(
                         dns_latency_ms=_duration_ms(dns_latency), congestion_control=cc,
                         client_rmem=client_rmem, gzip=gzip, revalidate=revalidate)
             load_topology(plan.topology).expand(plan.topology_params)
+        if plan.congestion_control:
+            from ..web.tcp_tuning import check_congestion_control
+            try:
+                check_congestion_control(plan.congestion_control)
+            except ValueError as exc:
+                raise ValueError(f"--cc: {exc}") from None
     except (ValueError, TopologyError) as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(2)

@@ -23,13 +23,14 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import yaml
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
+from p4netem import safe_yaml
 from p4netem.paths import REPO_ROOT
 from p4netem.profiles import Profile, ProfileError, builtin_profiles
 from p4netem.profiles.units import ByteSize, Duration, Percent, Rate, UnitError
+from p4netem.safe_yaml import YamlInputError
 
 from ..harness.protocols import PROTOCOLS
 from ..web import pages as page_models
@@ -420,6 +421,7 @@ class WorkloadBlock(_Model):
 class WorkloadExperiment(_Common):
     kind: Literal["workload"]
     profile: str
+    access_profile: str | None = None    # every host's own link (routed topologies: dumbbell)
     duration_s: float = Field(gt=0, le=36000)
     warmup_s: float = Field(10.0, ge=0, le=3600)
     workload: WorkloadSpec = WorkloadSpec()
@@ -427,9 +429,10 @@ class WorkloadExperiment(_Common):
 
     @model_validator(mode="after")
     def _profile_known(self) -> "WorkloadExperiment":
-        if self.profile not in self._known_profiles():
-            raise ValueError(f"profile {self.profile!r} is neither built-in nor defined in "
-                             "`profiles`")
+        for field, name in (("profile", self.profile), ("access_profile", self.access_profile)):
+            if name is not None and name not in self._known_profiles():
+                raise ValueError(f"{field} {name!r} is neither built-in nor defined in "
+                                 "`profiles`")
         return self
 
 
@@ -464,9 +467,11 @@ def _path(name_or_path: str | Path, directory: Path | None) -> Path:
 def load_raw(name_or_path: str | Path, directory: Path | None = None) -> tuple[Path, dict]:
     path = _path(name_or_path, directory)
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ExperimentError(f"{path}: not valid YAML: {exc}") from None
+        data = safe_yaml.load_file(path)
+    except YamlInputError as exc:
+        raise ExperimentError(str(exc)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExperimentError(f"{path}: cannot read: {exc}") from None
     if not isinstance(data, dict):
         raise ExperimentError(f"{path}: an experiment is a mapping")
     return path, data

@@ -1,4 +1,11 @@
-"""Run one experiment (quick or full variant) and write everything into one directory:
+"""Run one experiment (quick or full variant) and write everything into one directory.
+
+Page-load experiments (E1, E3, E4, E5) run through the durable store (p4netem_studies.runs):
+`run.db` holds the plan before the first load and each load's result the moment it ends, so a run
+killed at any moment loses only the loads in flight; `resume_experiment` finishes it and every
+file below is written from the store (`finish`), also for a run that was stopped.
+
+    run.db                                the store (runs/store.py)
 
     runs.csv, summary.csv, results.json   the harness's files (page-load experiments), or
                                           the workload's (E2): runs.csv, pages.csv, summary.csv,
@@ -26,7 +33,10 @@ from rich.console import Console
 from .analysis import Analysis, analyzer
 from .definition import (ExperimentError, PageloadExperiment, Sample, WorkloadExperiment,
                          load_experiment, validate)
-from .pageload import Cell, build_plan
+from .pageload import Cell
+from ..runs.execute import ResumeRefused, check_resume, create, execute  # noqa: F401
+from ..runs.session import Session
+from ..runs.store import RunStore, StoreError  # noqa: F401
 
 
 @dataclass
@@ -60,13 +70,14 @@ def run_experiment(name: str, out: Path, *, quick: bool = False, reps: int | Non
                    sample: int | None = None, seed: int | None = None, cc: str | None = None,
                    only: dict[str, list[str]] | None = None, duration_s: float | None = None,
                    console: Console | None = None, verbose: bool = True,
-                   target: str = "p4netem", keep_pcaps: bool = False) -> ExperimentRun:
+                   target: str = "p4netem", keep_pcaps: bool = False,
+                   parallel: int | None = None, ray: str | None = None) -> ExperimentRun:
     console = console or Console()
     exp = prepare(name, quick=quick, sample=sample, seed=seed, cc=cc)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
+    source = str(Path(name).resolve()) if Path(name).is_file() else name
     doc: dict = {"format": "p4netem-experiment/1", "experiment": exp.name, "title": exp.title,
+                 "source": source,
                  "reproduces": exp.reproduces, "variant": "quick" if quick else "full",
                  "command": " ".join(shlex.quote(a) for a in sys.argv),
                  "overrides": {"reps": reps, "sample": sample, "seed": seed, "only": only,
@@ -76,58 +87,199 @@ def run_experiment(name: str, out: Path, *, quick: bool = False, reps: int | Non
     if isinstance(exp, PageloadExperiment):
         if duration_s is not None:
             raise ValueError("--duration is for workload experiments (E2)")
-        run = _run_pageload(exp, out, doc, quick=quick, reps=reps, only=only, console=console,
-                            verbose=verbose, target=target, keep_pcaps=keep_pcaps)
-    else:
-        run = _run_workload(exp, out, doc, quick=quick, reps=reps, only=only,
-                            duration_s=duration_s, console=console, verbose=verbose,
-                            target=target)
-    run.duration_s = round(time.time() - t0, 1)
-    doc["duration_s"] = run.duration_s
-    doc["findings"] = run.analysis.findings
-    run.files.update(run.analysis.files)
-    run.files["experiment"] = out / "experiment.json"
-    doc["files"] = {k: str(v) for k, v in run.files.items()}
-    (out / "experiment.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    return run
-
-
-def _run_pageload(exp: PageloadExperiment, out: Path, doc: dict, *, quick, reps, only, console,
-                  verbose, target, keep_pcaps) -> ExperimentRun:
-    from ..harness.measure import run_plan
-    built = build_plan(exp, repetitions=reps, only=only)
-    plan = built.plan
-    doc["plan"] = {"conditions": built.conditions, "loads": plan.total_loads,
-                   "matrix_cells": built.matrix_cells, "sampled": built.sampled,
-                   "timeout_s": plan.timeout_s}
-    doc["cells"] = {k: c.to_json() for k, c in built.cells.items()}
-    console.print(f"[bold]{exp.name}[/] ({'quick' if quick else 'full'}): {exp.title}\n"
-                  f"{built.conditions} conditions x {plan.repetitions} loads = "
-                  f"{plan.total_loads} loads on the {plan.topology} lab -> {out}")
-    outcome = run_plan(plan, out, console=console, target=target, keep_pcaps=keep_pcaps,
-                       verbose=verbose, make_plot=False)
-    analysis = analyzer(exp.analysis)(exp, built, outcome.records, outcome.metadata, out)
-    run = ExperimentRun(exp, quick, out, analysis, loads=len(outcome.records),
-                        failed=sum(1 for r in outcome.records if not r.ok),
-                        files=dict(outcome.paths))
-    return run
-
-
-def _run_workload(exp: WorkloadExperiment, out: Path, doc: dict, *, quick, reps, only,
-                  duration_s, console, verbose, target) -> ExperimentRun:
-    from ..harness.workload import run_workload
-    from .workload import build_workload_plan
-    plan = build_workload_plan(exp, repetitions=reps, only=only, duration_s=duration_s)
+        session = Session(definition=exp.model_dump(mode="json"), repetitions=reps, only=only,
+                          target=target, keep_pcaps=keep_pcaps)
+        built = session.built
+        plan = built.plan
+        doc["plan"] = {"conditions": built.conditions, "loads": plan.total_loads,
+                       "matrix_cells": built.matrix_cells, "sampled": built.sampled,
+                       "timeout_s": plan.timeout_s}
+        doc["cells"] = {k: c.to_json() for k, c in built.cells.items()}
+        console.print(f"[bold]{exp.name}[/] ({'quick' if quick else 'full'}): {exp.title}\n"
+                      f"{built.conditions} conditions x {plan.repetitions} loads = "
+                      f"{plan.total_loads} loads on the {plan.topology} lab -> {out}")
+        if ray:       # a bad address fails here, before the run directory is made
+            from ..runs.cluster import connect
+            connect(ray)
+        create(out, session, doc).close()
+        return _execute_and_finish(out, console=console, verbose=verbose, parallel=parallel,
+                                   ray=ray, kind="run")
+    if parallel not in (None, 1) or ray:
+        raise ValueError(f"{exp.name} is a workload experiment: its runs share one bottleneck "
+                         "lab and run one at a time (no --parallel or --ray)")
+    session = Session(definition=exp.model_dump(mode="json"), repetitions=reps, only=only,
+                      target=target, kind="workload", duration_s=duration_s)
+    plan = session.plan
     doc["plan"] = {"conditions": len(plan.conditions), "runs": plan.total_runs,
                    "duration_s": plan.duration_s, "warmup_s": plan.warmup_s}
     console.print(f"[bold]{exp.name}[/] ({'quick' if quick else 'full'}): {exp.title}\n"
                   f"{len(plan.conditions)} conditions x {plan.repetitions} runs of "
                   f"{plan.warmup_s:g}+{plan.duration_s:g} s on the {plan.topology} lab -> {out}")
-    outcome = run_workload(plan, out, console=console, target=target, verbose=verbose)
-    analysis = analyzer(exp.analysis)(exp, outcome, out)
-    return ExperimentRun(exp, quick, out, analysis, loads=len(outcome.runs),
-                         failed=sum(1 for r in outcome.runs if not r.ok),
-                         files=dict(outcome.paths))
+    create(out, session, doc).close()
+    return _execute_and_finish(out, console=console, verbose=verbose, parallel=1, ray=None,
+                               kind="run")
+
+
+def resume_experiment(out: Path, *, force: bool = False, parallel: int | None = None,
+                      ray: str | None = None, console: Console | None = None,
+                      verbose: bool = True) -> ExperimentRun:
+    """Finish a stopped run: the loads already stored are kept, the rest run with the same plan
+    and seeds. Refuses (ResumeRefused) when the definition, the code or the machine's TCP
+    settings changed, unless `force`."""
+    console = console or Console()
+    out = Path(out)
+    store = RunStore.open(out)
+    try:
+        doc = store.meta("experiment") or {}
+        over = doc.get("overrides") or {}
+        try:
+            current = prepare(doc["source"], quick=doc.get("variant") == "quick",
+                              sample=over.get("sample"), seed=over.get("seed"),
+                              cc=over.get("congestion_control")).model_dump(mode="json")
+        except (ExperimentError, ValueError, KeyError) as exc:
+            if not force:
+                raise ResumeRefused([f"definition: cannot be read again ({exc})"]) from None
+            current = None
+        diffs = check_resume(store, force, current)
+    finally:
+        store.close()
+    if diffs:
+        console.print("[yellow]resuming although the setup changed (--force):[/]\n  " +
+                      "\n  ".join(diffs))
+    store = RunStore.open(out)
+    try:
+        workload = Session.from_json(store.meta("session")).kind == "workload"
+    finally:
+        store.close()
+    if workload and (parallel not in (None, 1) or ray):
+        raise ValueError("a workload experiment's runs share one lab: no --parallel or --ray")
+    return _execute_and_finish(out, console=console, verbose=verbose,
+                               parallel=1 if workload else parallel, ray=ray, kind="resume")
+
+
+def _execute_and_finish(out: Path, *, console, verbose, parallel, ray, kind) -> ExperimentRun:
+    try:
+        execute(out, kind=kind, parallel=parallel, ray=ray, console=console, verbose=verbose)
+    except (KeyboardInterrupt, SystemExit):
+        # Stopped: every finished load is in the store; write the files from what is there.
+        try:
+            finish(out)
+            console.print(f"[yellow]stopped: the labs are down; what was done is in {out} "
+                          f"(`p4netem experiment resume {out}` finishes it)[/]")
+        except Exception as exc:      # nothing stored yet, or the analysis needs more rows
+            console.print(f"[yellow]stopped before the analysis could run: {exc}[/]")
+        raise
+    return finish(out)
+
+
+def finish(out: Path) -> ExperimentRun:
+    """Every output file from the store: runs.csv, summary.csv, results.json, the analysis and
+    experiment.json. Works on a stopped run (the analysis of what is stored)."""
+    from ..harness import results
+    out = Path(out)
+    store = RunStore.open(out)
+    try:
+        session = Session.from_json(store.meta("session"))
+        doc = store.meta("experiment") or {}
+        stored = store.results()
+        labs = store.labs()
+        sessions = store.sessions()
+        total = len(store.jobs())
+        files = store.files()
+    finally:
+        store.close()
+    if not stored:
+        raise ExperimentError(f"{out}: no load is stored yet")
+    exp = session.experiment
+    if session.kind == "workload":
+        return _finish_workload(out, session, doc, stored, labs, sessions, total)
+    built = session.built
+    plan = built.plan
+    records = [results.StoredRecord({**r.record, **({"pcap": files[r.key]["pcap"]}
+                                                     if r.key in files else {})},
+                                    session.condition(r.key.rsplit(" #", 1)[0]))
+               for r in stored]
+    metadata = merged_metadata(labs, sessions)
+    metadata["run"] = {"loads_planned": total, "loads_stored": len(records),
+                       "complete": len(records) == total}
+    summary = results.summarize(plan, records)
+    paths = results.write(out, plan, records, metadata, summary)
+    analysis = analyzer(exp.analysis)(exp, built, records, metadata, out)
+    duration = round(sum((s["t_end"] or time.time()) - s["t_start"] for s in sessions), 1)
+    run = ExperimentRun(exp, doc.get("variant") == "quick", out, analysis, loads=len(records),
+                        failed=sum(1 for r in records if not r.ok), files=dict(paths),
+                        duration_s=duration)
+    run.files.update(analysis.files)
+    run.files["experiment"] = out / "experiment.json"
+    doc.update(duration_s=duration, findings=analysis.findings,
+               loads={"planned": total, "stored": len(records), "failed": run.failed},
+               sessions=[{k: s[k] for k in ("kind", "t_start", "t_end", "outcome", "labs",
+                                            "command")} for s in sessions],
+               labs=[{"id": l["id"], "node": l["node"]} for l in labs],
+               files={k: str(v) for k, v in run.files.items()},
+               analyzed=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    (out / "experiment.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    return run
+
+
+def _finish_workload(out: Path, session: Session, doc: dict, stored, labs, sessions,
+                     total: int) -> ExperimentRun:
+    from ..harness.workload import WorkloadOutcome, WorkloadRun, summarize, write
+    exp, plan = session.experiment, session.plan
+    conds = {c.key: c for c in plan.conditions}
+    runs = []
+    for r in stored:
+        rec = r.record
+        cond = conds[r.key.rsplit(" #", 1)[0]]
+        errors = rec.get("errors") or []
+        runs.append(WorkloadRun(cond, int(rec.get("rep", r.key.rsplit(" #", 1)[1])), r.ok,
+                                errors if isinstance(errors, list) else [errors],
+                                rec.get("metrics") or {}, rec.get("pages") or []))
+    metadata = merged_metadata(labs, sessions)
+    metadata["run"] = {"runs_planned": total, "runs_stored": len(runs),
+                       "complete": len(runs) == total}
+    summary = summarize(plan, runs)
+    paths = write(out, plan, runs, metadata, summary)
+    analysis = analyzer(exp.analysis)(exp, WorkloadOutcome(plan, runs, summary, metadata, paths), out)
+    duration = round(sum((s["t_end"] or time.time()) - s["t_start"] for s in sessions), 1)
+    run = ExperimentRun(exp, doc.get("variant") == "quick", out, analysis, loads=len(runs),
+                        failed=sum(1 for r in runs if not r.ok), files=dict(paths),
+                        duration_s=duration)
+    run.files.update(analysis.files)
+    run.files["experiment"] = out / "experiment.json"
+    doc.update(duration_s=duration, findings=analysis.findings,
+               loads={"planned": total, "stored": len(runs), "failed": run.failed},
+               sessions=[{k: s[k] for k in ("kind", "t_start", "t_end", "outcome", "labs",
+                                            "command")} for s in sessions],
+               files={k: str(v) for k, v in run.files.items()},
+               analyzed=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    (out / "experiment.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    return run
+
+
+def merged_metadata(labs: list[dict], sessions: list[dict]) -> dict:
+    """One metadata document for the run from its labs': the first lab's (software, topology,
+    TCP per host) with every lab's profiles as applied and TCP state per initial window, and
+    the labs and sessions themselves. Labs of one run share the definition, so what differs
+    between them is where they ran."""
+    metas = [l["metadata"] for l in labs if l.get("metadata")]
+    if not metas:
+        return {"labs": []}
+    base = json.loads(json.dumps(metas[0]))
+    profiles: list = []
+    tcp: dict = {}
+    for m in metas:
+        for p in m.get("profiles_applied") or []:
+            if p not in profiles:
+                profiles.append(p)
+        for iw, env in (m.get("tcp_environment_by_initcwnd") or {}).items():
+            tcp.setdefault(str(iw), env)
+    base["profiles_applied"] = profiles
+    base["tcp_environment_by_initcwnd"] = {int(k) if str(k).isdigit() else k: v
+                                           for k, v in tcp.items()}
+    base["labs"] = [{"id": l["id"], "node": l["node"], "session": l["session"]} for l in labs]
+    base["duration_s"] = round(sum((s["t_end"] or time.time()) - s["t_start"] for s in sessions), 1)
+    return base
 
 
 # ---- analysing a result directory again ---------------------------------------------------------
@@ -170,6 +322,8 @@ def analyze_directory(out: Path) -> Analysis:
     the analysis, or on a full run's partial results): the tables, CSVs and plot are rewritten,
     experiment.json gets the new headline numbers."""
     out = Path(out)
+    if RunStore.exists(out):
+        return finish(out).analysis
     try:
         doc = json.loads((out / "experiment.json").read_text())
         results = json.loads((out / "results.json").read_text())

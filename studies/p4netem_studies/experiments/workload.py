@@ -40,7 +40,8 @@ def build_workload_plan(exp: WorkloadExperiment, *, repetitions: int | None = No
     if duration_s is not None and duration_s <= 0:
         raise ValueError(f"--duration must be positive, not {duration_s}")
     return WorkloadPlan(
-        exp.name, conds, exp.profile, duration_s=duration_s or exp.duration_s,
+        exp.name, conds, exp.profile, access_profile=exp.access_profile,
+        duration_s=duration_s or exp.duration_s,
         warmup_s=exp.warmup_s, topology=exp.topology, topology_params=dict(exp.topology_params),
         repetitions=repetitions or exp.repetitions, objects_per_page=w.objects_per_page,
         sizes=SizeModel(w.size_distribution, w.size_shape, w.size_median, w.size_min,

@@ -5,14 +5,18 @@ result file, because modern Linux differs from the stacks of the original studie
 
 The values come from what the harness read back from the kernel per initial window
 (`tcp_environment_by_initcwnd` in the metadata: per host, sysctls and routes); a server value is
-the first server's, and a column says when the servers disagree.
+the first server's, and a column says when the servers disagree. Congestion control has three
+sources, each its own column, because they can differ: the namespace default (the sysctl,
+`tcp_congestion_control`), the routes' `congctl` (how the labs set it: harness/tcp.py), and what
+the probe connections' sockets ran (`tcp_sysctls_set.congestion_control` in the metadata), on
+each side.
 """
 
 from __future__ import annotations
 
 import re
 
-from ..web.tcp_tuning import RECORDED_SYSCTLS
+from ..web.tcp_tuning import RECORDED_SYSCTLS, route_congctl
 
 _PREFIX = "net.ipv4."
 
@@ -27,6 +31,25 @@ def _route_window(routes: list[str], key: str) -> int | None:
         if m:
             return int(m.group(1))
     return None
+
+
+def _routes_congctl(routes: list[str]) -> str | None:
+    """The routes' congctl: one name, "default" when they set none, or the distinct values
+    joined with "/" when the routes differ (some connections would run another algorithm)."""
+    values = sorted({route_congctl(r) or "default" for r in routes})
+    return "/".join(values) if values else None
+
+
+def congestion_control_columns(metadata: dict) -> dict:
+    """What the run asked for, how it was set, and what the probe connections' sockets ran on
+    each side (harness/tcp.py set_congestion_control)."""
+    doc = (metadata.get("tcp_sysctls_set") or {}).get("congestion_control")
+    if not doc:
+        return {}
+    return {"congestion_control_requested": doc.get("requested"),
+            "congestion_control_via": doc.get("mechanism"),
+            "server_socket_congestion_control": doc.get("server"),
+            "client_socket_congestion_control": doc.get("client")}
 
 
 def _first_window(key) -> int | None:
@@ -47,7 +70,8 @@ def environment_columns(metadata: dict, initcwnd: int | None, roles: dict[str, s
     env = by_iw.get(_first_window(initcwnd))
     if env is None and by_iw:
         env = next(iter(by_iw.values()))
-    cols: dict = {"kernel": (metadata.get("host") or {}).get("kernel")}
+    cols: dict = {"kernel": (metadata.get("host") or {}).get("kernel"),
+                  **congestion_control_columns(metadata)}
     if not env:
         return cols
     servers = [h for h, role in roles.items() if role == "server" and h in env]
@@ -57,6 +81,7 @@ def environment_columns(metadata: dict, initcwnd: int | None, roles: dict[str, s
         for name in RECORDED_SYSCTLS:
             cols[_short(name)] = first["sysctls"].get(name)
         cols["server_route_initcwnd"] = _route_window(first.get("routes", []), "initcwnd")
+        cols["server_route_congctl"] = _routes_congctl(first.get("routes", []))
         differ = [h for h in servers[1:] if env[h]["sysctls"] != first["sysctls"]]
         cols["servers_differ"] = " ".join(differ)
     if clients:
@@ -65,6 +90,7 @@ def environment_columns(metadata: dict, initcwnd: int | None, roles: dict[str, s
         cols["client_tcp_rmem"] = c.get(f"{_PREFIX}tcp_rmem")
         cols["client_route_initrwnd"] = _route_window(env[clients[0]].get("routes", []),
                                                       "initrwnd")
+        cols["client_route_congctl"] = _routes_congctl(env[clients[0]].get("routes", []))
     return cols
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..web.capture import ACK, FIN, RST, SYN, Segment
+from .rtt_audit import audit
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,14 @@ class WireMetrics:
     payload_down: int
     retransmissions_down: int            # server data segments sent again (duplicates and repairs)
     silence_cut: bool                    # a silence of silence_s ended the load early
+    # The RTT audit (rtt_audit.py): round trips the load spent, waits no window explains.
+    rtts: int | None = None
+    stalls: int = 0
+    stall_ms: float = 0.0
+    window_waits: int = 0
+    rtt_path: str = ""
+    server_ms: float = 0.0               # servers' think time along the deepest chain
+    client_ms: float = 0.0               # the client's, along the same chain
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -45,7 +54,10 @@ def _conn_key(s: Segment, client_ip: str) -> tuple:
     return (s.dport, s.src, s.sport)
 
 
-def wire_metrics(segments: list[Segment], client_ip: str, silence_s: float = 10.0) -> WireMetrics:
+def wire_metrics(segments: list[Segment], client_ip: str, silence_s: float = 10.0,
+                 initcwnd: int = 10) -> WireMetrics:
+    """`initcwnd`: the servers' initial window (packets), the audit's floor of their congestion
+    window."""
     segs = sorted((s for s in segments if client_ip in (s.src, s.dst)), key=lambda s: s.ts)
     syns = [s for s in segs if s.src == client_ip and s.flags & SYN and not s.flags & ACK]
     # Only connections this load opened: the last packets of an earlier load's connections
@@ -112,7 +124,10 @@ def wire_metrics(segments: list[Segment], client_ip: str, silence_s: float = 10.
                 retrans += 1
             if 0 < (end - top) & 0xFFFFFFFF < 1 << 31:
                 highest[key] = end
+    checked = audit(segs, client_ip, initcwnd=initcwnd,
+                    end_ts=None if plt_ms is None else first_syn.ts + plt_ms / 1000.0)
     return WireMetrics(
+        **checked.columns(),
         plt_ms=plt_ms, first_syn_to_synack_ms=synack_ms, connections_opened=len(opened),
         connections_used=len(used), packets_up=len(up), packets_down=len(down),
         bytes_up=sum(s.wire_len for s in up), bytes_down=sum(s.wire_len for s in down),

@@ -32,7 +32,7 @@ TIMES = ("plt_ms", "loader_elapsed_ms", "onload_ms", "first_syn_to_synack_ms",
 # Measures summarised with their median only.
 COUNTS = ("connections_opened", "connections_used", "packets_up", "packets_down", "bytes_up",
           "bytes_down", "payload_up", "payload_down", "retransmissions_down",
-          "request_header_bytes", "radio_promotions")
+          "request_header_bytes", "radio_promotions", "rtts", "stalls", "stall_ms", "window_waits")
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float] | None:
@@ -77,6 +77,9 @@ def summarize(plan: Plan, records: list[RunRecord]) -> list[ConditionSummary]:
         for name in COUNTS:
             vals = [x[name] for x in rows if x.get(name) is not None]
             row[f"{name}_median"] = statistics.median(vals) if vals else None
+        # Loads whose capture shows a wait no window explains (the RTT audit): flagged in the
+        # table, since such a load measures the lab, not the protocol.
+        row["stalled_loads"] = sum(1 for x in rows if (x.get("stalls") or 0) > 0)
         radio = recs[0].radio
         row["radio_model"] = radio.get("model")
         row["radio_applied"] = radio.get("applied")
@@ -140,8 +143,9 @@ def _wake_ups(row: dict) -> str:
 def table(summary: list[ConditionSummary], title: str = "page-load time") -> Table:
     """Rows: profile x protocol; columns: each initial window's median [quartiles] page-load
     time in seconds (first SYN to last server packet), then connections, packets, the first
-    handshake's round trip and, with a radio, the promotions per load and the wake-up's duration
-    as the switch reported them (medians of the largest initial window)."""
+    handshake's round trip, the round trips the RTT audit counted (flagged `!N` when N loads
+    stalled) and, with a radio, the promotions per load and the wake-up's duration as the switch
+    reported them (medians of the largest initial window)."""
     iws = sorted({s.row["initcwnd"] for s in summary})
     t = Table(title=escape(f"{title}: page-load time, median [q1-q3] s "
                            "(first SYN to last server packet)"), title_justify="left")
@@ -154,6 +158,7 @@ def table(summary: list[ConditionSummary], title: str = "page-load time") -> Tab
     t.add_column("conns", justify="right")
     t.add_column("pkts dn/up", justify="right")
     t.add_column("SYN-ACK ms", justify="right")
+    t.add_column("RTTs", justify="right")
     radio = any(s.row.get("radio_applied") for s in summary)
     if radio:
         t.add_column("radio wake-ups", justify="right")
@@ -187,9 +192,48 @@ def table(summary: list[ConditionSummary], title: str = "page-load time") -> Tab
         syn = ref.get("first_syn_to_synack_ms_median")
         ok = f"{sum(c.row['ok'] for c in cells.values())}/{sum(c.row['runs'] for c in cells.values())}"
         extra = [_wake_ups(ref)] if radio else []
+        rtts = ref.get("rtts_median")
+        stalled = sum(c.row.get("stalled_loads") or 0 for c in cells.values())
+        rtt_cell = "-" if rtts is None else f"{rtts:g}"
+        if stalled:
+            rtt_cell += f" !{stalled}"
+            notes["!"] = ("!N: N loads of the row stalled (the RTT audit found a wait no "
+                          "window explains: stalls, stall_ms in runs.csv)")
         t.add_row(label, proto, *vals, "-" if conns is None else f"{conns:.0f}", pk,
-                  "-" if syn is None else f"{syn:.1f}" if syn < 10 else f"{syn:.0f}", *extra, ok)
+                  "-" if syn is None else f"{syn:.1f}" if syn < 10 else f"{syn:.0f}",
+                  rtt_cell, *extra, ok)
     if notes:
         t.caption = escape("  ".join(f"{k} {v}" for k, v in notes.items()))
         t.caption_justify = "left"
     return t
+
+
+class StoredRecord:
+    """A load as the run store holds it (RunRecord.to_json()), with what summaries, result files
+    and analyses use of a RunRecord: condition (the plan's Condition), rep, ok, errors, radio,
+    row() and to_json(). A load that was given up (its labs died) has only key, ok and errors."""
+
+    def __init__(self, doc: dict, condition):
+        self._doc = doc
+        self.condition = condition
+        self.rep = doc.get("rep", 0)
+        self.ok = bool(doc.get("ok"))
+        errors = doc.get("errors") or []
+        self.errors = errors if isinstance(errors, list) else [errors]
+        self.radio = doc.get("radio") or {}
+
+    def row(self) -> dict:
+        row = {k: v for k, v in self._doc.items() if k not in ("condition", "wire", "radio")}
+        if "profile" not in row:      # given up: the condition's columns, nothing measured
+            row = {"key": self.condition.key, "profile": self.condition.profile,
+                   "profile_label": self.condition.profile_label, "protocol": self.condition.protocol,
+                   "tls": self.condition.tls, "initcwnd": self.condition.initcwnd,
+                   "page": self.condition.page, "variant": self.condition.variant,
+                   "rep": self.rep, "ok": False}
+        row["errors"] = " | ".join(self.errors)[:2000]
+        return row
+
+    def to_json(self) -> dict:
+        d = dict(self._doc)
+        d.setdefault("condition", self.condition.to_json())
+        return d

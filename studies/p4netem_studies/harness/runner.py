@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,96 +110,137 @@ def _r(v: float | None) -> float | None:
 Event = Callable[[str, dict], None]
 
 
-class Runner:
+class PageloadLab:
+    """One lab for a plan's page loads, loaded one job at a time: `start()` generates the pages and
+    brings up the lab, its servers and the TCP settings; `run(cond, rep)` applies the condition's
+    profile and initial window when they differ from the last load's, loads the page once and
+    returns its record; `close()` tears it all down. The serial `Runner` and the parallel and
+    distributed runners (p4netem_studies.runs) share it, so a load is the same wherever it runs.
+
+    `index` places the lab's addresses in a subnet of their own (Topology.relocated) so that labs
+    running side by side never share an address; `switch_args` are extra flags of the switch (a
+    lab that shares the machine runs it without busy polling: runs.lab_options)."""
+
     def __init__(self, plan: Plan, out_dir: str | Path, *, target: str = "p4netem",
                  keep_pcaps: bool = False, on_event: Event | None = None,
-                 mininet_log: str = "warning"):
+                 mininet_log: str = "warning", log_dir: str | Path | None = None,
+                 index: int = 0, switch_args: tuple[str, ...] = ()):
         self.plan = plan
         self.out_dir = Path(out_dir)
         self.target = target
         self.keep_pcaps = keep_pcaps
         self.on_event = on_event or (lambda kind, data: None)
         self.mininet_log = mininet_log
-        self.records: list[RunRecord] = []
+        self.log_dir = Path(log_dir) if log_dir else self.out_dir / "logs"
+        self.index = index
+        self.switch_args = tuple(switch_args)
         self.metadata: dict = {}
         self.profiles_applied: list[dict] = []
         self.tcp_states: dict[int, dict] = {}
-        self.interrupted = False
+        self.lab = None
+        self._stack: ExitStack | None = None
+        self._work: Path | None = None
+        self._current_profile = None
+        self._applied: AppliedProfile | None = None
+        self._current_iw = None
+        self._radio_log: RadioLog | None = None
+        self._t_start = 0.0
 
-    def run(self) -> list[RunRecord]:
+    def start(self) -> "PageloadLab":
         plan = self.plan
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix="p4n-run-"))
-        pcap_dir = self.out_dir / "pcaps" if self.keep_pcaps else work / "pcaps"
-        pcap_dir.mkdir(parents=True, exist_ok=True)
-        t_start = time.time()
+        self._t_start = time.time()
+        self._work = Path(tempfile.mkdtemp(prefix="p4n-run-"))
+        self.pcap_dir = self.out_dir / "pcaps" if self.keep_pcaps else self._work / "pcaps"
+        self.pcap_dir.mkdir(parents=True, exist_ok=True)
+        self._stack = ExitStack()
         try:
             self.on_event("stage", {"text": "generating pages"})
-            content = SiteContent.generate(plan.pages, work / "content", seed=plan.seed)
-            topo = load_topology(plan.topology).expand(plan.topology_params)
+            self.content = SiteContent.generate(plan.pages, self._work / "content", seed=plan.seed)
+            topo = load_topology(plan.topology).expand(plan.topology_params).relocated(self.index)
             self.on_event("stage", {"text": f"starting the {topo.name} lab"})
             from ..mininet.lab import MininetLab   # Mininet only when a lab really runs
-            with MininetLab(topo, target=self.target, log_dir=self.out_dir / "logs",
-                            seed=plan.seed, mininet_log=self.mininet_log) as lab:
-                self.on_event("lab", {"lab": lab})
-                self.on_event("stage", {"text": "starting servers"})
-                with Endpoints(lab, content, gzip=plan.gzip, dns=plan.dns,
-                               workdir=work / "endpoints") as endpoints:
-                    self.metadata = self._metadata(lab, endpoints, content)
-                    self.metadata["tcp_sysctls_set"] = tune_hosts(lab, plan.congestion_control,
-                                                                  plan.client_rmem)
-                    if plan.dns_latency_ms:
-                        lab.set_dns_latency(int(plan.dns_latency_ms * 1e6))
-                    self._loop(lab, endpoints, content, pcap_dir)
-                    self.metadata["tcp_environment_end"] = environment(lab)
-                    self.metadata["server_logs"] = self._server_log_summary(endpoints)
-        except (KeyboardInterrupt, SystemExit):
-            self.interrupted = True
+            self.lab = self._stack.enter_context(MininetLab(
+                topo, target=self.target, log_dir=self.log_dir, seed=plan.seed,
+                mininet_log=self.mininet_log, switch_args=self.switch_args))
+            self.on_event("lab", {"lab": self.lab})
+            self.on_event("stage", {"text": "starting servers"})
+            self.endpoints = self._stack.enter_context(Endpoints(
+                self.lab, self.content, gzip=plan.gzip, dns=plan.dns,
+                workdir=self._work / "endpoints"))
+            self.metadata = self._metadata(self.lab, self.endpoints, self.content)
+            self.metadata["tcp_sysctls_set"] = tune_hosts(self.lab, plan.congestion_control,
+                                                          plan.client_rmem)
+            if plan.dns_latency_ms:
+                self.lab.set_dns_latency(int(plan.dns_latency_ms * 1e6))
+            self._radio_log = RadioLog(self.lab)
+        except BaseException:
+            self.close()
             raise
-        finally:
-            self.metadata["duration_s"] = round(time.time() - t_start, 1)
-            self.metadata["interrupted"] = self.interrupted
-            shutil.rmtree(work, ignore_errors=True)
-        return self.records
+        return self
 
-    # ---- the loop ------------------------------------------------------------------------------
-    def _loop(self, lab, endpoints: Endpoints, content: SiteContent, pcap_dir: Path) -> None:
-        plan = self.plan
-        current_profile = None
-        applied: AppliedProfile | None = None
-        current_iw = None
-        radio_log = RadioLog(lab)
-        schedule = plan.schedule()
-        for index, (cond, rep) in enumerate(schedule):
-            if (cond.profile, cond.radio) != current_profile:
-                profile = resolve_profile(cond.profile)
-                # Every client's link gets the profile; the record (and the radio idled before
-                # each load) is the loading client's.
-                slot = lab.topology.host(plan.client or lab.topology.clients[0].name).slot
-                applied = next(r for r in lab.apply_profile(profile, radio=cond.radio) if r.slot == slot)
-                current_profile = (cond.profile, cond.radio)
-                self.profiles_applied.append(applied.to_json())
-                self.on_event("profile", {"condition": cond, "applied": applied})
-            if cond.initcwnd != current_iw:
-                set_initial_windows(lab, cond.initcwnd)
-                current_iw = cond.initcwnd
-                if cond.initcwnd not in self.tcp_states:
-                    self.tcp_states[cond.initcwnd] = environment(lab)
-            assert applied is not None
-            self.on_event("load", {"index": index, "total": len(schedule), "condition": cond,
-                                   "rep": rep})
-            wake = None
-            if cond.prewake:
-                wake = wake_exchange(lab, content.manifests[cond.page].hosts[0] if plan.dns else None)
-            prep = prepare_radio(lab, applied, client=plan.client, wake=wake)
-            rec = self._load_once(lab, endpoints, content, cond, rep, applied, prep, radio_log,
-                                  pcap_dir / f"{index:04d}.pcap")
-            # The next load starts on an idle link: nothing held in the switch (a slow link can
-            # still be serialising retransmissions of this load) and nothing new for three RTTs.
-            rec.settle_s = lab.wait_quiet(max(0.3, 3 * rec.base_rtt_ms / 1000.0),
-                                          timeout_s=plan.timeout_s)
-            self.records.append(rec)
-            self.on_event("done", {"index": index, "total": len(schedule), "record": rec})
+    def run(self, cond: Condition, rep: int, *, pcap: Path | None = None,
+            seed: int | None = None) -> RunRecord:
+        """One load of `cond` (repetition `rep`). With `seed`, the switch's random number
+        generator is reseeded first, so a load's losses and jitter depend on its own seed, not on
+        what ran before it in this lab (a resumed or parallel run draws the same numbers)."""
+        plan, lab = self.plan, self.lab
+        assert lab is not None and self._radio_log is not None, "start() the lab first"
+        if (cond.profile, cond.radio) != self._current_profile:
+            profile = resolve_profile(cond.profile)
+            # Every client's link gets the profile; the record (and the radio idled before
+            # each load) is the loading client's.
+            slot = lab.topology.host(plan.client or lab.topology.clients[0].name).slot
+            self._applied = next(r for r in lab.apply_profile(profile, radio=cond.radio)
+                                 if r.slot == slot)
+            self._current_profile = (cond.profile, cond.radio)
+            self.profiles_applied.append(self._applied.to_json())
+            self.on_event("profile", {"condition": cond, "applied": self._applied})
+        if cond.initcwnd != self._current_iw:
+            set_initial_windows(lab, cond.initcwnd)
+            self._current_iw = cond.initcwnd
+            if cond.initcwnd not in self.tcp_states:
+                self.tcp_states[cond.initcwnd] = environment(lab)
+        applied = self._applied
+        assert applied is not None
+        if seed is not None and self.target == "p4netem":
+            from p4netem import pipeline as pl
+            lab.client.write_register(pl.RNG_SEED, 0, seed & 0xFFFFFFFFFFFFFFFF)
+        wake = None
+        if cond.prewake:
+            wake = wake_exchange(lab, self.content.manifests[cond.page].hosts[0] if plan.dns else None)
+        prep = prepare_radio(lab, applied, client=plan.client, wake=wake)
+        pcap = pcap or self.pcap_dir / f"{_safe(cond.key)}-{rep}.pcap"
+        rec = self._load_once(lab, self.endpoints, self.content, cond, rep, applied, prep,
+                              self._radio_log, pcap)
+        # The next load starts on an idle link: nothing held in the switch (a slow link can
+        # still be serialising retransmissions of this load) and nothing new for three RTTs.
+        rec.settle_s = lab.wait_quiet(max(0.3, 3 * rec.base_rtt_ms / 1000.0),
+                                      timeout_s=plan.timeout_s)
+        return rec
+
+    def close(self) -> None:
+        """Tear the lab down (idempotent); the metadata gets the end state first."""
+        if self.lab is not None and "tcp_environment_end" not in self.metadata:
+            try:
+                self.metadata["tcp_environment_end"] = environment(self.lab)
+                self.metadata["server_logs"] = self._server_log_summary(self.endpoints)
+            except Exception:        # a broken lab still comes down
+                pass
+        try:
+            if self._stack is not None:
+                self._stack.close()
+        finally:
+            self._stack = None
+            self.metadata["duration_s"] = round(time.time() - self._t_start, 1)
+            if self._work is not None:
+                shutil.rmtree(self._work, ignore_errors=True)
+                self._work = None
+
+    def finish_metadata(self) -> dict:
+        self.metadata["profiles_applied"] = self.profiles_applied
+        self.metadata["tcp_environment_by_initcwnd"] = self.tcp_states
+        self.metadata.setdefault("host", {})["loadavg_end"] = loadavg()
+        return self.metadata
 
     def _load_once(self, lab, endpoints: Endpoints, content: SiteContent, cond: Condition,
                    rep: int, applied: AppliedProfile, prep: RadioPrep, radio_log: RadioLog,
@@ -231,7 +273,8 @@ class Runner:
         finally:
             cap.stop()
         seen = radio_log.end()
-        wire = wire_metrics(read_pcap(pcap), lab.ip(client), plan.silence_s)
+        wire = wire_metrics(read_pcap(pcap), lab.ip(client), plan.silence_s,
+                            initcwnd=cond.initcwnd)
         if not self.keep_pcaps:
             pcap.unlink(missing_ok=True)
         errors += [str(e) for e in report.get("errors", [])][:20]
@@ -288,8 +331,46 @@ class Runner:
                              "alpn": sorted({r.get("alpn") for r in rows if r.get("alpn")})}
         return summary
 
+
+def _safe(key: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in key)[:120]
+
+
+class Runner:
+    """A plan's loads one after the other in one lab (`p4netem measure`)."""
+
+    def __init__(self, plan: Plan, out_dir: str | Path, *, target: str = "p4netem",
+                 keep_pcaps: bool = False, on_event: Event | None = None,
+                 mininet_log: str = "warning"):
+        self.plan = plan
+        self.records: list[RunRecord] = []
+        self.interrupted = False
+        self.session = PageloadLab(plan, out_dir, target=target, keep_pcaps=keep_pcaps,
+                                   on_event=on_event, mininet_log=mininet_log)
+        self.on_event = self.session.on_event
+
+    @property
+    def metadata(self) -> dict:
+        return self.session.metadata
+
+    def run(self) -> list[RunRecord]:
+        self.session.out_dir.mkdir(parents=True, exist_ok=True)
+        schedule = self.plan.schedule()
+        try:
+            self.session.start()
+            for index, (cond, rep) in enumerate(schedule):
+                self.on_event("load", {"index": index, "total": len(schedule),
+                                       "condition": cond, "rep": rep})
+                rec = self.session.run(cond, rep, pcap=self.session.pcap_dir / f"{index:04d}.pcap")
+                self.records.append(rec)
+                self.on_event("done", {"index": index, "total": len(schedule), "record": rec})
+        except (KeyboardInterrupt, SystemExit):
+            self.interrupted = True
+            raise
+        finally:
+            self.session.close()
+            self.session.metadata["interrupted"] = self.interrupted
+        return self.records
+
     def finish_metadata(self) -> dict:
-        self.metadata["profiles_applied"] = self.profiles_applied
-        self.metadata["tcp_environment_by_initcwnd"] = self.tcp_states
-        self.metadata.setdefault("host", {})["loadavg_end"] = loadavg()
-        return self.metadata
+        return self.session.finish_metadata()

@@ -6,7 +6,8 @@ One run = one condition (web clients, bulk clients, HTTP/1.0 or 1.1 model, serve
 window, possibly different for two halves of the client hosts) for `warmup_s + duration_s`:
 
 - the lab is the topology's (the dumbbell: N client hosts sharing one slot, so one queue per
-  direction, and N server hosts); every server runs nginx with a pool of objects whose sizes
+  direction, and N server hosts; with `access_profile`, every host's own link to its router
+  runs that profile: E2's 10 Mbit/s links); every server runs nginx with a pool of objects whose sizes
   follow the plan's heavy-tailed distribution, plus the bulk file;
 - clients are spread round-robin over the client hosts; one agent process per client host
   (workload_agent.py) runs them all on one asyncio loop, with the harness's HTTP/1.x loader;
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -43,6 +45,7 @@ from ..mininet.topology import load_topology
 from ..web.netns import NsProcess, run as ns_run
 from ..web.nginx import NginxConfig, NginxServer
 from ..web.site import FIXED_MTIME
+from ..web.tcp_tuning import congctl_args, path_to
 from .plan import resolve_profile
 from .provenance import loadavg, run_context
 from .results import quartiles, write_csv
@@ -121,6 +124,7 @@ class WorkloadPlan:
     conditions: list[WorkloadCondition]
     profile: str
     duration_s: float
+    access_profile: str | None = None        # every host's own link (routed topologies)
     warmup_s: float = 10.0
     topology: str = "dumbbell"
     topology_params: dict[str, int] = field(default_factory=dict)
@@ -149,6 +153,8 @@ class WorkloadPlan:
         if self.http11 not in ("pipelined", "serial"):
             raise ValueError(f"http11 must be pipelined or serial, not {self.http11!r}")
         prof = resolve_profile(self.profile)
+        if self.access_profile is not None:
+            resolve_profile(self.access_profile)
         if not int(prof.downlink.rate):
             raise ValueError(f"profile {self.profile!r} has no downlink rate: a bottleneck "
                              "utilisation needs one")
@@ -290,6 +296,28 @@ def run_metrics(cond: WorkloadCondition, plan: WorkloadPlan, rate_bps: dict[str,
     return m, pages
 
 
+def link_metrics(c0: dict[str, dict], c1: dict[str, dict], rate_bps: float,
+                 duration_s: float) -> dict:
+    """The hosts' own access links over the window, from the switch's counters at its start
+    (c0) and end (c1), host -> direction -> PdCounters: the busiest link's utilisation toward
+    its host and from it (bytes out / (rate x window); a link's uplink is what its host sends,
+    client or server) and all their queue-full drops. Empty without links."""
+    if not c0 or not rate_bps:
+        return {}
+    m: dict = {}
+    for name, direction in (("to_host", pl.DOWNLINK), ("from_host", pl.UPLINK)):
+        util, drops = [], 0
+        for host in c0:
+            a, b = c0[host][direction], c1[host][direction]
+            util.append((b.bytes_out - a.bytes_out) * 8 / (rate_bps * duration_s))
+            drops += (b.drops.get(pl.DropReason.QUEUE_FULL, 0)
+                      - a.drops.get(pl.DropReason.QUEUE_FULL, 0))
+        m[f"access_max_utilisation_{name}"] = round(max(util), 4)
+        m[f"access_queue_drops_{name}"] = drops
+    m["access_links"] = len(c0)
+    return m
+
+
 def summarize(plan: WorkloadPlan, runs: list[WorkloadRun]) -> list[dict]:
     out = []
     for cond in plan.conditions:
@@ -327,25 +355,36 @@ def summarize(plan: WorkloadPlan, runs: list[WorkloadRun]) -> list[dict]:
 Event = Callable[[str, dict], None]
 
 
-class WorkloadRunner:
+class WorkloadLab:
+    """One lab for a workload plan, run one (condition, repetition) at a time: `start()` brings
+    up the lab, its servers and TCP settings, `run(cond, rep)` runs the workload once and
+    returns its WorkloadRun, `close()` tears it down. The serial `WorkloadRunner` and the durable
+    experiment runner (p4netem_studies.runs) share it."""
+
     def __init__(self, plan: WorkloadPlan, out_dir: str | Path, *, target: str = "p4netem",
-                 on_event: Event | None = None, mininet_log: str = "warning"):
+                 on_event: Event | None = None, mininet_log: str = "warning",
+                 log_dir: str | Path | None = None):
         self.plan = plan
         self.out_dir = Path(out_dir)
         self.target = target
         self.on_event = on_event or (lambda kind, data: None)
         self.mininet_log = mininet_log
-        self.runs: list[WorkloadRun] = []
+        self.log_dir = Path(log_dir) if log_dir else self.out_dir / "logs"
         self.metadata: dict = {}
+        self.lab = None
+        self._stack: ExitStack | None = None
+        self._work: Path | None = None
+        self._t_start = 0.0
+        self._index = 0
 
-    def run(self) -> list[WorkloadRun]:
+    def start(self) -> "WorkloadLab":
         plan = self.plan
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix="p4n-workload-"))
-        t_start = time.time()
+        self._t_start = time.time()
+        self._work = work = Path(tempfile.mkdtemp(prefix="p4n-workload-"))
+        self._stack = ExitStack()
         try:
             self.on_event("stage", {"text": "generating the object pool"})
-            pool = make_pool(plan, work / "content")
+            self.pool = make_pool(plan, work / "content")
             topo = load_topology(plan.topology).expand(plan.topology_params)
             slots = topo.slots
             if len(slots) != 1:
@@ -353,29 +392,41 @@ class WorkloadRunner:
                                  "workload measures one shared bottleneck (e.g. the dumbbell)")
             from ..mininet.lab import MininetLab
             self.on_event("stage", {"text": f"starting the {topo.name} lab"})
-            with MininetLab(topo, target=self.target, log_dir=self.out_dir / "logs",
-                            seed=plan.seed, mininet_log=self.mininet_log) as lab:
-                self.on_event("lab", {"lab": lab})
-                profile = resolve_profile(plan.profile)
-                applied = lab.apply_profile(profile)[0]
-                servers = []
-                try:
-                    for h in topo.servers:
-                        d = work / "nginx" / h.name
-                        d.mkdir(parents=True)
-                        cfg = NginxConfig(work / "content", http_port=80)
-                        servers.append(NginxServer(lab.ns(h.name), cfg, workdir=d).start())
-                    self.metadata = self._metadata(lab, pool, applied, servers)
-                    self.metadata["tcp_sysctls_set"] = tune_hosts(lab, plan.congestion_control)
-                    self.metadata["tcp_environment_by_initcwnd"] = {}
-                    self._loop(lab, pool, work, profile)
-                finally:
-                    for s in servers:
-                        s.stop()
+            self.lab = lab = self._stack.enter_context(MininetLab(
+                topo, target=self.target, log_dir=self.log_dir, seed=plan.seed,
+                mininet_log=self.mininet_log))
+            self.on_event("lab", {"lab": lab})
+            self.profile = profile = resolve_profile(plan.profile)
+            applied = lab.apply_profile(profile)[0]
+            links = (lab.apply_link_profile(resolve_profile(plan.access_profile))
+                     if plan.access_profile else [])
+            servers = []
+            self._stack.callback(lambda: [srv.stop() for srv in servers])
+            for h in topo.servers:
+                d = work / "nginx" / h.name
+                d.mkdir(parents=True)
+                cfg = NginxConfig(work / "content", http_port=80)
+                servers.append(NginxServer(lab.ns(h.name), cfg, workdir=d).start())
+            self.metadata = self._metadata(lab, self.pool, applied, servers)
+            self.metadata["access_links"] = {
+                h.name: a.to_json() for a in links for h in topo.hosts if h.link == a.slot}
+            self.metadata["tcp_sysctls_set"] = tune_hosts(lab, plan.congestion_control)
+            self.metadata["tcp_environment_by_initcwnd"] = {}
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        try:
+            if self._stack is not None:
+                self._stack.close()
         finally:
-            self.metadata["duration_s"] = round(time.time() - t_start, 1)
-            shutil.rmtree(work, ignore_errors=True)
-        return self.runs
+            self._stack = None
+            self.metadata["duration_s"] = round(time.time() - self._t_start, 1)
+            if self._work is not None:
+                shutil.rmtree(self._work, ignore_errors=True)
+                self._work = None
 
     def _set_windows(self, lab, cond: WorkloadCondition) -> dict[str, int]:
         """initcwnd per client host, as /32 routes on every server; returns host -> IW."""
@@ -386,81 +437,97 @@ class WorkloadRunner:
             iw = cond.iw_of_host(i, len(clients))
             host_iw[c.name] = iw
             for s in lab.topology.servers:
-                ns_run(lab.ns(s.name), ["ip", "route", "replace", f"{c.ip}/32", "dev", "eth0",
-                                        "initcwnd", str(iw), "initrwnd", str(iw)])
+                # The way the server's routes already take to the client (via its router in a
+                # routed topology), with the client's IW.
+                ns_run(lab.ns(s.name), ["ip", "route", "replace", f"{c.ip}/32",
+                                        *path_to(lab.ns(s.name), c.ip),
+                                        "initcwnd", str(iw), "initrwnd", str(iw),
+                                        *congctl_args(self.plan.congestion_control)])
         return host_iw
 
-    def _loop(self, lab, pool: list[dict], work: Path, profile) -> None:
-        plan = self.plan
+    def run(self, cond: WorkloadCondition, rep: int) -> "WorkloadRun":
+        """The workload once under `cond` (repetition `rep`); its seeds depend only on the
+        plan's seed, the repetition and the host, so a rerun draws the same workload."""
+        plan, lab, pool = self.plan, self.lab, self.pool
+        assert lab is not None and self._work is not None, "start() the lab first"
+        work = self._work
+        index = self._index
+        profile = self.profile
         rate = {"down": float(profile.downlink.rate), "up": float(profile.uplink.rate)}
         clients = lab.topology.clients
         # Every client shares the one slot: any client's access counters are the bottleneck's.
         bottleneck = clients[0].name
         servers = [lab.ip(s.name) for s in lab.topology.servers]
-        for index, (cond, rep) in enumerate(plan.schedule()):
-            self.on_event("run", {"index": index, "condition": cond, "rep": rep})
-            host_iw = self._set_windows(lab, cond)
-            if cond.initcwnd_label not in self.metadata["tcp_environment_by_initcwnd"]:
-                self.metadata["tcp_environment_by_initcwnd"][cond.initcwnd_label] = \
-                    environment(lab)
-            lab.wait_quiet(1.0, timeout_s=60)
-            start = time.time() + 2.0      # agents start together on the wall clock
-            agents = []
-            for i, c in enumerate(clients):
-                web = [w for w in range(cond.web_clients) if w % len(clients) == i]
-                bulk = [b for b in range(cond.bulk_clients) if b % len(clients) == i]
-                # The same random numbers (pages, objects, think times) for every condition
-                # of a repetition: conditions are compared on the same workload.
-                cfg = {"host": c.name, "seed": f"{plan.seed}/{rep}/{c.name}",
-                       "pool": pool, "servers": servers, "start_at": start,
-                       "warmup_s": plan.warmup_s, "duration_s": plan.duration_s,
-                       "grace_s": plan.grace_s, "web_clients": web, "bulk_clients": bulk,
-                       "objects_per_page": plan.objects_per_page,
-                       "think_s": list(plan.think_s), "http": cond.http,
-                       "http11": plan.http11, "window_clamp": plan.window_clamp,
-                       "page_timeout_s": plan.page_timeout_s, "bulk_path": BULK_PATH,
-                       "last_modified": "Wed, 01 Jan 2020 00:00:00 GMT",
-                       "out": str(work / f"agent-{index}-{c.name}.json")}
-                path = work / f"agent-{index}-{c.name}.config.json"
-                path.write_text(json.dumps(cfg))
-                agents.append((c.name, cfg, _start_agent(lab.ns(c.name), path,
-                                                         work / f"agent-{index}-{c.name}.log")))
-            errors: list[str] = []
-            try:
-                _sleep_until(start + plan.warmup_s)
-                c0 = lab.counters(bottleneck)
-                _sleep_until(start + plan.warmup_s + plan.duration_s)
-                c1 = lab.counters(bottleneck)
-                outputs = []
-                deadline = start + plan.warmup_s + plan.duration_s + plan.grace_s + 30
-                for host, cfg, proc in agents:
-                    while proc.alive() and time.time() < deadline:
-                        time.sleep(0.2)
-                    if proc.alive():
-                        errors.append(f"agent on {host} did not finish; stopped")
-                    proc.stop()
-                    out = Path(cfg["out"])
-                    if out.exists():
-                        outputs.append(json.loads(out.read_text()))
-                    else:
-                        errors.append(f"agent on {host} wrote nothing: {proc.log_text()[-1500:]}")
-            except BaseException:
-                for _, _, proc in agents:
-                    proc.stop()
-                raise
-            if len(outputs) == len(agents):
-                metrics, pages = run_metrics(cond, plan, rate, start, outputs, c0, c1, host_iw)
-                if metrics["pages_ok"] == 0 and cond.web_clients:
-                    errors.append("no page completed in the window")
-            else:
-                metrics, pages = {}, []
-            for o in outputs:
-                errors += [f"{o.get('host')}: {e}" for e in o.get("errors", [])[:5]]
-            ok = not any("agent" in e for e in errors) and bool(metrics) and \
-                (metrics.get("pages_ok", 0) > 0 or not cond.web_clients)
-            run = WorkloadRun(cond, rep, ok, errors, metrics, pages)
-            self.runs.append(run)
-            self.on_event("done", {"index": index, "run": run})
+        # Hosts with a link of their own that runs the access profile (routed topologies).
+        linked = [h.name for h in lab.topology.hosts if h.link is not None] \
+            if plan.access_profile else []
+        access_bps = float(resolve_profile(plan.access_profile).downlink.rate) \
+            if plan.access_profile else 0.0
+        host_iw = self._set_windows(lab, cond)
+        if cond.initcwnd_label not in self.metadata["tcp_environment_by_initcwnd"]:
+            self.metadata["tcp_environment_by_initcwnd"][cond.initcwnd_label] = \
+                environment(lab)
+        lab.wait_quiet(1.0, timeout_s=60)
+        start = time.time() + 2.0      # agents start together on the wall clock
+        agents = []
+        for i, c in enumerate(clients):
+            web = [w for w in range(cond.web_clients) if w % len(clients) == i]
+            bulk = [b for b in range(cond.bulk_clients) if b % len(clients) == i]
+            # The same random numbers (pages, objects, think times) for every condition
+            # of a repetition: conditions are compared on the same workload.
+            cfg = {"host": c.name, "seed": f"{plan.seed}/{rep}/{c.name}",
+                   "pool": pool, "servers": servers, "start_at": start,
+                   "warmup_s": plan.warmup_s, "duration_s": plan.duration_s,
+                   "grace_s": plan.grace_s, "web_clients": web, "bulk_clients": bulk,
+                   "objects_per_page": plan.objects_per_page,
+                   "think_s": list(plan.think_s), "http": cond.http,
+                   "http11": plan.http11, "window_clamp": plan.window_clamp,
+                   "page_timeout_s": plan.page_timeout_s, "bulk_path": BULK_PATH,
+                   "last_modified": "Wed, 01 Jan 2020 00:00:00 GMT",
+                   "out": str(work / f"agent-{index}-{c.name}.json")}
+            path = work / f"agent-{index}-{c.name}.config.json"
+            path.write_text(json.dumps(cfg))
+            agents.append((c.name, cfg, _start_agent(lab.ns(c.name), path,
+                                                     work / f"agent-{index}-{c.name}.log")))
+        errors: list[str] = []
+        try:
+            _sleep_until(start + plan.warmup_s)
+            c0 = lab.counters(bottleneck)
+            l0 = {h: lab.link_counters(h) for h in linked}
+            _sleep_until(start + plan.warmup_s + plan.duration_s)
+            c1 = lab.counters(bottleneck)
+            l1 = {h: lab.link_counters(h) for h in linked}
+            outputs = []
+            deadline = start + plan.warmup_s + plan.duration_s + plan.grace_s + 30
+            for host, cfg, proc in agents:
+                while proc.alive() and time.time() < deadline:
+                    time.sleep(0.2)
+                if proc.alive():
+                    errors.append(f"agent on {host} did not finish; stopped")
+                proc.stop()
+                out = Path(cfg["out"])
+                if out.exists():
+                    outputs.append(json.loads(out.read_text()))
+                else:
+                    errors.append(f"agent on {host} wrote nothing: {proc.log_text()[-1500:]}")
+        except BaseException:
+            for _, _, proc in agents:
+                proc.stop()
+            raise
+        if len(outputs) == len(agents):
+            metrics, pages = run_metrics(cond, plan, rate, start, outputs, c0, c1, host_iw)
+            metrics.update(link_metrics(l0, l1, access_bps, plan.duration_s))
+            if metrics["pages_ok"] == 0 and cond.web_clients:
+                errors.append("no page completed in the window")
+        else:
+            metrics, pages = {}, []
+        for o in outputs:
+            errors += [f"{o.get('host')}: {e}" for e in o.get("errors", [])[:5]]
+        ok = not any("agent" in e for e in errors) and bool(metrics) and \
+            (metrics.get("pages_ok", 0) > 0 or not cond.web_clients)
+        run = WorkloadRun(cond, rep, ok, errors, metrics, pages)
+        self._index += 1
+        return run
 
     def _metadata(self, lab, pool, applied, servers) -> dict:
         return {
@@ -470,6 +537,36 @@ class WorkloadRunner:
             "profiles_applied": [applied.to_json()],
             "tls": None,
         }
+
+
+class WorkloadRunner:
+    """A workload plan's runs one after the other in one lab."""
+
+    def __init__(self, plan: WorkloadPlan, out_dir: str | Path, *, target: str = "p4netem",
+                 on_event: Event | None = None, mininet_log: str = "warning"):
+        self.plan = plan
+        self.out_dir = Path(out_dir)
+        self.on_event = on_event or (lambda kind, data: None)
+        self.runs: list[WorkloadRun] = []
+        self.session = WorkloadLab(plan, out_dir, target=target, on_event=self.on_event,
+                                   mininet_log=mininet_log)
+
+    @property
+    def metadata(self) -> dict:
+        return self.session.metadata
+
+    def run(self) -> list[WorkloadRun]:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.session.start()
+            for index, (cond, rep) in enumerate(self.plan.schedule()):
+                self.on_event("run", {"index": index, "condition": cond, "rep": rep})
+                run = self.session.run(cond, rep)
+                self.runs.append(run)
+                self.on_event("done", {"index": index, "run": run})
+        finally:
+            self.session.close()
+        return self.runs
 
 
 def _start_agent(ns: str, config: Path, log: Path) -> NsProcess:

@@ -148,6 +148,25 @@ class MininetLab:
             disable_offloads("eth0", self.ns(h.name))
             run(["sysctl", "-qw", f"net.ipv6.conf.{self._switch_intf(h.port)}.disable_ipv6=1"])
         self.net.start()
+        self._route()
+
+    def _route(self) -> None:
+        """Routed topologies (the dumbbell): routers forward IPv4 and send no ICMP redirects
+        (they forward out of the port a packet came in on, and a redirect would teach the host
+        to go around them, and around the hops' profiles); no host accepts one either. Then
+        every host and router gets its routes (Topology.routes)."""
+        routes = self.topology.routes()
+        if not routes:
+            return
+        for h in self.topology.hosts:
+            ns = self.ns(h.name)
+            flags = [f"net.ipv4.conf.{i}.accept_redirects=0" for i in ("all", "default", "eth0")]
+            if h.role == "router":
+                flags += ["net.ipv4.ip_forward=1"]
+                flags += [f"net.ipv4.conf.{i}.send_redirects=0" for i in ("all", "default", "eth0")]
+            run(["sysctl", "-qw", *flags], ns)
+            for prefix, via in routes.get(h.name, []):
+                run(["ip", "route", "replace", prefix, "via", via, "dev", "eth0"], ns)
 
     def _program_switch(self) -> None:
         sw = self.switch
@@ -187,6 +206,25 @@ class MininetLab:
         the slot has no traffic (after wait_quiet)."""
         assert self.slots is not None, "lab not started"
         return self.slots.idle_radio(slot)
+
+    def apply_link_profile(self, profile: Profile, hosts: list[str] | None = None
+                           ) -> list[AppliedProfile]:
+        """Routed topologies: put the own access links of `hosts` (default: every routed host,
+        clients and servers) on `profile`, all at once; no radio, no DNS rule."""
+        assert self.slots is not None, "lab not started"
+        chosen = [self.topology.host(n) for n in hosts] if hosts else list(self.topology.hosts)
+        links = sorted(h.link for h in chosen if h.link is not None)
+        if not links:
+            raise ValueError(f"topology {self.topology.name!r} has no host links (no routers)")
+        return self.slots.apply(links, profile)
+
+    def link_counters(self, host: str) -> dict[int, PdCounters]:
+        """Direction -> the switch's counters of `host`'s own link (uplink: what it sends)."""
+        assert self.slots is not None, "lab not started"
+        link = self.topology.host(host).link
+        if link is None:
+            raise ValueError(f"{host} has no link of its own (topology {self.topology.name!r})")
+        return self.slots.counters(link)
 
     def counters(self, host: str) -> dict[int, PdCounters]:
         """Direction -> the switch's counters of the access link of client `host`."""

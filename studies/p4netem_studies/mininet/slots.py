@@ -12,6 +12,14 @@ rules, each a pair of classifier entries (uplink, downlink) with its own profile
           which run the access profile plus half the lab's DNS latency each way (a lookup then
           takes one access RTT plus the DNS latency). Same UE: a lookup wakes the radio too.
 
+In a routed topology (topology.py: the dumbbell) every hop is its own rule, told apart by the
+switch port a packet enters on: a shared slot is the hop between the clients' router and the
+servers' router (uplink: entering from the clients' router with a source in the clients'
+block; downlink: entering from the servers' router toward that block), and every routed host
+has a *link* slot of its own (uplink: entering from the host; downlink: entering from its
+router toward the host), with no DNS rule. For a server the link's "uplink" is what the server
+sends.
+
 `SlotProfiles.apply` puts a profile on slots with one Controller.apply_many, so the access and
 DNS rules of every slot switch in one atomic write (p4netem-switch; on bmv2, which has only
 CONTINUE_ON_ERROR, in one write without that guarantee), radio included: with the radio asked
@@ -98,7 +106,7 @@ def radio_state(profile: Profile, radio: bool) -> RadioState:
 @dataclass(frozen=True)
 class SlotRules:
     access: Rule
-    dns: Rule
+    dns: Rule | None            # None: a host's link in a routed topology (no lookups to delay)
     ues: tuple[int, ...]
 
 
@@ -109,14 +117,28 @@ def slot_rules(topology: Topology) -> dict[int, SlotRules]:
     for slot in topology.slots:
         hosts = [h for h in topology.clients if h.slot == slot]
         ue = hosts[0].ue or 0
-        if len(hosts) == 1:
+        server: dict = {}
+        if hosts[0].router is not None:
+            # The bottleneck hop: from the clients' router, to the servers' router.
+            far = next(h.router for h in topology.servers if h.router is not None)
+            client = {"switch_port": topology.host(hosts[0].router).port,
+                      "ip": str(topology.address_block(slot))}
+            server = {"switch_port": topology.host(far).port}
+        elif len(hosts) == 1:
             client = {"switch_port": hosts[0].port, "ip": hosts[0].ip}
         else:
             client = {"ip": str(topology.address_block(slot))}
-        access = Rule.parse({"client": client, "ue": ue, "priority": ACCESS_PRIORITY})
-        dns = Rule.parse({"client": client, "server": {"ports": DNS_PORT}, "protocol": "udp", "ue": ue,
-                          "priority": DNS_PRIORITY})
+        access = Rule.parse({"client": client, "server": server, "ue": ue,
+                             "priority": ACCESS_PRIORITY})
+        dns = Rule.parse({"client": client, "server": {**server, "ports": DNS_PORT},
+                          "protocol": "udp", "ue": ue, "priority": DNS_PRIORITY})
         out[slot] = SlotRules(access, dns, (ue,))
+    for h in topology.hosts:
+        if h.link is not None:
+            link = Rule.parse({"client": {"switch_port": h.port, "ip": h.ip},
+                               "server": {"switch_port": topology.host(h.router).port},
+                               "ue": 0, "priority": ACCESS_PRIORITY})
+            out[h.link] = SlotRules(link, None, (0,))
     return out
 
 
@@ -128,8 +150,8 @@ class SlotProfiles:
         self.rules = slot_rules(topology)
         self.applied: dict[int, AppliedProfile] = {}
         # slot -> the profile ids of its (access, DNS) rules: a rule keeps its two ids (the one
-        # in force and the spare the next switch writes) for its lifetime.
-        self._ids: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
+        # in force and the spare the next switch writes) for its lifetime. A link has no DNS rule.
+        self._ids: dict[int, tuple[tuple[int, int], ...]] = {}
 
     def apply(self, slots: list[int], profile: Profile, *, radio: bool = False,
               dns_extra_ns: int = 0) -> list[AppliedProfile]:
@@ -142,15 +164,17 @@ class SlotProfiles:
         dns_profile = with_extra_delay(effective, dns_extra_ns)
         assignments = []
         for slot in slots:
-            assignments += [(self.rules[slot].access, effective), (self.rules[slot].dns, dns_profile)]
-        result = self.controller.apply_many(assignments)
+            assignments.append((self.rules[slot].access, effective))
+            if self.rules[slot].dns is not None:
+                assignments.append((self.rules[slot].dns, dns_profile))
+        result = iter(self.controller.apply_many(assignments).rules)
         params = {d.field: effective.to_table_params(d) for d in Direction}
         records = []
-        for i, slot in enumerate(slots):
-            access, dns = result.rules[2 * i], result.rules[2 * i + 1]
-            self._ids[slot] = ((access.profile_id, access.spare_id), (dns.profile_id, dns.spare_id))
+        for slot in slots:
+            applied = [next(result)] + ([next(result)] if self.rules[slot].dns is not None else [])
+            self._ids[slot] = tuple((r.profile_id, r.spare_id) for r in applied)
             rec = AppliedProfile(slot, profile, state, dns_extra_ns, params, self.rules[slot].ues,
-                                 (access.rule.describe(), dns.rule.describe()))
+                                 tuple(r.rule.describe() for r in applied))
             self.applied[slot] = rec
             records.append(rec)
         return records

@@ -8,6 +8,13 @@ its UE id selects its radio state. `access: own` gives every client of a group i
 UE id (cellular UEs, the single client of inline/multi-origin); `access: shared` puts the whole
 group in one slot (the dumbbell's bottleneck: one queue per direction for everyone).
 
+Routed groups (`router: NAME`, the dumbbell) reach the other side through a router host (role
+`router`, one IP-forwarding namespace on its own switch port), so each packet crosses the switch
+once per hop and each hop is its own rule with its own profile: every host of a routed group has
+its own access *link* (host <-> its router, slot `link`), and a routed client group's shared slot
+is the hop between its router and the servers' router (the bottleneck). `routes()` says which
+prefix each host and router sends via which router.
+
 Mininet is not imported here, so topologies can be loaded and checked anywhere.
 """
 
@@ -15,14 +22,15 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from p4netem import safe_yaml
 from p4netem.paths import topologies_dir
+from p4netem.safe_yaml import YamlInputError
 
 __all__ = ["HostGroup", "TopologySpec", "LabHostSpec", "Topology", "TopologyError",
            "load_topology", "topology_names", "MAX_SLOT"]
@@ -42,10 +50,11 @@ class HostGroup(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str                                    # with count > 1 hosts are name1..nameN
-    role: Literal["client", "server"]
+    role: Literal["client", "server", "router"]
     count: int | str = 1                         # a number or "{param}"
     ip: ipaddress.IPv4Address                    # first address; the group counts up from it
     access: Literal["own", "shared"] = "own"     # clients: a slot (and UE id) each, or one shared
+    router: str | None = None                    # routed: the router host it reaches others via
 
     @field_validator("name")
     @classmethod
@@ -79,11 +88,34 @@ class TopologySpec(BaseModel):
     @classmethod
     def _hosts(cls, v: list[HostGroup]) -> list[HostGroup]:
         roles = {g.role for g in v}
-        if roles != {"client", "server"}:
+        if not {"client", "server"} <= roles:
             raise ValueError("a topology needs at least one client group and one server group")
         names = [g.name for g in v]
         if len(set(names)) != len(names):
             raise ValueError(f"host group names repeat: {names}")
+        routers = {g.name: g for g in v if g.role == "router"}
+        for g in v:
+            if g.role == "router":
+                if g.count != 1 or g.router is not None or g.access != "own":
+                    raise ValueError(f"router {g.name!r}: one host (count 1), no router or "
+                                     "access of its own")
+            elif g.router is not None:
+                if g.router not in routers:
+                    raise ValueError(f"group {g.name!r}: router {g.router!r} is not a router "
+                                     f"group; routers: {', '.join(routers) or 'none'}")
+                if g.role == "client" and g.access != "shared":
+                    raise ValueError(f"group {g.name!r}: a routed client group shares one "
+                                     "bottleneck (access: shared)")
+        routed = [g for g in v if g.router is not None]
+        if routed:
+            if any(g.router is None for g in v if g.role != "router"):
+                raise ValueError("either every client and server group has a router or none")
+            server_routers = {g.router for g in routed if g.role == "server"}
+            client_routers = {g.router for g in routed if g.role == "client"}
+            if len(server_routers) != 1 or server_routers & client_routers:
+                raise ValueError("routed servers sit behind one router, not the clients' "
+                                 f"(servers: {sorted(server_routers)}, clients: "
+                                 f"{sorted(client_routers)})")
         return v
 
     def expand(self, overrides: dict[str, int] | None = None) -> "Topology":
@@ -100,6 +132,7 @@ class TopologySpec(BaseModel):
         port = 0
         next_slot = 1
         next_ue = 1
+        routed: list[LabHostSpec] = []
         for group in self.hosts:
             count = group.count
             if isinstance(count, str):
@@ -124,7 +157,15 @@ class TopologySpec(BaseModel):
                         ue, next_ue = next_ue, next_ue + 1
                     if slot > MAX_SLOT:
                         raise TopologyError(f"topology {self.name!r}: more than {MAX_SLOT} client slots")
-                hosts.append(LabHostSpec(name, group.role, str(ip), _mac(port), port, slot, ue))
+                hosts.append(LabHostSpec(name, group.role, str(ip), _mac(port), port, slot, ue,
+                                         router=group.router, group=group.name))
+        # Every routed host's own access link: slot numbers after the clients' slots.
+        for i, h in enumerate(hosts):
+            if h.router is not None:
+                if next_slot > MAX_SLOT:
+                    raise TopologyError(f"topology {self.name!r}: more than {MAX_SLOT} slots and links")
+                hosts[i] = replace(h, link=next_slot)
+                next_slot += 1
         topo = Topology(self.name, self.description, self.prefix_len, params, tuple(hosts))
         topo.check()
         return topo
@@ -144,6 +185,9 @@ class LabHostSpec:
     port: int               # switch port
     slot: int | None        # clients: their access link (slots.py), 1..MAX_SLOT
     ue: int | None          # clients: UE id (0: none of its own)
+    router: str | None = None   # routed hosts: the router (host name) they reach others via
+    link: int | None = None     # routed hosts: the slot of their own link to the router
+    group: str = ""             # the host group it came from
 
 
 @dataclass(frozen=True)
@@ -163,8 +207,52 @@ class Topology:
         return [h for h in self.hosts if h.role == "server"]
 
     @property
+    def routers(self) -> list[LabHostSpec]:
+        return [h for h in self.hosts if h.role == "router"]
+
+    @property
     def slots(self) -> list[int]:
         return sorted({h.slot for h in self.clients if h.slot is not None})
+
+    @property
+    def links(self) -> list[int]:
+        """The slots of the routed hosts' own links (empty without routers)."""
+        return sorted(h.link for h in self.hosts if h.link is not None)
+
+    def block(self, hosts: list[LabHostSpec]) -> ipaddress.IPv4Network:
+        """The smallest prefix holding `hosts`' addresses; no other host may be in it."""
+        addrs = [ipaddress.IPv4Address(h.ip) for h in hosts]
+        block = ipaddress.IPv4Network(min(addrs))
+        while max(addrs) not in block:
+            block = block.supernet()
+        names = {h.name for h in hosts}
+        inside = [h.name for h in self.hosts if h.name not in names and ipaddress.IPv4Address(h.ip) in block]
+        if inside:
+            raise TopologyError(f"topology {self.name!r}: {', '.join(sorted(names))} need an "
+                                f"address block of their own, but {block} holds "
+                                f"{', '.join(inside)} too; give them addresses in an aligned block")
+        return block
+
+    def routes(self) -> dict[str, list[tuple[str, str]]]:
+        """Host or router name -> [(prefix, gateway address)]: a routed host sends every other
+        routed group's block via its router; a router sends each block behind another router
+        via that router. Empty without routers."""
+        routed = [h for h in self.hosts if h.router is not None]
+        groups: dict[str, list[LabHostSpec]] = {}
+        for h in routed:
+            groups.setdefault(h.group, []).append(h)
+        behind = {g: (str(self.block(hs)), hs[0].router) for g, hs in groups.items()}
+        out: dict[str, list[tuple[str, str]]] = {}
+        for h in routed:
+            out[h.name] = [(prefix, self.ip_of(h.router)) for g, (prefix, r) in behind.items()
+                           if r != h.router]
+        for r in self.routers:
+            out[r.name] = [(prefix, self.ip_of(via)) for g, (prefix, via) in behind.items()
+                           if via != r.name]
+        return out
+
+    def ip_of(self, name: str) -> str:
+        return self.host(name).ip
 
     def address_block(self, slot: int) -> ipaddress.IPv4Network:
         """The smallest prefix holding the addresses of every client of `slot`: a shared slot's
@@ -173,17 +261,28 @@ class Topology:
         hosts = [h for h in self.clients if h.slot == slot]
         if not hosts:
             raise KeyError(f"topology {self.name!r} has no slot {slot}; slots: {self.slots}")
-        addrs = [ipaddress.IPv4Address(h.ip) for h in hosts]
-        block = ipaddress.IPv4Network(min(addrs))
-        while max(addrs) not in block:
-            block = block.supernet()
-        names = {h.name for h in hosts}
-        inside = [h.name for h in self.hosts if h.name not in names and ipaddress.IPv4Address(h.ip) in block]
-        if inside:
-            raise TopologyError(f"topology {self.name!r}: the clients sharing slot {slot} need an address "
-                                f"block of their own, but {block} holds {', '.join(inside)} too; give "
-                                "them addresses in an aligned block")
-        return block
+        try:
+            return self.block(hosts)
+        except TopologyError as exc:
+            raise TopologyError(str(exc).replace(f"{', '.join(sorted(h.name for h in hosts))} need",
+                                                 f"the clients sharing slot {slot} need")) from None
+
+    def relocated(self, index: int) -> "Topology":
+        """The same lab in the `index`-th subnet after its own (index 0: unchanged), so that
+        labs running side by side on one machine (parallel experiment runs) never share an
+        address, even in captures and logs that are read together."""
+        if index == 0:
+            return self
+        size = 1 << (32 - self.prefix_len)
+        shift = index * size
+        hosts = tuple(replace(h, ip=str(ipaddress.IPv4Address(h.ip) + shift)) for h in self.hosts)
+        for h in hosts:
+            if not ipaddress.IPv4Address(h.ip).is_private:
+                raise TopologyError(f"topology {self.name!r}: lab {index} would move {h.name} to "
+                                    f"{h.ip}, outside private address space")
+        topo = replace(self, hosts=hosts)
+        topo.check()
+        return topo
 
     def host(self, name: str) -> LabHostSpec:
         for h in self.hosts:
@@ -210,6 +309,7 @@ class Topology:
         for slot in self.slots:
             if sum(h.slot == slot for h in self.clients) > 1:
                 self.address_block(slot)
+        self.routes()           # every routed group has a block of its own
 
     def to_json(self) -> dict:
         return {"name": self.name, "params": self.params, "prefix_len": self.prefix_len,
@@ -230,9 +330,11 @@ def load_topology(name_or_path: str | Path, directory: Path | None = None) -> To
         raise TopologyError(f"no topology {str(name_or_path)!r}; known: "
                             f"{', '.join(topology_names(directory)) or 'none'}")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise TopologyError(f"{path}: not valid YAML: {exc}") from None
+        data = safe_yaml.load_file(path)
+    except YamlInputError as exc:
+        raise TopologyError(str(exc)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopologyError(f"{path}: cannot read: {exc}") from None
     try:
         return TopologySpec.model_validate(data)
     except ValidationError as exc:

@@ -32,6 +32,8 @@ class Segment:
     window: int
     payload: bytes
     wire_len: int   # bytes on the wire (as captured, link header included)
+    mss: int | None = None      # SYN options: what the window field means (RTT audit)
+    wscale: int | None = None
 
     @property
     def pure_ack(self) -> bool:
@@ -147,8 +149,33 @@ def _decode(pkt: bytes, linktype: int, ts: float, wire_len: int) -> Segment | No
         return None
     sport, dport, seq, ack, offflags, window = struct.unpack("!HHIIHH", pkt[tcp: tcp + 16])
     hlen = (offflags >> 12) * 4
+    mss = wscale = None
+    if offflags & SYN:
+        mss, wscale = _syn_options(pkt[tcp + 20: tcp + hlen])
     return Segment(ts, src, sport, dst, dport, offflags & 0x3F, seq, ack, window,
-                   bytes(pkt[tcp + hlen: end]), wire_len)
+                   bytes(pkt[tcp + hlen: end]), wire_len, mss, wscale)
+
+
+def _syn_options(opts: bytes) -> tuple[int | None, int | None]:
+    """MSS and window scale from a SYN's TCP options (a truncated option ends the walk)."""
+    mss = wscale = None
+    i = 0
+    while i < len(opts):
+        kind = opts[i]
+        if kind == 0:
+            break
+        if kind == 1:
+            i += 1
+            continue
+        if i + 1 >= len(opts) or opts[i + 1] < 2 or i + opts[i + 1] > len(opts):
+            break
+        size = opts[i + 1]
+        if kind == 2 and size == 4:
+            mss = struct.unpack("!H", opts[i + 2: i + 4])[0]
+        elif kind == 3 and size == 3:
+            wscale = opts[i + 2]
+        i += size
+    return mss, wscale
 
 
 def first_flight(segments: list[Segment], server: str, sport: int) -> int:

@@ -40,6 +40,14 @@ class NginxConfig:
     h2_max_concurrent_streams: int = 256
     workers: int = 1
     listen_address: str = ""          # "" = every address of the namespace
+    # Nagle and sendfile: the lab's servers send every response without waiting for an ACK
+    # (docs/labs.md "Nagle, corking and output buffering"). Both switches exist to put the stalls
+    # back on purpose (the RTT audit's tests): tcp_nodelay=False is nginx's `tcp_nodelay off`
+    # (Nagle on every connection); h2c_sendfile=True is nginx's default sendfile path on the h2c
+    # port, which corks each DATA burst with Nagle back on and so holds its last partial segment
+    # until the client's ACK of an earlier small one, a round trip later.
+    tcp_nodelay: bool = True
+    h2c_sendfile: bool = False
     # Workers run as this user. Root by default: labs run as root and generate content under
     # private temp dirs (mode 0700) that nginx's usual www-data could not read.
     user: str = "root"
@@ -82,10 +90,19 @@ def render(config: NginxConfig, workdir: Path, cert: ServerCert | None) -> str:
         location / {{ try_files $uri =404; }}"""
     if config.h2c_port:
         # A separate server block: on nginx 1.22 a plain `http2` listener speaks only HTTP/2.
+        # sendfile off there: nginx's HTTP/2 output on a plain connection goes through the Linux
+        # sendfile chain of the connection itself, which sets TCP_CORK around each DATA burst
+        # and, since CORK and NODELAY exclude each other there, turns TCP_NODELAY off first
+        # (`tcp_nopush off` does not reach it: it applies to the stream's fake connection).
+        # After the uncork NODELAY stays off, so the burst's last partial segment waits under
+        # Nagle (Minshall) for the ACK of the small HEADERS segment before it: one RTT per
+        # burst, seen in captures and straces (docs/labs.md). With sendfile off the frames are
+        # written from memory with writev and NODELAY, as over TLS.
+        sendfile = "" if config.h2c_sendfile else "\n        sendfile off;"
         h2c_server = f"""
     server {{
         {_listen(config.listen_address, config.h2c_port, "http2")}
-        server_name _;{site}
+        server_name _;{sendfile}{site}
     }}"""
     keepalive = (f"keepalive_timeout {config.keepalive_timeout_s}s;\n"
                  f"    keepalive_requests {config.keepalive_requests};" if config.keepalive
@@ -118,7 +135,7 @@ http {{
     server_tokens off;
     sendfile on;
     tcp_nopush off;
-    tcp_nodelay on;
+    tcp_nodelay {'on' if config.tcp_nodelay else 'off'};
     etag on;
     if_modified_since exact;
     {keepalive}

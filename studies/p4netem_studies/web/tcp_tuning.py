@@ -5,14 +5,24 @@ initcwnd N initrwnd N` in the server's namespace. Modern kernels also cache per-
 and collapse cwnd after idle, which would leak one run's state into the next, so labs set
 tcp_no_metrics_save=1 and tcp_slow_start_after_idle=0. Each helper returns what it set, for the
 result file (experiments.md asks for kernel, congestion control, initial window and sysctls).
+
+Congestion control is a route attribute too (`congctl NAME`), and that is how labs choose it: a
+namespace other than the root one may only make an algorithm of the machine-wide
+net.ipv4.tcp_allowed_congestion_control (`reno bbr` here) its default, but a route's congctl
+takes any algorithm the kernel has loaded (tcp_available_congestion_control: cubic too), for
+every connection that uses the route, both ends of it (measured: tests/web/test_web_helpers.py).
+So `--cc cubic` changes nothing machine-wide and there is nothing to restore after a crash. Only
+algorithms already available are accepted: naming another would make the kernel load its module,
+a machine-wide change.
 """
 
 from __future__ import annotations
 
 import platform
 import re
+import subprocess
 
-from .netns import run
+from .netns import ns_argv, run
 
 # Route flags `ip route show` prints that `ip route change` does not accept back.
 _SHOW_ONLY = {"linkdown", "dead", "offload", "trap", "rt_offload", "rt_trap", "offload_failed"}
@@ -21,6 +31,9 @@ STANDARD_SYSCTLS = {
     "net.ipv4.tcp_no_metrics_save": "1",
     "net.ipv4.tcp_slow_start_after_idle": "0",
 }
+
+ALLOWED_CC = "net.ipv4.tcp_allowed_congestion_control"
+AVAILABLE_CC = "net.ipv4.tcp_available_congestion_control"
 
 RECORDED_SYSCTLS = [
     "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_no_metrics_save",
@@ -31,20 +44,20 @@ RECORDED_SYSCTLS = [
 ]
 
 
-def _strip_window(route: str) -> list[str]:
+def _strip(route: str, drop: tuple[str, ...]) -> list[str]:
+    """The route's tokens without the attributes in `drop` (each with its value, and the `lock`
+    modifier `ip route` may print between them) and without the flags `ip route change` refuses."""
     tokens = route.split()
     out: list[str] = []
-    skip = False
-    for tok in tokens:
-        if skip:
-            skip = False
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in drop:
+            i += 3 if i + 1 < len(tokens) and tokens[i + 1] == "lock" else 2
             continue
-        if tok in ("initcwnd", "initrwnd"):
-            skip = True
-            continue
-        if tok in _SHOW_ONLY:
-            continue
-        out.append(tok)
+        if tok not in _SHOW_ONLY:
+            out.append(tok)
+        i += 1
     return out
 
 
@@ -56,6 +69,19 @@ def routes(ns: str | None, family: str = "4") -> list[str]:
 def _window_of(route: str, key: str) -> int | None:
     m = re.search(rf"\b{key} (\d+)", route)
     return int(m.group(1)) if m else None
+
+
+def path_to(ns: str | None, dst: str) -> list[str]:
+    """`via GATEWAY dev DEV` (or `dev DEV` on-link) of the route `ns` takes to `dst`, for a
+    more specific route that goes the same way."""
+    out = run(ns, ["ip", "-4", "-o", "route", "get", dst]).stdout.split()
+    path = []
+    for key in ("via", "dev"):
+        if key in out:
+            path += [key, out[out.index(key) + 1]]
+    if "dev" not in path:
+        raise RuntimeError(f"no route to {dst} in {ns}: {' '.join(out)}")
+    return path
 
 
 def set_initial_window(ns: str | None, initcwnd: int, initrwnd: int | None = None,
@@ -82,7 +108,7 @@ def set_initial_window(ns: str | None, initcwnd: int, initrwnd: int | None = Non
         if not before:
             raise RuntimeError(f"namespace {ns} has no IPv{fam} routes to set an initial window on")
         for route in before:
-            spec = _strip_window(route)
+            spec = _strip(route, ("initcwnd", "initrwnd"))
             extra = ["initcwnd", str(initcwnd)]
             if initrwnd:
                 extra += ["initrwnd", str(initrwnd)]
@@ -93,6 +119,102 @@ def set_initial_window(ns: str | None, initcwnd: int, initrwnd: int | None = Non
                 raise RuntimeError(f"route in {ns} did not take initcwnd {initcwnd}: {route}")
             record.append({"family": fam, "route": route, "initcwnd": got_c, "initrwnd": got_r})
     return record
+
+
+def available_congestion_control() -> list[str]:
+    """The algorithms the kernel has loaded (machine-wide; every namespace reads the same)."""
+    return (read_sysctls(None, [AVAILABLE_CC])[AVAILABLE_CC] or "").split()
+
+
+def check_congestion_control(name: str) -> str:
+    """`name` if the kernel has it loaded; else a one-line error naming the allowed values."""
+    available = available_congestion_control()
+    if name not in available:
+        raise ValueError(f"congestion control {name!r} is not available on this machine: "
+                         f"{AVAILABLE_CC} lists {' '.join(available) or 'nothing'} (the labs do "
+                         "not load kernel modules)")
+    return name
+
+
+def congctl_args(name: str | None) -> list[str]:
+    """The `ip route` arguments that give a route's connections `name` (none for None)."""
+    return ["congctl", name] if name else []
+
+
+def route_congctl(route: str) -> str | None:
+    """The congestion control a route sets (`congctl [lock] NAME`), None when it sets none."""
+    m = re.search(r"\bcongctl (?:lock )?(\S+)", route)
+    return m.group(1) if m else None
+
+
+def set_route_congestion_control(ns: str | None, name: str | None,
+                                 families: tuple[str, ...] = ("4",)) -> list[str]:
+    """`congctl NAME` on every main-table route of `ns` (None: none, the namespace default
+    again), their other attributes, initcwnd included, kept; returns the routes as read back,
+    raises if one did not take it."""
+    if name is not None:
+        check_congestion_control(name)
+    out = []
+    for fam in families:
+        before = routes(ns, fam)
+        if not before:
+            raise RuntimeError(f"namespace {ns} has no IPv{fam} routes to set congestion control on")
+        for route in before:
+            run(ns, ["ip", f"-{fam}", "route", "change", *_strip(route, ("congctl",)),
+                     *congctl_args(name)])
+        for route in routes(ns, fam):
+            if route_congctl(route) != name:
+                raise RuntimeError(f"route in {ns} did not take congctl {name}: {route}")
+            out.append(route)
+    return out
+
+
+# One connection from the client namespace to the server's address, each end reporting the
+# algorithm its socket runs (TCP_CONGESTION, what `ss -ti` prints).
+_PROBE_SERVER = """
+import socket, sys
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+s.listen(1)
+s.settimeout(float(sys.argv[2]))
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept()
+print(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\\0")[0].decode(),
+      flush=True)
+c.settimeout(float(sys.argv[2]))
+c.recv(1)
+"""
+_PROBE_CLIENT = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))
+print(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\\0")[0].decode())
+c.close()
+"""
+
+
+def probe_congestion_control(client_ns: str | None, server_ns: str | None, server_ip: str,
+                             timeout_s: float = 30.0) -> dict[str, str]:
+    """Open one TCP connection from `client_ns` to `server_ip` (in `server_ns`) and return the
+    congestion control each end's socket runs: {"client": ..., "server": ...}."""
+    import sys
+    server = subprocess.Popen(ns_argv(server_ns, [sys.executable, "-c", _PROBE_SERVER, server_ip,
+                                                  str(timeout_s)]),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = (server.stdout.readline() or "").strip()
+        if not port.isdigit():
+            raise RuntimeError(f"congestion control probe in {server_ns} did not listen: "
+                               f"{server.stderr.read().strip()[-500:]}")
+        client = run(client_ns, [sys.executable, "-c", _PROBE_CLIENT, server_ip, port,
+                                 str(timeout_s)], timeout=timeout_s + 10).stdout.strip()
+        out, err = server.communicate(timeout=timeout_s + 10)
+        if server.returncode != 0:
+            raise RuntimeError(f"congestion control probe in {server_ns} failed: {err.strip()[-500:]}")
+        return {"client": client, "server": out.strip()}
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
 
 
 def read_sysctls(ns: str | None, names: list[str]) -> dict[str, str | None]:

@@ -68,6 +68,8 @@ def group_stats(rows: list[dict], by: list[str], metrics: list[str]) -> list[dic
             vals = {r.get(k) for r in rs}
             if k not in row and len(vals) == 1:
                 row[k] = vals.pop()
+        # Loads the RTT audit found stalled (a wait no window explains): the table flags them.
+        row["stalled_loads"] = sum(1 for r in rs if (r.get("stalls") or 0) > 0)
         # What was negotiated, over every load of the group (each file says the TLS version).
         for k in ("tls_versions", "alpn"):
             row[k] = " ".join(sorted({v for r in rs for v in str(r.get(k) or "").split()})) or "-"
@@ -80,6 +82,13 @@ def fmt_s(ms: float | None) -> str:
         return "-"
     s = ms / 1000.0
     return f"{s:.3f}" if s < 1 else f"{s:.2f}" if s < 10 else f"{s:.1f}"
+
+
+def stall_flag(row: dict) -> str:
+    """' !N' when N loads of a group stalled (RTT audit: stalls, stall_ms in the runs CSV), so a
+    table never shows a lab artefact as a protocol's time without saying so."""
+    n = row.get("stalled_loads") or 0
+    return f" !{n}" if n else ""
 
 
 def fmt_q(row: dict, metric: str, scale: float = 1000.0) -> str:

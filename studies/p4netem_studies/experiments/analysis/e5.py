@@ -20,10 +20,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ...harness.results import write_csv
-from .common import Analysis, fmt_q, group_stats, run_rows
+from .common import Analysis, fmt_q, group_stats, run_rows, stall_flag
 from .plots import grouped_bars, legend, pyplot, save
 
-METRICS = ["plt_ms", "onload_ms", "loader_elapsed_ms", "first_syn_to_synack_ms",
+METRICS = ["plt_ms", "rtts", "stalls", "stall_ms", "onload_ms", "loader_elapsed_ms", "first_syn_to_synack_ms",
            "handshake_excess_ms", "connections_opened", "connections_used",
            "request_header_bytes", "bytes_up", "bytes_down", "packets_up", "packets_down",
            "retransmissions_down", "radio_promotions", "radio_wake_ms", "radio_prewake_ms"]
@@ -67,7 +67,7 @@ def analyze(exp, built, records, metadata: dict, out: Path) -> Analysis:
         rad = "-" if not model or model == "none" else (
             f"{model}, {idle}" if applied else f"{model} NOT applied")
         t.add_row(s["network"], rad, s["page"], s["client"], str(s["initcwnd"]),
-                  s["tls_label"], fmt_q(s, "plt_ms"),
+                  s["tls_label"], fmt_q(s, "plt_ms") + stall_flag(s),
                   *((fmt_q(s, "onload_ms"),) if onload else ()),
                   _n(s["first_syn_to_synack_ms_median"]), _n(s["radio_promotions_median"]),
                   f"{_n(s['connections_opened_median'])}/{_n(s['connections_used_median'])}",

@@ -1,0 +1,110 @@
+"""The FastAPI application of `p4netem web`: REST API, /metrics, the live stream and the page."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ..p4rt import GrpcTls, P4RuntimeError
+from ..profiles import ProfileError
+from .api import TimelineRunner, build_router, problems_of
+from .auth import COOKIE, Access
+from .metrics import registry
+from .session import BusyError, SwitchSession
+
+
+@dataclass
+class WebSettings:
+    switch: str = "127.0.0.1:9559"
+    device_id: int = 1
+    election_id: int = 1
+    tls: GrpcTls | None = None
+    token: str | None = None
+    refresh_s: float = 1.0  # the live stream's period (the page's plots scroll at this step)
+
+
+def static_dir() -> Path:
+    """The dashboard's files: index.html and app.js here, the npm libraries under vendor/ (copied
+    there by scripts/setup-web.sh from web/node_modules at build time: never from a CDN)."""
+    return Path(str(resources.files("p4netem.webapp") / "static"))
+
+
+def create_app(settings: WebSettings, session: SwitchSession | None = None) -> FastAPI:
+    session = session or SwitchSession(settings.switch, device_id=settings.device_id,
+                                       election_id=settings.election_id, tls=settings.tls,
+                                       stats_max_age_s=min(0.4, settings.refresh_s / 2))
+    access = Access(settings.token)
+    timelines = TimelineRunner()
+    app = FastAPI(title="p4netem", version="0.1.0",
+                  description="REST API of the p4netem network emulator: profiles, rules, counters, "
+                              "radio, timelines, self-service shaping (docs/web.md).")
+    app.state.session = session
+    app.state.timelines = timelines
+
+    @app.exception_handler(ProfileError)
+    async def _profile_error(request: Request, exc: ProfileError):
+        # Bad input (a profile, rule or timeline): the validator's field-named problems.
+        return JSONResponse(status_code=422, content={"error": str(exc), "problems": problems_of(exc)})
+
+    @app.exception_handler(P4RuntimeError)
+    async def _switch_error(request: Request, exc: P4RuntimeError):
+        return JSONResponse(status_code=502, content={"error": f"switch {session.address}: {exc.code.name}: "
+                                                               f"{exc.message}", "code": exc.code.name})
+
+    @app.exception_handler(BusyError)
+    async def _busy(request: Request, exc: BusyError):
+        return JSONResponse(status_code=409, content={"error": str(exc)})
+
+    app.include_router(build_router(session, access, timelines))
+    metrics_registry = registry(session)
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics(request: Request) -> Response:
+        access.require_operator(request)
+        return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/api/live", summary="Server-sent events: the stats every refresh period")
+    async def live(request: Request) -> StreamingResponse:
+        access.require_operator(request)
+
+        async def events():
+            next_t = time.monotonic()
+            while not await request.is_disconnected():
+                try:
+                    stats = await run_in_threadpool(session.stats)
+                    payload = {"t": time.time(), **stats.to_dict()}
+                except P4RuntimeError as exc:
+                    payload = {"t": time.time(), "error": f"{exc.code.name}: {exc.message}"}
+                yield f"data: {json.dumps(payload)}\n\n"
+                next_t += settings.refresh_s
+                await asyncio.sleep(max(0.0, next_t - time.monotonic()))
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
+
+    @app.get("/", include_in_schema=False)
+    def index(request: Request) -> Response:
+        response = FileResponse(static_dir() / "index.html")
+        token = request.query_params.get("token")
+        if token and settings.token and access.is_operator(request):
+            response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+        return response
+
+    app.mount("/static", StaticFiles(directory=static_dir(), check_dir=False), name="static")
+
+    @app.on_event("shutdown")
+    def _close() -> None:
+        timelines.stop_event.set()
+        session.close()
+
+    return app

@@ -1,0 +1,373 @@
+"""The RTT audit of one page load: how many round trips it spent, and which waits it did not need,
+from the client-side capture alone.
+
+Every packet gets a depth, the round trips before it:
+- a client packet is as deep as the server packet that made the client send it: for a pure ACK
+  the data it acknowledges; for a SYN or data (a request, a TLS flight) the last server packet
+  received before it (the loader reacts to what arrives: HTML that names objects, a SYN-ACK, a
+  finished response freeing a connection); the load's first SYN is depth 0;
+- a server packet is one round trip deeper than the client packet that released it, found from
+  what the server had received when it sent it: a SYN-ACK answers its SYN; data answers the last
+  client data its ACK field covers (the server's rcv_nxt when it sent it, exact, no timing); a
+  data packet sent right after a pure ACK reached the server (within `RELEASE_MS`) and after a
+  silence of half an RTT on its connection was released by that ACK: it was held by the kernel
+  (congestion or receive window, or Nagle) or by the server;
+- a data packet close behind the previous one on its connection (less than half an RTT) continues
+  its burst at the same depth, unless it answers newer client data.
+When a packet left the server is its arrival at the client minus the connection's path delay;
+a client packet reached the server at its capture time plus the same delay's other half; the
+two halves' sum, the connection's RTT, is the smallest gap seen between a client packet and the
+first server packet that acknowledges it (the SYN-ACK among them), so only the sum is needed.
+
+`rtts` is the depth of the deepest server packet of the load: on a lossless link with a large
+initial window, the protocol's round trips (round_trips.minimum_round_trips). An ACK-released
+packet is a window wait (`window_waits`: not counted as a stall) when the server had at least
+`initcwnd` packets in flight before the ACK (its congestion window never falls below that on a
+lossless path) or the data would not have fit the client's advertised window; a retransmission
+is loss repair. Any other ACK-released packet is a `stall`: a round trip the protocol does not
+need (Nagle holding a partial segment behind an unacknowledged small one, a cork never
+released, a server that writes only when an ACK wakes it). `stall_ms` sums how long each stalled
+packet came after the previous data on its connection.
+
+`rtt_path` spells the deepest packet's chain from the first SYN: one letter per round trip
+(h handshake, r request or TLS flight, w window wait, s stall, l loss repair), so a reader sees
+where a load's round trips went ("hrr" is TCP, the HTML, its objects).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from ..web.capture import ACK, FIN, RST, SYN, Segment
+
+RELEASE_MS = 2.0        # an ACK-released packet leaves within this of the ACK's arrival
+CAPTURE_EPS_MS = 0.3    # timestamp noise allowed when asking "had it arrived yet?"
+
+
+@dataclass
+class Audit:
+    rtts: int | None = None
+    stalls: int = 0
+    stall_ms: float = 0.0
+    window_waits: int = 0
+    rtt_path: str = ""
+    # Along the deepest chain: time servers took beyond the round trip before answering, and
+    # time the client took before sending what the chain's next packet answered.
+    server_ms: float = 0.0
+    client_ms: float = 0.0
+    stall_events: list[dict] = field(default_factory=list)
+
+    def columns(self) -> dict:
+        return {"rtts": self.rtts, "stalls": self.stalls, "stall_ms": round(self.stall_ms, 1),
+                "window_waits": self.window_waits, "rtt_path": self.rtt_path,
+                "server_ms": round(self.server_ms, 1), "client_ms": round(self.client_ms, 1)}
+
+
+class _Pkt:
+    __slots__ = ("seg", "conn", "up", "rel_seq", "rel_end", "rel_ack", "depth", "kind", "cause",
+                 "index")
+
+    def __init__(self, seg: Segment, conn: tuple, up: bool, index: int):
+        self.seg = seg
+        self.conn = conn
+        self.up = up
+        self.rel_seq = self.rel_end = self.rel_ack = 0
+        self.depth: int | None = None
+        self.kind = ""
+        self.cause: _Pkt | None = None
+        self.index = index
+
+    @property
+    def ts(self) -> float:
+        return self.seg.ts
+
+    @property
+    def data(self) -> bool:
+        return bool(self.seg.payload)
+
+    @property
+    def meaningful(self) -> bool:
+        """Something a client reacts to: data, SYN-ACK or FIN."""
+        return bool(self.seg.payload) or bool(self.seg.flags & (SYN | FIN))
+
+
+def _rel(x: int, base: int) -> int:
+    return (x - base) & 0xFFFFFFFF
+
+
+class _Conn:
+    def __init__(self, key: tuple):
+        self.key = key
+        self.pkts: list[_Pkt] = []
+        self.client_isn: int | None = None
+        self.server_isn: int | None = None
+        self.client_wscale = 0
+        self.rtt: float | None = None
+        self.up_times: list[float] = []
+        self.up: list[_Pkt] = []
+        self.pos: dict[int, int] = {}          # packet index -> position in `up`
+        self.up_data: list[_Pkt] = []
+        self.up_data_times: list[float] = []
+        self.down_data: list[_Pkt] = []        # server data sent so far, in time order
+        self.top = 0                           # highest server sequence number sent so far
+        self.client_closed = False
+
+
+def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
+          end_ts: float | None = None) -> Audit:
+    """Audit the load in `segments` (the client's capture of it); `end_ts`: the load's end (the
+    page-load time's last server packet), later packets are ignored."""
+    segs = sorted((s for s in segments if client_ip in (s.src, s.dst)), key=lambda s: s.ts)
+    if end_ts is not None:
+        segs = [s for s in segs if s.ts <= end_ts + 1e-9]
+    conns: dict[tuple, _Conn] = {}
+    pkts: list[_Pkt] = []
+    for s in segs:
+        up = s.src == client_ip
+        key = (s.sport, s.dst, s.dport) if up else (s.dport, s.src, s.sport)
+        if up and s.flags & SYN and not s.flags & ACK:
+            conns[key] = _Conn(key)           # a new connection (a reused port starts over)
+            conns[key].client_isn = s.seq
+            conns[key].client_wscale = s.wscale or 0
+        c = conns.get(key)
+        if c is None:
+            continue                          # not opened by this load
+        if not up and s.flags & SYN and s.flags & ACK:
+            c.server_isn = s.seq
+        p = _Pkt(s, key, up, len(pkts))
+        pkts.append(p)
+        c.pkts.append(p)
+    if not pkts:
+        return Audit()
+    for c in conns.values():
+        _relative(c)
+        c.rtt = _rtt(c)
+    rtts_known = [c.rtt for c in conns.values() if c.rtt]
+    fallback = min(rtts_known) if rtts_known else None
+    for c in conns.values():
+        c.rtt = c.rtt or fallback
+        c.up = [p for p in c.pkts if p.up]
+        c.up_times = [p.ts for p in c.up]
+        c.pos = {p.index: i for i, p in enumerate(c.up)}
+        c.up_data = [p for p in c.up if p.data]
+        c.up_data_times = [p.ts for p in c.up_data]
+
+    result = Audit()
+    first_syn = next((p for p in pkts if p.up and p.seg.flags & SYN), None)
+    last_down: _Pkt | None = None              # the last meaningful server packet so far
+    last_down_by_conn: dict[tuple, _Pkt] = {}
+    prev_data: dict[tuple, _Pkt] = {}
+    for p in pkts:
+        c = conns[p.conn]
+        if p.up:
+            _client_depth(p, first_syn, last_down, last_down_by_conn)
+            if p.seg.flags & (FIN | RST):
+                c.client_closed = True
+            continue
+        if c.rtt is None or c.server_isn is None or c.client_closed:
+            continue      # what a server sends after the client closed is not part of the load
+        _server_depth(p, c, prev_data.get(p.conn), initcwnd, result)
+        if p.meaningful and p.depth is not None:
+            last_down = p
+            last_down_by_conn[p.conn] = p
+        if p.data:
+            prev_data[p.conn] = p
+            c.down_data.append(p)
+            c.top = max(c.top, p.rel_end)
+
+    deepest = None
+    for p in pkts:
+        if not p.up and p.depth is not None and p.meaningful:
+            if deepest is None or p.depth >= deepest.depth:
+                deepest = p
+    if deepest is not None:
+        result.rtts = deepest.depth
+        result.rtt_path = _path(deepest)
+        result.server_ms, result.client_ms = _waits(deepest, conns)
+    return result
+
+
+def _relative(c: _Conn) -> None:
+    for p in c.pkts:
+        s = p.seg
+        own, other = (c.client_isn, c.server_isn) if p.up else (c.server_isn, c.client_isn)
+        if own is not None:
+            p.rel_seq = _rel(s.seq, own)
+            p.rel_end = p.rel_seq + len(s.payload) + (1 if s.flags & (SYN | FIN) else 0)
+        if other is not None and s.flags & ACK:
+            p.rel_ack = _rel(s.ack, other)
+
+
+def _rtt(c: _Conn) -> float | None:
+    """Smallest client-packet-to-acknowledging-server-packet gap on the connection (seconds)."""
+    best = None
+    pending: list[_Pkt] = []
+    for p in c.pkts:
+        if p.up:
+            if p.seg.flags & SYN or p.data:
+                pending.append(p)
+            continue
+        if not p.seg.flags & ACK:
+            continue
+        keep = []
+        for q in pending:
+            if p.rel_ack >= q.rel_end and p.ts >= q.ts:
+                gap = p.ts - q.ts
+                best = gap if best is None else min(best, gap)
+            else:
+                keep.append(q)
+        pending = keep
+    return best
+
+
+def _client_depth(p: _Pkt, first_syn: _Pkt | None, last_down: _Pkt | None,
+                  last_by_conn: dict[tuple, _Pkt]) -> None:
+    s = p.seg
+    if p is first_syn:
+        p.depth, p.kind = 0, "start"
+        return
+    if not p.data and not s.flags & (SYN | FIN | RST):
+        cause = last_by_conn.get(p.conn)            # a pure ACK answers its own connection
+    else:
+        cause = last_down
+        own = last_by_conn.get(p.conn)
+        # Prefer what arrived on this connection if it is as recent (a SYN-ACK, a response's end).
+        if own is not None and cause is not None and cause.ts - own.ts < 0.005:
+            cause = own
+    if cause is None:
+        p.depth, p.kind = 0, "start"
+        return
+    p.depth, p.cause, p.kind = cause.depth, cause, "client"
+
+
+def _arrived(c: _Conn, before: float, rcv_nxt: int) -> _Pkt | None:
+    """The last client packet on `c` that had reached the server when it sent a packet leaving
+    at `before` (client-capture clock minus the RTT) with ACK field `rcv_nxt`: data the ACK
+    field does not cover had not arrived, whatever the timestamps say."""
+    i = bisect_right(c.up_times, before)
+    while i > 0:
+        q = c.up[i - 1]
+        if not q.data or q.rel_end <= rcv_nxt:
+            return q
+        i -= 1
+    return None
+
+
+def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: Audit) -> None:
+    s = p.seg
+    rtt = c.rtt
+    if s.flags & SYN:
+        syn = next((q for q in reversed(c.up) if q.seg.flags & SYN and q.ts <= p.ts), None)
+        if syn is not None and syn.depth is not None:
+            p.depth, p.cause, p.kind = syn.depth + 1, syn, "h"
+        return
+    if not p.meaningful:
+        return
+    # The newest client data the server had received when it sent p (its ACK field covers it).
+    data = None
+    i = bisect_right(c.up_data_times, p.ts)
+    while i > 0:
+        i -= 1
+        if c.up_data[i].rel_end <= p.rel_ack:
+            data = c.up_data[i]
+            break
+    left = p.ts - rtt                       # when p left the server, as client time minus RTT
+    gap = p.ts - prev.ts if prev is not None else None
+    if prev is not None and gap < rtt / 2:
+        # Still the burst prev belonged to, unless p answers client data newer than prev's.
+        p.depth, p.cause, p.kind = prev.depth, prev.cause, prev.kind
+        if data is not None and p.rel_ack > prev.rel_ack and data.depth is not None \
+                and data.depth + 1 > (p.depth or 0):
+            p.depth, p.cause, p.kind = data.depth + 1, data, "r"
+        return
+    # After a silence (or the connection's first data): what reached the server last before p left?
+    last = _arrived(c, left + CAPTURE_EPS_MS / 1000.0, p.rel_ack)
+    # Released by an ACK: nothing new from the client since the previous burst (same ACK field:
+    # the server's rcv_nxt did not move, so p answers no new request), and p left right when
+    # a pure ACK acknowledging new data arrived.
+    ack_release = (prev is not None and p.rel_ack == prev.rel_ack and last is not None
+                   and not last.data and not last.seg.flags & (SYN | FIN | RST)
+                   and left - last.ts <= RELEASE_MS / 1000.0 and _new_ack(c, last))
+    if ack_release and last.depth is not None:
+        kind = _why_held(p, c, last, left, initcwnd)
+        p.depth, p.cause, p.kind = last.depth + 1, last, kind
+        if kind == "w":
+            result.window_waits += 1
+        elif kind == "s":
+            held = gap if gap is not None else p.ts - last.ts
+            result.stalls += 1
+            result.stall_ms += held * 1000.0
+            result.stall_events.append({"t": round(p.ts, 6), "conn": list(c.key),
+                                        "bytes": len(s.payload), "held_ms": round(held * 1e3, 1)})
+        return
+    if data is not None and data.depth is not None:
+        p.depth, p.cause, p.kind = data.depth + 1, data, "r"
+    elif last is not None and last.depth is not None:
+        # The server spoke unasked (an HTTP/2 or SPDY SETTINGS on accept): the handshake's
+        # last ACK reaching it released that.
+        p.depth, p.cause, p.kind = last.depth + 1, last, "r"
+    elif prev is not None:
+        p.depth, p.cause, p.kind = prev.depth, prev.cause, prev.kind
+
+
+def _new_ack(c: _Conn, ack: _Pkt) -> bool:
+    """Did this pure ACK acknowledge something the previous client packet had not?"""
+    i = c.pos[ack.index]
+    before = c.up[i - 1].rel_ack if i else 0
+    return ack.rel_ack > before
+
+
+def _why_held(p: _Pkt, c: _Conn, ack: _Pkt, left: float, initcwnd: int) -> str:
+    """'l' a retransmission, 'w' the congestion or receive window was full before an ACK that
+    arrived just before p left (any of them, when several did: the benefit of the doubt goes to
+    the window), 's' a stall: the data could have left earlier."""
+    if p.rel_seq < c.top:
+        return "l"
+    i = c.pos[ack.index]
+    while i >= 0:
+        q = c.up[i]
+        if q.ts < left - RELEASE_MS / 1000.0:
+            break
+        if not q.data and _window_full(p, c, i, initcwnd):
+            return "w"
+        i -= 1
+    return "s"
+
+
+def _window_full(p: _Pkt, c: _Conn, i: int, initcwnd: int) -> bool:
+    """Was the server's window full before the client packet c.up[i] arrived?"""
+    acked_before = c.up[i - 1].rel_ack if i else 0
+    window = (c.up[i - 1].seg.window if i else c.up[i].seg.window) << c.client_wscale
+    # Packets in flight (the congestion window counts packets, not bytes; the capture sees
+    # wire packets: offloads are off in the labs).
+    in_flight = 0
+    for q in reversed(c.down_data):
+        if q.rel_end <= acked_before:
+            break
+        in_flight += 1
+    return in_flight >= initcwnd or c.top - acked_before + len(p.seg.payload) > window > 0
+
+
+def _waits(p: _Pkt, conns: dict[tuple, _Conn]) -> tuple[float, float]:
+    """Server and client think time along the chain that ends at p (ms)."""
+    server = client = 0.0
+    q: _Pkt | None = p
+    while q is not None and q.cause is not None:
+        gap = q.ts - q.cause.ts
+        if q.up:
+            client += max(0.0, gap)
+        elif q.kind == "r":
+            server += max(0.0, gap - (conns[q.conn].rtt or 0.0))
+        q = q.cause
+    return server * 1000.0, client * 1000.0
+
+
+def _path(p: _Pkt) -> str:
+    letters = []
+    q: _Pkt | None = p
+    while q is not None:
+        if not q.up and q.kind in ("h", "r", "w", "s", "l"):
+            letters.append(q.kind)
+        q = q.cause
+    return "".join(reversed(letters))

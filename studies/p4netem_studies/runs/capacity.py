@@ -1,0 +1,38 @@
+"""How many labs to run at once on this machine for these jobs (the default of --parallel).
+
+A lab costs memory (namespaces, a switch, nginx and the other servers: about 150 MB; a
+Chromium client about 400 MB more) and CPU in proportion to what its loads do (session.cpu_weight:
+a GPRS load waits, a LAN load keeps the switch and both TCP stacks busy). The labs together may
+use three quarters of the cores, leaving the rest to the driver and to the timing of the switches'
+release threads; never more than 2 x cores + 2 labs (process and context-switch overhead).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .session import median_weight
+from .store import Job
+
+LAB_MB = 150
+BROWSER_MB = 400
+CPU_SHARE = 0.75
+
+
+def available_mb() -> int:
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 2048
+
+
+def default_labs(jobs: list[Job], browser: bool = False) -> int:
+    cores = os.cpu_count() or 1
+    if not jobs:
+        return 1
+    by_cpu = int(cores * CPU_SHARE / max(median_weight(jobs), 0.05))
+    by_mem = int(available_mb() * 0.5 // (LAB_MB + (BROWSER_MB if browser else 0)))
+    return max(1, min(by_cpu, by_mem, 2 * cores + 2, len(jobs)))

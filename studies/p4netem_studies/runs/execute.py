@@ -1,0 +1,202 @@
+"""Run, resume and report on a run directory, with progress on the terminal.
+
+    create(out, session, meta)  the store with the plan and the identity, before any lab is up
+    execute(out, ...)           run what is not stored yet on N local labs or on Ray actors
+    check_resume(out, force)    refuse (ResumeRefused, naming each difference) when the
+                                definition, the code or the machine's TCP changed
+    status(out)                 done / total, failed loads and why, elapsed, estimate of what is left
+"""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from .capacity import default_labs
+from .driver import Driver, RunFailed
+from .identity import differences, identity
+from .session import Session
+from .store import RunStore
+
+
+class ResumeRefused(Exception):
+    def __init__(self, diffs: list[str]):
+        self.diffs = diffs
+        super().__init__("the run's setup changed since it started, results would mix:\n  "
+                         + "\n  ".join(diffs) + "\n(--force resumes anyway)")
+
+
+def create(out: Path, session: Session, meta: dict) -> RunStore:
+    store = RunStore.create(out)
+    store.set_meta("format", "p4netem-run/1")
+    store.set_meta("session", session.to_json())
+    store.set_meta("identity", identity(session.definition))
+    store.set_meta("experiment", meta)
+    store.write_plan(session.jobs())
+    return store
+
+
+def check_resume(store: RunStore, force: bool, definition: dict | None = None) -> list[str]:
+    """`definition`: the experiment's definition as its source reads today (None: unavailable,
+    the stored one is compared with itself). With `force` the run still finishes its stored
+    plan, the differences are recorded in the store."""
+    old = store.meta("identity")
+    session = Session.from_json(store.meta("session"))
+    new = identity(definition if definition is not None else session.definition)
+    diffs = differences(old, new)
+    if diffs and not force:
+        raise ResumeRefused(diffs)
+    if diffs:
+        store.set_meta(f"identity_forced_{int(time.time())}", {"new": new, "differences": diffs})
+    return diffs
+
+
+def _line(res: dict) -> str:
+    rec = res["record"]
+    if "metrics" in rec:          # a workload run (E2)
+        m = rec.get("metrics") or {}
+        med = m.get("page_delay_median_ms")
+        status = "[green]ok[/]" if res["ok"] else f"[red]FAILED[/] {str(rec.get('errors'))[:120]}"
+        return (f"{rec.get('key', ''):>32} #{int(rec.get('rep', 0)) + 1}: "
+                f"{m.get('pages_ok', 0):>4} pages, median delay "
+                f"{'-' if med is None else f'{med / 1000:.2f} s'}, util "
+                f"{m.get('utilisation_down') or 0:.2f}, drops {m.get('drop_rate_down_pct') or 0:.2f}%  "
+                f"{status}")
+    plt = rec.get("plt_ms")
+    plt_s = "-" if plt is None else f"{plt / 1000:.3f} s"
+    status = "[green]ok[/]" if res["ok"] else f"[red]FAILED[/] {str(rec.get('errors'))[:120]}"
+    return (f"{rec.get('profile_label', ''):>12} {rec.get('variant', ''):<24} "
+            f"#{int(rec.get('rep', 0)) + 1}: {plt_s:>9}  {rec.get('connections_opened', '-'):>2} conns  "
+            f"{status}  [dim]{res.get('lab', '')}[/]")
+
+
+def execute(out: Path, *, kind: str, parallel: int | None = None, ray: str | None = None,
+            console: Console | None = None, verbose: bool = True) -> dict:
+    """Run every job not yet stored. Returns what happened: {"labs", "stored", "session"}."""
+    console = console or Console()
+    store = RunStore.open(out)
+    session = Session.from_json(store.meta("session"))
+    jobs = store.jobs()
+    done = store.done_keys()
+    pending = [j for j in jobs if j.key not in done]
+    backend = None
+    if ray:
+        from .cluster import RayBackend
+        backend = RayBackend(ray)
+        labs = parallel or min(backend.capacity(), len(pending)) or 1
+        shared = True
+        where = f"Ray ({ray}: {backend.nodes()} node(s))"
+    else:
+        from .local import LocalBackend
+        backend = LocalBackend(out)
+        browser = any(j.spec.get("cpu_weight", 0) >= 0.35 for j in pending)
+        labs = parallel or default_labs(pending, browser)
+        shared = labs > 1
+        where = "this machine"
+    labs = max(1, min(labs, len(pending))) if pending else 0
+    command = " ".join(shlex.quote(a) for a in sys.argv)
+    sid = store.begin_session(kind, command, labs)
+    console.print(f"{len(done)} of {len(jobs)} loads stored; running {len(pending)} on "
+                  f"{labs} lab(s) on {where}" + (" (switches without busy polling)" if shared else ""))
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                        console=console, transient=False)
+    task = progress.add_task("starting labs", total=len(jobs), completed=len(done))
+    stored = 0
+
+    def on_event(kind_: str, data: dict) -> None:
+        nonlocal stored
+        if kind_ == "lab_up":
+            progress.console.print(f"lab {data['lab']} up on {data.get('node')}")
+        elif kind_ == "load":
+            progress.update(task, description=data["job"].key[:60])
+        elif kind_ == "done":
+            if data["stored"]:
+                stored += 1
+                progress.advance(task)
+            if verbose:
+                progress.console.print(_line({**data["result"], "lab": data["lab"]}))
+        elif kind_ == "lab_lost":
+            job = data.get("job")
+            progress.console.print(f"[yellow]lab {data['lab']} lost ({data['reason'][:200]})"
+                                   + (f"; {job.key} goes to another lab" if job else "") + "[/]")
+        elif kind_ == "gave_up":
+            progress.advance(task)
+            progress.console.print(f"[red]gave up on {data['job'].key}[/]: {data['errors'][-1][:200]}")
+
+    outcome = "interrupted"
+    driver = Driver(store, backend, session.to_json(), sid, labs, shared=shared,
+                    on_event=on_event, run_dir=Path(out))
+    try:
+        with progress:
+            driver.run()
+        outcome = "completed"
+    except RunFailed:
+        outcome = "failed"
+        raise
+    finally:
+        store.end_session(sid, outcome)
+        store.close()
+    return {"labs": labs, "stored": stored, "session": sid}
+
+
+# ---- status ---------------------------------------------------------------------------------------
+
+@dataclass
+class Status:
+    total: int
+    done: int
+    ok: int
+    failed: list[tuple[str, str]]
+    elapsed_s: float
+    left_s: float | None
+    sessions: list[dict]
+    labs_running: int | None
+    experiment: dict
+
+    def to_json(self) -> dict:
+        return {"total": self.total, "done": self.done, "ok": self.ok,
+                "failed": [{"key": k, "errors": e} for k, e in self.failed],
+                "elapsed_s": round(self.elapsed_s, 1),
+                "left_s": None if self.left_s is None else round(self.left_s, 1),
+                "sessions": self.sessions, "experiment": self.experiment}
+
+
+def status(out: Path) -> Status:
+    store = RunStore.open(out)
+    try:
+        jobs = store.jobs()
+        results = store.results()
+        sessions = store.sessions()
+        now = time.time()
+        elapsed = sum((s["t_end"] or now) - s["t_start"] for s in sessions)
+        failed = [(r.key, " | ".join(r.record.get("errors") or []) if isinstance(
+            r.record.get("errors"), list) else str(r.record.get("errors") or "")) for r in results
+            if not r.ok]
+        # What is left: the median lab-time of a load so far x loads left / labs of the last session.
+        times = [a["t_end"] - a["t_start"] for a in store.attempts()
+                 if a["outcome"] == "stored" and a["t_end"]]
+        labs = sessions[-1]["labs"] if sessions else 1
+        left = len(jobs) - len(results)
+        left_s = (statistics.median(times) * left / max(labs or 1, 1)) if times else None
+        return Status(len(jobs), len(results), sum(r.ok for r in results), failed, elapsed,
+                      left_s if left else 0.0, sessions, labs, store.meta("experiment") or {})
+    finally:
+        store.close()
+
+
+def format_duration(s: float | None) -> str:
+    if s is None:
+        return "unknown"
+    s = int(round(s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s" if m else f"{sec}s"

@@ -1,0 +1,55 @@
+"""The dashboard in real headless Chromium (issue 12 item 1) against a real switch with traffic:
+the page shows the traffic moving, a click applies a profile (read back over P4Runtime), an
+invalid profile shows the validator's error. With P4NETEM_DOCS_SCREENSHOTS=1 its screenshots replace
+docs/img/dashboard*.png (opt-in: a plain test run leaves the work tree clean)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from p4netem.control import Controller
+
+from webserver import WebServer
+
+HERE = Path(__file__).parent
+DOCS_IMG = HERE.parent.parent / "docs" / "img"
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not Path("/usr/bin/chromium").exists(),
+                    reason="needs node and Debian's chromium (scripts/setup-system.sh, setup-web.sh)")
+def test_dashboard_shows_traffic_applies_on_click_and_shows_errors(lab, tmp_path):
+    web = WebServer(lab.switch.grpc_addr, "--refresh", "0.5", log=tmp_path / "web.log")
+    pinger = None
+    try:
+        assert web.request("POST", "/api/reset", {})[0] == 200
+        assert web.request("POST", "/api/apply", {"profile": "lan", "rules": ["client=10.0.0.1"]})[0] == 200
+        # Traffic for the whole run (bounded: 1500 pings at 50/s, 30 s at most).
+        pinger = lab.h1.ns.popen(["ping", "-q", "-i", "0.02", "-c", "1500", "-w", "60", lab.h2.ip],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        r = subprocess.run(["node", str(HERE / "dashboard.js"), web.base + "/", "gprs", str(tmp_path)],
+                           capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert out["ok"], out.get("failure")
+        first, later = out["packets_in"]
+        assert 0 < first < later, out  # the live counters move
+        assert out["rules_after_apply"] == ["gprs"], out
+        with Controller.connect(lab.switch.grpc_addr, primary=False) as reader:
+            assert [a.profile_name for a in reader.applied()] == ["gprs"]
+        assert "both.delay" in out["error_text"] and "parsecs" in out["error_text"], out["error_text"]
+        if os.environ.get("P4NETEM_DOCS_SCREENSHOTS") != "1":
+            return
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        for name in ("dashboard.png", "dashboard-error.png"):
+            shutil.copy(tmp_path / name, DOCS_IMG / name)
+    finally:
+        if pinger is not None and pinger.poll() is None:
+            pinger.terminate()
+            pinger.wait(timeout=10)
+        web.stop()

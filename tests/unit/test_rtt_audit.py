@@ -1,0 +1,146 @@
+"""The RTT audit (harness/rtt_audit.py) on hand-built captures with known causes, and the
+protocol minimums (harness/round_trips.py) it is held to. The lab versions, on real servers and
+captures, are tests/labs/test_lab_rtt_audit.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from p4netem_studies.harness.metrics import wire_metrics
+from p4netem_studies.harness.round_trips import minimum_round_trips
+from p4netem_studies.harness.rtt_audit import audit
+from p4netem_studies.web.capture import ACK, FIN, PSH, SYN, Segment
+from p4netem_studies.web.manifest import Entry, Manifest
+
+CLIENT, SERVER = "10.0.0.1", "10.0.1.1"
+RTT = 0.100
+MSS = 1448
+
+
+class Wire:
+    """One connection's packets as the client's capture sees them (times in seconds)."""
+
+    def __init__(self, port: int = 40000, server: str = SERVER):
+        self.port, self.addr = port, server
+        self.cseq, self.sseq = 1000, 5000     # next sequence numbers (ISNs below)
+        self.segs: list[Segment] = []
+
+    def _seg(self, t, up, flags, payload=b"", wscale=None):
+        if up:
+            s = Segment(t, CLIENT, self.port, self.addr, 80, flags, self.cseq, self.sseq, 1000,
+                        payload, 66 + len(payload), None, wscale)
+            self.cseq += len(payload) + (1 if flags & (SYN | FIN) else 0)
+        else:
+            s = Segment(t, self.addr, 80, CLIENT, self.port, flags, self.sseq, self.cseq, 1000,
+                        payload, 66 + len(payload), None, wscale)
+            self.sseq += len(payload) + (1 if flags & (SYN | FIN) else 0)
+        self.segs.append(s)
+        return s
+
+    def handshake(self, t):
+        self._seg(t, True, SYN, wscale=7)
+        self._seg(t + RTT, False, SYN | ACK, wscale=7)
+        self._seg(t + RTT + 1e-5, True, ACK)
+
+    def client(self, t, n):
+        return self._seg(t, True, ACK | PSH, b"q" * n)
+
+    def ack(self, t):
+        return self._seg(t, True, ACK)
+
+    def server(self, t, *sizes):
+        for i, n in enumerate(sizes):
+            self._seg(t + i * 1e-5, False, ACK | PSH, b"d" * n)
+
+
+def page_load(nagle: bool = False, think_ms: float = 0.0) -> list[Segment]:
+    """TCP, the HTML (a 100-byte header segment, then the body), the objects: 3 round trips; with
+    `nagle` the body's last partial segment waits for the ACK of the header segment."""
+    w = Wire()
+    w.handshake(0.0)
+    w.client(RTT + 2e-5, 300)                              # the HTML request
+    t = 2 * RTT + 1e-4 + think_ms / 1000
+    w.server(t, 100, MSS)                                  # header, first full segment
+    w.ack(t + 1e-4)                                        # ACK of both (quick-ACK)
+    if nagle:
+        t += RTT                                           # the tail leaves when that ACK arrives
+    w.server(t + 2e-4, 600)
+    w.ack(t + 3e-4)
+    w.client(t + 4e-4, 800)                                # requests for the objects
+    w.server(t + 4e-4 + RTT, MSS, MSS, 500)
+    w.ack(t + 5e-4 + RTT)
+    return w.segs
+
+
+def test_a_clean_load_is_its_protocols_round_trips():
+    a = audit(page_load(), CLIENT)
+    assert (a.rtts, a.stalls, a.window_waits, a.rtt_path) == (3, 0, 0, "hrr")
+
+
+def test_a_tail_held_for_an_ack_is_a_stall_and_a_round_trip():
+    a = audit(page_load(nagle=True), CLIENT)
+    assert (a.rtts, a.stalls, a.rtt_path) == (4, 1, "hrsr")
+    assert a.stall_ms == pytest.approx(RTT * 1000, abs=1)
+    assert a.stall_events[0]["bytes"] == 600
+
+
+def test_server_think_time_is_not_a_stall():
+    a = audit(page_load(think_ms=60), CLIENT)
+    assert (a.rtts, a.stalls) == (3, 0)
+
+
+def test_a_full_congestion_window_is_a_window_wait_not_a_stall():
+    w = Wire()
+    w.handshake(0.0)
+    w.client(RTT + 2e-5, 300)
+    t = 2 * RTT + 1e-4
+    w.server(t, *[MSS] * 10)                               # the initial window, full
+    w.ack(t + 1e-3)
+    w.server(t + 1e-3 + RTT, *[MSS] * 5)                   # released by the ACKs
+    a = audit(w.segs, CLIENT, initcwnd=10)
+    assert (a.rtts, a.stalls, a.window_waits) == (3, 0, 1)
+    # The same wait with a window of 20 the server never filled: a stall.
+    b = audit(w.segs, CLIENT, initcwnd=20)
+    assert (b.stalls, b.window_waits) == (1, 0)
+
+
+def test_a_second_origin_costs_its_handshake():
+    w1, w2 = Wire(40000), Wire(40002, "10.0.1.2")
+    w1.handshake(0.0)
+    w1.client(RTT + 2e-5, 300)
+    w1.server(2 * RTT + 1e-4, 900)                         # the HTML names the second host
+    w1.ack(2 * RTT + 2e-4)
+    w2.handshake(2 * RTT + 3e-4)
+    w2.client(3 * RTT + 4e-4, 300)
+    w2.server(4 * RTT + 5e-4, 700)
+    w2.ack(4 * RTT + 6e-4)
+    segs = sorted(w1.segs + w2.segs, key=lambda s: s.ts)
+    a = audit(segs, CLIENT)
+    assert (a.rtts, a.stalls, a.rtt_path) == (4, 0, "hrhr")
+    m = wire_metrics(segs, CLIENT)
+    assert (m.rtts, m.stalls, m.rtt_path) == (4, 0, "hrhr")
+
+
+def _manifest(hosts: list[str]) -> Manifest:
+    objs = [Entry(f"//{h}/o{i}", h, f"/o{i}", 1000, "image", "image/gif", "") for i, h in
+            enumerate(hosts)]
+    root = Entry("/", hosts[0], "/", 1000, "html", "text/html", "")
+    return Manifest("p", "", 1, "", tuple(dict.fromkeys(hosts)), (root, *objs))
+
+
+@pytest.mark.parametrize("proto,tls,hosts,rtts", [
+    ("h2", False, ["a"] * 8, 3), ("h2", True, ["a"] * 8, 4),
+    ("h2", False, ["a", "b"] * 3, 4), ("h2", True, ["a", "b"] * 3, 6),
+    ("spdy", False, ["a"] * 8, 3), ("h1.1-pipelined", True, ["a", "b"], 6),
+    ("h1.1", False, ["a"] * 8, 5), ("h1.1", True, ["a"] * 8, 6),
+    ("h1.1", False, ["a", "b"] * 3, 4), ("h1.0", False, ["a"] * 8, 6),
+    ("h1.0", True, ["a"] * 8, 9), ("h1.0", False, ["a", "b"] * 3, 4),
+])
+def test_minimum_round_trips(proto, tls, hosts, rtts):
+    assert minimum_round_trips(proto, tls, _manifest(hosts)) == rtts
+
+
+def test_tls12_costs_one_more_round_trip_per_connection():
+    m = _manifest(["a"] * 8)
+    assert minimum_round_trips("h2", True, m, tls_version="TLSv1.2") == 5
+    assert minimum_round_trips("chromium", True, m) is None
