@@ -1,9 +1,11 @@
 """`p4netem experiment report` on a real run: a slice of E5's quick variant (HTTP/2 over TLS on
 idle HSPA, pre-woken HSPA and idle LTE, two loads each, through the real switch with the radio
-model on), its report written twice, then opened in real headless Chromium with the network cut
-off: every table and plot must be there and decoded, nothing may be fetched, and the claims the
-slice can test must come out as the radio model makes them (the 1.8 s HSPA promotion shows in
-the first SYN-ACK and leaves the page load when the radio is pre-woken)."""
+model on; one lab, since the test is of the report, not of parallel runs, and one lab is the
+quickest on a busy machine), its report written twice, then opened in real headless Chromium
+with the network cut off: every table and plot must be there and decoded, nothing may be
+fetched, and the claims the slice can test must come out as the radio model makes them (the
+1.8 s HSPA promotion shows in the first SYN-ACK and leaves the page load when the radio is
+pre-woken)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def _p4netem(*args: str, timeout: float) -> subprocess.CompletedProcess:
 def test_report_of_a_real_run_is_complete_and_offline(tmp_path):
     out = tmp_path / "e5"
     proc = _p4netem("experiment", "run", "e5-cellular", "--quick", "--reps", "2", "--only",
-                    "client=h2", "--quiet", "--out", str(out), timeout=600)
+                    "client=h2", "--parallel", "1", "--quiet", "--out", str(out), timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     rep = _p4netem("experiment", "report", str(out), timeout=300)

@@ -224,9 +224,25 @@ def test_e4_and_e5_claims_pick_their_subjects(tmp_path):
                     "f_embedded_objects": 64, "f_object_size": 1000, "client": client,
                     "plt_ms": t + i, "retransmissions_per_connection": retx + i * 0.1}
                    for i in range(3)]
-    small, lossy, retx = claims_for(_run("e4", {"e4-runs": e4}, tmp_path=tmp_path))
+    small, lossy, retx, tree = claims_for(_run("e4", {"e4-runs": e4}, tmp_path=tmp_path))
     assert [len(small.checks), len(lossy.checks), len(retx.checks)] == [1, 1, 1]
     assert small.verdict == AGREES and lossy.verdict == AGREES and retx.verdict == AGREES
+    assert tree.verdict == NOT_MEASURED                    # no e4-cells.csv in these files
+
+    # Cells whose label follows the object size alone: the refit trees rank it first and give
+    # the initial window nothing, whatever the resample; when the label follows the IW alone,
+    # the claim fails.
+    def cells(label_of):
+        return [{"f_rtt_ms": rtt, "f_down_mbit": bw, "f_loss_pct": 0.0, "initcwnd": iw,
+                 "f_object_size": size, "f_embedded_objects": 8, "label": label_of(size, iw)}
+                for rtt in (20.0, 200.0) for bw in (1.0, 10.0) for iw in (3, 10)
+                for size in (100, 1000, 10000, 100000)]
+    by_size = claims_for(_run("e4", {"e4-runs": [], "e4-cells": cells(
+        lambda size, iw: "helps" if size <= 1000 else "hurts")}, tmp_path=tmp_path))[3]
+    assert by_size.verdict == AGREES and by_size.checks[0].subject == "32 labelled cells"
+    by_iw = claims_for(_run("e4", {"e4-runs": [], "e4-cells": cells(
+        lambda size, iw: "helps" if iw == 10 else "hurts")}, tmp_path=tmp_path))[3]
+    assert by_iw.verdict == DISAGREES
 
     e5 = []
     for net, synack, plt in (("hspa+radio", 1900.0, 2900.0), ("hspa+prewoken", 104.0, 1140.0),

@@ -1,7 +1,7 @@
 """The `p4netem` command line (typer). One module per command group; this module only assembles
 them, so each group's options and help live next to the code they drive.
 
-Commands: switch, apply, set, reset, show, stats, web, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check), profiles
+Commands: switch, apply, set, reset, show, stats, web, replay, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check), profiles
 (list, show, validate, from-netem); with the studies package installed (studies/, package
 p4netem_studies), also lab (Mininet labs), measure (page loads; docs/labs.md) and experiment (the
 studies E1-E5; docs/experiments.md), which join through the entry-point group `p4netem.commands`:
@@ -32,7 +32,7 @@ from importlib.metadata import entry_points
 import typer
 
 from . import (apply_cmd, distribution_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
-               timeline_cmd, trace_cmd, web_cmd)
+               timeline_cmd, trace_cmd, replay_cmd, web_cmd)
 from .common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE, GrpcCa, GrpcCert, GrpcKey,
                      GrpcServerName, use_tls)
 
@@ -62,6 +62,7 @@ show_cmd.register(app)
 radio_cmd.register(app)
 distribution_cmd.register(app)
 web_cmd.register(app)
+replay_cmd.register(app)
 app.add_typer(timeline_cmd.app, name="timeline")
 app.add_typer(trace_cmd.app, name="trace")
 app.add_typer(profiles_cmd.app, name="profiles")

@@ -16,6 +16,8 @@ profile can produce. Comparing two profiles by their encodings (`same_table_para
 
 from __future__ import annotations
 
+import functools
+
 from enum import IntEnum
 from typing import Any, Mapping
 
@@ -81,8 +83,46 @@ class Direction(IntEnum):
         raise ValueError(f"{raw!r} is not a direction; allowed uplink (0) or downlink (1)")
 
 
+# Reading the switch decodes every rule's profile (show, stats, the dashboard's refresh, /metrics):
+# with 1000 rules the exact-fraction unit conversions took most of a 20 s stats() read. Rules share
+# few distinct parameter sets, and LinkParams is frozen, so both directions of the conversion are
+# memoized (bounded; a copy of the dict is returned so callers may change it).
+_CACHE_SIZE = 4096
+
+
 def encode_link(link: LinkParams) -> dict[str, int]:
     """set_impairment params (name -> unsigned int) for one direction, in param-id order."""
+    try:
+        return dict(_encode_link_cached(link))
+    except TypeError:  # an unhashable value somewhere: convert without the cache
+        return _encode_link(link)
+
+
+def decode_link(params: Mapping[str, Any]) -> LinkParams:
+    """The LinkParams that set_impairment `params` (name -> int or big-endian bytes) mean.
+
+    Every param of the contract must be present. Checks that only guard against settings that
+    do nothing are skipped (lenient), since a switch may hold whatever a client wrote; Gilbert-
+    Elliott parameters are dropped when ge_p is 0 (the model is off and ignores them).
+    """
+    try:
+        key = tuple(sorted(params.items()))
+        return _decode_link_cached(key)
+    except TypeError:
+        return _decode_link(params)
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _encode_link_cached(link: LinkParams) -> dict[str, int]:
+    return _encode_link(link)
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _decode_link_cached(key: tuple) -> LinkParams:
+    return _decode_link(dict(key))
+
+
+def _encode_link(link: LinkParams) -> dict[str, int]:
     ge = link.gilbert_elliott
     params = {
         "delay_ns": int(link.delay),
@@ -106,13 +146,7 @@ def encode_link(link: LinkParams) -> dict[str, int]:
     return params
 
 
-def decode_link(params: Mapping[str, Any]) -> LinkParams:
-    """The LinkParams that set_impairment `params` (name -> int or big-endian bytes) mean.
-
-    Every param of the contract must be present. Checks that only guard against settings that
-    do nothing are skipped (lenient), since a switch may hold whatever a client wrote; Gilbert-
-    Elliott parameters are dropped when ge_p is 0 (the model is off and ignores them).
-    """
+def _decode_link(params: Mapping[str, Any]) -> LinkParams:
     problems: list[Problem] = []
     values = _PARAMS.decode(params, problems)
     if problems:

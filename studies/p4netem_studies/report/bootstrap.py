@@ -179,3 +179,25 @@ def difference_ci(a: Sequence[float | None] = (), b: Sequence[float | None] = ()
     """median(a) - median(b), each sample resampled on its own."""
     return combined_ci(np.subtract, _pair(a, b, a_clusters, b_clusters), seed=seed,
                        resamples=resamples, confidence=confidence)
+
+
+def statistic_ci(fn, items: Sequence, *, seed: int = 0, resamples: int = RESAMPLES,
+                 confidence: float = CONFIDENCE, min_valid: float = 0.5) -> Interval:
+    """fn(items) and its interval over resamples of the items (fn returns a float, or None
+    where the resample cannot give one, such as a decision tree of cells with a single label).
+    No interval when fewer than `min_valid` of the resamples gave a value."""
+    est = fn(list(items))
+    n = (len(items),)
+    if len(items) < MIN_VALUES:
+        return Interval(est, None, None, n, confidence, resamples)
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(resamples):
+        v = fn([items[i] for i in rng.integers(0, len(items), size=len(items))])
+        if v is not None and math.isfinite(v):
+            values.append(v)
+    if len(values) < min_valid * resamples:
+        return Interval(est, None, None, n, confidence, resamples,
+                        f"only {len(values)} of {resamples} resamples gave a value")
+    lo, hi = _bounds(np.asarray(values), confidence)
+    return Interval(est, lo, hi, n, confidence, resamples)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import textwrap
 from pathlib import Path
 
 import jinja2
@@ -39,7 +40,7 @@ ENV_COLUMNS = {"kernel", "tcp_congestion_control", "tcp_no_metrics_save",
                "servers_differ", "client_tcp_congestion_control", "client_tcp_rmem",
                "client_route_initrwnd"}
 VERDICT_CLASS = {"agrees": "ok", "disagrees": "bad", "mixed": "warn", "inconclusive": "grey",
-                 "not measured": "grey", "above": "ok", "below": "bad"}
+                 "not measured": "grey", "above": "info", "below": "info"}
 
 
 # ---- formatting ---------------------------------------------------------------------------------
@@ -86,8 +87,9 @@ def claim_plot(claim: Claim) -> str | None:
     scale = 1000.0 if claim.unit == "s" else 1.0
     h = 0.8 + 0.28 * len(checks)
     fig, ax = plt.subplots(figsize=(7.5, h))
-    colors = {"agrees": "#2e7d32", "above": "#2e7d32", "disagrees": "#c62828",
-              "below": "#c62828", "inconclusive": "#757575"}
+    # A "both ways" claim's subjects are above or below, neither good nor bad: blue.
+    colors = {"agrees": "#2e7d32", "above": "#1565c0", "disagrees": "#c62828",
+              "below": "#1565c0", "inconclusive": "#757575"}
     for i, c in enumerate(reversed(checks)):
         iv = c.interval
         color = colors.get(c.verdict, "#757575")
@@ -96,7 +98,8 @@ def claim_plot(claim: Claim) -> str | None:
         ax.plot([iv.estimate / scale], [i], "o", color=color, markersize=4)
     ax.axvline(claim.threshold / scale, color="black", linewidth=0.8, linestyle="--")
     ax.set_yticks(range(len(checks)), [c.subject[:70] for c in reversed(checks)], fontsize=7)
-    ax.set_xlabel(f"{claim.measure}" + (f" ({claim.unit})" if claim.unit else ""), fontsize=8)
+    label = claim.measure + (f" ({claim.unit})" if claim.unit else "")
+    ax.set_xlabel("\n".join(textwrap.wrap(label, 70)), fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
     # Ratios spanning more than a decade (E4's cells) on a log axis, the rest linear.
     values = [v for c in checks for v in (c.interval.estimate, c.interval.low, c.interval.high)
@@ -155,8 +158,9 @@ def _execution(exp: dict) -> list[tuple[str, str]]:
         t0, t1 = ses.get("t_start"), ses.get("t_end")
         took = f", {t1 - t0:.0f} s" if isinstance(t0, (int, float)) and \
             isinstance(t1, (int, float)) else ""
+        labs = ses.get("labs", "-")
         out.append((f"session {i + 1}", f"{ses.get('kind', '-')} {ses.get('outcome', '-')}, "
-                                        f"{ses.get('labs', '-')} labs{took}"))
+                                        f"{labs} lab{'' if labs == 1 else 's'}{took}"))
     labs = [lab for lab in exp.get("labs") or [] if isinstance(lab, dict)]
     if labs:
         nodes = sorted({str(lab.get("node")) for lab in labs})
@@ -184,7 +188,8 @@ def _environment(data: RunData) -> dict:
            ("load average at start / end",
             f"{host.get('loadavg_start', '-')} / {host.get('loadavg_end', '-')}"),
            ("python", host.get("python", "-")),
-           ("p4netem", f"{build.get('git', '-')} (switch target {build.get('switch_target', '-')})")]
+           ("p4netem", f"{build.get('git', '-')} "
+                       f"(switch target {build.get('switch_target', '-')})")]
     run += _execution(exp)
     software = [(k, str(v)) for k, v in (md.get("software") or {}).items()]
     if md.get("tls"):

@@ -1,0 +1,83 @@
+"""`p4netem replay`: send a capture through a profile and report what the link did to each packet."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ..profiles import Profile
+from .apply_cmd import NetemOpt, ProfilesOpt, gather_profiles, netem_profile
+from .common import EXIT_PROBLEM, console, error, guarded
+
+
+@guarded
+def replay(
+    pcap: Annotated[Path, typer.Argument(help="A classic Ethernet pcap (tcpdump -w).", exists=True, dir_okay=False)],
+    profile: Annotated[Optional[str], typer.Option(
+        "--profile", "-P", help="A built-in profile, a name from --profiles, or a YAML file (default: lan).")] = None,
+    netem: NetemOpt = None,
+    profiles: ProfilesOpt = None,
+    mbps: Annotated[Optional[float], typer.Option("--mbps", min=0.001, help="Send at this rate instead of as captured.")] = None,
+    topspeed: Annotated[bool, typer.Option("--topspeed", help="Send as fast as tcpreplay can.")] = False,
+    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Write one row per packet (its fate) here.")] = None,
+    plot_path: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG: delay per packet, throughput.")] = None,
+    expect: Annotated[Optional[str], typer.Option(
+        "--expect", metavar="METRIC<=V,...",
+        help="Thresholds, e.g. 'loss_pct<=8,delay_p50_ms<25': exit 1 when one does not hold (regression tests).")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Switch PRNG seed (reproducible loss/jitter).")] = None,
+    keep: Annotated[Optional[Path], typer.Option("--keep", help="Keep the captures and the switch log in DIR.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Replay FILE.pcap through a profile and report each packet's fate.
+
+    Builds its own two-host lab (needs root): tcpreplay sends the capture from h1 into switch
+    port 1, tcpdump records what h1 sent and what left port 2; frames are matched by their bytes.
+    Reports delay, loss (and bursts), reordering, duplicates, corruption and throughput over time."""
+    from ..replay import check_expectations, parse_expectations
+    from ..replay.report import ExpectError
+    from ..replay.run import Pace, replay as run_replay
+
+    if mbps is not None and topspeed:
+        raise typer.BadParameter("give --mbps or --topspeed, not both", param_hint="'--mbps'")
+    try:
+        expectations = parse_expectations(expect or "")
+    except ExpectError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--expect'") from None
+    if netem is not None and profile is not None:
+        raise typer.BadParameter("give --profile or --netem, not both", param_hint="'--profile'")
+    chosen: Profile | str = netem_profile(netem, None, None, "netem").profile if netem is not None else (profile or "lan")
+    if isinstance(chosen, str) and profiles:
+        known = {p.name: p for p in gather_profiles(profiles)}
+        chosen = known.get(chosen, chosen)
+    elif isinstance(chosen, str) and Path(chosen).suffix in (".yaml", ".yml") and Path(chosen).exists():
+        from ..profiles import load_profile
+
+        chosen = load_profile(Path(chosen))
+    with tempfile.TemporaryDirectory(prefix="p4netem-replay-") as tmp:
+        report = run_replay(pcap, chosen, keep or tmp, pace=Pace(mbps=mbps, topspeed=topspeed), seed=seed)
+    m = report.metrics()
+    if csv_path:
+        report.write_csv(csv_path)
+    if plot_path:
+        report.plot(plot_path)
+    if as_json:
+        typer.echo(json.dumps({"meta": report.meta, "metrics": m}, indent=2))
+    else:
+        t = Table("metric", "value", title=f"{pcap.name} through {report.meta['profile']}")
+        for k, v in m.items():
+            t.add_row(k, "" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
+        console.print(t)
+    failed = check_expectations(m, expectations)
+    for line in failed:
+        error(f"expectation not met: {line}")
+    if failed:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("replay")(replay)
