@@ -373,7 +373,10 @@ def _why_held(p: _Pkt, c: _Conn, ack: _Pkt, left: float, initcwnd: int) -> str:
     i = c.pos[ack.index]
     while i >= 0:
         q = c.up[i]
-        if q.ts < left - _release_s(c):
+        # A quarter RTT back: which of several ACKs released p is a matter of milliseconds
+        # of jitter, and a window that was full before any of them explains the wait (a Nagle
+        # stall has one or two packets in flight, so this never hides one).
+        if q.ts < left - max(_release_s(c), c.rtt / 4):
             break
         if not q.data and _window_full(p, c, i, initcwnd):
             return "w"
