@@ -8,8 +8,10 @@
   round trip or a server's slowness the protocol does not have; bar 1.05.
 - `reval_pipelined_packets_ratio`: packets in both directions of the Microscape page's
   revalidation (43 conditional GETs answered 304) over the 28.8k modem, pipelined (1024 B /
-  50 ms flush) over persistent HTTP/1.1 on one connection; reported, no bar. The E1 study's
-  servers buffered responses to pipelined requests (experiments.md E1).
+  50 ms flush) over persistent HTTP/1.1 on one connection, both from the server that buffers
+  responses to pipelined requests as the E1 study's did (Apache, web/apache.py);
+  `..._unbuffered` the same from nginx, which writes each response as it is done. Reported,
+  no bar.
 
 Each figure comes with the audited round trips and stalls of the loads (harness/rtt_audit.py),
 the medians of `reps` loads, the lab's own run of the page-load harness (run_plan).
@@ -58,18 +60,23 @@ def measure(reps: int = 5) -> dict:
     plt = _run("bench-endpoints", list(paths.values()), reps, topology="multi-origin",
                topology_params={"servers": 2})
     m = {name: plt[c.key] for name, c in paths.items()}
-    reval = {"persistent": Condition(MODEM, "h1.1", IW, tls=False, page="microscape",
-                                     conns_per_host=1, label="persistent", loader_args=REVAL),
-             "pipelined": Condition(MODEM, "h1.1-pipelined", IW, tls=False, page="microscape",
-                                    label="pipelined", loader_args=REVAL)}
+    # Revalidation over the modem from the buffering server (Apache, E1's setup) and from nginx.
+    reval = {f"{kind}_{srv}": Condition(MODEM, proto, IW, tls=False, page="microscape",
+                                        conns_per_host=conns, label=kind, loader_args=REVAL,
+                                        server_buffering=srv == "buffered")
+             for kind, proto, conns in (("persistent", "h1.1", 1),
+                                        ("pipelined", "h1.1-pipelined", None))
+             for srv in ("buffered", "nginx")}
     rv = _run("bench-endpoints-reval", list(reval.values()), max(1, reps // 2), timeout_s=300)
     r = {name: rv[c.key] for name, c in reval.items()}
     return {
         "h2c_vs_h1_plt_ratio": round(m["h2c"]["plt_ms"] / m["h1"]["plt_ms"], 3),
         "spdy_plain_vs_h1_plt_ratio": round(m["spdy"]["plt_ms"] / m["h1"]["plt_ms"], 3),
         "tls_h2_vs_h1_plt_ratio": round(m["h2_tls"]["plt_ms"] / m["h1_tls"]["plt_ms"], 3),
-        "reval_pipelined_packets_ratio": round(r["pipelined"]["packets"]
-                                               / r["persistent"]["packets"], 3),
+        "reval_pipelined_packets_ratio": round(r["pipelined_buffered"]["packets"]
+                                               / r["persistent_buffered"]["packets"], 3),
+        "reval_pipelined_packets_ratio_unbuffered": round(r["pipelined_nginx"]["packets"]
+                                                          / r["persistent_nginx"]["packets"], 3),
         "endpoints_config": {"profile": PROFILE, "page": PAGE, "initcwnd": IW, "reps": reps,
                              "topology": "multi-origin servers=2", "paths": m,
                              "reval": {"profile": MODEM, "page": "microscape", **r}},

@@ -158,7 +158,7 @@ def print_table(res: dict) -> None:
         ("timeline_step_error_ms_p50", "ms"), ("timeline_step_error_ms_max", "ms"),
         ("timeline_wire_error_ms_p50", "ms"), ("timeline_wire_error_ms_p99", "ms"),
         ("timeline_wire_error_ms_max", "ms"),
-        ("reval_pipelined_packets_ratio", ""),
+        ("reval_pipelined_packets_ratio", ""), ("reval_pipelined_packets_ratio_unbuffered", ""),
     ]
     for key, unit in extra:
         if isinstance(f.get(key), (int, float)):

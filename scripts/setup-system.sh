@@ -11,6 +11,9 @@ PKGS=(
   mininet
   # web labs (p4netem_studies.web): servers, TLS, client tools, headless browser, capture/filters in tests
   nginx-light nghttp2-client curl openssl ca-certificates chromium nftables
+  # E1's pipelining server: Apache buffers responses to pipelined requests (the binary and
+  # modules only: the `apache2` package would also start a system-wide service on port 80)
+  apache2-bin
   python3-h2 python3-cryptography
   # Mininet labs: a name server on a lab host for multi-domain pages (the binary only: the
   # `dnsmasq` package would also start a system-wide service on port 53)

@@ -4,6 +4,9 @@ parsed with the Prometheus text parser and its counters move with the traffic.""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -123,6 +126,11 @@ def test_metrics_move_with_traffic(lab, web):
     dropped = _sample(_metrics(web), "p4netem_dropped_packets_total", rule="#1", direction="uplink",
                       reason="loss_random")
     assert 5 <= dropped <= 35  # 40 draws at 50 %: far outside 3 sigma (10) of 20 would be a bug
+    # The Grafana dashboard in docs asks only for metrics the server exports.
+    text = web.request("GET", "/metrics")[1]
+    grafana = (Path(__file__).resolve().parents[2] / "docs" / "grafana-p4netem.json").read_text()
+    for name in set(re.findall(r"p4netem_[a-z_]+", grafana)):
+        assert f"# TYPE {name} " in text, name
 
 
 def test_token_guards_operator_actions_and_self_service_touches_only_the_callers_rule(lab, tmp_path):

@@ -53,8 +53,10 @@ class WebLab:
         return rec
 
     def load(self, proto: str, page: str = DEMO, *, tls: bool = True, timeout_s: float = 60,
-             conns_per_host: int | None = None, port: int | None = None) -> Load:
-        """One load with a capture; `port`: a server of the test's own instead of the lab's."""
+             conns_per_host: int | None = None, port: int | None = None,
+             extra_args: tuple[str, ...] = ()) -> Load:
+        """One load with a capture; `port`: a server of the test's own instead of the lab's;
+        `extra_args`: more options of p4netem_studies.web.load (--revalidate)."""
         p = protocol(proto)
         self._n += 1
         pcap = self.tmp / f"load{self._n}.pcap"
@@ -62,6 +64,7 @@ class WebLab:
         if p.loader.startswith("h1"):
             extra += ["--conns-per-host", str(conns_per_host or p.conns_per_host)]
         extra += [f"--browser-arg={a}" for a in p.browser_args]
+        extra += list(extra_args)
         cap = Capture(self.client_ns, "eth0", pcap, "tcp")
         try:
             report = run_loader(self.client_ns, p.loader, self.content.paths[page],

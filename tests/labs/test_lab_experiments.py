@@ -97,6 +97,8 @@ def test_experiment_slices_of_e1_and_e2(tmp_path):
     assert sorted(meta["access_links"]) == [f"{r}{i}" for r in ("client", "server")
                                             for i in range(1, 5)]
     assert {a["profile"] for a in meta["access_links"].values()} == {"ethernet-10mbit"}
+    [row] = _rows(out / "e2-table.csv")
+    assert float(row["access_max_utilisation_to_host"]) == float(run["access_max_utilisation_to_host"])
     # Every server route, the per-client /32 ones with the IW included, carries reno.
     assert (run["server_route_congctl"], run["server_socket_congestion_control"]) == ("reno",) * 2
     pages = _rows(out / "pages.csv")

@@ -74,3 +74,39 @@ def test_an_injected_stall_is_found(lossless, stalling_nginx, proto, port):
         f"trips; {_explain(load)}")
     # Each stall held its data for about a round trip (the client ACKs at once at first).
     assert w.stall_ms / w.stalls >= 0.8 * RTT_MS
+
+
+@pytest.fixture(scope="module")
+def buffering_server(lossless, tmp_path_factory):
+    """Apache, the server that buffers responses to pipelined requests (E1's servers)."""
+    from p4netem_studies.web.apache import ApacheConfig, ApacheServer, available
+    if not available():
+        pytest.fail("apache2-bin is not installed (scripts/setup-system.sh)", pytrace=False)
+    srv = ApacheServer(lossless.lab.ns("server"),
+                       ApacheConfig(lossless.content.site_root, port=18082),
+                       workdir=tmp_path_factory.mktemp("apache"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def _server_data_segments(load) -> int:
+    from p4netem_studies.web.capture import read_pcap
+    client = "10.0.0.1"
+    return sum(1 for s in read_pcap(load.pcap) if s.dst == client and s.payload)
+
+
+def test_the_buffering_server_coalesces_pipelined_answers(lossless, buffering_server):
+    """Eight pipelined conditional GETs: nginx answers each 304 in a segment of its own, the
+    buffering server (Apache) writes them together once no request is waiting; neither costs
+    a round trip more than pipelining's minimum."""
+    reval = ("--revalidate",)
+    nginx = lossless.load("h1.1-pipelined", SMALL, tls=False, extra_args=reval)
+    apache = lossless.load("h1.1-pipelined", SMALL, tls=False, port=18082, extra_args=reval)
+    minimum = minimum_round_trips("h1.1-pipelined", False, lossless.content.manifests[SMALL])
+    for load in (nginx, apache):
+        assert load.report["ok"], load.report["errors"]
+        assert (load.wire.rtts, load.wire.stalls) == (minimum, 0), _explain(load)
+    assert {r["status"] for r in buffering_server.requests()} == {304}
+    n, a = _server_data_segments(nginx), _server_data_segments(apache)
+    assert n >= 9 and a <= n - 4, f"server data segments: nginx {n}, apache {a}"

@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from p4netem.control import Controller
-from p4netem.lab import Resources, SwitchProcess
+from p4netem.lab import Resources, SwitchProcess, SwitchTls, TwoHostLab
 from p4netem.lab.free import free_tcp_port
 from p4netem.lab.netns import PREFIX, unique_token
 from p4netem.p4rt import GrpcTls, P4RuntimeClient, P4RuntimeError, TlsConfigError
@@ -201,3 +201,19 @@ def test_an_oversized_request_is_refused_and_the_switch_keeps_serving(switch_bin
     finally:
         sw.stop()
         sw._resources_for_test.close()
+
+
+def test_a_lab_runs_its_switch_under_mutual_tls(switch_bin, tmp_path, pki):
+    """TwoHostLab with switch_tls/client_tls: the lab's own client, a Controller and traffic."""
+    if os.geteuid() != 0:
+        pytest.fail("labs need root", pytrace=False)
+    server, client = pki["server"], pki["client"]
+    tls = GrpcTls(ca=pki["ca"], cert=client.cert, key=client.key)
+    with TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log",
+                    switch_tls=SwitchTls(server.cert, server.key, pki["ca"]), client_tls=tls).start() as lab:
+        assert "--grpc-client-ca" in lab.switch.command()
+        with Controller.connect(lab.switch.grpc_addr, election_id=2, tls=tls) as ctl:
+            ctl.apply("lan")
+        r = lab.h1.ns.run(["ping", "-c", "3", "-i", "0.1", "-q", lab.h2.ip], check=False, timeout=30)
+        assert r.returncode == 0, r.stdout
+        _refused(lab.switch.grpc_addr, None)

@@ -64,14 +64,16 @@ def test_e1_microscape():
                 if k.startswith(f"{name} |")} == wan and len(wan) == 16
     assert b.plan.repetitions == 5 and b.plan.gzip and b.plan.topology == "inline"
     conds = {c.key: c for c in b.plan.conditions}
-    reval = conds["wan-90ms | pipelined reval iw10 plain | microscape"]
+    reval = conds["wan-90ms | pipelined reval iw10 plain buffered | microscape"]
     assert "--revalidate" in reval.loader_args and reval.protocol == "h1.1-pipelined"
     assert reval.loader_args[reval.loader_args.index("--flush-bytes") + 1] == "1024"
-    plain = conds["lan-10mbit | http1.0 iw2 plain | microscape"]
+    plain = conds["lan-10mbit | http1.0 iw2 plain buffered | microscape"]
     assert plain.conns_per_host == 4 and ("--accept-encoding", "identity") == plain.loader_args[:2]
-    deflate = conds["modem-28k8 | get+deflate iw10 plain | microscape-html"]
+    deflate = conds["modem-28k8 | get+deflate iw10 plain buffered | microscape-html"]
     assert "identity" not in deflate.loader_args
     assert not any(c.tls for c in b.plan.conditions)          # 1997: no TLS
+    # The study's servers buffered responses to pipelined requests: every client is served so.
+    assert all(c.server_buffering for c in b.plan.conditions)
     lan = resolve_profile("lan-10mbit")                         # the experiment's own profile
     assert int(lan.downlink.rate) == 10_000_000 and int(lan.downlink.delay) == 250_000
     _quick_is_small("e1-microscape")

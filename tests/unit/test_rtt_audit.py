@@ -144,3 +144,18 @@ def test_tls12_costs_one_more_round_trip_per_connection():
     m = _manifest(["a"] * 8)
     assert minimum_round_trips("h2", True, m, tls_version="TLSv1.2") == 5
     assert minimum_round_trips("chromium", True, m) is None
+
+
+def test_server_buffering_is_a_plain_http1_server_option(tmp_path):
+    from p4netem_studies.harness.plan import Condition
+    from p4netem_studies.web.apache import ApacheConfig, render
+    c = Condition("lan", "h1.1-pipelined", tls=False, page="microscape", server_buffering=True)
+    assert c.variant.endswith(" buffered")
+    with pytest.raises(ValueError, match="server_buffering"):
+        Condition("lan", "h1.1-pipelined", tls=True, server_buffering=True)
+    with pytest.raises(ValueError, match="server_buffering"):
+        Condition("lan", "h2", tls=False, server_buffering=True)
+    conf = render(ApacheConfig(tmp_path, port=8082, gzip=True), tmp_path / "w")
+    assert "mod_mpm_worker.so" in conf and "FlushMaxPipelined -1" in conf
+    assert "DEFLATE text/html" in conf
+    assert "DEFLATE" not in render(ApacheConfig(tmp_path), tmp_path / "w")

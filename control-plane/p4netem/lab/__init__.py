@@ -2,7 +2,7 @@
 
 from .netns import PREFIX, LabError, Namespace, Resources, disable_offloads, run, stop_process, unique_token
 from .free import free_tcp_port, free_udp_port
-from .switch import SwitchProcess
+from .switch import SwitchProcess, SwitchTls
 from .twohost import LAB_PROFILE, Host, TwoHostLab
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "Namespace",
     "Resources",
     "SwitchProcess",
+    "SwitchTls",
     "TwoHostLab",
     "disable_offloads",
     "free_tcp_port",

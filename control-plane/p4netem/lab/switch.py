@@ -5,12 +5,27 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..paths import switch_binary
 from .free import free_tcp_port
 from .netns import LabError, Resources, stop_process
+
+
+@dataclass(frozen=True)
+class SwitchTls:
+    """The switch's side of TLS (docs/security.md): its certificate and key, and for mutual TLS the
+    CA client certificates must chain to."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    def args(self) -> list[str]:
+        out = ["--grpc-cert", str(self.cert), "--grpc-key", str(self.key)]
+        return out + (["--grpc-client-ca", str(self.client_ca)] if self.client_ca else [])
 
 
 class SwitchProcess:
@@ -33,8 +48,10 @@ class SwitchProcess:
         extra_args: Sequence[str] = (),
         log_path: str | Path | None = None,
         resources: Resources | None = None,
+        tls: SwitchTls | None = None,
     ):
         self.ports = dict(ports)
+        self.tls = tls
         self.binary = Path(binary) if binary else switch_binary()
         self.grpc_host = grpc_host
         self.grpc_port = grpc_port
@@ -62,6 +79,8 @@ class SwitchProcess:
             cmd += ["--pcap", str(self.pcap_dir)]
         if self.seed is not None:
             cmd += ["--seed", str(self.seed)]
+        if self.tls is not None:
+            cmd += self.tls.args()
         return cmd + self.extra_args
 
     def start(self, timeout: float = 30.0) -> SwitchProcess:

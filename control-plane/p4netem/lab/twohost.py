@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 import grpc
 
 from .. import pipeline as pl
-from ..p4rt import P4Info, P4RuntimeClient, P4RuntimeError, WriteError
+from ..p4rt import GrpcTls, P4Info, P4RuntimeClient, P4RuntimeError, WriteError
 from ..paths import p4info_path
 from ..stats import PdCounters, read_pd_counters
 from .netns import PREFIX, Namespace, Resources, disable_offloads, run, unique_token
-from .switch import SwitchProcess
+from .switch import SwitchProcess, SwitchTls
 
 if TYPE_CHECKING:
     from ..profiles import Profile
@@ -48,12 +48,17 @@ class TwoHostLab:
         log_path: str | Path | None = None,
         switch_args: tuple[str, ...] = (),
         cpu_port: int | None = CPU_PORT,
+        switch_tls: SwitchTls | None = None,
+        client_tls: GrpcTls | None = None,
     ):
         self.seed = seed
         self.binary = binary
         self.p4info_file = Path(p4info) if p4info else p4info_path()
         self.log_path = log_path
         self.switch_args = switch_args
+        # TLS of the switch's P4Runtime server and of the lab's own client (docs/security.md).
+        self.switch_tls = switch_tls
+        self.client_tls = client_tls
         self.cpu_port = cpu_port
         self.resources = Resources()
         self.token = unique_token()
@@ -80,9 +85,11 @@ class TwoHostLab:
                 cpu_port=self.cpu_port,
                 log_path=self.log_path,
                 extra_args=self.switch_args,
+                tls=self.switch_tls,
                 resources=self.resources,
             ).start()
-            self.client = P4RuntimeClient(self.switch.grpc_addr, device_id=self.switch.device_id).connect()
+            self.client = P4RuntimeClient(self.switch.grpc_addr, device_id=self.switch.device_id,
+                                          tls=self.client_tls).connect()
             if not self.client.is_primary:
                 raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "lab client did not become primary")
             self._configure()

@@ -157,6 +157,14 @@ def run(
                                  "conditions' load)."),
     ray: str = typer.Option(None, "--ray", help="Run the labs as Ray actors: 'auto' starts a "
                             "local Ray, HOST:PORT joins a cluster (`ray start --head`)."),
+    baseline: Path = typer.Option(None, "--baseline", metavar="DIR", help="Compare the run's "
+                                  "medians with DIR/baseline.json: exit 1 and a table when one is "
+                                  "worse by more than its tolerance."),
+    save_baseline: bool = typer.Option(False, "--save-baseline", help="Store the run's medians "
+                                       "as --baseline DIR instead of comparing."),
+    tolerance: list[str] = typer.Option([], "--tolerance", metavar="COLUMN=PCT", help="Tolerance "
+                                        "of the medians named (fnmatch), e.g. plt_ms_median=15 "
+                                        "(default 10). Repeatable."),
 ) -> None:
     """Run an experiment: table, CSVs, the comparison plot and experiment.json in --out."""
     from ..experiments.run import prepare, run_experiment
@@ -169,6 +177,8 @@ def run(
             except ValueError as exc:
                 raise ValueError(f"{'--cc' if cc else exp.name + ': congestion_control'}: "
                                  f"{exc}") from None
+        if save_baseline and baseline is None:
+            raise ValueError("--save-baseline needs --baseline DIR")
         filters = _only(only)
         # Validate the whole plan before any lab comes up.
         if isinstance(exp, PageloadExperiment):
@@ -192,6 +202,9 @@ def run(
         duration_s=duration, console=console, verbose=not quiet, target=target, keep_pcaps=keep_pcaps,
         parallel=parallel, ray=ray), out_dir)
     _print_result(result)
+    from ..harness.baseline import report as baseline_report
+    if baseline_report(out_dir, baseline, save_baseline, tolerance, console, err):
+        raise typer.Exit(1)
 
 
 def _print_result(result) -> None:

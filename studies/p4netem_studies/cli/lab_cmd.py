@@ -87,6 +87,9 @@ def up(
     topology: str = typer.Argument(..., help="Topology name (p4netem lab list) or YAML file."),
     profile: str = typer.Option(None, "--profile", help="Profile for the clients' links "
                                 "(built-in name or YAML file); NAME+radio turns the radio on."),
+    link_profile: str = typer.Option(None, "--link-profile", help="Routed topologies "
+                                     "(dumbbell): profile for every host's own link to its "
+                                     "router; --profile is then the bottleneck's."),
     param: list[str] = typer.Option([], "--param", "-p", help="Topology parameter NAME=N."),
     serve: str = typer.Option(None, "--serve", help="Start nginx and SPDY servers with this "
                               "page (demo, microscape, e3-a-2s, e5-site3, uniform-NxS ...)."),
@@ -103,6 +106,10 @@ def up(
         if profile:
             name, radio = split_profile(profile)
             prof = (resolve_profile(name), radio)
+        link_prof = resolve_profile(link_profile) if link_profile else None
+        if link_prof is not None and not topo.links:
+            raise ValueError(f"--link-profile: topology {topo.name!r} has no host links (only "
+                             "routed topologies, such as the dumbbell, have them)")
     except (TopologyError, ValueError) as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(1)
@@ -118,6 +125,9 @@ def up(
                     rec = lab.apply_profile(prof[0], radio=prof[1])[0]
                     note = f" ({rec.radio.note})" if rec.radio.requested and not rec.radio.applied else ""
                     console.print(f"profile {prof[0].name} on the clients' links{note}")
+                if link_prof:
+                    lab.apply_link_profile(link_prof)
+                    console.print(f"profile {link_prof.name} on every host's own link")
                 served = _serve(lab, serve, Path(work)) if serve else None
                 try:
                     _describe(lab, served)

@@ -82,6 +82,14 @@ def measure(
     keep_pcaps: bool = typer.Option(False, "--keep-pcaps", help="Keep each load's capture."),
     target: str = typer.Option("p4netem", "--target", help="p4netem or bmv2."),
     quiet: bool = typer.Option(False, "--quiet", help="No line per load."),
+    baseline: Path = typer.Option(None, "--baseline", metavar="DIR", help="Compare the run's "
+                                  "medians with DIR/baseline.json: exit 1 and a table when one is "
+                                  "worse by more than its tolerance."),
+    save_baseline: bool = typer.Option(False, "--save-baseline", help="Store the run's medians "
+                                       "as --baseline DIR instead of comparing."),
+    tolerance: list[str] = typer.Option([], "--tolerance", metavar="COLUMN=PCT", help="Tolerance "
+                                        "of the medians named (fnmatch), e.g. plt_ms_median=15 "
+                                        "(default 10). Repeatable."),
 ) -> None:
     """Load a page under a matrix of conditions in a Mininet lab; table, CSV/JSON and plot."""
     try:
@@ -109,6 +117,8 @@ def measure(
                 check_congestion_control(plan.congestion_control)
             except ValueError as exc:
                 raise ValueError(f"--cc: {exc}") from None
+        if save_baseline and baseline is None:
+            raise ValueError("--save-baseline needs --baseline DIR")
     except (ValueError, TopologyError) as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(2)
@@ -127,4 +137,7 @@ def measure(
     failed = [r for r in outcome.records if not r.ok]
     if failed:
         err.print(f"[red]{len(failed)} of {len(outcome.records)} loads failed[/] (see runs.csv)")
+        raise typer.Exit(1)
+    from ..harness.baseline import report as baseline_report
+    if baseline_report(out_dir, baseline, save_baseline, tolerance, console, err):
         raise typer.Exit(1)

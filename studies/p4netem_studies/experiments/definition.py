@@ -64,6 +64,8 @@ class LoaderOptions(_Model):
                                            # (the harness's Condition.prewake; radio profiles)
     flush_bytes: int | None = Field(None, ge=1, le=65536)   # pipelining flush policy
     flush_ms: float | None = Field(None, ge=0, le=10000)
+    server_buffering: bool | None = None   # plain HTTP/1.x from the server that buffers responses
+                                           # to pipelined requests (Condition.server_buffering)
 
     def merged(self, over: "LoaderOptions") -> dict:
         mine = self.model_dump()
@@ -85,7 +87,7 @@ class ClientSpec(LoaderOptions):
 def loader_args(options: dict) -> tuple[str, ...]:
     """Command-line options of p4netem_studies.web.load for merged client/mode options (without
     conns_per_host, which the harness passes itself, and prewake, which is the harness's:
-    Condition.prewake)."""
+    Condition.prewake, nor server_buffering, a server option: Condition.server_buffering)."""
     args: list[str] = []
     if options.get("accept_encoding") is not None:
         args += ["--accept-encoding", options["accept_encoding"]]

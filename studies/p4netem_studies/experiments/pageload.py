@@ -170,7 +170,8 @@ def build_plan(exp: PageloadExperiment, *, repetitions: int | None = None,
                 cond = Condition(base, spec.protocol, initcwnd=cell["initcwnd"],
                                  tls=cell["tls"], radio=radio, page=cell["page"],
                                  conns_per_host=opts.get("conns_per_host"), prewake=prewake,
-                                 label=label, loader_args=args)
+                                 label=label, loader_args=args,
+                                 server_buffering=bool(opts.get("server_buffering")))
                 if cond.key in cells:
                     continue      # two blocks asked for the same condition: run it once
                 conditions.append(cond)

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from ..web import pages as page_models
 from ..web import pki, site
+from ..web.apache import ApacheConfig, ApacheServer
 from ..web.manifest import Manifest
 from ..web.nginx import NginxConfig, NginxServer
 from ..web.spdy_server import SpdyConfig, SpdyServer
 from .dns import DnsServer
-from .protocols import NGINX_H2C, NGINX_HTTP, NGINX_HTTPS, SPDY_PLAIN, SPDY_TLS
+from .protocols import APACHE_PLAIN, NGINX_H2C, NGINX_HTTP, NGINX_HTTPS, SPDY_PLAIN, SPDY_TLS
 
 
 @dataclass
@@ -70,8 +71,12 @@ class Endpoints:
     """nginx (HTTP/1.x, HTTP/2, TLS and plain) and node-spdy on every server host of `lab`."""
 
     def __init__(self, lab, content: SiteContent, *, gzip: bool = False, spdy: bool = True,
-                 dns: bool = False, workdir: Path | None = None):
+                 dns: bool = False, buffering: bool = False, workdir: Path | None = None):
+        """`buffering`: also Apache on every server host (port 8082), the HTTP/1.x server that
+        buffers responses to pipelined requests (conditions with server_buffering)."""
         self.lab = lab
+        self.buffering = buffering
+        self.apache: dict[str, ApacheServer] = {}
         self.content = content
         self.gzip = gzip
         self.spdy = spdy
@@ -101,6 +106,10 @@ class Endpoints:
                                   https_port=NGINX_HTTPS, h2c_port=NGINX_H2C, gzip=self.gzip)
                 (d / "nginx").mkdir()
                 self.nginx[host] = NginxServer(ns, cfg, cert, workdir=d / "nginx").start()
+                if self.buffering:
+                    self.apache[host] = ApacheServer(
+                        ns, ApacheConfig(self.content.site_root, port=APACHE_PLAIN, gzip=self.gzip),
+                        workdir=d / "apache").start()
                 if self.spdy:
                     (d / "spdy-tls").mkdir()
                     (d / "spdy-plain").mkdir()
@@ -130,6 +139,8 @@ class Endpoints:
             out["nginx"] = next(iter(self.nginx.values())).version_info()
         if self.dns:
             out["dnsmasq"] = self.dns.version()
+        if self.apache:
+            out["apache"] = next(iter(self.apache.values())).version_info()
         return out
 
     def stop(self) -> None:
@@ -141,6 +152,9 @@ class Endpoints:
         for srv in self.spdy_servers.values():
             srv.stop()
         self.spdy_servers.clear()
+        for srv in self.apache.values():
+            srv.stop()
+        self.apache.clear()
         for srv in self.nginx.values():
             srv.stop()
         self.nginx.clear()

@@ -35,6 +35,10 @@ class Condition:
     # p4netem_studies.web.load (--revalidate, --accept-encoding identity, --discover at-once).
     label: str = ""
     loader_args: tuple[str, ...] = ()
+    # Server output buffering for pipelining (E1's servers): HTTP/1.x from Apache, which writes
+    # the responses to pipelined requests out only when its buffer fills or no request is
+    # waiting, instead of nginx, which writes each as it is done (web/apache.py).
+    server_buffering: bool = False
 
     def __post_init__(self) -> None:
         if self.prewake and not self.radio:
@@ -47,6 +51,10 @@ class Condition:
             raise ValueError(f"{self.protocol} needs TLS")
         if not 1 <= self.initcwnd <= 1024:
             raise ValueError(f"initcwnd {self.initcwnd} out of range 1..1024")
+        if self.server_buffering and (self.tls or not proto.loader.startswith("h1")
+                                      or proto.browser):
+            raise ValueError(f"server_buffering: the buffering server speaks plain HTTP/1.x; "
+                             f"not {self.protocol}{' over TLS' if self.tls else ''}")
         if self.conns_per_host is not None and not 1 <= self.conns_per_host <= 64:
             raise ValueError(f"conns_per_host {self.conns_per_host} out of range 1..64")
         pages.named(self.page)   # raises for an unknown page
@@ -62,12 +70,13 @@ class Condition:
     def variant(self) -> str:
         """The cell within a profile, e.g. 'h2 iw10', 'h1.1x6 iw3 plain' or (labelled)
         'pipelined+deflate iw10 plain'."""
+        buffered = " buffered" if self.server_buffering else ""
         if self.label:
-            return f"{self.label} iw{self.initcwnd}" + ("" if self.tls else " plain")
+            return f"{self.label} iw{self.initcwnd}" + ("" if self.tls else " plain") + buffered
         proto = self.protocol
         if self.conns_per_host and self.conns_per_host != protocol(self.protocol).conns_per_host:
             proto += f"x{self.conns_per_host}"
-        return f"{proto} iw{self.initcwnd}" + ("" if self.tls else " plain")
+        return f"{proto} iw{self.initcwnd}" + ("" if self.tls else " plain") + buffered
 
     @property
     def key(self) -> str:

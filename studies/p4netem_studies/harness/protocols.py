@@ -6,6 +6,8 @@ protocol at once and a comparison switches protocol per load without restarting 
 
     nginx   80 HTTP/1.x            443 TLS (ALPN h2, http/1.1)     8080 h2c (prior knowledge)
     spdy    8081 plain SPDY/3.1    8443 TLS (ALPN spdy/3.1, http/1.1)
+    apache  8082 plain HTTP/1.x, buffering responses to pipelined requests (a condition's
+            server_buffering: E1's servers; web/apache.py), started only when a plan asks
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 NGINX_HTTP, NGINX_HTTPS, NGINX_H2C = 80, 443, 8080
 SPDY_PLAIN, SPDY_TLS = 8081, 8443
+APACHE_PLAIN = 8082
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from ..web.load import run_loader
 from .endpoints import Endpoints, SiteContent
 from .metrics import WireMetrics, wire_metrics
 from .plan import Condition, Plan, resolve_profile
-from .protocols import protocol
+from .protocols import APACHE_PLAIN, protocol
 from .provenance import command_line, loadavg, run_context
 from .radio import RadioLog, RadioPrep, prepare_radio, wake_exchange
 from .tcp import environment, set_initial_windows, tune_hosts
@@ -166,6 +166,7 @@ class PageloadLab:
             self.on_event("stage", {"text": "starting servers"})
             self.endpoints = self._stack.enter_context(Endpoints(
                 self.lab, self.content, gzip=plan.gzip, dns=plan.dns,
+                               buffering=any(c.server_buffering for c in plan.conditions),
                 workdir=self._work / "endpoints"))
             self.metadata = self._metadata(self.lab, self.endpoints, self.content)
             self.metadata["tcp_sysctls_set"] = tune_hosts(self.lab, plan.congestion_control,
@@ -264,7 +265,8 @@ class PageloadLab:
         try:
             radio_log.begin(applied)
             report = run_loader(ns, proto.loader, content.paths[cond.page], resolve=resolve,
-                                scheme="https" if cond.tls else "http", port=proto.port(cond.tls),
+                                scheme="https" if cond.tls else "http",
+                                port=APACHE_PLAIN if cond.server_buffering else proto.port(cond.tls),
                                 ca_file=str(cert.ca_cert), timeout_s=plan.timeout_s,
                                 spki=[cert.spki_sha256] if proto.browser else None,
                                 dns=plan.dns, extra_args=extra)
@@ -318,6 +320,8 @@ class PageloadLab:
             "pages": {name: {"objects": len(m.objects), "hosts": list(m.hosts),
                              "total_bytes": m.total_bytes, "seed": m.seed}
                       for name, m in content.manifests.items()},
+            # Which conditions' HTTP/1.x came from the buffering server (Apache, web/apache.py).
+            "server_output_buffering": [c.key for c in self.plan.conditions if c.server_buffering],
             "tls": {"certificate_key": content.cert.key_type if content.cert else None,
                     "server_protocols": "TLSv1.2 TLSv1.3", "session_resumption": False},
         }

@@ -340,7 +340,9 @@ def summarize(plan: WorkloadPlan, runs: list[WorkloadRun]) -> list[dict]:
         for name in ("utilisation_down", "utilisation_up", "drop_rate_down_pct",
                      "drop_rate_up_pct", "goodput_kbit", "goodput_web_kbit",
                      "goodput_bulk_kbit", "queue_drops_down", "packets_in_down",
-                     "pages_unfinished", "pages_failed"):
+                     "pages_unfinished", "pages_failed", "access_max_utilisation_to_host",
+                     "access_max_utilisation_from_host", "access_queue_drops_to_host",
+                     "access_queue_drops_from_host"):
             vals = [r.metrics.get(name) for r in rs if r.metrics.get(name) is not None]
             row[name] = statistics.median(vals) if vals else None
         med = row["page_delay_median_ms"]

@@ -1,0 +1,51 @@
+"""`measure`/`experiment run --baseline DIR` (issue 12 item 6): a run's summary.csv medians against a
+stored baseline, with a tolerance per column and the right direction for times and rates."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from p4netem_studies.harness.baseline import BaselineError, check_run, parse_tolerances
+
+
+def _summary(d: Path, rows: list[dict]) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / "summary.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return d
+
+
+def test_save_then_compare(tmp_path):
+    base = tmp_path / "baseline"
+    run1 = _summary(tmp_path / "r1", [{"key": "lte/h2/iw10", "plt_ms_median": "1000", "goodput_mbps_median": "8",
+                                       "profile": "lte", "plt_ms_q1": "900"}])
+    assert check_run(run1, base, save=True, tolerances=[]) == ([], False)
+    assert (base / "baseline.json").exists()
+    # Within 10 % (times higher, rates lower): no regression.
+    ok = _summary(tmp_path / "r2", [{"key": "lte/h2/iw10", "plt_ms_median": "1090", "goodput_mbps_median": "7.3"}])
+    comparisons, regressed = check_run(ok, base, save=False, tolerances=[])
+    assert not regressed and {c.name for c in comparisons} == {"lte/h2/iw10:plt_ms_median",
+                                                                  "lte/h2/iw10:goodput_mbps_median"}
+    slow = _summary(tmp_path / "r3", [{"key": "lte/h2/iw10", "plt_ms_median": "1200", "goodput_mbps_median": "9"}])
+    comparisons, regressed = check_run(slow, base, save=False, tolerances=[])
+    assert regressed and [c.name for c in comparisons if c.regressed] == ["lte/h2/iw10:plt_ms_median"]
+    # The tolerance is the one stored with the baseline: save with 25 % and 1200 passes.
+    check_run(run1, base, save=True, tolerances=parse_tolerances(["plt_*=25"]))
+    assert not check_run(slow, base, save=False, tolerances=[])[1]
+
+
+def test_errors_are_named(tmp_path):
+    with pytest.raises(BaselineError, match="--tolerance 'plt_ms_median': not COLUMN=PCT"):
+        parse_tolerances(["plt_ms_median"])
+    with pytest.raises(BaselineError, match="0..1000"):
+        parse_tolerances(["x=-1"])
+    run = _summary(tmp_path / "r", [{"key": "a", "plt_ms_median": "1"}])
+    with pytest.raises(BaselineError, match="no baseline; make one with --save-baseline"):
+        check_run(run, tmp_path / "none", save=False, tolerances=[])
+    with pytest.raises(BaselineError, match="no summary"):
+        check_run(tmp_path / "empty", tmp_path / "none", save=True, tolerances=[])
