@@ -24,6 +24,7 @@ use crate::learn::LearnFilter;
 use crate::parse::parse;
 use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
 use crate::rng::Prng;
+
 use crate::stage::corrupt::flip;
 use crate::stage::{Ctx, Impairment, Impairments, Pkt, Stage, Verdict};
 use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
@@ -228,6 +229,7 @@ impl DataPlane {
             }
             work += self.packet_outs();
             let now = monotonic_ns();
+            self.stages.tick(now, &self.link.registers);
             work += self.release_due(now);
             let mut backlog = false;
             for pi in 0..self.ports.len() {
@@ -298,7 +300,7 @@ impl DataPlane {
         }
     }
 
-    /// Reseed, reset and rate-queue provisioning requests from the control plane.
+    /// Reseed, reset and stage provisioning requests from the control plane.
     fn sync_control(&mut self, snap: &Snapshot) {
         let regs = &self.link.registers;
         let g = regs.rng_seed_generation.load(Ordering::Acquire);
@@ -309,14 +311,14 @@ impl DataPlane {
         let r = self.link.reset_generation.load(Ordering::Acquire);
         if r != self.reset_generation {
             self.reset_generation = r;
-            self.stages.rate.reset();
+            self.stages.reset();
             self.learn.clear();
         }
         let profiles = Arc::as_ptr(&snap.profiles) as usize;
         if profiles != self.profiles_seen {
             self.profiles_seen = profiles;
             for (pd, imp) in snap.profiles.iter() {
-                self.stages.rate.provision(pd, imp);
+                self.stages.provision(pd, imp);
             }
         }
     }
@@ -422,7 +424,7 @@ impl DataPlane {
         if let Some(radio) = radio {
             pkt.ue = sel.ue(parsed.key.ipv4_src, parsed.key.ipv4_dst);
             let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
-            let verdict = self.stages.radio.apply(radio, &mut ctx, &mut pkt);
+            let verdict = self.stages.radio.enqueue(radio, &mut ctx, &mut pkt);
             self.report_radio_events();
             if let Verdict::Drop(reason) = verdict {
                 return self.drop_pkt(pd, reason, len);
@@ -578,8 +580,7 @@ impl DataPlane {
         for &h in &due {
             let pd = self.pool.meta(h).pd;
             if pd != NO_PD {
-                // Keeps backlog registers exact when no new packet of this pd arrives.
-                self.stages.rate.drain(pd, now, &self.link.registers);
+                self.stages.dequeue(pd, now, &self.link.registers);
             }
             self.send_held(h);
         }

@@ -23,8 +23,11 @@ control P4netemIngress(inout headers_t hdr,
     @id(0x12000001)
     counter(PD_COUNT, CounterType.packets_and_bytes) profile_in;
 
-    /* Index pd * DROP_REASONS + reason. */
+    /* Index pd * DROP_REASONS + reason. The annotation lists the reasons in index order: p4c copies
+       it into the P4Info, from which the switch (build time) and the control plane (run time)
+       take them; the DROP_* constants of defines.p4 are checked against it (tests/contract). */
     @id(0x12000003)
+    @p4netem_drop_reasons("loss_random loss_burst queue_full radio no_route malformed buffer_exhausted tx_error")
     counter(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) drops;
 
     @id(0x12000004)

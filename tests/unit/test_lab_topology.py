@@ -75,6 +75,10 @@ def test_dumbbell_hosts_have_their_own_links_through_their_router():
     assert routes["server2"] == [("10.0.0.0/30", "10.0.2.2")]
     assert routes["left"] == [("10.0.1.0/30", "10.0.2.2")]
     assert routes["right"] == [("10.0.0.0/30", "10.0.2.1")]
+    # A lab moved to its own subnet (parallel runs) routes within it.
+    moved = topo.relocated(1)
+    assert moved.routes()["client1"] == [("10.1.1.0/30", "10.1.2.1")]
+    assert moved.routes()["right"] == [("10.1.0.0/30", "10.1.2.1")]
     # Unrouted topologies have no links and no routes.
     inline = load_topology("inline").expand()
     assert inline.links == [] and inline.routes() == {}

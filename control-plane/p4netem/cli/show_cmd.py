@@ -37,7 +37,7 @@ def show(
     the entries other controllers wrote. Read-only: needs no election and disturbs nobody."""
     with connect(addr, device_id, election_id, write=False, profiles=gather_profiles(profiles)) as ctl:
         state = ctl.state()
-        applied = [ctl._applied_rule(m, state) for m in state.managed.values()]
+        applied = [ctl.applied_rule(m, state) for m in state.managed.values()]
         if as_json:
             typer.echo(json.dumps({
                 "switch": addr, "device_id": device_id,

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from .. import pipeline as pl
+from .. import schema
 from .action_params import ParamWidths
 from .errors import Problem, ProfileError, problems_from_validation_error
 from .link import JitterDistribution, LinkParams
@@ -36,26 +37,9 @@ __all__ = ["SET_IMPAIRMENT", "PROFILE_TABLE", "IMPAIRMENT_PARAMS", "Direction", 
 PROFILE_TABLE = pl.PROFILE
 SET_IMPAIRMENT = pl.SET_IMPAIRMENT
 
-# (param id, name, bit width) of set_impairment, in contract order (names as p4netem.pipeline;
-# a test checks ids and widths against the checked-in P4Info).
-IMPAIRMENT_PARAMS: tuple[tuple[int, str, int], ...] = (
-    (1, "delay_ns", 48),
-    (2, "jitter_ns", 48),
-    (3, "jitter_dist", 8),
-    (4, "reorder_mode", 8),
-    (5, "reorder_prob", 32),
-    (6, "loss_prob", 32),
-    (7, "ge_p", 32),
-    (8, "ge_r", 32),
-    (9, "ge_loss_good", 32),
-    (10, "ge_loss_bad", 32),
-    (11, "ns_per_byte_q16", 48),
-    (12, "overhead_bytes", 16),
-    (13, "queue_limit_bytes", 32),
-    (14, "queue_limit_pkts", 32),
-    (15, "dup_prob", 32),
-    (16, "corrupt_prob", 32),
-)
+# (param id, name, bit width) of set_impairment, in contract order: read from the contract P4Info
+# (p4netem.schema), never written out here.
+IMPAIRMENT_PARAMS: tuple[tuple[int, str, int], ...] = schema.action_params(SET_IMPAIRMENT)
 _PARAMS = ParamWidths(SET_IMPAIRMENT, IMPAIRMENT_PARAMS)
 
 REORDER_KEEP_ORDER = 0  # release = max(release, last_release)

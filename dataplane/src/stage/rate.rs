@@ -44,19 +44,6 @@ impl Rate {
         cap as usize
     }
 
-    /// Makes sure pd's ring can hold what `imp` allows (allocates only when it must grow).
-    pub fn provision(&mut self, pd: u32, imp: &Impairment) {
-        if !imp.has_rate() {
-            return;
-        }
-        let cap = self.capacity_for(imp);
-        if let Some(q) = self.queues.get_mut(pd as usize) {
-            if q.capacity() < cap {
-                q.reserve_exact(cap - q.len());
-            }
-        }
-    }
-
     /// Removes the packets that have departed by `now` from pd's queue and backlog registers.
     #[inline]
     pub fn drain(&mut self, pd: u32, now: u64, regs: &Registers) {
@@ -80,21 +67,40 @@ impl Rate {
         pcell.store(pkts, Relaxed);
     }
 
-    /// Forgets every queued departure (after a control-plane reset of the registers).
-    pub fn reset(&mut self) {
-        for q in &mut self.queues {
-            q.clear();
-        }
-    }
-
     pub fn queued(&self, pd: u32) -> usize {
         self.queues.get(pd as usize).map_or(0, |q| q.len())
     }
 }
 
 impl Stage for Rate {
+    /// Makes sure pd's ring can hold what `imp` allows (allocates only when it must grow).
+    fn provision(&mut self, pd: u32, imp: &Impairment) {
+        if !imp.has_rate() {
+            return;
+        }
+        let cap = self.capacity_for(imp);
+        if let Some(q) = self.queues.get_mut(pd as usize) {
+            if q.capacity() < cap {
+                q.reserve_exact(cap - q.len());
+            }
+        }
+    }
+
+    /// Keeps the backlog registers exact when no new packet of this pd arrives.
     #[inline]
-    fn apply(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
+    fn dequeue(&mut self, pd: u32, now: u64, regs: &Registers) {
+        self.drain(pd, now, regs);
+    }
+
+    /// Forgets every queued departure (after a control-plane reset of the registers).
+    fn reset(&mut self) {
+        for q in &mut self.queues {
+            q.clear();
+        }
+    }
+
+    #[inline]
+    fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         // A packet enters the rate queue when the radio can carry it (its ready time).
         pkt.departure = pkt.ready;
         if !imp.has_rate() {
@@ -162,7 +168,7 @@ mod tests {
         for _ in 0..3 {
             let mut ctx = Ctx { now, pd: 2, rng: &mut rng, regs: &regs, counters: &counters };
             let mut p = Pkt::new(1476, now);
-            assert_eq!(rate.apply(&imp, &mut ctx, &mut p), Verdict::Pass);
+            assert_eq!(rate.enqueue(&imp, &mut ctx, &mut p), Verdict::Pass);
             deps.push(p.departure);
         }
         // (1476 + 24) bytes * 800 ns = 1.2 ms each, back to back.
@@ -184,7 +190,7 @@ mod tests {
         let mut verdicts = Vec::new();
         for _ in 0..8 {
             let mut ctx = Ctx { now: 0, pd: 0, rng: &mut rng, regs: &regs, counters: &counters };
-            verdicts.push(rate.apply(&imp, &mut ctx, &mut Pkt::new(1000, 0)));
+            verdicts.push(rate.enqueue(&imp, &mut ctx, &mut Pkt::new(1000, 0)));
         }
         assert_eq!(verdicts.iter().filter(|v| **v == Verdict::Pass).count(), 5);
         assert_eq!(verdicts[5], Verdict::Drop(DropReason::QueueFull));
@@ -196,7 +202,7 @@ mod tests {
         let passed = (0..5)
             .filter(|_| {
                 let mut ctx = Ctx { now: 0, pd: 1, rng: &mut rng, regs: &regs, counters: &counters };
-                rate.apply(&imp_b, &mut ctx, &mut Pkt::new(1000, 0)) == Verdict::Pass
+                rate.enqueue(&imp_b, &mut ctx, &mut Pkt::new(1000, 0)) == Verdict::Pass
             })
             .count();
         assert_eq!(passed, 2);
@@ -219,7 +225,7 @@ mod tests {
                 let now = i * gap;
                 let mut ctx = Ctx { now, pd: 3, rng: &mut rng, regs: &regs, counters: &counters };
                 let mut p = Pkt::new(1500, now);
-                rate.apply(&imp, &mut ctx, &mut p);
+                rate.enqueue(&imp, &mut ctx, &mut p);
                 last = p.departure;
             }
             let got = (n * 1500 * 8) as f64 / (last as f64 / 1e9);

@@ -91,3 +91,42 @@ impl ProfileTable {
         self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i as u32, s)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{action, ACTION_SET_IMPAIRMENT};
+
+    /// Every field reads the param of its own name (the indices come from the P4Info; this checks
+    /// the hand-written half, the field each index goes to).
+    #[test]
+    fn each_field_reads_its_named_param() {
+        let params: Vec<u128> = (1..=imp::COUNT as u128).collect();
+        let i = Impairment::from_params(&params);
+        let by_name = |name: &str| {
+            let a = action(ACTION_SET_IMPAIRMENT).unwrap();
+            a.params.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no param {name}")).id as u64
+        };
+        let fields: [(&str, u64); imp::COUNT] = [
+            ("delay_ns", i.delay_ns),
+            ("jitter_ns", i.jitter_ns),
+            ("jitter_dist", i.jitter_dist as u64),
+            ("reorder_mode", i.reorder_mode as u64),
+            ("reorder_prob", i.reorder_prob as u64),
+            ("loss_prob", i.loss_prob as u64),
+            ("ge_p", i.ge_p as u64),
+            ("ge_r", i.ge_r as u64),
+            ("ge_loss_good", i.ge_loss_good as u64),
+            ("ge_loss_bad", i.ge_loss_bad as u64),
+            ("ns_per_byte_q16", i.ns_per_byte_q16),
+            ("overhead_bytes", i.overhead_bytes as u64),
+            ("queue_limit_bytes", i.queue_limit_bytes as u64),
+            ("queue_limit_pkts", i.queue_limit_pkts as u64),
+            ("dup_prob", i.dup_prob as u64),
+            ("corrupt_prob", i.corrupt_prob as u64),
+        ];
+        for (name, got) in fields {
+            assert_eq!(got, by_name(name), "{name}");
+        }
+    }
+}

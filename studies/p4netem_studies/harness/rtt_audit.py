@@ -29,6 +29,12 @@ need (Nagle holding a partial segment behind an unacknowledged small one, a cork
 released, a server that writes only when an ACK wakes it). `stall_ms` sums how long each stalled
 packet came after the previous data on its connection.
 
+Packets that arrive right behind one another at the downlink's rate (a rate-limited link's
+queue) tell nothing about when they left the server: they continue their burst, never count as
+released by an ACK. `server_ms` and `client_ms` split the deepest chain's time beyond its
+round trips: the servers' (think time, and the transmission of answers over a slow downlink)
+and the client's (its own processing and timers: pipelining's 50 ms flush, a loader's start).
+
 `rtt_path` spells the deepest packet's chain from the first SYN: one letter per round trip
 (h handshake, r request or TLS flight, w window wait, s stall, l loss repair), so a reader sees
 where a load's round trips went ("hrr" is TCP, the HTML, its objects).
@@ -43,6 +49,7 @@ from ..web.capture import ACK, FIN, RST, SYN, Segment
 
 RELEASE_MS = 2.0        # an ACK-released packet leaves within this of the ACK's arrival
 CAPTURE_EPS_MS = 0.3    # timestamp noise allowed when asking "had it arrived yet?"
+GAP_FLOOR_MS = 1.0      # a silence shorter than this never ends a burst (a LAN's RTT is less)
 
 
 @dataclass
@@ -104,6 +111,7 @@ class _Conn:
         self.server_isn: int | None = None
         self.client_wscale = 0
         self.rtt: float | None = None
+        self.spread = 0.0                      # how much the RTT samples vary (delay jitter)
         self.up_times: list[float] = []
         self.up: list[_Pkt] = []
         self.pos: dict[int, int] = {}          # packet index -> position in `up`
@@ -142,7 +150,7 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
         return Audit()
     for c in conns.values():
         _relative(c)
-        c.rtt = _rtt(c)
+        c.rtt, c.spread = _rtt(c)
     rtts_known = [c.rtt for c in conns.values() if c.rtt]
     fallback = min(rtts_known) if rtts_known else None
     for c in conns.values():
@@ -154,8 +162,10 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
         c.up_data_times = [p.ts for p in c.up_data]
 
     result = Audit()
+    rate = _downlink_rate(pkts)
     first_syn = next((p for p in pkts if p.up and p.seg.flags & SYN), None)
     last_down: _Pkt | None = None              # the last meaningful server packet so far
+    last_any: _Pkt | None = None               # the last server packet of any kind
     last_down_by_conn: dict[tuple, _Pkt] = {}
     prev_data: dict[tuple, _Pkt] = {}
     for p in pkts:
@@ -167,7 +177,9 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
             continue
         if c.rtt is None or c.server_isn is None or c.client_closed:
             continue      # what a server sends after the client closed is not part of the load
-        _server_depth(p, c, prev_data.get(p.conn), initcwnd, result)
+        queued = _queued(p, last_any, rate)
+        _server_depth(p, c, prev_data.get(p.conn), initcwnd, result, queued)
+        last_any = p
         if p.meaningful and p.depth is not None:
             last_down = p
             last_down_by_conn[p.conn] = p
@@ -199,9 +211,11 @@ def _relative(c: _Conn) -> None:
             p.rel_ack = _rel(s.ack, other)
 
 
-def _rtt(c: _Conn) -> float | None:
-    """Smallest client-packet-to-acknowledging-server-packet gap on the connection (seconds)."""
-    best = None
+def _rtt(c: _Conn) -> tuple[float | None, float]:
+    """The smallest client-packet-to-acknowledging-server-packet gap on the connection
+    (seconds), and how far the samples' lower quartile lies above it (a profile's delay
+    jitter: how uncertain "when did this packet leave the server" is)."""
+    samples = []
     pending: list[_Pkt] = []
     for p in c.pkts:
         if p.up:
@@ -213,12 +227,14 @@ def _rtt(c: _Conn) -> float | None:
         keep = []
         for q in pending:
             if p.rel_ack >= q.rel_end and p.ts >= q.ts:
-                gap = p.ts - q.ts
-                best = gap if best is None else min(best, gap)
+                samples.append(p.ts - q.ts)
             else:
                 keep.append(q)
         pending = keep
-    return best
+    if not samples:
+        return None, 0.0
+    samples.sort()
+    return samples[0], samples[len(samples) // 4] - samples[0]
 
 
 def _client_depth(p: _Pkt, first_syn: _Pkt | None, last_down: _Pkt | None,
@@ -254,7 +270,30 @@ def _arrived(c: _Conn, before: float, rcv_nxt: int) -> _Pkt | None:
     return None
 
 
-def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: Audit) -> None:
+def _downlink_rate(pkts: list[_Pkt]) -> float | None:
+    """Bytes per second of the client's downlink when it is the bottleneck: packets that
+    queued there arrive spaced by their serialisation time. The 75th percentile of
+    wire bytes / gap over consecutive server packets (a queue's back-to-back packets dominate a
+    rate-limited load; on an unlimited link the figure is huge and never matters)."""
+    down = [p for p in pkts if not p.up]
+    rates = sorted(b.seg.wire_len / (b.ts - a.ts) for a, b in zip(down, down[1:])
+                   if b.ts > a.ts and b.seg.wire_len >= 1000)
+    if len(rates) < 4:
+        return None
+    return rates[(3 * len(rates)) // 4]
+
+
+def _queued(p: _Pkt, prev: _Pkt | None, rate: float | None) -> bool:
+    """Did p arrive right behind the previous server packet, at the downlink's rate? Then it
+    waited in the bottleneck's queue, and when it left the server cannot be told from when it
+    arrived: no release by an ACK can be read into its timing."""
+    if prev is None or rate is None:
+        return False
+    return p.ts - prev.ts <= 1.5 * p.seg.wire_len / rate
+
+
+def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: Audit,
+                  queued: bool = False) -> None:
     s = p.seg
     rtt = c.rtt
     if s.flags & SYN:
@@ -274,7 +313,7 @@ def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: A
             break
     left = p.ts - rtt                       # when p left the server, as client time minus RTT
     gap = p.ts - prev.ts if prev is not None else None
-    if prev is not None and gap < rtt / 2:
+    if prev is not None and (gap < max(rtt / 2, GAP_FLOOR_MS / 1000.0) or queued):
         # Still the burst prev belonged to, unless p answers client data newer than prev's.
         p.depth, p.cause, p.kind = prev.depth, prev.cause, prev.kind
         if data is not None and p.rel_ack > prev.rel_ack and data.depth is not None \
@@ -288,7 +327,7 @@ def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: A
     # a pure ACK acknowledging new data arrived.
     ack_release = (prev is not None and p.rel_ack == prev.rel_ack and last is not None
                    and not last.data and not last.seg.flags & (SYN | FIN | RST)
-                   and left - last.ts <= RELEASE_MS / 1000.0 and _new_ack(c, last))
+                   and left - last.ts <= _release_s(c) and _new_ack(c, last))
     if ack_release and last.depth is not None:
         kind = _why_held(p, c, last, left, initcwnd)
         p.depth, p.cause, p.kind = last.depth + 1, last, kind
@@ -311,6 +350,13 @@ def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: A
         p.depth, p.cause, p.kind = prev.depth, prev.cause, prev.kind
 
 
+def _release_s(c: _Conn) -> float:
+    """How soon after an ACK's arrival a packet it released leaves: RELEASE_MS, less on a LAN
+    (a quarter of the RTT), where ACKs arrive every few hundred microseconds; more on a link
+    with delay jitter (twice the RTT samples' spread), where arrival times blur departures."""
+    return max(min(RELEASE_MS / 1000.0, c.rtt / 4), 2 * c.spread)
+
+
 def _new_ack(c: _Conn, ack: _Pkt) -> bool:
     """Did this pure ACK acknowledge something the previous client packet had not?"""
     i = c.pos[ack.index]
@@ -327,7 +373,10 @@ def _why_held(p: _Pkt, c: _Conn, ack: _Pkt, left: float, initcwnd: int) -> str:
     i = c.pos[ack.index]
     while i >= 0:
         q = c.up[i]
-        if q.ts < left - RELEASE_MS / 1000.0:
+        # A quarter RTT back: which of several ACKs released p is a matter of milliseconds
+        # of jitter, and a window that was full before any of them explains the wait (a Nagle
+        # stall has one or two packets in flight, so this never hides one).
+        if q.ts < left - max(_release_s(c), c.rtt / 4):
             break
         if not q.data and _window_full(p, c, i, initcwnd):
             return "w"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import platform
 import re
 import subprocess
+import sys
 
 from .netns import ns_argv, run
 
@@ -196,7 +197,6 @@ def probe_congestion_control(client_ns: str | None, server_ns: str | None, serve
                              timeout_s: float = 30.0) -> dict[str, str]:
     """Open one TCP connection from `client_ns` to `server_ip` (in `server_ns`) and return the
     congestion control each end's socket runs: {"client": ..., "server": ...}."""
-    import sys
     server = subprocess.Popen(ns_argv(server_ns, [sys.executable, "-c", _PROBE_SERVER, server_ip,
                                                   str(timeout_s)]),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
