@@ -221,7 +221,7 @@ def test_ray_cluster_of_two_nodes_survives_a_killed_worker(serial, ray_cluster, 
     yaml, ref = serial
     out = tmp_path / "ray"
     proc = subprocess.Popen([P4NETEM, "experiment", "run", str(yaml), *SLICE, "--ray",
-                             ray_cluster, "--out", str(out)], stdout=subprocess.PIPE,
+                             ray_cluster, "--parallel", "2", "--out", str(out)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=ENV)
     try:
         _wait_stored(out, 1, proc)

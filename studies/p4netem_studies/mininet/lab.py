@@ -246,7 +246,7 @@ class MininetLab:
         last_in = None
         quiet_since = t0
         while True:
-            counters = [read_pd_counters(self.client, pd) for pd in pds]
+            counters = [self._read_counters_patiently(pd) for pd in pds]
             seen = sum(c.profile_in for c in counters)
             held = any(c.conservation_gap() for c in counters)
             now = time.monotonic()
@@ -256,6 +256,20 @@ class MininetLab:
             if now - quiet_since >= quiet_s or now - t0 >= timeout_s:
                 return now - t0
             time.sleep(min(0.1, quiet_s / 4))
+
+    def _read_counters_patiently(self, pd, tries: int = 4):
+        """One counter read, tried again when it times out: on a machine loaded far beyond its
+        cores (parallel labs and other work) a read can miss its deadline although the switch
+        is fine, and losing the lab (and the load) for that would be worse than waiting."""
+        for attempt in range(tries):
+            try:
+                return read_pd_counters(self.client, pd)
+            except Exception as exc:      # P4RuntimeError or grpc.RpcError, by client version
+                text = str(exc)
+                if attempt == tries - 1 or not any(c in text for c in ("DEADLINE_EXCEEDED",
+                                                                      "UNAVAILABLE")):
+                    raise
+                time.sleep(0.5 * (attempt + 1))
 
     def profiles(self) -> dict[int, AppliedProfile]:
         """Slot -> the profile it runs (as last applied)."""

@@ -1,6 +1,7 @@
 """How many labs to run at once on this machine for these jobs (the default of --parallel).
 
-A lab costs memory (namespaces, a switch, nginx and the other servers: about 150 MB; a
+A lab costs a start-up (pages, namespaces, switch, servers: 8-16 s, more on a busy machine),
+which only pays off over several loads: no more labs than one per 4 loads. A lab costs memory (namespaces, a switch, nginx and the other servers: about 150 MB; a
 Chromium client about 400 MB more) and CPU in proportion to what its loads do (session.cpu_weight:
 a GPRS load waits, a LAN load keeps the switch and both TCP stacks busy). The labs together may
 use three quarters of the cores, leaving the rest to the driver and to the timing of the switches'
@@ -17,6 +18,7 @@ from .store import Job
 LAB_MB = 150
 BROWSER_MB = 400
 CPU_SHARE = 0.75
+LOADS_PER_LAB = 4
 
 
 def available_mb() -> int:
@@ -35,4 +37,5 @@ def default_labs(jobs: list[Job], browser: bool = False) -> int:
         return 1
     by_cpu = int(cores * CPU_SHARE / max(median_weight(jobs), 0.05))
     by_mem = int(available_mb() * 0.5 // (LAB_MB + (BROWSER_MB if browser else 0)))
-    return max(1, min(by_cpu, by_mem, 2 * cores + 2, len(jobs)))
+    by_jobs = max(1, len(jobs) // LOADS_PER_LAB)
+    return max(1, min(by_cpu, by_mem, 2 * cores + 2, by_jobs))

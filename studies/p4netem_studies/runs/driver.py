@@ -61,6 +61,7 @@ class Driver:
     _errors: dict = field(default_factory=dict)
     _next_lab: int = 0
     _failures_in_a_row: int = 0
+    _orphans: list = field(default_factory=list)
     lab_metadata: dict = field(default_factory=dict)
 
     def run(self) -> None:
@@ -140,7 +141,7 @@ class Driver:
                 self._lab_meta(lab.lab_id, msg[1]["lab_metadata"])
             self._labs.pop(lab.lab_id, None)
         elif kind in ("error", "died"):
-            self._lost(lab, str(msg[1]))
+            self._lost(lab, str(msg[1]), closing_itself=kind == "error")
 
     def _result(self, lab: _Lab, res: dict) -> None:
         job = lab.job
@@ -159,9 +160,11 @@ class Driver:
         self.lab_metadata[lab_id] = meta
         self.store.set_lab_metadata(lab_id, meta)
 
-    def _lost(self, lab: _Lab, reason: str) -> None:
+    def _lost(self, lab: _Lab, reason: str, closing_itself: bool = False) -> None:
         """A lab that failed or died: its job goes back to the queue (or is stored as failed
-        after max_attempts starts); the lab is gone."""
+        after max_attempts starts); the lab is gone. A lab that reported an error tears itself
+        down (it is told to close, never killed in the middle of it); a dead one is killed for
+        good measure."""
         if lab.lab_id not in self._labs:
             return
         self._labs.pop(lab.lab_id)
@@ -170,9 +173,10 @@ class Driver:
         self._failures_in_a_row += 1
         self.on_event("lab_lost", {"lab": lab.lab_id, "reason": reason, "job": lab.job})
         try:
-            lab.handle.abort()
+            lab.handle.close() if closing_itself else lab.handle.abort()
         except Exception:
             pass
+        self._orphans.append(lab.handle)
         job = lab.job
         if job is not None:
             self.store.end_attempt(lab.attempt, "lab-lost", reason)
@@ -215,3 +219,9 @@ class Driver:
         for lab in self._labs.values():
             lab.handle.abort()
         self._labs.clear()
+        # Labs lost during the run that are still tearing themselves down: give them the time
+        # to finish before the driver exits (its exit would send them PDEATHSIG, now ignored).
+        for handle in self._orphans:
+            join = getattr(handle, "join", None)
+            if join is not None and not join(60):
+                handle.abort()

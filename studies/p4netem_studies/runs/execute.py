@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
-from .capacity import default_labs
+from .capacity import LOADS_PER_LAB, default_labs
 from .driver import Driver, RunFailed
 from .identity import differences, identity
 from .session import Session
@@ -91,7 +91,7 @@ def execute(out: Path, *, kind: str, parallel: int | None = None, ray: str | Non
     if ray:
         from .cluster import RayBackend
         backend = RayBackend(ray)
-        labs = parallel or min(backend.capacity(), len(pending)) or 1
+        labs = parallel or min(backend.capacity(), max(1, len(pending) // LOADS_PER_LAB))
         shared = True
         where = f"Ray ({ray}: {backend.nodes()} node(s))"
     else:

@@ -72,6 +72,9 @@ def _lab_main(conn, session: dict, lab_id: str, index: int, shared: bool, run_di
     except (EOFError, BrokenPipeError):
         pass      # the driver is gone
     finally:
+        # The teardown must finish whatever arrives now (the driver's abort, its death's
+        # PDEATHSIG): a lab stopped halfway through closing leaves namespaces and servers behind.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         info = worker.close()
         try:
             conn.send(("closed", info))

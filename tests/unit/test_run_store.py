@@ -1,0 +1,72 @@
+"""The run store (SQLite, WAL) and what resume compares: a load is never stored twice, the plan
+is there before any result, a second process reads while the first writes, and every changed
+field of the identity is named."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from p4netem_studies.runs.identity import differences, identity
+from p4netem_studies.runs.session import Session, derive_seed, job_key
+from p4netem_studies.runs.store import Job, RunStore, StoreError
+
+
+def _jobs(n: int) -> list[Job]:
+    return [Job(job_key(f"c{i % 2}", i // 2), i, f"s{i % 2}", {"switch": derive_seed(1, str(i))},
+                {"condition": f"c{i % 2}", "rep": i // 2}) for i in range(n)]
+
+
+def test_plan_first_then_each_result_once(tmp_path):
+    store = RunStore.create(tmp_path)
+    store.write_plan(_jobs(4))
+    assert [j.key for j in store.jobs()] == ["c0 #0", "c1 #0", "c0 #1", "c1 #1"]
+    sid = store.begin_session("run", "test", 2)
+    assert store.add_result("c1 #0", True, {"plt_ms": 1.5}, "lab0", sid, 1)
+    # The same key again (a lost lab that finished after all): refused, the first one stands.
+    assert not store.add_result("c1 #0", False, {"plt_ms": 9.9}, "lab1", sid, 2)
+    assert [(r.key, r.ok, r.record) for r in store.results()] == [("c1 #0", True, {"plt_ms": 1.5})]
+    assert not store.add_result("not planned", True, {}, "lab0", sid, 1)   # not in the plan
+    assert len(store.results()) == 1
+    store.close()
+    with pytest.raises(StoreError, match="already holds a run"):
+        RunStore.create(tmp_path)
+
+
+def test_a_reader_in_another_process_sees_each_commit(tmp_path):
+    store = RunStore.create(tmp_path)
+    store.write_plan(_jobs(2))
+    sid = store.begin_session("run", "test", 1)
+    store.add_result("c0 #0", True, {"a": 1}, "lab0", sid, 1)
+    # No close, no checkpoint: what a SIGKILL would leave; another process reads it.
+    code = ("import sqlite3,sys; db=sqlite3.connect(sys.argv[1]); "
+            "print(db.execute('select count(*) from results').fetchone()[0])")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run.db")],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "1"
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_differences_name_each_changed_field():
+    old = {"definition": {"repetitions": 5, "matrix": [{"a": 1}]}, "code": {"commit": "abc"}}
+    new = {"definition": {"repetitions": 3, "matrix": [{"a": 1}]}, "code": {"commit": "abd"}}
+    assert differences(old, new) == ["definition.repetitions: 5 -> 3",
+                                     "code.commit: 'abc' -> 'abd'"]
+    assert differences(old, json.loads(json.dumps(old))) == []
+    ident = identity({"x": 1})
+    assert set(ident) == {"definition", "code", "machine_tcp"}
+    assert ident["machine_tcp"]["kernel"]
+    assert "net.ipv4.tcp_allowed_congestion_control" in ident["machine_tcp"]
+
+
+def test_jobs_of_a_quick_study_have_stable_keys_and_seeds():
+    from p4netem_studies.experiments.definition import load_experiment
+    exp = load_experiment("e5-cellular", quick=True)
+    a = Session(exp.model_dump(mode="json")).jobs()
+    b = Session(json.loads(json.dumps(exp.model_dump(mode="json")))).jobs()
+    assert a == b and len(a) == 18 and len({j.key for j in a}) == 18
+    assert len({j.seeds["switch"] for j in a}) == 18
+    assert all(0 < j.spec["cpu_weight"] <= 1 for j in a)
