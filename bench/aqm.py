@@ -1,7 +1,7 @@
 """AQM on the rate queue: CoDel's standing queue against tail drop's on the same link, and ECN.
 
 Profile 1 uplink is a 10 Mbit/s link with a 1000-packet queue, once with tail drop and once with
-CoDel (RFC 8289 defaults: target 5 ms, interval 100 ms). Through it, for SECONDS: one long TCP flow
+CoDel (RFC 8289 defaults: target 5 ms, interval 100 ms). Through it, for SECONDS: one long loss-based (Reno) TCP flow
 (iperf3) and web-like short flows (a new TCP connection fetching SHORT_BYTES every SHORT_EVERY_S,
 from a second pair of ports), plus a low-rate UDP probe (PROBE_PPS small datagrams) whose one-way
 delay is its sojourn in the queue (the serialisation of a 100-byte frame is 80 us; the switch and
@@ -35,6 +35,8 @@ SHORT_BYTES = 60_000
 SHORT_EVERY_S = 0.5
 PORT = 5461
 SHORT_PORT = 5462
+CC = "reno"
+BASE_RTT_MS = 40
 CODEL = {"aqm": pl.Aqm.CODEL, "codel_target_ns": 5_000_000, "codel_interval_ns": 100_000_000}
 
 _SHORT_SERVER = """
@@ -138,18 +140,38 @@ def _ecn(t: Topo, ctl) -> dict:
             "iperf3_ok": r.returncode == 0}
 
 
+def _sender_cc(t: Topo, cc: str) -> str:
+    """Set the sending host's TCP congestion control; returns the one it had."""
+    key = "net.ipv4.tcp_congestion_control"
+    old = subprocess.run(t.netns(t.h1, "sysctl", "-n", key), capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(t.netns(t.h1, "sysctl", "-qw", f"{key}={cc}"), check=True)
+    return old
+
+
 def measure(t: Topo, ctl) -> dict:
-    tail = _loaded_sojourn(t, ctl)
-    codel = _loaded_sojourn(t, ctl, **CODEL)
-    ecn = _ecn(t, ctl)
-    ctl.set_impairment(1, pl.UPLINK)
+    # A loss-based TCP (Reno; CUBIC is not in this machine's allowed list): what bufferbloat studies and
+    # RFC 8289 are about. New namespaces
+    # default to BBR here, which keeps its own queue short and would hide the standing queue.
+    old_cc = _sender_cc(t, CC)
+    # An access link's round trip: the ACK path (downlink) delays BASE_RTT_MS; the uplink (the
+    # queue measured) has only the rate. Without it the flow's RTT is the queue alone, and no AQM
+    # with RFC 8289's 100 ms interval holds one Reno flow at 5 ms (it needs a drop every few ms).
+    ctl.set_impairment(1, pl.DOWNLINK, delay_ns=BASE_RTT_MS * 1_000_000)
+    try:
+        tail = _loaded_sojourn(t, ctl)
+        codel = _loaded_sojourn(t, ctl, **CODEL)
+        ecn = _ecn(t, ctl)
+    finally:
+        _sender_cc(t, old_cc)
+        ctl.set_impairment(1, pl.UPLINK)
+        ctl.set_impairment(1, pl.DOWNLINK)
     return {
         "codel_sojourn_ms_p50": codel["sojourn_ms_p50"],
         "codel_sojourn_ms_p50_low": codel["sojourn_ms_p50"],  # the same value, checked against 3 ms
         "taildrop_sojourn_ms_p50": tail["sojourn_ms_p50"],
         "ecn_marks": ecn["marks"],
         "ecn_aqm_drops": ecn["aqm_drops"],
-        "aqm_config": {"rate_bps": RATE_BPS, "queue_pkts": QUEUE_PKTS, "seconds": SECONDS,
+        "aqm_config": {"congestion_control": CC, "base_rtt_ms": BASE_RTT_MS, "rate_bps": RATE_BPS, "queue_pkts": QUEUE_PKTS, "seconds": SECONDS,
                        "probe_pps": PROBE_PPS, "short_bytes": SHORT_BYTES, "short_every_s": SHORT_EVERY_S,
                        "codel": codel, "tail_drop": tail, "ecn": ecn},
     }
