@@ -48,6 +48,9 @@ RADIO_DRX_REF_NS = f"{INGRESS}.radio_drx_ref_ns"
 RADIO_STATE_SINCE_NS = f"{INGRESS}.radio_state_since_ns"
 RADIO_STATE_TIME_NS = f"{INGRESS}.radio_state_time_ns"
 RADIO_PROMO_PKTS = f"{INGRESS}.radio_promo_pkts"
+# CoDel's per-pd variables (all zero: not dropping, never above target).
+CODEL_REGISTERS = tuple(f"{INGRESS}.codel_{n}" for n in ("first_above_ns", "drop_next_ns", "count",
+                                                          "lastcount", "rec_inv_sqrt", "state"))
 # Every per-UE radio register (all zero: a UE never seen, IDLE).
 RADIO_REGISTERS = (RADIO_STATE, RADIO_LAST_ACTIVITY_NS, RADIO_PROMO_DONE_NS, RADIO_FACH_FREE_NS,
                    RADIO_DRX_REF_NS, RADIO_STATE_SINCE_NS, RADIO_STATE_TIME_NS, RADIO_PROMO_PKTS)
@@ -59,6 +62,7 @@ DROPS = f"{INGRESS}.drops"
 PARSER_ERRORS = f"{INGRESS}.parser_errors"
 PROFILE_DUP = f"{INGRESS}.profile_dup"
 PROFILE_CORRUPT = f"{INGRESS}.profile_corrupt"
+PROFILE_ECN_MARK = f"{INGRESS}.profile_ecn_mark"
 RADIO_PROMOTIONS = f"{INGRESS}.radio_promotions"
 
 MAC_LEARN_DIGEST = "mac_learn_digest_t"
@@ -85,6 +89,13 @@ class JitterDist(IntEnum):
     PARETO = 3
     PARETONORMAL = 4
     USER = 5
+
+
+class Aqm(IntEnum):
+    """set_impairment's `aqm`."""
+
+    TAIL_DROP = 0
+    CODEL = 1
 
 
 class RadioModel(IntEnum):

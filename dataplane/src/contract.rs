@@ -145,6 +145,10 @@ pub const JITTER_PARETO: u8 = 3;
 pub const JITTER_PARETONORMAL: u8 = 4;
 pub const JITTER_USER: u8 = 5;
 
+/// `aqm` values of `set_impairment`.
+pub const AQM_TAIL_DROP: u8 = 0;
+pub const AQM_CODEL: u8 = 1;
+
 /// `set_radio.model` values.
 pub mod radio_model {
     pub const NONE: u8 = 0;

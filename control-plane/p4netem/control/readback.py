@@ -76,6 +76,7 @@ class LinkStats:
             "packets_in": c.profile_in, "packets_out": c.profile_out, "bytes_in": c.bytes_in,
             "bytes_out": c.bytes_out, "duplicated": c.profile_dup, "corrupted": c.profile_corrupt,
             "dropped": c.dropped, "drops": {r.name.lower(): n for r, n in c.drops.items()},
+            "ecn_marked": c.ecn_marked,
             "held": c.conservation_gap(),
         }
 

@@ -10,6 +10,7 @@
 //! duplicate runs corruption, rate and delay as a packet of its own (p4src: PASS_DUP), from the
 //! ready time the radio gave the original. The radio stage takes the profile's radio parameters
 //! ([`RadioParams`]) instead of its impairment, and runs only for profiles that have a radio.
+pub mod codel;
 pub mod corrupt;
 pub mod delay;
 pub mod duplicate;
@@ -18,6 +19,7 @@ pub mod radio;
 pub mod rate;
 
 use crate::contract::DropReason;
+use crate::parse::IpHdr;
 use crate::rng::Prng;
 use crate::state::{Counters, Registers};
 pub use crate::tables::{Impairment, RadioParams};
@@ -49,6 +51,10 @@ pub struct Pkt {
     pub duplicate: bool,
     /// Set by the corruption stage: the bit (index from the frame start) to flip.
     pub flip_bit: Option<u32>,
+    /// The packet's IP header (for ECN), from the parser.
+    pub ip: Option<IpHdr>,
+    /// Set by the AQM: mark CE instead of dropping.
+    pub mark_ce: bool,
     /// The UE the packet belongs to (classifier), whose radio it uses.
     pub ue: u32,
     /// When the radio can carry the packet (arrival time unless the radio stage delays it);
@@ -70,11 +76,37 @@ impl Pkt {
             len: self.len,
             is_copy: true,
             ue: self.ue,
+            ip: self.ip,
             ready: self.ready.max(now),
             departure: now,
             release: now,
             ..Default::default()
         }
+    }
+}
+
+/// The changes the stages decided for a frame, made when it is written out: CE first (the
+/// AQM acted before corruption would be visible), then the corruption's bit flip.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Edits {
+    pub flip_bit: Option<u32>,
+    pub ce: Option<IpHdr>,
+}
+
+impl Edits {
+    #[inline]
+    pub fn apply(&self, frame: &mut [u8]) {
+        if let Some(ip) = self.ce {
+            ip.mark_ce(frame);
+        }
+        corrupt::flip(frame, self.flip_bit);
+    }
+}
+
+impl Pkt {
+    #[inline]
+    pub fn edits(&self) -> Edits {
+        Edits { flip_bit: self.flip_bit, ce: if self.mark_ce { self.ip } else { None } }
     }
 }
 
