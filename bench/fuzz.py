@@ -183,7 +183,8 @@ def run(frames: int, requests: int, seed: int, log_path: Path | None = None) -> 
         # The switch still forwards and answers P4Runtime after all of it.
         alive = lab.switch.running() and lab.client is not None and lab.counters(pl.UPLINK) is not None
         return {
-            "fuzz_frames": int(sent.stdout.split()[0]),
+            "fuzz_frames_generated": frames,
+            "fuzz_frames": int(sent.stdout.split()[0]),  # those the sending kernel accepted
             "fuzz_requests": sum(status.values()),
             "fuzz_crashes": crashes + (not alive),
             "fuzz_probe_loss": sent_probes - got,
