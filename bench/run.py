@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import aqm  # noqa: E402
 import control  # noqa: E402
 import dashboard  # noqa: E402
 import hoststats  # noqa: E402
@@ -44,7 +45,7 @@ from p4netem.paths import switch_binary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "p4rt", "radio", "timeline",
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "aqm", "p4rt", "radio", "timeline",
                 "endpoints", "dashboard")
 
 # (key, bar, comparison, unit, what)
@@ -53,6 +54,10 @@ BARS = (
     ("delay_error_us_p99", 200.0, "<=", "us", "added-delay error p99 (50 ms, 50 Mbit/s load)"),
     ("rate_error_pct_max", 2.0, "<=", "%", "worst rate error, 64k..100 Mbit/s"),
     ("loss_error_sigma", 3.0, "<=", "sigma", "loss error at 1%, 1e5 packets"),
+    ("codel_sojourn_ms_p50", 7.0, "<=", "ms", "CoDel sojourn p50 (5 +/- 2 ms; tail drop: taildrop_sojourn_ms_p50), "
+     "TCP + short flows, 10 Mbit/s, 1000 pkt"),
+    ("codel_sojourn_ms_p50_low", 3.0, ">=", "ms", "the same figure, lower edge of 5 +/- 2 ms"),
+    ("ecn_aqm_drops", 0.0, "<=", "", "AQM drops of an ECN TCP flow through CoDel (its marks: ecn_marks)"),
     ("p4rt_writes_per_s", 10_000.0, ">=", "/s", "classifier inserts, batches of 500"),
     ("rrc_promotion_error_us_p99", 1000.0, "<=", "us", "first packet after idle vs promotion (100 ms)"),
     ("rrc_throughput_ratio_100k_ue", 0.9, ">=", "", "switch pps, 100k awake UEs / 1 UE"),
@@ -153,6 +158,7 @@ def print_table(res: dict) -> None:
         ("delay_error_us_p50", "us"), ("delay_baseline_us_p50", "us"), ("delay_baseline_us_p99", "us"),
         ("delay_reference_us_p50", "us"), ("delay_reference_us_p99", "us"),
         ("loss_measured", ""),
+        ("taildrop_sojourn_ms_p50", "ms"), ("ecn_marks", ""),
         ("rrc_promotion_error_us_p50", "us"), ("rrc_switch_mpps_1_ue", "Mpps"),
         ("rrc_switch_mpps_100k_ue", "Mpps"),
         ("timeline_step_error_ms_p50", "ms"), ("timeline_step_error_ms_max", "ms"),
@@ -252,6 +258,7 @@ def main() -> int:
                 step("rate", lambda: rate.measure(t, ctl, sw.proc.pid))
                 step("loss", lambda: loss.measure(t, ctl))
                 step("ge", lambda: ge.measure_ge(t, ctl))
+                step("aqm", lambda: aqm.measure(t, ctl))
                 step("p4rt", lambda: p4rt_writes.measure(ctl))
                 step("radio", lambda: radio.promotion_accuracy(t, ctl), label="radio (promotion)")
                 # Last: its controller takes the primary role from the bench's own client.

@@ -6,6 +6,8 @@
 //! no copy of the .proto files and the build needs no protoc; the P4Runtime version is whatever
 //! `make setup` installed into `.venv`.
 //!
+//! It also generates the pipeline schema from the checked-in P4Info (`generate_contract`).
+//!
 //! The interpreter is `$P4NETEM_PYTHON`, else `../.venv/bin/python` (relative to this crate),
 //! else `python3` from PATH.
 
@@ -74,12 +76,41 @@ fn run() -> Result<(), String> {
     let fds = prost_types::FileDescriptorSet::decode(bytes.as_slice())
         .map_err(|e| format!("{} is not a FileDescriptorSet: {e}", fds_path.display()))?;
 
+    generate_contract(&python, &manifest_dir, &out_dir)?;
+
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
         .include_file("p4runtime_proto.rs")
         .compile_fds(fds)
         .map_err(|e| format!("generating Rust code from the P4Runtime descriptors failed: {e}"))?;
+    Ok(())
+}
+
+/// The pipeline schema (ids, params, widths, sizes, drop reasons) from the checked-in P4Info, the
+/// one definition of it: `proto/gen_contract.py` writes OUT_DIR/contract_gen.rs, which
+/// src/contract.rs includes.
+fn generate_contract(python: &Path, manifest_dir: &Path, out_dir: &Path) -> Result<(), String> {
+    let script = manifest_dir.join("proto").join("gen_contract.py");
+    let p4info = manifest_dir.join("..").join("p4src").join("p4netem.p4info.txtpb");
+    println!("cargo:rerun-if-changed={}", script.display());
+    println!("cargo:rerun-if-changed={}", p4info.display());
+    println!("cargo:rerun-if-changed={}/../control-plane/p4netem/p4rt/proto.py", manifest_dir.display());
+    let output = Command::new(python)
+        .arg(&script)
+        .arg(&p4info)
+        .arg(out_dir.join("contract_gen.rs"))
+        .output()
+        .map_err(|e| format!("cannot run {} ({e})", python.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} {} failed ({}):\n{}",
+            python.display(),
+            script.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
     Ok(())
 }
 

@@ -1,11 +1,14 @@
 """Names and index arithmetic of the pipeline contract (docs/pipeline-contract.md).
 
-Only names live here: ids always come from the P4Info the switch runs (p4netem.p4rt.P4Info).
+Only names live here: ids always come from the P4Info the switch runs (p4netem.p4rt.P4Info); the
+param lists and the drop reasons come from the contract's P4Info (p4netem.schema).
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
+
+from . import schema
 
 INGRESS = "P4netemIngress"
 EGRESS = "P4netemEgress"
@@ -29,49 +32,6 @@ SET_RADIO = f"{INGRESS}.set_radio"
 SET_PROFILE_UE_BY_ADDR = f"{INGRESS}.set_profile_ue_by_addr"
 NO_ACTION = "NoAction"
 
-# set_impairment parameters, in contract order. All are required by P4Runtime; 0 means "off".
-IMPAIRMENT_PARAMS = (
-    "delay_ns",
-    "jitter_ns",
-    "jitter_dist",
-    "reorder_mode",
-    "reorder_prob",
-    "loss_prob",
-    "ge_p",
-    "ge_r",
-    "ge_loss_good",
-    "ge_loss_bad",
-    "ns_per_byte_q16",
-    "overhead_bytes",
-    "queue_limit_bytes",
-    "queue_limit_pkts",
-    "dup_prob",
-    "corrupt_prob",
-)
-
-# set_radio parameters, in contract order (times in ns; 0 = off / never for timers).
-RADIO_PARAMS = (
-    "model",
-    "idle_to_dch_ns",
-    "fach_to_dch_ns",
-    "idle_to_connected_ns",
-    "standby_to_ready_ns",
-    "promo_spread_ns",
-    "dch_fach_timer_ns",
-    "fach_idle_timer_ns",
-    "drx_inactivity_ns",
-    "short_drx_time_ns",
-    "short_drx_cycle_ns",
-    "long_drx_cycle_ns",
-    "drx_on_ns",
-    "tail_ns",
-    "ready_timer_ns",
-    "rlc_ul_bytes",
-    "rlc_dl_bytes",
-    "fach_ns_per_byte_q16",
-    "promo_queue_pkts",
-)
-
 # Registers
 NEXT_FREE_NS = f"{INGRESS}.next_free_ns"
 LAST_RELEASE_NS = f"{INGRESS}.last_release_ns"
@@ -88,6 +48,9 @@ RADIO_DRX_REF_NS = f"{INGRESS}.radio_drx_ref_ns"
 RADIO_STATE_SINCE_NS = f"{INGRESS}.radio_state_since_ns"
 RADIO_STATE_TIME_NS = f"{INGRESS}.radio_state_time_ns"
 RADIO_PROMO_PKTS = f"{INGRESS}.radio_promo_pkts"
+# CoDel's per-pd variables (all zero: not dropping, never above target).
+CODEL_REGISTERS = tuple(f"{INGRESS}.codel_{n}" for n in ("first_above_ns", "drop_next_ns", "count",
+                                                          "lastcount", "rec_inv_sqrt", "state"))
 # Every per-UE radio register (all zero: a UE never seen, IDLE).
 RADIO_REGISTERS = (RADIO_STATE, RADIO_LAST_ACTIVITY_NS, RADIO_PROMO_DONE_NS, RADIO_FACH_FREE_NS,
                    RADIO_DRX_REF_NS, RADIO_STATE_SINCE_NS, RADIO_STATE_TIME_NS, RADIO_PROMO_PKTS)
@@ -99,10 +62,21 @@ DROPS = f"{INGRESS}.drops"
 PARSER_ERRORS = f"{INGRESS}.parser_errors"
 PROFILE_DUP = f"{INGRESS}.profile_dup"
 PROFILE_CORRUPT = f"{INGRESS}.profile_corrupt"
+PROFILE_ECN_MARK = f"{INGRESS}.profile_ecn_mark"
 RADIO_PROMOTIONS = f"{INGRESS}.radio_promotions"
 
 MAC_LEARN_DIGEST = "mac_learn_digest_t"
 RADIO_STATE_DIGEST = "radio_state_digest_t"
+
+# set_impairment and set_radio parameters, in contract order (from the P4Info: schema.py). All are
+# required by P4Runtime; 0 means "off" (for set_radio timers: never).
+IMPAIRMENT_PARAMS = tuple(name for _, name, _ in schema.action_params(SET_IMPAIRMENT))
+RADIO_PARAMS = tuple(name for _, name, _ in schema.action_params(SET_RADIO))
+
+# Drop reasons, the `reason` part of a drops index (from the P4Info: schema.py).
+DropReason = IntEnum("DropReason", [(name.upper(), i) for i, name in enumerate(schema.drop_reasons(DROPS))])
+DropReason.__doc__ = "Drop reasons, in the drops counter's index order (P4Info @p4netem_drop_reasons)."
+DROP_REASONS_PER_PD = schema.drop_reason_stride(DROPS, PROFILE_IN)
 
 UPLINK = 0
 DOWNLINK = 1
@@ -117,18 +91,11 @@ class JitterDist(IntEnum):
     USER = 5
 
 
-class DropReason(IntEnum):
-    LOSS_RANDOM = 0
-    LOSS_BURST = 1
-    QUEUE_FULL = 2
-    RADIO = 3
-    NO_ROUTE = 4
-    MALFORMED = 5
-    BUFFER_EXHAUSTED = 6
-    TX_ERROR = 7
+class Aqm(IntEnum):
+    """set_impairment's `aqm`."""
 
-
-DROP_REASONS_PER_PD = 8
+    TAIL_DROP = 0
+    CODEL = 1
 
 
 class RadioModel(IntEnum):

@@ -25,6 +25,7 @@ class PdCounters:
     bytes_in: int = 0
     bytes_out: int = 0
     drop_bytes: dict[pl.DropReason, int] = field(default_factory=dict)
+    ecn_marked: int = 0  # packets the AQM marked CE instead of dropping (they were sent)
 
     @property
     def dropped(self) -> int:
@@ -47,6 +48,7 @@ class PdCounters:
             bytes_in=self.bytes_in + other.bytes_in,
             bytes_out=self.bytes_out + other.bytes_out,
             drop_bytes={r: self.drop_bytes.get(r, 0) + other.drop_bytes.get(r, 0) for r in sorted(byte_reasons)},
+            ecn_marked=self.ecn_marked + other.ecn_marked,
         )
 
 
@@ -63,6 +65,7 @@ def read_counters(client: P4RuntimeClient, pds: Iterable[int]) -> dict[int, PdCo
             build_counter_entry(info, pl.PROFILE_OUT, pd),
             build_counter_entry(info, pl.PROFILE_DUP, pd),
             build_counter_entry(info, pl.PROFILE_CORRUPT, pd),
+            build_counter_entry(info, pl.PROFILE_ECN_MARK, pd),
         ] + [build_counter_entry(info, pl.DROPS, pl.drop_index(pd, r)) for r in pl.DropReason]
     cells: dict[tuple[int, int], tuple[int, int]] = {}
     for e in client.read(*entities):
@@ -85,6 +88,7 @@ def read_counters(client: P4RuntimeClient, pds: Iterable[int]) -> dict[int, PdCo
             bytes_in=get(pl.PROFILE_IN, pd)[1],
             bytes_out=get(pl.PROFILE_OUT, pd)[1],
             drop_bytes={r: v[1] for r, v in drops.items()},
+            ecn_marked=get(pl.PROFILE_ECN_MARK, pd)[0],
         )
     return result
 

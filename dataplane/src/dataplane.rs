@@ -24,8 +24,8 @@ use crate::learn::LearnFilter;
 use crate::parse::parse;
 use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
 use crate::rng::Prng;
-use crate::stage::corrupt::flip;
-use crate::stage::{Ctx, Impairment, Impairments, Pkt, Stage, Verdict};
+
+use crate::stage::{Ctx, Edits, Impairment, Impairments, Pkt, Stage, Verdict};
 use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
 use crate::tables::{Forward, Snapshot};
 use crate::wheel::Wheel;
@@ -228,6 +228,7 @@ impl DataPlane {
             }
             work += self.packet_outs();
             let now = monotonic_ns();
+            self.stages.tick(now, &self.link.registers);
             work += self.release_due(now);
             let mut backlog = false;
             for pi in 0..self.ports.len() {
@@ -298,7 +299,7 @@ impl DataPlane {
         }
     }
 
-    /// Reseed, reset and rate-queue provisioning requests from the control plane.
+    /// Reseed, reset and stage provisioning requests from the control plane.
     fn sync_control(&mut self, snap: &Snapshot) {
         let regs = &self.link.registers;
         let g = regs.rng_seed_generation.load(Ordering::Acquire);
@@ -309,14 +310,14 @@ impl DataPlane {
         let r = self.link.reset_generation.load(Ordering::Acquire);
         if r != self.reset_generation {
             self.reset_generation = r;
-            self.stages.rate.reset();
+            self.stages.reset();
             self.learn.clear();
         }
         let profiles = Arc::as_ptr(&snap.profiles) as usize;
         if profiles != self.profiles_seen {
             self.profiles_seen = profiles;
             for (pd, imp) in snap.profiles.iter() {
-                self.stages.rate.provision(pd, imp);
+                self.stages.provision(pd, imp);
             }
         }
     }
@@ -415,14 +416,15 @@ impl DataPlane {
         let imp = snap.impairment(pd);
         let radio = snap.radio(sel.profile_id as u32);
         if imp.is_none() && radio.is_none() {
-            return self.send_now(out, pd, in_port, frame, None);
+            return self.send_now(out, pd, in_port, frame, Edits::default());
         }
         let imp = imp.copied().unwrap_or_default();
         let mut pkt = Pkt::new(len as u32, now);
+        pkt.ip = parsed.ip;
         if let Some(radio) = radio {
             pkt.ue = sel.ue(parsed.key.ipv4_src, parsed.key.ipv4_dst);
             let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
-            let verdict = self.stages.radio.apply(radio, &mut ctx, &mut pkt);
+            let verdict = self.stages.radio.enqueue(radio, &mut ctx, &mut pkt);
             self.report_radio_events();
             if let Verdict::Drop(reason) = verdict {
                 return self.drop_pkt(pd, reason, len);
@@ -438,7 +440,7 @@ impl DataPlane {
         let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
         match self.stages.run(imp, &mut ctx, &mut pkt) {
             Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
-            Verdict::Pass => self.emit(out, pd, in_port, frame, pkt.flip_bit, pkt.release, now),
+            Verdict::Pass => self.emit(out, pd, in_port, frame, pkt.edits(), pkt.release, now),
         }
         // The copy exists from the duplication stage on, whatever happens to the original after.
         if pkt.duplicate {
@@ -446,7 +448,7 @@ impl DataPlane {
             let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
             match self.stages.run(imp, &mut ctx, &mut copy) {
                 Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
-                Verdict::Pass => self.emit(out, pd, in_port, frame, copy.flip_bit, copy.release, now),
+                Verdict::Pass => self.emit(out, pd, in_port, frame, copy.edits(), copy.release, now),
             }
         }
     }
@@ -478,15 +480,15 @@ impl DataPlane {
     /// Sends now if the release time has come, else holds the packet in the wheel.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    fn emit(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], flip_bit: Option<u32>, release: u64, now: u64) {
+    fn emit(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], edits: Edits, release: u64, now: u64) {
         if release <= now {
-            return self.send_now(out, pd, in_port, frame, flip_bit);
+            return self.send_now(out, pd, in_port, frame, edits);
         }
         let Some(h) = self.pool.alloc() else {
             return self.drop_pkt(pd, DropReason::BufferExhausted, frame.len());
         };
         self.pool.fill(h, frame, PktMeta { len: 0, out, in_port, pd });
-        flip(self.pool.frame_mut(h), flip_bit);
+        edits.apply(self.pool.frame_mut(h));
         self.wheel.insert(h, release);
     }
 
@@ -497,9 +499,9 @@ impl DataPlane {
         }
     }
 
-    fn packet_in(&self, pd: u32, in_port: u16, frame: &[u8], flip_bit: Option<u32>) {
+    fn packet_in(&self, pd: u32, in_port: u16, frame: &[u8], edits: Edits) {
         let mut payload = frame.to_vec();
-        flip(&mut payload, flip_bit);
+        edits.apply(&mut payload);
         let len = payload.len();
         match self.link.packet_in_tx.try_send(PacketIn { ingress_port: in_port as u32, payload }) {
             Ok(()) => self.count_out(pd, len),
@@ -514,12 +516,12 @@ impl DataPlane {
     /// Transmits a frame from a slice (RX ring or PacketOut), straight into the TX ring when it
     /// has room and nothing is queued before it; else into the port's backlog.
     #[inline]
-    fn send_now(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], flip_bit: Option<u32>) {
+    fn send_now(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], edits: Edits) {
         if out == OUT_CPU {
-            return self.packet_in(pd, in_port, frame, flip_bit);
+            return self.packet_in(pd, in_port, frame, edits);
         }
         let port = &mut self.ports[out as usize];
-        if port.backlog.is_empty() && port.io.tx_push(frame, |d| flip(d, flip_bit)) {
+        if port.backlog.is_empty() && port.io.tx_push(frame, |d| edits.apply(d)) {
             if let Some(w) = &mut port.pcap_out {
                 let _ = w.record((monotonic_ns() as i64 + self.wall_offset_ns) as u64, frame);
             }
@@ -532,7 +534,7 @@ impl DataPlane {
             return;
         };
         self.pool.fill(h, frame, PktMeta { len: 0, out, in_port, pd });
-        flip(self.pool.frame_mut(h), flip_bit);
+        edits.apply(self.pool.frame_mut(h));
         self.ports[out as usize].backlog.push_back(h);
     }
 
@@ -540,7 +542,7 @@ impl DataPlane {
     fn send_held(&mut self, h: Handle) {
         let m = self.pool.meta(h);
         if m.out == OUT_CPU {
-            self.packet_in(m.pd, m.in_port, self.pool.frame(h), None);
+            self.packet_in(m.pd, m.in_port, self.pool.frame(h), Edits::default());
             return self.pool.free(h);
         }
         let port = &mut self.ports[m.out as usize];
@@ -578,8 +580,7 @@ impl DataPlane {
         for &h in &due {
             let pd = self.pool.meta(h).pd;
             if pd != NO_PD {
-                // Keeps backlog registers exact when no new packet of this pd arrives.
-                self.stages.rate.drain(pd, now, &self.link.registers);
+                self.stages.dequeue(pd, now, &self.link.registers);
             }
             self.send_held(h);
         }
@@ -594,7 +595,7 @@ impl DataPlane {
             let Ok((port_no, frame)) = self.link.packet_out_rx.try_recv() else { break };
             n += 1;
             match self.port_index.get(port_no as usize).copied() {
-                Some(i) if i != NO_PORT => self.send_now(i, NO_PD, 0, &frame, None),
+                Some(i) if i != NO_PORT => self.send_now(i, NO_PD, 0, &frame, Edits::default()),
                 _ => tracing::warn!(port_no, "PacketOut to a port this switch does not have: dropped"),
             }
         }

@@ -23,6 +23,8 @@ pub const ETH_HDR_BYTES: usize = 14;
 pub struct Parsed {
     /// Classifier key; `ingress_port` is always set, the `meta` fields only without error.
     pub key: ClassKey,
+    /// The IP header, for ECN (None: not IP, or a parser error).
+    pub ip: Option<IpHdr>,
     pub dst_mac: u64,
     pub src_mac: u64,
     pub error: Option<ParserError>,
@@ -33,6 +35,42 @@ impl Parsed {
     #[inline]
     pub fn l2_usable(&self) -> bool {
         self.error.is_none()
+    }
+}
+
+/// Where a frame's IPv4/IPv6 header is and its ECN field (the AQM marks CE there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpHdr {
+    pub off: u16,
+    pub v4: bool,
+    pub ecn: u8,
+}
+
+impl IpHdr {
+    /// ECN-capable transport (ECT(0), ECT(1)) or already CE.
+    #[inline]
+    pub fn ect(&self) -> bool {
+        self.ecn != 0
+    }
+
+    /// Sets ECN to CE (11) in `frame`: IPv4 with the header checksum updated incrementally
+    /// (RFC 1624: HC' = ~(~HC + ~m + m')), not recomputed, so a corrupted header stays corrupted
+    /// (as p4src's MarkCe). IPv6 has no header checksum.
+    pub fn mark_ce(&self, frame: &mut [u8]) {
+        let o = self.off as usize;
+        if self.v4 {
+            let Some(h) = frame.get_mut(o..o + 12) else { return };
+            let old = u16::from_be_bytes([h[0], h[1]]);
+            h[1] |= 0x03;
+            let new = u16::from_be_bytes([h[0], h[1]]);
+            let hc = u16::from_be_bytes([h[10], h[11]]);
+            let mut sum = (!hc) as u32 + (!old) as u32 + new as u32;
+            sum = (sum & 0xffff) + (sum >> 16);
+            sum = (sum & 0xffff) + (sum >> 16);
+            h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        } else if let Some(b) = frame.get_mut(o + 1) {
+            *b |= 0x30; // traffic class bits 1..0 are bits 5..4 of the second byte
+        }
     }
 }
 
@@ -66,14 +104,18 @@ pub fn parse(frame: &[u8], ingress_port: u16) -> Parsed {
     p.dst_mac = mac(frame, 0);
     p.src_mac = mac(frame, 6);
     let mut k = ClassKey { ingress_port, ..ClassKey::default() };
-    match parse_l3(frame, &mut k) {
-        Ok(()) => p.key = k,
+    let mut ip = None;
+    match parse_l3(frame, &mut k, &mut ip) {
+        Ok(()) => {
+            p.key = k;
+            p.ip = ip;
+        }
         Err(e) => p.error = Some(e),
     }
     p
 }
 
-fn parse_l3(f: &[u8], k: &mut ClassKey) -> Result<(), ParserError> {
+fn parse_l3(f: &[u8], k: &mut ClassKey, ip: &mut Option<IpHdr>) -> Result<(), ParserError> {
     let short = ParserError::PacketTooShort;
     let mut off = 12;
     let mut et = be16(f, off).ok_or(short)?;
@@ -107,6 +149,7 @@ fn parse_l3(f: &[u8], k: &mut ClassKey) -> Result<(), ParserError> {
             }
             let frag_offset = be16(h, 6).ok_or(short)? & 0x1fff;
             k.dscp = h[1] >> 2;
+            *ip = Some(IpHdr { off: off as u16, v4: true, ecn: h[1] & 0x03 });
             k.ip_proto = h[9];
             k.ipv4_src = be32(h, 12).ok_or(short)?;
             k.ipv4_dst = be32(h, 16).ok_or(short)?;
@@ -122,6 +165,7 @@ fn parse_l3(f: &[u8], k: &mut ClassKey) -> Result<(), ParserError> {
             }
             let tc = (be16(h, 0).ok_or(short)? >> 4) as u8;
             k.dscp = tc >> 2;
+            *ip = Some(IpHdr { off: off as u16, v4: false, ecn: tc & 0x03 });
             k.ip_proto = h[6];
             k.ipv6_src = be128(h, 8).ok_or(short)?;
             k.ipv6_dst = be128(h, 24).ok_or(short)?;

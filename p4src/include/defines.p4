@@ -22,8 +22,8 @@
 #define MAX_PROFILES         4096
 #define DEFAULT_PROFILE      0
 /* drops is indexed by pd * DROP_REASONS + reason. */
-#define DROP_REASONS         8
-#define DROP_COUNTER_SIZE    65536
+#define DROP_REASONS         16
+#define DROP_COUNTER_SIZE    131072
 #define PARSER_ERROR_KINDS   4
 /* dist_table: DIST_TABLES tables of DIST_TABLE_LEN int16 samples each. */
 #define DIST_TABLES          4
@@ -47,6 +47,17 @@
 #define DROP_QUEUE_FULL      2
 #define DROP_RADIO           3
 #define DROP_NO_ROUTE        4
+#define DROP_AQM_DROP        8
+
+/* ---- AQM on the rate queue (set_impairment.aqm) ---- */
+#define AQM_TAIL_DROP        0
+#define AQM_CODEL            1
+/* CoDel (Linux codel_impl.h arithmetic): 1/sqrt(count) in 16 bits, "one MTU" of backlog. */
+#define CODEL_REC_INV_SQRT_SHIFT 16
+#define CODEL_MTU_BYTES      1514
+#define CODEL_DROPPING       1
+#define CODEL_RECHECK_DROPPING 2
+#define CODEL_RECHECK_FIRST  4
 
 /* ---- parser_errors counter index ---- */
 #define PARSER_ERROR_OTHER            0

@@ -160,6 +160,10 @@ struct impairment_t {
     bit<32>       queue_limit_pkts;
     prob_t        dup_prob;
     prob_t        corrupt_prob;
+    bit<8>        aqm;
+    duration_ns_t codel_target_ns;
+    duration_ns_t codel_interval_ns;
+    bit<1>        ecn;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */
@@ -284,7 +288,9 @@ struct metadata_t {
 
     /* Drop decision of this pass. */
     bit<1> drop;
-    bit<3> drop_reason;
+    bit<4> drop_reason;
+    /* The AQM marked this packet CE on this pass (counted in profile_ecn_mark). */
+    bit<1> ecn_marked;
 
     impairment_t imp;
     radio_params_t rp;

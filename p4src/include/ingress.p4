@@ -23,9 +23,16 @@ control P4netemIngress(inout headers_t hdr,
     @id(0x12000001)
     counter(PD_COUNT, CounterType.packets_and_bytes) profile_in;
 
-    /* Index pd * DROP_REASONS + reason. */
+    /* Index pd * DROP_REASONS + reason. The annotation lists the reasons in index order: p4c copies
+       it into the P4Info, from which the switch (build time) and the control plane (run time)
+       take them; the DROP_* constants of defines.p4 are checked against it (tests/contract). */
     @id(0x12000003)
+    @p4netem_drop_reasons("loss_random loss_burst queue_full radio no_route malformed buffer_exhausted tx_error aqm_drop")
     counter(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) drops;
+
+    /* ECN CE marks made by the AQM instead of a drop (contract: ecn_mark), per pd. */
+    @id(0x12000008)
+    counter(PD_COUNT, CounterType.packets_and_bytes) profile_ecn_mark;
 
     @id(0x12000004)
     counter(PARSER_ERROR_KINDS, CounterType.packets) parser_errors;
@@ -101,6 +108,10 @@ control P4netemIngress(inout headers_t hdr,
             }
             if (meta.drop == 0) {
                 delay.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.ecn_marked == 1) {
+                profile_ecn_mark.count(meta.pd);
+                meta.ecn_marked = 0;
             }
 
             if (meta.drop == 1) {

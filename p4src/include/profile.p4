@@ -29,7 +29,11 @@ control ProfileLookup(inout headers_t hdr,
                           bit<32>       queue_limit_bytes,
                           bit<32>       queue_limit_pkts,
                           prob_t        dup_prob,
-                          prob_t        corrupt_prob) {
+                          prob_t        corrupt_prob,
+                          bit<8>        aqm,
+                          duration_ns_t codel_target_ns,
+                          duration_ns_t codel_interval_ns,
+                          bit<1>        ecn) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -46,6 +50,10 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.queue_limit_pkts = queue_limit_pkts;
         meta.imp.dup_prob = dup_prob;
         meta.imp.corrupt_prob = corrupt_prob;
+        meta.imp.aqm = aqm;
+        meta.imp.codel_target_ns = codel_target_ns;
+        meta.imp.codel_interval_ns = codel_interval_ns;
+        meta.imp.ecn = ecn;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -81,6 +89,10 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.queue_limit_pkts = 0;
         meta.imp.dup_prob = 0;
         meta.imp.corrupt_prob = 0;
+        meta.imp.aqm = AQM_TAIL_DROP;
+        meta.imp.codel_target_ns = 0;
+        meta.imp.codel_interval_ns = 0;
+        meta.imp.ecn = 0;
         profile.apply();
     }
 }

@@ -14,6 +14,9 @@
  * size is thus late by at most one recirculation; the software target removes
  * packets exactly at their departure time.
  *
+ * With aqm = AQM_CODEL, an admitted packet then goes through CoDel at its dequeue
+ * instant (codel.p4): dropped (aqm_drop, no link time used), marked CE, or passed.
+ *
  * With no rate (ns_per_byte_q16 = 0) the stage does nothing: departure = ready and
  * the queue is always empty.
  */
@@ -35,6 +38,9 @@ control RateStage(inout headers_t hdr,
     @name(".P4netemIngress.backlog_pkts")
     @id(0x16000005)
     register<bit<32>>(PD_COUNT) backlog_pkts;
+
+    CodelAqm() codel;
+    MarkCe() mark_ce;
 
     apply {
         time_ns_t now = (time_ns_t)standard_metadata.ingress_global_timestamp * NS_PER_US;
@@ -76,16 +82,31 @@ control RateStage(inout headers_t hdr,
                 bool pkts_full = meta.imp.queue_limit_pkts != 0 &&
                     queued_pkts >= meta.imp.queue_limit_pkts;
 
+                time_ns_t free_at;
+                next_free_ns.read(free_at, meta.pd);
+                time_ns_t begin_ns = ready;
+                if (free_at > ready) {
+                    begin_ns = free_at;
+                }
+                bit<2> aqm = CODEL_PASS;
                 if (bytes_full || pkts_full) {
                     meta.drop = 1;
                     meta.drop_reason = DROP_QUEUE_FULL;
-                } else {
-                    time_ns_t free_at;
-                    next_free_ns.read(free_at, meta.pd);
-                    time_ns_t begin_ns = ready;
-                    if (free_at > ready) {
-                        begin_ns = free_at;
+                } else if (meta.imp.aqm == AQM_CODEL) {
+                    /* At the packet's dequeue instant (begin_ns), after begin - ready in the
+                     * queue behind queued_bytes; it was queued when the last drop happened if
+                     * it was waiting then (ready <= free_at). */
+                    codel.apply(hdr, meta, begin_ns, begin_ns - ready, queued_bytes,
+                                ready <= free_at, aqm);
+                    if (aqm == CODEL_DROP) {
+                        /* Dropped at dequeue: it takes no link time and leaves no backlog. */
+                        meta.drop = 1;
+                        meta.drop_reason = DROP_AQM_DROP;
+                    } else if (aqm == CODEL_MARK) {
+                        mark_ce.apply(hdr, meta);
                     }
+                }
+                if (meta.drop == 0) {
                     time_ns_t service = ((time_ns_t)wire * (time_ns_t)meta.imp.ns_per_byte_q16)
                                         >> RATE_FRACTION_BITS;
                     time_ns_t departure = begin_ns + service;

@@ -98,6 +98,8 @@ def from_p4info(info) -> Model:
             "alias": c.preamble.alias,
             "unit": pt.enum_name(COUNTER_UNIT, c.spec.unit),
             "size": c.size,
+            # Not presentation: the drops counter's annotation is the list of drop reasons.
+            "annotations": list(c.preamble.annotations),
         }
     for r in info.registers:
         m["registers"][r.preamble.name] = {

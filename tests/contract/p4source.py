@@ -64,6 +64,10 @@ class Annotation:
             raise P4SourceError(f"{self.where}: @{self.name} takes one string literal")
         return self.body[0].text
 
+    def p4info(self) -> str:
+        """As p4c writes it into a P4Info preamble (annotations with one string literal)."""
+        return f'@{self.name}("{self.string()}")'
+
     def integer(self) -> int:
         if len(self.body) != 1 or self.body[0].kind != "int":
             raise P4SourceError(f"{self.where}: @{self.name} takes one integer literal")
@@ -711,9 +715,10 @@ class PlacedControl:
 
 
 class Program:
-    def __init__(self, parser: Parser, system_headers: list[str]):
+    def __init__(self, parser: Parser, system_headers: list[str], defines: dict | None = None):
         self.p = parser
         self.system_headers = system_headers
+        self.defines = defines or {}
         if "core.p4" not in system_headers:
             raise P4SourceError("the program does not include <core.p4>")
         self.p.global_actions.setdefault("NoAction", NOACTION)
@@ -1027,7 +1032,9 @@ class Program:
                 raise P4SourceError(f"{inst.where}: counter type must be CounterType.packets|bytes|packets_and_bytes")
             m["counters"][name] = {"id": ids[("counter", name)], "alias": alias(name),
                                    "unit": COUNTER_UNITS[unit[2].text],
-                                   "size": ConstEval(inst.args[0], self.p.constants).value()}
+                                   "size": ConstEval(inst.args[0], self.p.constants).value(),
+                                   "annotations": [a.p4info() for a in inst.annotations
+                                                   if a.name not in ("id", "name")]}
 
         for name, inst in registers:
             if len(inst.type.args) not in (1, 2) or len(inst.args) != 1:
@@ -1098,4 +1105,4 @@ def load(path: str | Path, overrides: dict[str, str] | None = None) -> Program:
     pre = Preprocessor(overrides).run(Path(path))
     parser = Parser(pre.tokens)
     parser.program()
-    return Program(parser, pre.system_headers)
+    return Program(parser, pre.system_headers, pre.defines)

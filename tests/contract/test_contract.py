@@ -230,7 +230,19 @@ P4INFO_MUTATIONS = {
                                 "controller_headers['packet_out']['fields'][0]"),
     "controller header id": (lambda i: setattr(i.controller_packet_metadata[0].preamble, "id", 0x04000003),
                              "controller_headers['packet_in']['id']"),
+    "drop reasons reordered": (lambda i: _set_drop_reasons(i, lambda r: [r[1], r[0], *r[2:]]),
+                               "counters['P4netemIngress.drops']['annotations']"),
 }
+
+
+def _set_drop_reasons(info, change):
+    drops = next(c for c in info.counters if c.preamble.alias == "drops")
+    anns = list(drops.preamble.annotations)
+    i = next(k for k, a in enumerate(anns) if a.startswith("@p4netem_drop_reasons("))
+    reasons = anns[i].split('"')[1].split()
+    anns[i] = '@p4netem_drop_reasons("' + " ".join(change(reasons)) + '")'
+    del drops.preamble.annotations[:]
+    drops.preamble.annotations.extend(anns)
 
 
 @pytest.mark.parametrize("mutation", sorted(P4INFO_MUTATIONS))
@@ -291,6 +303,8 @@ SOURCE_MUTATIONS = {
                                 "controller_headers['packet_out']['fields'][1]"),
     "table never applied": ("classifier.p4", "        classifier.apply();\n", "",
                             "tables['P4netemIngress.classifier']"),
+    "drop reason renamed": ("ingress.p4", 'loss_random loss_burst', 'loss_bernoulli loss_burst',
+                            "counters['P4netemIngress.drops']['annotations']"),
 }
 
 
@@ -325,7 +339,7 @@ REJECTED = {
     "digest without struct type": ("forwarding.p4", "digest<mac_learn_digest_t>(", "digest(",
                                    "explicit struct type"),
     "default action outside the list": ("profile.p4", "default_action = NoAction();",
-                                        "default_action = set_impairment(0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0);\n"
+                                        "default_action = set_impairment(0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0);\n"
                                         "        /* */", None),
 }
 
@@ -340,3 +354,119 @@ def test_extractor_rejects(case):
         return
     with pytest.raises(P4SourceError, match=message):
         source_model_with((file, old, new))
+
+
+# ---------------------------------------------------------------------------------------------
+# one schema: the P4 constants, the P4Info, the switch (generated from it) and the control plane
+# (read from it) agree on every param, width, id and drop reason
+# ---------------------------------------------------------------------------------------------
+
+def _source_drop_constants(program) -> dict[str, int]:
+    """The DROP_<REASON> #defines of the P4 source (the reasons the program itself counts)."""
+    skip = {"DROP_REASONS", "DROP_COUNTER_SIZE"}
+    out = {}
+    for name, body in program.defines.items():
+        if name.startswith("DROP_") and name not in skip:
+            assert len(body) == 1 and body[0].kind == "int", f"{name} is not a plain integer"
+            out[name.removeprefix("DROP_").lower()] = body[0].value
+    return out
+
+
+def _drop_reasons(model) -> list[str]:
+    anns = model["counters"]["P4netemIngress.drops"]["annotations"]
+    found = [a for a in anns if a.startswith("@p4netem_drop_reasons(")]
+    assert len(found) == 1, f"the drops counter needs one @p4netem_drop_reasons annotation, has {anns}"
+    return found[0].split('"')[1].split()
+
+
+def check_p4_drop_constants(program, reasons: list[str]) -> list[str]:
+    problems = []
+    constants = _source_drop_constants(program)
+    for name, value in sorted(constants.items()):
+        if name not in reasons:
+            problems.append(f"DROP_{name.upper()} = {value} names no reason of {reasons}")
+        elif reasons.index(name) != value:
+            problems.append(f"DROP_{name.upper()} = {value}, but {name} is reason {reasons.index(name)}")
+    stride = program.defines["DROP_REASONS"][0].value
+    if stride < len(reasons):
+        problems.append(f"DROP_REASONS = {stride} leaves no cell for {reasons[stride:]}")
+    return problems
+
+
+def test_p4_drop_constants_match_the_annotation(file_model):
+    program = p4source.load(P4_MAIN)
+    problems = check_p4_drop_constants(program, _drop_reasons(file_model))
+    assert not problems, "\n".join(problems)
+
+
+def test_p4_drop_constant_mutation_is_caught(file_model):
+    text = (P4_INCLUDE / "defines.p4").read_text()
+    old = "#define DROP_QUEUE_FULL      2"
+    assert text.count(old) == 1
+    program = p4source.load(P4_MAIN, overrides={str(P4_INCLUDE / "defines.p4"): text.replace(old, old[:-1] + "3")})
+    assert any("DROP_QUEUE_FULL" in p for p in check_p4_drop_constants(program, _drop_reasons(file_model)))
+
+
+def python_schema_problems(info) -> list[str]:
+    """Where the control plane's view (p4netem.pipeline, the profile encoders) differs from `info`."""
+    from p4netem import pipeline as pl
+    from p4netem.profiles import IMPAIRMENT_PARAMS, RADIO_PARAMS
+
+    model = pm.from_p4info(info)
+    problems = []
+    for action, names, full in ((pl.SET_IMPAIRMENT, pl.IMPAIRMENT_PARAMS, IMPAIRMENT_PARAMS),
+                                (pl.SET_RADIO, pl.RADIO_PARAMS, RADIO_PARAMS)):
+        want = [(p["id"], p["name"], p["bits"]) for p in model["actions"][action]["params"]]
+        if list(full) != want:
+            problems.append(f"{action}: python {list(full)} != p4info {want}")
+        if list(names) != [n for _, n, _ in want]:
+            problems.append(f"{action}: pipeline names {list(names)} != p4info {[n for _, n, _ in want]}")
+    reasons = _drop_reasons(model)
+    python = [r.name.lower() for r in sorted(pl.DropReason)]
+    if python != reasons or [int(r) for r in sorted(pl.DropReason)] != list(range(len(reasons))):
+        problems.append(f"drop reasons: python {python} != p4info {reasons}")
+    stride = model["counters"][pl.DROPS]["size"] // model["counters"][pl.PROFILE_IN]["size"]
+    if pl.DROP_REASONS_PER_PD != stride:
+        problems.append(f"drop stride: python {pl.DROP_REASONS_PER_PD} != p4info {stride}")
+    return problems
+
+
+def test_python_schema_matches_p4info(p4info_message):
+    problems = python_schema_problems(p4info_message)
+    assert not problems, "\n".join(problems)
+
+
+PYTHON_SCHEMA_MUTATIONS = {
+    "impairment param width": P4INFO_MUTATIONS["param width"][0],
+    "radio param renamed": lambda i: setattr(_action(i, "set_radio").params[3], "name", "idle_connected_ns"),
+    "drop reasons reordered": P4INFO_MUTATIONS["drop reasons reordered"][0],
+    "drop stride": lambda i: setattr(_drop_counter_of(i), "size", 2 * _drop_counter_of(i).size),
+}
+
+
+def _drop_counter_of(info):
+    return next(c for c in info.counters if c.preamble.alias == "drops")
+
+
+@pytest.mark.parametrize("mutation", sorted(PYTHON_SCHEMA_MUTATIONS))
+def test_python_schema_check_catches_p4info_change(mutation, p4info_message):
+    """The control plane reads the P4Info at import: a P4Info that changed afterwards (here: a
+    mutated copy) no longer matches what it uses, and the check says so."""
+    mutated = copy.deepcopy(p4info_message)
+    PYTHON_SCHEMA_MUTATIONS[mutation](mutated)
+    assert python_schema_problems(mutated)
+
+
+def test_encoders_write_exactly_the_p4info_params():
+    """An encoder that leaves out or invents a param is refused (the guard of every encode)."""
+    from p4netem.profiles.action_params import ParamWidths
+    from p4netem import pipeline as pl
+    from p4netem.profiles import IMPAIRMENT_PARAMS
+
+    widths = ParamWidths(pl.SET_IMPAIRMENT, IMPAIRMENT_PARAMS)
+    params = pl.impairment_params()
+    widths.check_encoded(params)
+    with pytest.raises(AssertionError, match="left out"):
+        widths.check_encoded({k: v for k, v in params.items() if k != "ge_r"})
+    with pytest.raises(AssertionError, match="not in the P4Info"):
+        widths.check_encoded({**params, "ge_q": 0})

@@ -302,7 +302,7 @@ def test_defaults_are_pass_through():
     assert profile.uplink.passthrough and profile.downlink.passthrough
     params = profile.to_table_params("uplink")
     assert set(params.values()) == {0}  # every param of "no impairment" is 0 ...
-    assert len(params) == 16  # ... and all are present
+    assert len(params) == len(IMPAIRMENT_PARAMS) == 20  # ... and all are present
 
 
 def test_jitter_distribution_defaults_to_normal_only_with_jitter():
@@ -347,7 +347,8 @@ def test_encoding_of_each_field():
                       reorder={"keep_order": False, "probability": "25%"}, rate="3Mbit",
                       overhead=24, queue={"packets": 25, "bytes": "64KiB"}, loss=0,
                       gilbert_elliott={"p": "1%", "r": "30%", "loss_good": 0.5, "loss_bad": 80},
-                      duplicate="0.1%", corrupt="50%")
+                      duplicate="0.1%", corrupt="50%",
+                      aqm={"kind": "codel", "target": "3ms", "interval": "60ms", "ecn": True})
     params = link.to_table_params()
     assert list(params) == [name for _, name, _ in IMPAIRMENT_PARAMS]
     expected = {
@@ -357,6 +358,7 @@ def test_encoding_of_each_field():
         "ge_loss_bad": round(2**32 * 0.8), "ns_per_byte_q16": _q16_reference(Fraction(3 * 10**6)),
         "overhead_bytes": 24, "queue_limit_bytes": 65536, "queue_limit_pkts": 25,
         "dup_prob": round(2**32 * 0.001), "corrupt_prob": 2**31,
+        "aqm": 1, "codel_target_ns": 3_000_000, "codel_interval_ns": 60_000_000, "ecn": 1,
     }
     assert params == expected
     assert LinkParams.from_table_params(params) == link

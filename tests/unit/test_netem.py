@@ -153,7 +153,7 @@ def test_unsupported_and_malformed_tokens_are_named() -> None:
     found = problems("slot 800us 10ms packets 42 ecn frobnicate 3 rate 10% loss 1% 30% "
                      "reorder 5% gap 5 delay 1ms distribution gauss")
     assert found[0].startswith("slot: netem's slotted delivery")
-    assert found[1].startswith("ecn: p4netem drops packets, it does not ECN-mark them")
+    assert found[1].startswith("ecn: netem's ecn marks the packets its random loss would drop")
     assert found[2].startswith('"frobnicate" is not a netem option p4netem knows; allowed: delay TIME')
     assert found[3].startswith('rate: "10%": a rate in percent of the device\'s speed')
     assert found[4].startswith('loss: correlation "30%" is not supported')

@@ -30,7 +30,7 @@ def test_names_resolve_to_the_p4info_ids(p4info: P4Info) -> None:
     assert p4info.table("port_map").id == by_name[pl.PORT_MAP]  # unique alias
     assert p4info.action(pl.SET_IMPAIRMENT).params["ns_per_byte_q16"].bitwidth == 48
     assert p4info.register(pl.DIST_TABLE).bitwidth == 16
-    assert p4info.counter(pl.DROPS).size == 65536
+    assert p4info.counter(pl.DROPS).size == 131072  # 8192 pds x 16 drop-reason cells
     assert p4info.digest(pl.MAC_LEARN_DIGEST).fields == (("src_addr", 48), ("ingress_port", 9))
     assert set(p4info.controller_header("packet_in").metadata) >= {"ingress_port"}
     assert p4info.table_by_id(by_name[pl.CLASSIFIER]).name == pl.CLASSIFIER
@@ -123,7 +123,7 @@ def test_action_parameters_checked(p4info: P4Info) -> None:
                           {"profile_id": 1, "direction": 0, "ue_id": 0})
 
 
-def test_impairment_entry_has_all_sixteen_params(p4info: P4Info) -> None:
+def test_impairment_entry_has_all_twenty_params(p4info: P4Info) -> None:
     e = build_table_entry(
         p4info,
         pl.PROFILE,
@@ -132,7 +132,7 @@ def test_impairment_entry_has_all_sixteen_params(p4info: P4Info) -> None:
         pl.impairment_params(delay_ns=20_000_000, loss_prob=0xFFFFFFFF),
     )
     view = decode_table_entry(p4info, e)
-    assert len(view.params) == 16
+    assert len(view.params) == 20
     assert view.params["delay_ns"] == 20_000_000 and view.params["loss_prob"] == 0xFFFFFFFF
     assert view.params["jitter_ns"] == 0
     with pytest.raises(ValueError, match="delay"):
@@ -174,6 +174,6 @@ def test_register_counter_entries_and_updates(p4info: P4Info) -> None:
 
 def test_pd_and_drop_indices() -> None:
     assert pl.pd_index(1, pl.DOWNLINK) == 3
-    assert pl.drop_index(3, pl.DropReason.QUEUE_FULL) == 26
+    assert pl.drop_index(3, pl.DropReason.QUEUE_FULL) == 50  # 3 * 16 + 2
     with pytest.raises(ValueError):
         pl.pd_index(1, 2)

@@ -37,7 +37,7 @@ def show(
     the entries other controllers wrote. Read-only: needs no election and disturbs nobody."""
     with connect(addr, device_id, election_id, write=False, profiles=gather_profiles(profiles)) as ctl:
         state = ctl.state()
-        applied = [ctl._applied_rule(m, state) for m in state.managed.values()]
+        applied = [ctl.applied_rule(m, state) for m in state.managed.values()]
         if as_json:
             typer.echo(json.dumps({
                 "switch": addr, "device_id": device_id,
@@ -86,7 +86,7 @@ def _rate(now: int, before: int | None, dt: float) -> str:
 def stats_table(stats: SwitchStats, previous: SwitchStats | None) -> Group:
     dt = (stats.time_ns - previous.time_ns) / 1e9 if previous else 0.0
     before = {(r.label, r.direction): r.counters for r in previous.rows} if previous else {}
-    table = Table("rule", "dir", "profile", "in", "out", "Mbit/s out", "dup", "corrupt", "dropped",
+    table = Table("rule", "dir", "profile", "in", "out", "Mbit/s out", "dup", "corrupt", "ecn marked", "dropped",
                   "drops by reason", "held", title="p4netem counters (cumulative; rate over the last refresh)")
     for row in stats.rows:
         c = row.counters
@@ -94,7 +94,8 @@ def stats_table(stats: SwitchStats, previous: SwitchStats | None) -> Group:
         reasons = ", ".join(f"{r.name.lower()} {n}" for r, n in c.drops.items() if n) or "-"
         table.add_row(row.label, row.direction, row.profile, str(c.profile_in), str(c.profile_out),
                       _rate(c.bytes_out, old.bytes_out if old else None, dt), str(c.profile_dup),
-                      str(c.profile_corrupt), str(c.dropped), reasons, str(c.conservation_gap()))
+                      str(c.profile_corrupt), str(c.ecn_marked), str(c.dropped), reasons,
+                      str(c.conservation_gap()))
     parser = ", ".join(f"{e.name.lower()} {n}" for e, n in stats.parser_errors.items() if n) or "none"
     parts = [table, Text(f"parser errors: {parser}")]
     if stats.radio.ues:
@@ -124,7 +125,8 @@ def stats(
     """Live table of counters per rule and direction, drops by reason, radio per UE.
 
     Counters per rule and direction: packets in and out, throughput, duplicates, corrupted,
-    drops by reason (loss_random, loss_burst, queue_full, radio, no_route, ...) and packets held
+    packets the AQM marked CE, drops by reason (loss_random, loss_burst, queue_full, radio,
+    no_route, ..., aqm_drop) and packets held
     in the delay line; parser errors. Counters of a rule add up over its profile switches.
     Then the radio of the UEs of the rules with a radio (state, time in state, idle time,
     promotions by kind, time per state, energy estimate; see `p4netem radio show`): named UEs,

@@ -582,11 +582,11 @@ class TimelinePlayer:
             self.ctl.add_profile(profile)
         base = None
         if self.timeline.needs_base:
-            rules = self.ctl._rules(self.rules)
+            rules = self.ctl.parse_rules(self.rules)
             state = self.ctl.state()
             managed = state.find(rules[0])
             if managed is not None:
-                applied = self.ctl._applied_rule(managed, state)
+                applied = self.ctl.applied_rule(managed, state)
                 base = applied.profile
             if base is None:
                 raise TimelineError([Problem("steps[0]", f"the timeline starts without `apply` and rule "
@@ -602,7 +602,7 @@ class TimelinePlayer:
 
     def run(self) -> TimelineResult:
         events = self.compile()
-        rules = self.ctl._rules(self.rules)
+        rules = self.ctl.parse_rules(self.rules)
         end_offset = self.timeline.duration_ns()
         gc.collect()
         gc_was_enabled = gc.isenabled()

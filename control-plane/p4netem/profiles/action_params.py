@@ -22,7 +22,12 @@ class ParamWidths:
         self.widths = {name: bits for _, name, bits in params}
 
     def check_encoded(self, params: Mapping[str, int]) -> None:
-        """Validation keeps every field inside its width; this guards the guard."""
+        """Validation keeps every field inside its width, and an encoder writes exactly the
+        action's params (those of the P4Info); this guards the guard."""
+        missing, unknown = set(self.widths) - set(params), set(params) - set(self.widths)
+        if missing or unknown:
+            raise AssertionError(f"{self.action}: encoder gave {sorted(unknown)} not in the P4Info and "
+                                 f"left out {sorted(missing)}")
         for name, value in params.items():
             if not 0 <= value < 2 ** self.widths[name]:
                 raise AssertionError(f"{self.action}: {name}={value} does not fit in "

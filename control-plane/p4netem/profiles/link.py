@@ -21,12 +21,16 @@ from pydantic import WithJsonSchema, field_validator, model_validator
 
 from .. import pipeline as pl
 from .errors import KNOWN_FIELDS, FieldProblems, Problem
-from .fields import (Delay48, LinkRate, Overhead16, Probability, QueueBytes32, QueuePackets32,
+from .fields import (Delay48, LinkRate, Overhead16, Probability, QueueBytes32, QueuePackets32, duration,
                      flag)
 from .gilbert_elliott import GilbertElliott
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
 
-__all__ = ["JitterDistribution", "Reorder", "Queue", "LinkParams"]
+__all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LinkParams"]
+
+# CoDel times: the control law scales the interval as a 32-bit count of ns (as Linux does).
+CodelTime = duration(1_000, 2**32 - 1)
+EcnFlag = flag("mark CE instead of dropping ECN-capable packets")
 
 
 class JitterDistribution(str, Enum):
@@ -127,6 +131,65 @@ class Queue(BaseModel):
         return self.packets == 0 and self.bytes == 0
 
 
+class AqmKind(str, Enum):
+    """How the rate queue decides which packets to drop (or ECN-mark)."""
+
+    TAIL_DROP = "tail-drop"  # only when a queue limit is reached
+    CODEL = "codel"  # RFC 8289, at each packet's dequeue
+
+    @property
+    def code(self) -> int:
+        return {AqmKind.TAIL_DROP: 0, AqmKind.CODEL: 1}[self]
+
+    @classmethod
+    def from_code(cls, code: int) -> "AqmKind":
+        for kind in cls:
+            if kind.code == code:
+                return kind
+        raise ValueError(f"aqm {code} is not an AQM of the contract (0 tail-drop, 1 codel)")
+
+
+class Aqm(BaseModel):
+    """Active queue management of the rate queue (a queue limit still drops at the tail).
+
+    `aqm: codel` is CoDel with RFC 8289's defaults (target 5ms, interval 100ms); `ecn: true`
+    marks ECN-capable packets CE instead of dropping them (RFC 3168)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: AqmKind = AqmKind.TAIL_DROP
+    target: CodelTime = Duration(5_000_000)
+    interval: CodelTime = Duration(100_000_000)
+    ecn: EcnFlag = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"kind": data.strip().lower()}
+        if isinstance(data, (Mapping, Aqm)):
+            return data
+        raise ValueError(f"{quote(data)} is not an aqm block ({{kind, target, interval, ecn}}) "
+                         "or one of tail-drop, codel")
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, data: Any) -> Any:
+        if isinstance(data, AqmKind):
+            return data
+        allowed = ", ".join(k.value for k in AqmKind)
+        if not isinstance(data, str) or data.strip().lower() not in {k.value for k in AqmKind}:
+            raise ValueError(f"{quote(data)} is not an AQM; allowed {allowed}")
+        return AqmKind(data.strip().lower())
+
+    @model_validator(mode="after")
+    def _target_below_interval(self) -> "Aqm":
+        if self.kind is AqmKind.CODEL and self.target >= self.interval:
+            raise FieldProblems([Problem("target", f"{self.target} must be below the interval "
+                                         f"{self.interval} (RFC 8289: 5-10% of it)")])
+        return self
+
+
 class LinkParams(BaseModel):
     """Impairment of one direction. Defaults are "no impairment" for every field."""
 
@@ -140,6 +203,7 @@ class LinkParams(BaseModel):
     rate: LinkRate = Rate(0)
     overhead: Overhead16 = 0
     queue: Queue = Queue()
+    aqm: Aqm = Aqm()
     loss: Probability = Percent(0)
     gilbert_elliott: GilbertElliott | None = None
     duplicate: Probability = Percent(0)
@@ -189,6 +253,12 @@ class LinkParams(BaseModel):
         if self.rate == 0 and not self.queue.unlimited:
             problems.append(Problem("queue", "a queue limit needs a rate (without one the rate "
                                     "queue is always empty)"))
+        if self.rate == 0 and self.aqm.kind is not AqmKind.TAIL_DROP:
+            problems.append(Problem("aqm", f"{self.aqm.kind.value} needs a rate (without one the rate "
+                                    "queue is always empty)"))
+        if self.aqm.ecn and self.aqm.kind is AqmKind.TAIL_DROP:
+            problems.append(Problem("aqm.ecn", "marks only where an AQM would drop; pick aqm codel "
+                                    "(a full queue always drops)"))
         if self.rate == 0 and self.overhead:
             problems.append(Problem("overhead", f"{self.overhead} bytes needs a rate (overhead "
                                     "only counts in the rate computation)"))
@@ -216,4 +286,4 @@ class LinkParams(BaseModel):
         return decode_link(params)
 
 
-KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Queue.model_fields)
+KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Queue.model_fields, Aqm.model_fields)

@@ -36,11 +36,14 @@ NETEM_DEFAULT_LIMIT = 1000
 
 # tc's keyword order: `matches()` accepts any prefix, and the first keyword it fits wins.
 _KEYWORDS = ("limit", "latency", "delay", "loss", "drop", "ecn", "reorder", "corrupt", "gap",
-             "duplicate", "distribution", "rate", "slot", "seed")
+             "duplicate", "distribution", "rate", "slot", "seed", "codel")
+# `codel [target TIME] [interval TIME] [ecn|noecn]`: tc's codel qdisc options (tc-codel(8)), which a
+# p4netem profile puts on the rate queue (netem itself has no AQM: the two would be stacked qdiscs).
+_CODEL_OPTIONS = ("target", "interval", "ecn", "noecn")
 _ALLOWED = ("delay TIME [JITTER [0]] [distribution uniform|normal|pareto|paretonormal|FILE.dist], "
             "loss [random] PERCENT [0], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [0 [P23 [0]]]], "
             "duplicate PERCENT [0], corrupt PERCENT [0], reorder PERCENT [0] [gap 1], "
-            "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS")
+            "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS, codel [target TIME] [interval TIME] [ecn]")
 
 # tc_util.c get_time64: case-insensitive units; a bare number is microseconds.
 _TIME_UNITS = {"s": 10**9, "sec": 10**9, "secs": 10**9, "ms": 10**6, "msec": 10**6, "msecs": 10**6,
@@ -241,7 +244,10 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
             elif keyword == "rate":
                 _rate_option(tokens, out)
             elif keyword == "ecn":
-                raise _Bad("ecn", "p4netem drops packets, it does not ECN-mark them; leave ecn out")
+                raise _Bad("ecn", "netem's ecn marks the packets its random loss would drop; p4netem marks only "
+                                  "where its AQM drops: use codel ... ecn (and leave netem's ecn out)")
+            elif keyword == "codel":
+                out["aqm"] = _codel(tokens)
             elif keyword == "slot":
                 raise _Bad("slot", "netem's slotted delivery (slot MIN [MAX] [packets N] [bytes B]) is not in "
                                    "p4netem's pipeline; use rate and delay, or a radio model for wake-up delays")
@@ -274,6 +280,8 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
     if "jitter" in out:
         # netem's tfifo sends packets in time-to-send order, so jitter reorders them.
         out.setdefault("reorder", {})["keep_order"] = False
+    if "aqm" in out and "rate" not in out:
+        problems.append(Problem("codel", "needs rate RATE: an AQM manages the rate queue, which only a rate has"))
     if "rate" in out:
         out["queue"] = {"packets": limit if limit is not None else NETEM_DEFAULT_LIMIT}
     elif limit is not None:
@@ -282,6 +290,18 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
     if problems:
         raise ProfileError(problems, f"netem {quote(' '.join(words))}")
     return NetemLink(out, warnings, " ".join(words), user_table)
+
+
+def _codel(tokens: _Tokens) -> dict[str, Any]:
+    """tc-codel's options after `codel` (its limit is netem's `limit`, the rate queue's)."""
+    aqm: dict[str, Any] = {"kind": "codel"}
+    while tokens.more() and tokens.words[tokens.i] in _CODEL_OPTIONS:
+        option = tokens.take("a codel option", "codel")
+        if option in ("target", "interval"):
+            aqm[option] = _time(tokens.take("a time", f"codel {option}"), f"codel {option}")
+        else:
+            aqm["ecn"] = option == "ecn"
+    return aqm
 
 
 def _user_table(name: str) -> DistTable:

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from pydantic import TypeAdapter, ValidationError
 
 from .. import pipeline as pl
+from .. import schema
 from .action_params import ParamWidths
 from .errors import Problem, ProfileError, problems_from_validation_error
 from .radio import Radio, RadioGprs, RadioLte, RadioNone, RadioUmts
@@ -26,29 +27,9 @@ __all__ = ["RADIO_PARAMS", "SET_RADIO", "RADIO_TABLE", "encode_radio", "decode_r
 RADIO_TABLE = pl.RADIO_PROFILE
 SET_RADIO = pl.SET_RADIO
 
-# (param id, name, bit width) of set_radio, in contract order (a test checks them against the
-# checked-in P4Info).
-RADIO_PARAMS: tuple[tuple[int, str, int], ...] = (
-    (1, "model", 8),
-    (2, "idle_to_dch_ns", 48),
-    (3, "fach_to_dch_ns", 48),
-    (4, "idle_to_connected_ns", 48),
-    (5, "standby_to_ready_ns", 48),
-    (6, "promo_spread_ns", 48),
-    (7, "dch_fach_timer_ns", 48),
-    (8, "fach_idle_timer_ns", 48),
-    (9, "drx_inactivity_ns", 48),
-    (10, "short_drx_time_ns", 48),
-    (11, "short_drx_cycle_ns", 48),
-    (12, "long_drx_cycle_ns", 48),
-    (13, "drx_on_ns", 48),
-    (14, "tail_ns", 48),
-    (15, "ready_timer_ns", 48),
-    (16, "rlc_ul_bytes", 32),
-    (17, "rlc_dl_bytes", 32),
-    (18, "fach_ns_per_byte_q16", 48),
-    (19, "promo_queue_pkts", 32),
-)
+# (param id, name, bit width) of set_radio, in contract order: read from the contract P4Info
+# (p4netem.schema), never written out here.
+RADIO_PARAMS: tuple[tuple[int, str, int], ...] = schema.action_params(SET_RADIO)
 _PARAMS = ParamWidths(SET_RADIO, RADIO_PARAMS)
 _MODEL_CODES = {"none": pl.RadioModel.NONE, "umts": pl.RadioModel.UMTS, "lte": pl.RadioModel.LTE,
                 "gprs": pl.RadioModel.GPRS}

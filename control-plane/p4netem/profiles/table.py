@@ -24,9 +24,10 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from .. import pipeline as pl
+from .. import schema
 from .action_params import ParamWidths
 from .errors import Problem, ProfileError, problems_from_validation_error
-from .link import JitterDistribution, LinkParams
+from .link import AqmKind, JitterDistribution, LinkParams
 from .units import (Duration, ns_per_byte_q16_to_rate, percent_to_prob, prob_to_percent,
                     rate_to_ns_per_byte_q16)
 
@@ -36,26 +37,9 @@ __all__ = ["SET_IMPAIRMENT", "PROFILE_TABLE", "IMPAIRMENT_PARAMS", "Direction", 
 PROFILE_TABLE = pl.PROFILE
 SET_IMPAIRMENT = pl.SET_IMPAIRMENT
 
-# (param id, name, bit width) of set_impairment, in contract order (names as p4netem.pipeline;
-# a test checks ids and widths against the checked-in P4Info).
-IMPAIRMENT_PARAMS: tuple[tuple[int, str, int], ...] = (
-    (1, "delay_ns", 48),
-    (2, "jitter_ns", 48),
-    (3, "jitter_dist", 8),
-    (4, "reorder_mode", 8),
-    (5, "reorder_prob", 32),
-    (6, "loss_prob", 32),
-    (7, "ge_p", 32),
-    (8, "ge_r", 32),
-    (9, "ge_loss_good", 32),
-    (10, "ge_loss_bad", 32),
-    (11, "ns_per_byte_q16", 48),
-    (12, "overhead_bytes", 16),
-    (13, "queue_limit_bytes", 32),
-    (14, "queue_limit_pkts", 32),
-    (15, "dup_prob", 32),
-    (16, "corrupt_prob", 32),
-)
+# (param id, name, bit width) of set_impairment, in contract order: read from the contract P4Info
+# (p4netem.schema), never written out here.
+IMPAIRMENT_PARAMS: tuple[tuple[int, str, int], ...] = schema.action_params(SET_IMPAIRMENT)
 _PARAMS = ParamWidths(SET_IMPAIRMENT, IMPAIRMENT_PARAMS)
 
 REORDER_KEEP_ORDER = 0  # release = max(release, last_release)
@@ -141,6 +125,11 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         "queue_limit_pkts": int(link.queue.packets),
         "dup_prob": percent_to_prob(link.duplicate),
         "corrupt_prob": percent_to_prob(link.corrupt),
+        # Tail drop writes zeros: its CoDel times mean nothing, and zeros keep old encodings.
+        "aqm": link.aqm.kind.code,
+        "codel_target_ns": int(link.aqm.target) if link.aqm.kind is AqmKind.CODEL else 0,
+        "codel_interval_ns": int(link.aqm.interval) if link.aqm.kind is AqmKind.CODEL else 0,
+        "ecn": int(link.aqm.ecn),
     }
     _PARAMS.check_encoded(params)
     return params
@@ -178,6 +167,7 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         "gilbert_elliott": ge,
         "duplicate": prob_to_percent(values["dup_prob"]),
         "corrupt": prob_to_percent(values["corrupt_prob"]),
+        "aqm": _decode_aqm(values),
     }
     try:
         return LinkParams.model_validate(data, context={"lenient": True})
@@ -187,12 +177,24 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
                            SET_IMPAIRMENT) from None
 
 
+def _decode_aqm(values: Mapping[str, int]) -> dict[str, Any]:
+    try:
+        kind = AqmKind.from_code(values["aqm"])
+    except ValueError:
+        kind = values["aqm"]  # the aqm field's validator names it
+    if kind is AqmKind.CODEL:
+        return {"kind": kind, "target": Duration(values["codel_target_ns"]),
+                "interval": Duration(values["codel_interval_ns"]), "ecn": bool(values["ecn"])}
+    return {"kind": kind, "ecn": bool(values["ecn"])}
+
+
 _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_byte_q16",
                    "overhead": "overhead_bytes", "queue.bytes": "queue_limit_bytes",
                    "queue.packets": "queue_limit_pkts", "loss": "loss_prob",
                    "reorder.probability": "reorder_prob", "duplicate": "dup_prob",
                    "corrupt": "corrupt_prob", "gilbert_elliott.p": "ge_p",
-                   "gilbert_elliott.r": "ge_r"}
+                   "gilbert_elliott.r": "ge_r", "aqm.kind": "aqm", "aqm.target": "codel_target_ns",
+                   "aqm.interval": "codel_interval_ns", "aqm.ecn": "ecn"}
 
 
 def _to_param_names(problems: list[Problem]) -> list[Problem]:

@@ -155,7 +155,7 @@ def build_router(session: SwitchSession, access: Access, timelines: TimelineRunn
             state = ctl.state()
             return {"switch": session.address, "device_id": session.device_id,
                     "port_map": {str(k): v for k, v in sorted(state.port_map.items())},
-                    "rules": [ctl._applied_rule(m, state).to_dict() for m in state.managed.values()],
+                    "rules": [ctl.applied_rule(m, state).to_dict() for m in state.managed.values()],
                     "unmanaged_entries": len(state.unmanaged), "broken_entries": len(state.broken)}
         return session.read(read)
 
@@ -210,7 +210,7 @@ def build_router(session: SwitchSession, access: Access, timelines: TimelineRunn
         def read(ctl):
             state = ctl.state()
             managed = state.find(rule)
-            return ctl._applied_rule(managed, state).to_dict() if managed is not None else None
+            return ctl.applied_rule(managed, state).to_dict() if managed is not None else None
         return {"address": caller_address(request), "operator": access.is_operator(request),
                 "rule": session.read(read)}
 

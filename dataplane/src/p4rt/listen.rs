@@ -20,8 +20,9 @@ pub const MAX_MESSAGE_BYTES_LIMIT: usize = 1 << 30;
 /// HTTP/2 header list cap (bytes): P4Runtime carries nothing in headers but the method and
 /// metadata; hyper's default (16 MiB) would let a client make the server buffer that much.
 pub const MAX_HEADER_LIST_BYTES: u32 = 16 << 10;
-/// Concurrent requests per connection: a controller needs a stream plus a few unary calls.
-pub const CONCURRENCY_PER_CONNECTION: usize = 64;
+/// Concurrent HTTP/2 streams (requests) per connection: a controller needs a stream plus a few
+/// unary calls.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 64;
 
 /// PEM files for the server's TLS, as given on the command line.
 #[derive(Clone, Debug, Default)]

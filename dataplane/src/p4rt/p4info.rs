@@ -172,7 +172,7 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
                 CounterUnit::Both => Unit::Both,
             };
             cfg::Counter {
-                preamble: preamble(c.id, c.name, alias(c.name), Vec::new()),
+                preamble: preamble(c.id, c.name, alias(c.name), c.annotations.iter().map(|a| a.to_string()).collect()),
                 spec: Some(cfg::CounterSpec { unit: unit as i32 }),
                 size: caps.counter_size(c.id).unwrap_or(c.size) as i64,
                 ..Default::default()

@@ -363,9 +363,12 @@ pub async fn serve(
         // still keeps one request from holding hundreds of MB (tonic answers a too-big one OUT_OF_RANGE, naming the limit).
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);
+    // Streams per connection are capped by HTTP/2 (refused streams), not by tonic's
+    // concurrency_limit_per_connection, whose semaphore can deadlock with HTTP/2 flow control
+    // when it is below max_concurrent_streams (hyper issue 3559).
     let mut builder = tonic::transport::Server::builder()
         .http2_max_header_list_size(super::listen::MAX_HEADER_LIST_BYTES)
-        .concurrency_limit_per_connection(super::listen::CONCURRENCY_PER_CONNECTION);
+        .max_concurrent_streams(super::listen::MAX_STREAMS_PER_CONNECTION);
     if let Some(tls) = tls {
         builder = builder.tls_config(tls).map_err(|e| anyhow::anyhow!("P4Runtime TLS configuration: {e}"))?;
     }

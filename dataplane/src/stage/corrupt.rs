@@ -10,7 +10,7 @@ pub struct Corrupt;
 
 impl Stage for Corrupt {
     #[inline]
-    fn apply(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
+    fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         if imp.corrupt_prob != 0 && pkt.len > ETH_HDR_BYTES && ctx.rng.chance(imp.corrupt_prob) {
             let end = pkt.len.min(MAX_FRAME_BYTES);
             let span = (end - ETH_HDR_BYTES) * 8;

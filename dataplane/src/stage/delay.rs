@@ -38,7 +38,7 @@ pub fn jitter_sample(imp: &Impairment, ctx: &mut Ctx) -> (bool, u64) {
 
 impl Stage for Delay {
     #[inline]
-    fn apply(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
+    fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         if imp.reorder_prob != 0 && ctx.rng.chance(imp.reorder_prob) {
             pkt.release = pkt.departure;
             return Verdict::Pass;
@@ -76,7 +76,7 @@ mod tests {
             let now = i * 1000;
             let mut ctx = Ctx { now, pd: 1, rng: &mut rng, regs: &regs, counters: &counters };
             let mut p = Pkt::new(100, now);
-            Delay.apply(&imp, &mut ctx, &mut p);
+            Delay.enqueue(&imp, &mut ctx, &mut p);
             assert!(p.release >= now + 5_000_000 && p.release <= now.max(prev) + 15_000_000);
             assert!(p.release >= prev, "order kept with reorder_mode 0");
             prev = p.release;
@@ -93,7 +93,7 @@ mod tests {
             for _ in 0..n {
                 let mut ctx = Ctx { now: 0, pd: 0, rng: &mut rng, regs: &regs, counters: &counters };
                 let mut p = Pkt::new(100, 0);
-                Delay.apply(&imp, &mut ctx, &mut p);
+                Delay.enqueue(&imp, &mut ctx, &mut p);
                 xs.push(p.release as f64 - 50e6);
             }
             let m = xs.iter().sum::<f64>() / n as f64;
@@ -110,7 +110,7 @@ mod tests {
         let mut ctx = Ctx { now: 10, pd: 2, rng: &mut rng, regs: &regs, counters: &counters };
         let mut p = Pkt::new(100, 10);
         p.departure = 77;
-        Delay.apply(&imp, &mut ctx, &mut p);
+        Delay.enqueue(&imp, &mut ctx, &mut p);
         assert_eq!(p.release, 77);
         assert_eq!(regs.last_release_ns[2].load(Relaxed), 0);
     }

@@ -6,7 +6,7 @@ pub struct Duplicate;
 
 impl Stage for Duplicate {
     #[inline]
-    fn apply(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
+    fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         if !pkt.is_copy && imp.dup_prob != 0 && ctx.rng.chance(imp.dup_prob) {
             pkt.duplicate = true;
             ctx.counters.profile_dup.add(ctx.pd as usize, pkt.len as u64);

@@ -10,7 +10,7 @@ pub struct Loss;
 
 impl Stage for Loss {
     #[inline]
-    fn apply(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
+    fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         if pkt.is_copy {
             return Verdict::Pass;
         }
@@ -51,7 +51,7 @@ mod tests {
         let mut lost = 0;
         for _ in 0..n {
             let mut ctx = Ctx { now: 0, pd: 1, rng: &mut rng, regs: &regs, counters: &counters };
-            if Loss.apply(&imp, &mut ctx, &mut Pkt::new(100, 0)) == Verdict::Drop(DropReason::LossRandom) {
+            if Loss.enqueue(&imp, &mut ctx, &mut Pkt::new(100, 0)) == Verdict::Drop(DropReason::LossRandom) {
                 lost += 1;
             }
         }
@@ -72,7 +72,7 @@ mod tests {
         let (mut lost, mut bursts, mut prev) = (0u64, 0u64, false);
         for _ in 0..n {
             let mut ctx = Ctx { now: 0, pd: 3, rng: &mut rng, regs: &regs, counters: &counters };
-            let l = Loss.apply(&imp, &mut ctx, &mut Pkt::new(100, 0)) == Verdict::Drop(DropReason::LossBurst);
+            let l = Loss.enqueue(&imp, &mut ctx, &mut Pkt::new(100, 0)) == Verdict::Drop(DropReason::LossBurst);
             lost += l as u64;
             bursts += (l && !prev) as u64;
             prev = l;

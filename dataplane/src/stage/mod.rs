@@ -1,6 +1,8 @@
 //! The impairment stages, one file each, all with one shape ([`Stage`]): take the profile's
 //! immutable parameters ([`Impairment`]), the packet's per-pass state ([`Pkt`]) and the shared
-//! context, and either pass the packet on or drop it with a reason. Per-pd state lives in the
+//! context, and either pass the packet on or drop it with a reason; besides that per-packet
+//! `enqueue` step a stage may act when a profile is installed, when a packet leaves, on the
+//! loop's timer and on a reset (see [`Stage`]). Per-pd state lives in the
 //! contract's registers (so the control plane reads and writes the same values the P4 program
 //! would) or, for the rate queue's departure times, inside the stage.
 //!
@@ -8,6 +10,7 @@
 //! duplicate runs corruption, rate and delay as a packet of its own (p4src: PASS_DUP), from the
 //! ready time the radio gave the original. The radio stage takes the profile's radio parameters
 //! ([`RadioParams`]) instead of its impairment, and runs only for profiles that have a radio.
+pub mod codel;
 pub mod corrupt;
 pub mod delay;
 pub mod duplicate;
@@ -16,6 +19,7 @@ pub mod radio;
 pub mod rate;
 
 use crate::contract::DropReason;
+use crate::parse::IpHdr;
 use crate::rng::Prng;
 use crate::state::{Counters, Registers};
 pub use crate::tables::{Impairment, RadioParams};
@@ -47,6 +51,10 @@ pub struct Pkt {
     pub duplicate: bool,
     /// Set by the corruption stage: the bit (index from the frame start) to flip.
     pub flip_bit: Option<u32>,
+    /// The packet's IP header (for ECN), from the parser.
+    pub ip: Option<IpHdr>,
+    /// Set by the AQM: mark CE instead of dropping.
+    pub mark_ce: bool,
     /// The UE the packet belongs to (classifier), whose radio it uses.
     pub ue: u32,
     /// When the radio can carry the packet (arrival time unless the radio stage delays it);
@@ -68,11 +76,37 @@ impl Pkt {
             len: self.len,
             is_copy: true,
             ue: self.ue,
+            ip: self.ip,
             ready: self.ready.max(now),
             departure: now,
             release: now,
             ..Default::default()
         }
+    }
+}
+
+/// The changes the stages decided for a frame, made when it is written out: CE first (the
+/// AQM acted before corruption would be visible), then the corruption's bit flip.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Edits {
+    pub flip_bit: Option<u32>,
+    pub ce: Option<IpHdr>,
+}
+
+impl Edits {
+    #[inline]
+    pub fn apply(&self, frame: &mut [u8]) {
+        if let Some(ip) = self.ce {
+            ip.mark_ce(frame);
+        }
+        corrupt::flip(frame, self.flip_bit);
+    }
+}
+
+impl Pkt {
+    #[inline]
+    pub fn edits(&self) -> Edits {
+        Edits { flip_bit: self.flip_bit, ce: if self.mark_ce { self.ip } else { None } }
     }
 }
 
@@ -82,9 +116,21 @@ pub enum Verdict {
     Drop(DropReason),
 }
 
-/// Every stage: the profile's parameters (`P`), the shared context, the packet.
+/// Every stage: the profile's parameters (`P`), the shared context, the packet. A stage implements
+/// the steps it needs; the others are no-ops. The data-plane loop runs every stage through these
+/// steps (via [`Impairments`]) and never calls a stage by name for them:
+/// - `provision`: a profile entry with these parameters was installed for `pd` (a new table
+///   snapshot): allocate per-pd state here, never per packet;
+/// - `enqueue`: a packet arrives at the stage: pass it on (possibly with new times) or drop it;
+/// - `dequeue`: a packet of `pd` leaves the pipeline (its release time came): queue bookkeeping;
+/// - `tick`: the loop's timer, at least once per loop turn, for state that changes with time alone;
+/// - `reset`: the control plane reset the registers: forget per-pd state kept inside the stage.
 pub trait Stage<P = Impairment> {
-    fn apply(&mut self, params: &P, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict;
+    fn provision(&mut self, _pd: u32, _params: &P) {}
+    fn enqueue(&mut self, params: &P, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict;
+    fn dequeue(&mut self, _pd: u32, _now: u64, _regs: &Registers) {}
+    fn tick(&mut self, _now: u64, _regs: &Registers) {}
+    fn reset(&mut self) {}
 }
 
 /// The stages composed in contract order.
@@ -109,15 +155,52 @@ impl Impairments {
         }
     }
 
+    /// The stages after the radio (which takes [`RadioParams`]), in contract order.
+    #[inline]
+    fn after_radio(&mut self) -> [&mut dyn Stage; 5] {
+        [&mut self.loss, &mut self.duplicate, &mut self.corrupt, &mut self.rate, &mut self.delay]
+    }
+
     /// Runs a packet (original or copy) through the stages after the radio; the first drop ends it.
     pub fn run(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
-        let stages: [&mut dyn Stage; 5] =
-            [&mut self.loss, &mut self.duplicate, &mut self.corrupt, &mut self.rate, &mut self.delay];
-        for s in stages {
-            if let v @ Verdict::Drop(_) = s.apply(imp, ctx, pkt) {
+        for s in self.after_radio() {
+            if let v @ Verdict::Drop(_) = s.enqueue(imp, ctx, pkt) {
                 return v;
             }
         }
         Verdict::Pass
+    }
+
+    /// Every stage's `provision` for one installed profile entry.
+    pub fn provision(&mut self, pd: u32, imp: &Impairment) {
+        for s in self.after_radio() {
+            s.provision(pd, imp);
+        }
+    }
+
+    /// Every stage's `dequeue` for a packet of `pd` released at `now`.
+    #[inline]
+    pub fn dequeue(&mut self, pd: u32, now: u64, regs: &Registers) {
+        for s in self.after_radio() {
+            s.dequeue(pd, now, regs);
+        }
+        Stage::<RadioParams>::dequeue(&mut self.radio, pd, now, regs);
+    }
+
+    /// Every stage's `tick`.
+    #[inline]
+    pub fn tick(&mut self, now: u64, regs: &Registers) {
+        for s in self.after_radio() {
+            s.tick(now, regs);
+        }
+        Stage::<RadioParams>::tick(&mut self.radio, now, regs);
+    }
+
+    /// Every stage's `reset`.
+    pub fn reset(&mut self) {
+        for s in self.after_radio() {
+            s.reset();
+        }
+        Stage::<RadioParams>::reset(&mut self.radio);
     }
 }

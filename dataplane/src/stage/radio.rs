@@ -265,7 +265,7 @@ impl Radio {
 
 impl Stage<RadioParams> for Radio {
     /// Sets `pkt.ready`; drops (reason radio) a packet beyond `promo_queue_pkts`.
-    fn apply(&mut self, p: &RadioParams, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
+    fn enqueue(&mut self, p: &RadioParams, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         self.n = 0;
         let regs = ctx.regs;
         let r = &regs.radio;

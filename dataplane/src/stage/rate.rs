@@ -16,8 +16,8 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{Ctx, Impairment, Pkt, Stage, Verdict};
-use crate::contract::DropReason;
+use super::{codel, Ctx, Impairment, Pkt, Stage, Verdict};
+use crate::contract::{DropReason, AQM_CODEL};
 use crate::state::Registers;
 
 const MIN_FRAME: u64 = 14;
@@ -44,19 +44,6 @@ impl Rate {
         cap as usize
     }
 
-    /// Makes sure pd's ring can hold what `imp` allows (allocates only when it must grow).
-    pub fn provision(&mut self, pd: u32, imp: &Impairment) {
-        if !imp.has_rate() {
-            return;
-        }
-        let cap = self.capacity_for(imp);
-        if let Some(q) = self.queues.get_mut(pd as usize) {
-            if q.capacity() < cap {
-                q.reserve_exact(cap - q.len());
-            }
-        }
-    }
-
     /// Removes the packets that have departed by `now` from pd's queue and backlog registers.
     #[inline]
     pub fn drain(&mut self, pd: u32, now: u64, regs: &Registers) {
@@ -80,21 +67,40 @@ impl Rate {
         pcell.store(pkts, Relaxed);
     }
 
-    /// Forgets every queued departure (after a control-plane reset of the registers).
-    pub fn reset(&mut self) {
-        for q in &mut self.queues {
-            q.clear();
-        }
-    }
-
     pub fn queued(&self, pd: u32) -> usize {
         self.queues.get(pd as usize).map_or(0, |q| q.len())
     }
 }
 
 impl Stage for Rate {
+    /// Makes sure pd's ring can hold what `imp` allows (allocates only when it must grow).
+    fn provision(&mut self, pd: u32, imp: &Impairment) {
+        if !imp.has_rate() {
+            return;
+        }
+        let cap = self.capacity_for(imp);
+        if let Some(q) = self.queues.get_mut(pd as usize) {
+            if q.capacity() < cap {
+                q.reserve_exact(cap - q.len());
+            }
+        }
+    }
+
+    /// Keeps the backlog registers exact when no new packet of this pd arrives.
     #[inline]
-    fn apply(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
+    fn dequeue(&mut self, pd: u32, now: u64, regs: &Registers) {
+        self.drain(pd, now, regs);
+    }
+
+    /// Forgets every queued departure (after a control-plane reset of the registers).
+    fn reset(&mut self) {
+        for q in &mut self.queues {
+            q.clear();
+        }
+    }
+
+    #[inline]
+    fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         // A packet enters the rate queue when the radio can carry it (its ready time).
         pkt.departure = pkt.ready;
         if !imp.has_rate() {
@@ -111,7 +117,27 @@ impl Stage for Rate {
         if bytes_full || pkts_full {
             return Verdict::Drop(DropReason::QueueFull);
         }
-        let begin = pkt.ready.max(regs.next_free_ns[pd].load(Relaxed));
+        let free_at = regs.next_free_ns[pd].load(Relaxed);
+        let begin = pkt.ready.max(free_at);
+        if imp.aqm == AQM_CODEL {
+            // CoDel at the packet's dequeue instant (`begin`); see codel.rs.
+            let params = codel::Params { target_ns: imp.codel_target_ns, interval_ns: imp.codel_interval_ns, ecn: imp.ecn };
+            let cell = &regs.codel[pd];
+            let mut vars = cell.load();
+            let ect = pkt.ip.is_some_and(|ip| ip.ect());
+            let decision =
+                codel::dequeue(&mut vars, &params, begin, begin - pkt.ready, bytes, pkt.ready <= free_at, ect);
+            cell.store(&vars);
+            match decision {
+                // Dropped at dequeue: no link time, no backlog.
+                codel::Decision::Drop => return Verdict::Drop(DropReason::AqmDrop),
+                codel::Decision::Mark => {
+                    pkt.mark_ce = true;
+                    ctx.counters.profile_ecn_mark.add(pd, pkt.len as u64);
+                }
+                codel::Decision::Pass => {}
+            }
+        }
         let service = ((wire as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
         let departure = begin.saturating_add(service);
         if departure > ctx.now {
@@ -162,7 +188,7 @@ mod tests {
         for _ in 0..3 {
             let mut ctx = Ctx { now, pd: 2, rng: &mut rng, regs: &regs, counters: &counters };
             let mut p = Pkt::new(1476, now);
-            assert_eq!(rate.apply(&imp, &mut ctx, &mut p), Verdict::Pass);
+            assert_eq!(rate.enqueue(&imp, &mut ctx, &mut p), Verdict::Pass);
             deps.push(p.departure);
         }
         // (1476 + 24) bytes * 800 ns = 1.2 ms each, back to back.
@@ -184,7 +210,7 @@ mod tests {
         let mut verdicts = Vec::new();
         for _ in 0..8 {
             let mut ctx = Ctx { now: 0, pd: 0, rng: &mut rng, regs: &regs, counters: &counters };
-            verdicts.push(rate.apply(&imp, &mut ctx, &mut Pkt::new(1000, 0)));
+            verdicts.push(rate.enqueue(&imp, &mut ctx, &mut Pkt::new(1000, 0)));
         }
         assert_eq!(verdicts.iter().filter(|v| **v == Verdict::Pass).count(), 5);
         assert_eq!(verdicts[5], Verdict::Drop(DropReason::QueueFull));
@@ -196,7 +222,7 @@ mod tests {
         let passed = (0..5)
             .filter(|_| {
                 let mut ctx = Ctx { now: 0, pd: 1, rng: &mut rng, regs: &regs, counters: &counters };
-                rate.apply(&imp_b, &mut ctx, &mut Pkt::new(1000, 0)) == Verdict::Pass
+                rate.enqueue(&imp_b, &mut ctx, &mut Pkt::new(1000, 0)) == Verdict::Pass
             })
             .count();
         assert_eq!(passed, 2);
@@ -219,11 +245,49 @@ mod tests {
                 let now = i * gap;
                 let mut ctx = Ctx { now, pd: 3, rng: &mut rng, regs: &regs, counters: &counters };
                 let mut p = Pkt::new(1500, now);
-                rate.apply(&imp, &mut ctx, &mut p);
+                rate.enqueue(&imp, &mut ctx, &mut p);
                 last = p.departure;
             }
             let got = (n * 1500 * 8) as f64 / (last as f64 / 1e9);
             assert!((got - bps).abs() / bps < 0.01, "{bps}: got {got}");
         }
+    }
+
+    /// 5 % more offered than a 10 Mbit/s link carries, 20 s of virtual time, 1000-packet queue:
+    /// tail drop lets the queue grow toward its limit (0.5 s of sojourn and more); CoDel drops at the
+    /// dequeue instants until the sojourn settles near its 5 ms target.
+    #[test]
+    fn codel_keeps_the_sojourn_near_target_where_tail_drop_stands() {
+        let (regs, counters, mut rng) = setup();
+        let mut rate = Rate::new(8, 4096);
+        let q16 = q16_for_bps(10e6);
+        let tail = Impairment { ns_per_byte_q16: q16, queue_limit_pkts: 1000, ..Default::default() };
+        let codel = Impairment {
+            aqm: crate::contract::AQM_CODEL,
+            codel_target_ns: 5_000_000,
+            codel_interval_ns: 100_000_000,
+            ..tail
+        };
+        let gap = (1500.0 * 8.0 / 10.5e6 * 1e9) as u64; // 10.5 Mbit/s offered
+        let mut p50 = Vec::new();
+        for (pd, imp) in [(0u32, tail), (1, codel)] {
+            rate.provision(pd, &imp);
+            let (mut sojourns, mut aqm_drops) = (Vec::new(), 0);
+            for i in 0..(20_000_000_000 / gap) {
+                let now = i * gap;
+                let mut ctx = Ctx { now, pd, rng: &mut rng, regs: &regs, counters: &counters };
+                let mut p = Pkt::new(1500, now);
+                match rate.enqueue(&imp, &mut ctx, &mut p) {
+                    Verdict::Pass if now > 10_000_000_000 => sojourns.push(p.departure - 1_200_000 - now),
+                    Verdict::Drop(DropReason::AqmDrop) => aqm_drops += 1,
+                    _ => {}
+                }
+            }
+            sojourns.sort();
+            p50.push(sojourns[sojourns.len() / 2]);
+            assert_eq!(aqm_drops > 0, pd == 1, "pd {pd}: {aqm_drops} AQM drops");
+        }
+        assert!(p50[0] > 500_000_000, "tail drop p50 sojourn {} ns", p50[0]);
+        assert!((2_000_000..20_000_000).contains(&p50[1]), "CoDel p50 sojourn {} ns", p50[1]);
     }
 }

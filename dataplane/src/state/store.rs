@@ -86,6 +86,8 @@ pub struct Counters {
     pub parser_errors: CounterArray,
     pub profile_dup: CounterArray,
     pub profile_corrupt: CounterArray,
+    /// CE marks made by the AQM instead of drops.
+    pub profile_ecn_mark: CounterArray,
     /// Index `ue * RADIO_PROMO_KINDS + kind`.
     pub radio_promotions: CounterArray,
 }
@@ -100,6 +102,7 @@ impl Counters {
             parser_errors: size(COUNTER_PARSER_ERRORS),
             profile_dup: size(COUNTER_PROFILE_DUP),
             profile_corrupt: size(COUNTER_PROFILE_CORRUPT),
+            profile_ecn_mark: size(COUNTER_PROFILE_ECN_MARK),
             radio_promotions: size(COUNTER_RADIO_PROMOTIONS),
         }
     }
@@ -112,6 +115,7 @@ impl Counters {
             COUNTER_PARSER_ERRORS => &self.parser_errors,
             COUNTER_PROFILE_DUP => &self.profile_dup,
             COUNTER_PROFILE_CORRUPT => &self.profile_corrupt,
+            COUNTER_PROFILE_ECN_MARK => &self.profile_ecn_mark,
             COUNTER_RADIO_PROMOTIONS => &self.radio_promotions,
             _ => return Err(StateError::NotFound(format!("no counter with id {id:#x}"))),
         })
@@ -130,6 +134,7 @@ impl Counters {
             &self.parser_errors,
             &self.profile_dup,
             &self.profile_corrupt,
+            &self.profile_ecn_mark,
             &self.radio_promotions,
         ] {
             c.clear();
@@ -151,10 +156,83 @@ pub struct Registers {
     pub rng_seed_generation: AtomicU64,
     /// Per-UE radio state (see stage/radio.rs).
     pub radio: RadioRegisters,
+    /// Per-pd CoDel variables (the `codel_*` registers; stage/codel.rs).
+    pub codel: Box<[PdCodel]>,
     /// The built-in distribution tables, restored by a reset.
     initial_dist: Box<[i16]>,
     initial_seed: u64,
 }
+
+/// One pd's CoDel variables, one cache line: the contract's `codel_*` registers are views of
+/// these fields.
+#[repr(C, align(32))]
+#[derive(Default)]
+pub struct PdCodel {
+    pub first_above_ns: AtomicU64,
+    pub drop_next_ns: AtomicU64,
+    pub count: AtomicU32,
+    pub lastcount: AtomicU32,
+    pub rec_inv_sqrt: AtomicU16,
+    pub state: AtomicU8,
+}
+
+impl PdCodel {
+    #[inline]
+    pub fn load(&self) -> crate::stage::codel::Vars {
+        crate::stage::codel::Vars {
+            first_above_ns: self.first_above_ns.load(Relaxed),
+            drop_next_ns: self.drop_next_ns.load(Relaxed),
+            count: self.count.load(Relaxed),
+            lastcount: self.lastcount.load(Relaxed),
+            rec_inv_sqrt: self.rec_inv_sqrt.load(Relaxed),
+            state: self.state.load(Relaxed),
+        }
+    }
+
+    #[inline]
+    pub fn store(&self, v: &crate::stage::codel::Vars) {
+        self.first_above_ns.store(v.first_above_ns, Relaxed);
+        self.drop_next_ns.store(v.drop_next_ns, Relaxed);
+        self.count.store(v.count, Relaxed);
+        self.lastcount.store(v.lastcount, Relaxed);
+        self.rec_inv_sqrt.store(v.rec_inv_sqrt, Relaxed);
+        self.state.store(v.state, Relaxed);
+    }
+
+    fn read(&self, reg_id: u32) -> Option<u128> {
+        Some(match reg_id {
+            REG_CODEL_FIRST_ABOVE_NS => self.first_above_ns.load(Relaxed) as u128,
+            REG_CODEL_DROP_NEXT_NS => self.drop_next_ns.load(Relaxed) as u128,
+            REG_CODEL_COUNT => self.count.load(Relaxed) as u128,
+            REG_CODEL_LASTCOUNT => self.lastcount.load(Relaxed) as u128,
+            REG_CODEL_REC_INV_SQRT => self.rec_inv_sqrt.load(Relaxed) as u128,
+            REG_CODEL_STATE => self.state.load(Relaxed) as u128,
+            _ => return None,
+        })
+    }
+
+    fn write(&self, reg_id: u32, value: u128) -> bool {
+        match reg_id {
+            REG_CODEL_FIRST_ABOVE_NS => self.first_above_ns.store(value as u64, Relaxed),
+            REG_CODEL_DROP_NEXT_NS => self.drop_next_ns.store(value as u64, Relaxed),
+            REG_CODEL_COUNT => self.count.store(value as u32, Relaxed),
+            REG_CODEL_LASTCOUNT => self.lastcount.store(value as u32, Relaxed),
+            REG_CODEL_REC_INV_SQRT => self.rec_inv_sqrt.store(value as u16, Relaxed),
+            REG_CODEL_STATE => self.state.store(value as u8, Relaxed),
+            _ => return false,
+        }
+        true
+    }
+}
+
+const CODEL_REGISTERS: [u32; 6] = [
+    REG_CODEL_FIRST_ABOVE_NS,
+    REG_CODEL_DROP_NEXT_NS,
+    REG_CODEL_COUNT,
+    REG_CODEL_LASTCOUNT,
+    REG_CODEL_REC_INV_SQRT,
+    REG_CODEL_STATE,
+];
 
 fn atomics<T>(n: u32, f: impl Fn() -> T) -> Box<[T]> {
     (0..n).map(|_| f()).collect()
@@ -281,6 +359,7 @@ impl Registers {
             rng_seed: AtomicU64::new(seed),
             rng_seed_generation: AtomicU64::new(0),
             radio: RadioRegisters::new(caps),
+            codel: atomics(pds, PdCodel::default),
             initial_dist,
             initial_seed: seed,
         };
@@ -309,6 +388,7 @@ impl Registers {
             REG_BACKLOG_PKTS => self.backlog_pkts[i].load(Relaxed) as u128,
             REG_DIST_TABLE => self.dist_table[i].load(Relaxed) as u128,
             REG_RNG_SEED => self.rng_seed.load(Relaxed) as u128,
+            id if CODEL_REGISTERS.contains(&id) => self.codel[i].read(id).expect("a codel register"),
             id => self.radio.read(id, i).expect("check_index validated the id"),
         })
     }
@@ -334,6 +414,9 @@ impl Registers {
                 // Release: the data plane that sees the new generation also sees the new seed.
                 self.rng_seed_generation.fetch_add(1, std::sync::atomic::Ordering::Release);
             }
+            id if CODEL_REGISTERS.contains(&id) => {
+                self.codel[i].write(id, value);
+            }
             id => {
                 let written = self.radio.write(id, i, value);
                 debug_assert!(written, "check_index validated the id");
@@ -348,6 +431,7 @@ impl Registers {
             | REG_BACKLOG_PKTS => self.next_free_ns.len() as u32,
             REG_DIST_TABLE => self.dist_table.len() as u32,
             REG_RNG_SEED => 1,
+            id if CODEL_REGISTERS.contains(&id) => self.codel.len() as u32,
             id if self.radio.size(id).is_some() => self.radio.size(id).unwrap_or(0) as u32,
             _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
         })
@@ -374,6 +458,9 @@ impl Registers {
         }
         for a in self.backlog_bytes.iter().chain(self.backlog_pkts.iter()) {
             a.store(0, Relaxed);
+        }
+        for c in self.codel.iter() {
+            c.store(&Default::default());
         }
         self.radio.reset();
         self.restore_dist();

@@ -170,7 +170,7 @@ fn registers_counters_and_reset() {
     assert_eq!(c.read_register(REG_RNG_SEED, 0).unwrap(), 1234);
     // dist_table holds the built-in normal table: median sample 0, sorted.
     assert!(c.read_register(REG_DIST_TABLE, 2048).unwrap() < 200);
-    assert_eq!(c.counter_size(COUNTER_DROPS).unwrap(), 16 * 8);
+    assert_eq!(c.counter_size(COUNTER_DROPS).unwrap(), 16 * DROP_REASONS);
     l.counters.profile_in.add(3, 100);
     assert_eq!(c.read_counter(COUNTER_PROFILE_IN, 3).unwrap(), (100, 1));
     assert_eq!(kind(&c.read_counter(COUNTER_PROFILE_IN, 16).map(|_| ())), "range");

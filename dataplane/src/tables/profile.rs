@@ -24,6 +24,12 @@ pub struct Impairment {
     pub queue_limit_pkts: u32,
     pub dup_prob: u32,
     pub corrupt_prob: u32,
+    /// AQM of the rate queue: `AQM_TAIL_DROP` or `AQM_CODEL`.
+    pub aqm: u8,
+    pub codel_target_ns: u64,
+    pub codel_interval_ns: u64,
+    /// Mark CE instead of dropping ECN-capable packets (RFC 3168).
+    pub ecn: bool,
 }
 
 impl Impairment {
@@ -47,6 +53,10 @@ impl Impairment {
             queue_limit_pkts: g(imp::QUEUE_LIMIT_PKTS) as u32,
             dup_prob: g(imp::DUP_PROB) as u32,
             corrupt_prob: g(imp::CORRUPT_PROB) as u32,
+            aqm: g(imp::AQM) as u8,
+            codel_target_ns: g(imp::CODEL_TARGET_NS) as u64,
+            codel_interval_ns: g(imp::CODEL_INTERVAL_NS) as u64,
+            ecn: g(imp::ECN) != 0,
         }
     }
 
@@ -89,5 +99,51 @@ impl ProfileTable {
     /// Every installed entry with its pd.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Impairment)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i as u32, s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{action, ACTION_SET_IMPAIRMENT};
+
+    /// Every field reads the param of its own name (the indices come from the P4Info; this checks
+    /// the hand-written half, the field each index goes to).
+    #[test]
+    fn each_field_reads_its_named_param() {
+        let params: Vec<u128> = (1..=imp::COUNT as u128).collect();
+        let i = Impairment::from_params(&params);
+        let by_name = |name: &str| {
+            let a = action(ACTION_SET_IMPAIRMENT).unwrap();
+            a.params.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no param {name}")).id as u64
+        };
+        // ecn is one bit: checked apart below.
+        let fields: [(&str, u64); imp::COUNT - 1] = [
+            ("delay_ns", i.delay_ns),
+            ("jitter_ns", i.jitter_ns),
+            ("jitter_dist", i.jitter_dist as u64),
+            ("reorder_mode", i.reorder_mode as u64),
+            ("reorder_prob", i.reorder_prob as u64),
+            ("loss_prob", i.loss_prob as u64),
+            ("ge_p", i.ge_p as u64),
+            ("ge_r", i.ge_r as u64),
+            ("ge_loss_good", i.ge_loss_good as u64),
+            ("ge_loss_bad", i.ge_loss_bad as u64),
+            ("ns_per_byte_q16", i.ns_per_byte_q16),
+            ("overhead_bytes", i.overhead_bytes as u64),
+            ("queue_limit_bytes", i.queue_limit_bytes as u64),
+            ("queue_limit_pkts", i.queue_limit_pkts as u64),
+            ("dup_prob", i.dup_prob as u64),
+            ("corrupt_prob", i.corrupt_prob as u64),
+            ("aqm", i.aqm as u64),
+            ("codel_target_ns", i.codel_target_ns),
+            ("codel_interval_ns", i.codel_interval_ns),
+        ];
+        for (name, got) in fields {
+            assert_eq!(got, by_name(name), "{name}");
+        }
+        let mut only_ecn = vec![0u128; imp::COUNT];
+        only_ecn[by_name("ecn") as usize - 1] = 1;
+        assert_eq!(Impairment::from_params(&only_ecn), Impairment { ecn: true, ..Default::default() });
     }
 }

@@ -111,6 +111,7 @@ class _Conn:
         self.server_isn: int | None = None
         self.client_wscale = 0
         self.rtt: float | None = None
+        self.spread = 0.0                      # how much the RTT samples vary (delay jitter)
         self.up_times: list[float] = []
         self.up: list[_Pkt] = []
         self.pos: dict[int, int] = {}          # packet index -> position in `up`
@@ -149,7 +150,7 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
         return Audit()
     for c in conns.values():
         _relative(c)
-        c.rtt = _rtt(c)
+        c.rtt, c.spread = _rtt(c)
     rtts_known = [c.rtt for c in conns.values() if c.rtt]
     fallback = min(rtts_known) if rtts_known else None
     for c in conns.values():
@@ -210,9 +211,11 @@ def _relative(c: _Conn) -> None:
             p.rel_ack = _rel(s.ack, other)
 
 
-def _rtt(c: _Conn) -> float | None:
-    """Smallest client-packet-to-acknowledging-server-packet gap on the connection (seconds)."""
-    best = None
+def _rtt(c: _Conn) -> tuple[float | None, float]:
+    """The smallest client-packet-to-acknowledging-server-packet gap on the connection
+    (seconds), and how far the samples' lower quartile lies above it (a profile's delay
+    jitter: how uncertain "when did this packet leave the server" is)."""
+    samples = []
     pending: list[_Pkt] = []
     for p in c.pkts:
         if p.up:
@@ -224,12 +227,14 @@ def _rtt(c: _Conn) -> float | None:
         keep = []
         for q in pending:
             if p.rel_ack >= q.rel_end and p.ts >= q.ts:
-                gap = p.ts - q.ts
-                best = gap if best is None else min(best, gap)
+                samples.append(p.ts - q.ts)
             else:
                 keep.append(q)
         pending = keep
-    return best
+    if not samples:
+        return None, 0.0
+    samples.sort()
+    return samples[0], samples[len(samples) // 4] - samples[0]
 
 
 def _client_depth(p: _Pkt, first_syn: _Pkt | None, last_down: _Pkt | None,
@@ -322,7 +327,7 @@ def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: A
     # a pure ACK acknowledging new data arrived.
     ack_release = (prev is not None and p.rel_ack == prev.rel_ack and last is not None
                    and not last.data and not last.seg.flags & (SYN | FIN | RST)
-                   and left - last.ts <= _release_s(rtt) and _new_ack(c, last))
+                   and left - last.ts <= _release_s(c) and _new_ack(c, last))
     if ack_release and last.depth is not None:
         kind = _why_held(p, c, last, left, initcwnd)
         p.depth, p.cause, p.kind = last.depth + 1, last, kind
@@ -345,10 +350,11 @@ def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: A
         p.depth, p.cause, p.kind = prev.depth, prev.cause, prev.kind
 
 
-def _release_s(rtt: float) -> float:
+def _release_s(c: _Conn) -> float:
     """How soon after an ACK's arrival a packet it released leaves: RELEASE_MS, less on a LAN
-    (a quarter of the RTT), where ACKs arrive every few hundred microseconds."""
-    return min(RELEASE_MS / 1000.0, rtt / 4)
+    (a quarter of the RTT), where ACKs arrive every few hundred microseconds; more on a link
+    with delay jitter (twice the RTT samples' spread), where arrival times blur departures."""
+    return max(min(RELEASE_MS / 1000.0, c.rtt / 4), 2 * c.spread)
 
 
 def _new_ack(c: _Conn, ack: _Pkt) -> bool:
@@ -367,7 +373,10 @@ def _why_held(p: _Pkt, c: _Conn, ack: _Pkt, left: float, initcwnd: int) -> str:
     i = c.pos[ack.index]
     while i >= 0:
         q = c.up[i]
-        if q.ts < left - _release_s(c.rtt):
+        # A quarter RTT back: which of several ACKs released p is a matter of milliseconds
+        # of jitter, and a window that was full before any of them explains the wait (a Nagle
+        # stall has one or two packets in flight, so this never hides one).
+        if q.ts < left - max(_release_s(c), c.rtt / 4):
             break
         if not q.data and _window_full(p, c, i, initcwnd):
             return "w"

@@ -222,6 +222,8 @@ def render(data: RunData, *, seed: int = 1, resamples: int = 2000, confidence: f
         claims = claims_for(data, est)
     runs = data.rows("runs")
     failed = [r for r in runs if r.get("ok") is False]
+    # Loads the RTT audit flagged (runs.csv stalls > 0): listed, and counted beside the failures.
+    stalled = [r for r in runs if r.get("ok") is not False and _stalls(r) > 0]
     exp = data.experiment
     claim_views = []
     for c in claims:
@@ -251,11 +253,18 @@ def render(data: RunData, *, seed: int = 1, resamples: int = 2000, confidence: f
                              trim_blocks=True, lstrip_blocks=True)
     return env.get_template(TEMPLATE.name).render(
         exp=exp, name=data.name, title=exp.get("title", ""), reproduces=exp.get("reproduces", ""),
-        variant=exp.get("variant", ""), loads=len(runs), failed=failed,
+        variant=exp.get("variant", ""), loads=len(runs), failed=failed, stalled=stalled,
         plan=exp.get("plan") or {}, claims=claim_views, plots=plots,
         interval_tables=interval_tables, analysis_tables=analysis_tables,
         texts=data.texts, environment=_environment(data), seed=seed, resamples=resamples,
         confidence=confidence, counts=_verdict_counts(claims))
+
+
+def _stalls(row: dict) -> float:
+    try:
+        return float(row.get("stalls") or 0)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _verdict_counts(claims: list[Claim]) -> list[tuple[str, int, str]]:

@@ -37,7 +37,7 @@ impl Harness {
         let mut ctx = Ctx { now, pd: 2 + dir, rng: &mut self.rng, regs: &self.regs, counters: &self.counters };
         let mut pkt = Pkt::new(len, now);
         pkt.ue = ue;
-        let v = self.radio.apply(p, &mut ctx, &mut pkt);
+        let v = self.radio.enqueue(p, &mut ctx, &mut pkt);
         self.events.extend_from_slice(self.radio.events());
         match v {
             Verdict::Pass => Ok(pkt.ready),
@@ -448,8 +448,8 @@ fn rate_stage_starts_from_the_ready_time() {
         let mut ctx = Ctx { now, pd: 2, rng: &mut h.rng, regs: &h.regs, counters: &h.counters };
         let mut pkt = Pkt::new(1000, now);
         pkt.ue = 1;
-        assert_eq!(h.radio.apply(&p, &mut ctx, &mut pkt), Verdict::Pass);
-        assert_eq!(rate.apply(&imp, &mut ctx, &mut pkt), Verdict::Pass);
+        assert_eq!(h.radio.enqueue(&p, &mut ctx, &mut pkt), Verdict::Pass);
+        assert_eq!(rate.enqueue(&imp, &mut ctx, &mut pkt), Verdict::Pass);
         deps.push(pkt.departure);
     }
     let ready = S + 260 * MS;

@@ -1,0 +1,177 @@
+"""AQM on the rate queue: CoDel's standing queue against tail drop's on the same link, and ECN.
+
+Profile 1 uplink is a 10 Mbit/s link with a 1000-packet queue, once with tail drop and once with
+CoDel (RFC 8289 defaults: target 5 ms, interval 100 ms). Through it, for SECONDS: one long loss-based (Reno) TCP flow
+(iperf3) and web-like short flows (a new TCP connection fetching SHORT_BYTES every SHORT_EVERY_S,
+from a second pair of ports), plus a low-rate UDP probe (PROBE_PPS small datagrams) whose one-way
+delay is its sojourn in the queue (the serialisation of a 100-byte frame is 80 us; the switch and
+veths add tens of us). The figure is the probes' median delay over the second half of the run,
+when the TCP flow has filled whatever queue the AQM lets it keep:
+
+  codel_sojourn_ms_p50     bar: within 5 ms +/- 2 ms (CoDel's target)
+  taildrop_sojourn_ms_p50  the same link with tail drop: the standing queue (no bar; shown with it)
+
+Then ECN: both hosts with net.ipv4.tcp_ecn=1 and the profile's `ecn` on, one TCP flow for
+SECONDS: `ecn_marks` (profile_ecn_mark) and `ecn_aqm_drops` (drops of reason aqm_drop; the bar is
+0: an ECN-capable flow is marked, not dropped).
+"""
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+from common import PY, one_way_ns, send, sink
+from topo import Topo
+
+from p4netem import pipeline as pl
+
+RATE_BPS = 10_000_000
+QUEUE_PKTS = 1000
+SECONDS = 12
+PROBE_PPS = 50
+PROBE_SIZE = 100
+SHORT_BYTES = 60_000
+SHORT_EVERY_S = 0.5
+PORT = 5461
+SHORT_PORT = 5462
+CC = "reno"
+BASE_RTT_MS = 40
+CODEL = {"aqm": pl.Aqm.CODEL, "codel_target_ns": 5_000_000, "codel_interval_ns": 100_000_000}
+
+_SHORT_SERVER = """
+import socket, sys, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(64); print("ready", flush=True)
+def drain(c):
+    while c.recv(1 << 16):
+        pass
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=drain, args=(c,), daemon=True).start()
+"""
+_SHORT_CLIENT = """
+import socket, sys, time
+dst, port, size, every, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+end, done = time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    t = time.monotonic()
+    c = socket.create_connection((dst, port), timeout=10)
+    c.sendall(b"x" * size); c.close(); done += 1
+    time.sleep(max(0.0, every - (time.monotonic() - t)))
+print(done)
+"""
+
+
+def _ns_per_byte_q16(rate_bps: float) -> int:
+    return round(8e9 / rate_bps * 65536)
+
+
+def _iperf3(t: Topo, seconds: int) -> subprocess.CompletedProcess:
+    srv = subprocess.Popen(t.netns(t.h2, "iperf3", "-s", "-1", "-p", "5201"),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        return subprocess.run(t.netns(t.h1, "iperf3", "-c", t.h2.ip, "-p", "5201", "-t", str(seconds), "-J"),
+                              capture_output=True, text=True, timeout=seconds + 30)
+    finally:
+        try:
+            srv.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait()
+
+
+def _loaded_sojourn(t: Topo, ctl, **aqm: int) -> dict:
+    ctl.set_impairment(1, pl.UPLINK, ns_per_byte_q16=_ns_per_byte_q16(RATE_BPS), queue_limit_pkts=QUEUE_PKTS,
+                       **aqm)
+    before = ctl.counters(1, pl.UPLINK)
+    server = subprocess.Popen(t.netns(t.h2, PY, "-c", _SHORT_SERVER, str(SHORT_PORT)), stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        long_flow: dict = {}
+        th = threading.Thread(target=lambda: long_flow.update(r=_iperf3(t, SECONDS)))
+        th.start()
+        short = subprocess.Popen(t.netns(t.h1, PY, "-c", _SHORT_CLIENT, t.h2.ip, str(SHORT_PORT), str(SHORT_BYTES),
+                                         str(SHORT_EVERY_S), str(SECONDS)), stdout=subprocess.PIPE, text=True)
+        with sink(t, t.h2, PORT, idle=2.0) as done:
+            time.sleep(0.6)  # the long flow's handshake first
+            sent = send(t, t.h1, t.h2.ip, PORT, PROBE_PPS * PROBE_SIZE * 8, PROBE_SIZE,
+                        count=int(PROBE_PPS * (SECONDS - 1)), tx_stamps=True)
+            rec = done()
+        short_out, _ = short.communicate(timeout=SECONDS + 30)
+        th.join(timeout=SECONDS + 60)
+    finally:
+        server.kill()
+        server.wait()
+    after = ctl.counters(1, pl.UPLINK)
+    delays, _ = one_way_ns(rec, sent)
+    n = sent["sent"]
+    late = sorted(d for seq, d in delays.items() if seq >= n // 2)
+    if not late:
+        raise RuntimeError("no probe of the second half arrived")
+    return {
+        "sojourn_ms_p50": late[len(late) // 2] / 1e6,
+        "sojourn_ms_p90": late[int(len(late) * 0.9)] / 1e6,
+        "probes_sent": n, "probes_received": len(delays),
+        "short_flows": int(short_out.strip() or 0),
+        "aqm_drops": after.drops[pl.DropReason.AQM_DROP] - before.drops[pl.DropReason.AQM_DROP],
+        "queue_full_drops": after.drops[pl.DropReason.QUEUE_FULL] - before.drops[pl.DropReason.QUEUE_FULL],
+        "iperf3_ok": long_flow.get("r") is not None and long_flow["r"].returncode == 0,
+    }
+
+
+def _ecn(t: Topo, ctl) -> dict:
+    for host in (t.h1, t.h2):
+        subprocess.run(t.netns(host, "sysctl", "-qw", "net.ipv4.tcp_ecn=1"), check=True)
+    try:
+        ctl.set_impairment(1, pl.UPLINK, ns_per_byte_q16=_ns_per_byte_q16(RATE_BPS), queue_limit_pkts=QUEUE_PKTS,
+                           ecn=1, **CODEL)
+        before = ctl.counters(1, pl.UPLINK)
+        r = _iperf3(t, SECONDS)
+        after = ctl.counters(1, pl.UPLINK)
+    finally:
+        for host in (t.h1, t.h2):
+            subprocess.run(t.netns(host, "sysctl", "-qw", "net.ipv4.tcp_ecn=2"), check=False)
+    return {"marks": after.ecn_marked - before.ecn_marked,
+            "aqm_drops": after.drops[pl.DropReason.AQM_DROP] - before.drops[pl.DropReason.AQM_DROP],
+            "iperf3_ok": r.returncode == 0}
+
+
+def _sender_cc(t: Topo, cc: str) -> str:
+    """Set the sending host's TCP congestion control; returns the one it had."""
+    key = "net.ipv4.tcp_congestion_control"
+    old = subprocess.run(t.netns(t.h1, "sysctl", "-n", key), capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(t.netns(t.h1, "sysctl", "-qw", f"{key}={cc}"), check=True)
+    return old
+
+
+def measure(t: Topo, ctl) -> dict:
+    # A loss-based TCP (Reno; CUBIC is not in this machine's allowed list): what bufferbloat studies and
+    # RFC 8289 are about. New namespaces
+    # default to BBR here, which keeps its own queue short and would hide the standing queue.
+    old_cc = _sender_cc(t, CC)
+    # An access link's round trip: the ACK path (downlink) delays BASE_RTT_MS; the uplink (the
+    # queue measured) has only the rate. Without it the flow's RTT is the queue alone, and no AQM
+    # with RFC 8289's 100 ms interval holds one Reno flow at 5 ms (it needs a drop every few ms).
+    ctl.set_impairment(1, pl.DOWNLINK, delay_ns=BASE_RTT_MS * 1_000_000)
+    try:
+        tail = _loaded_sojourn(t, ctl)
+        codel = _loaded_sojourn(t, ctl, **CODEL)
+        ecn = _ecn(t, ctl)
+    finally:
+        _sender_cc(t, old_cc)
+        ctl.set_impairment(1, pl.UPLINK)
+        ctl.set_impairment(1, pl.DOWNLINK)
+    return {
+        "codel_sojourn_ms_p50": codel["sojourn_ms_p50"],
+        "codel_sojourn_ms_p50_low": codel["sojourn_ms_p50"],  # the same value, checked against 3 ms
+        "taildrop_sojourn_ms_p50": tail["sojourn_ms_p50"],
+        "ecn_marks": ecn["marks"],
+        "ecn_aqm_drops": ecn["aqm_drops"],
+        "aqm_config": {"congestion_control": CC, "base_rtt_ms": BASE_RTT_MS, "rate_bps": RATE_BPS, "queue_pkts": QUEUE_PKTS, "seconds": SECONDS,
+                       "probe_pps": PROBE_PPS, "short_bytes": SHORT_BYTES, "short_every_s": SHORT_EVERY_S,
+                       "codel": codel, "tail_drop": tail, "ecn": ecn},
+    }

@@ -1,0 +1,205 @@
+"""Reading the switch back: the rules and the profiles they have (decoded from the profile and
+radio tables, named by the catalog), counters per rule and direction, the radio of the UEs, and
+putting a UE's radio back to IDLE."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .. import pipeline as pl
+from ..profiles import Profile
+from ..profiles.errors import Problem
+from ..radio.idle import IdledUe, plan_idle
+from ..stats import PdCounters, read_counters, read_parser_errors
+from .catalog import ProfileCatalog, profile_differences
+from .radio_view import DEFAULT_LIMIT, SCAN_LIMIT, RadioReport, radio_report
+from .rules import Rule, RuleError
+from .session import Session
+from .state import CLASSIFY_ACTIONS, ManagedRule, SwitchState
+
+__all__ = ["Readback", "AppliedRule", "LinkStats", "SwitchStats"]
+
+DIRECTIONS = (pl.UPLINK, pl.DOWNLINK)
+
+@dataclass(frozen=True)
+class AppliedRule:
+    """A rule on the switch and the profile it has (read back from the profile table)."""
+
+    number: int  # the rule's number on this switch (stable for its lifetime)
+    rule: Rule  # with the priority it has on the switch
+    profile: Profile | None  # as programmed (link parameters read back); None if entries are missing
+    profile_name: str | None  # name of the profile applied, when known to this controller
+    modified: tuple[str, ...]  # fields in which the switch differs from that named profile
+    profile_id: int
+    spare_id: int
+
+    @property
+    def label(self) -> str:
+        if self.profile_name is None:
+            return "unknown profile"
+        return self.profile_name + (" (modified)" if self.modified else "")
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the rule, the profile name and the parameters in force, in human units."""
+        p = self.profile
+        return {
+            "number": self.number,
+            "rule": self.rule.to_dict(),
+            "traffic": self.rule.describe(),
+            "profile": self.profile_name,
+            "modified": list(self.modified),
+            "uplink": p.uplink.model_dump(mode="json", exclude_defaults=True) if p else None,
+            "downlink": p.downlink.model_dump(mode="json", exclude_defaults=True) if p else None,
+            "radio": p.radio.model_dump(mode="json") if p else None,
+            "profile_id": self.profile_id,
+            "spare_id": self.spare_id,
+        }
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """Counters of one direction of one rule (summed over its two profile ids), or of a
+    profile-direction that unmanaged entries or the default action use."""
+
+    label: str  # "#3" for rule 3, "default" for unclassified traffic, "pd 14" otherwise
+    direction: str  # uplink / downlink
+    profile: str  # profile label
+    rule: str  # the traffic, one line
+    counters: PdCounters
+
+    def to_dict(self) -> dict:
+        c = self.counters
+        return {
+            "label": self.label, "direction": self.direction, "profile": self.profile, "rule": self.rule,
+            "packets_in": c.profile_in, "packets_out": c.profile_out, "bytes_in": c.bytes_in,
+            "bytes_out": c.bytes_out, "duplicated": c.profile_dup, "corrupted": c.profile_corrupt,
+            "dropped": c.dropped, "drops": {r.name.lower(): n for r, n in c.drops.items()},
+            "ecn_marked": c.ecn_marked,
+            "held": c.conservation_gap(),
+        }
+
+
+@dataclass(frozen=True)
+class SwitchStats:
+    time_ns: int  # CLOCK_MONOTONIC when read
+    rows: list[LinkStats]
+    parser_errors: dict[pl.ParserError, int]
+    radio: RadioReport  # the UEs the rules with a radio cover (bounded: see radio_view.py)
+
+    def to_dict(self) -> dict:
+        return {"rows": [r.to_dict() for r in self.rows],
+                "parser_errors": {e.name.lower(): n for e, n in self.parser_errors.items()},
+                "radio": self.radio.to_dict()}
+
+class Readback:
+    def __init__(self, session: Session, catalog: ProfileCatalog):
+        self.session = session
+        self.catalog = catalog
+
+    def state(self) -> SwitchState:
+        """The raw snapshot (classifier, profile and radio tables, port map) sorted into managed rules."""
+        return self.session.state()
+
+
+    def applied(self) -> list[AppliedRule]:
+        """Every managed rule with the profile the switch holds for it, by rule number."""
+        return [self.applied_rule(m, s) for s in [self.state()] for m in s.managed.values()]
+
+    def applied_rule(self, managed: ManagedRule, state: SwitchState) -> AppliedRule:
+        up = state.profiles.get((managed.profile_id, pl.UPLINK))
+        down = state.profiles.get((managed.profile_id, pl.DOWNLINK))
+        radio: object = state.radio.get(managed.profile_id)  # set_radio params; None: no entry, no radio
+        known = self.catalog.by_crc(managed.profile_crc)
+        profile = None
+        modified: tuple[str, ...] = ()
+        if up is not None and down is not None:
+            name = known.name if known else "unknown"
+            meta = {"title": known.title, "description": known.description, "source": known.source} if known else {}
+            if known is not None and radio == known.radio_table_params():
+                radio = known.radio  # the same radio; keeps the power figures the table does not hold
+            profile = Profile.from_table_params(name, up, down, radio, **meta)
+            if known is not None:
+                modified = tuple(profile_differences(known, profile))
+        return AppliedRule(number=managed.number, rule=managed.rule, profile=profile,
+                           profile_name=known.name if known else None, modified=modified,
+                           profile_id=managed.profile_id, spare_id=managed.spare_id)
+
+    def stats(self, radio_limit: int = DEFAULT_LIMIT) -> SwitchStats:
+        """Counters per rule and direction (cumulative over the rule's profile switches), per
+        profile-direction of unmanaged entries and of the default profile, parser errors, and
+        the radio of up to `radio_limit` UEs of the rules with a radio (radio())."""
+        state = self.state()
+        rules = [self.applied_rule(m, state) for m in state.managed.values()]
+        rows: list[tuple[str, str, str, str, tuple[int, ...]]] = []
+        covered: set[int] = set()
+        for managed, applied in zip(state.managed.values(), rules):
+            for d in DIRECTIONS:
+                pds = tuple(pl.pd_index(pid, d) for pid in (managed.profile_id, managed.spare_id))
+                rows.append((f"#{managed.number}", _dir_name(d), applied.label, managed.rule.describe(), pds))
+                covered |= set(pds)
+        others: dict[int, list[str]] = {}
+        for entry in state.unmanaged + state.broken:
+            if entry.action in CLASSIFY_ACTIONS:
+                pd = pl.pd_index(entry.params["profile_id"], entry.params["direction"])
+                if pd not in covered:
+                    others.setdefault(pd, []).append(_match_summary(entry.match))
+        for pd in sorted(others):
+            rows.append((f"pd {pd}", _dir_name(pd % 2), f"profile id {pd // 2}", "; ".join(sorted(set(others[pd]))),
+                         (pd,)))
+            covered.add(pd)
+        if 0 not in covered:
+            rows.append(("default", _dir_name(0), "profile id 0", "unclassified traffic", (0,)))
+        counters = self.session.read(lambda: read_counters(self.session.client, [pd for row in rows for pd in row[4]]))
+        out = []
+        for label, direction, profile, rule, pds in rows:
+            total = counters[pds[0]]
+            for pd in pds[1:]:
+                total = total + counters[pd]
+            out.append(LinkStats(label, direction, profile, rule, total))
+        parser = self.session.read(lambda: read_parser_errors(self.session.client))
+        radio = self.session.read(lambda: radio_report(self.session.client, rules, limit=radio_limit))
+        return SwitchStats(time_ns=time.monotonic_ns(), rows=out, parser_errors=parser, radio=radio)
+
+    def radio(self, ues: Iterable[int] | None = None, *, limit: int = DEFAULT_LIMIT,
+              scan: int = SCAN_LIMIT) -> RadioReport:
+        """The radio of `ues` (read whether a rule covers them or not), or by default of the UEs
+        the rules with a radio cover: named UEs, and the active ones of by-address rules (at
+        most `scan` ids checked per rule); at most `limit` UEs read in full (0: no limit). Each
+        with its state, times, promotions, the covering rule's radio model and its energy
+        estimate. See control/radio_view.py for the cost."""
+        rules = self.applied()
+        return self.session.read(lambda: radio_report(self.session.client, rules, ues, limit=limit, scan=scan))
+
+    def idle_radio(self, ues: Iterable[int]) -> list[IdledUe]:
+        """Put the radio of each UE in `ues` back in IDLE now (register writes equivalent to a
+        demotion when the UE went quiet; p4netem/radio/idle.py says what is written and why), so
+        its next packet pays the whole promotion. Promotion counts and time per state are kept.
+        Idle a UE while it has no traffic."""
+        ues = list(ues)
+        limit = self.session.ue_ids
+        beyond = [ue for ue in ues if not 0 <= ue < limit]
+        if beyond:
+            raise RuleError([Problem("ue", f"UE ids {beyond} outside the switch's 0..{limit - 1} "
+                                     "(p4netem-switch --ue-ids)")])
+        self.session.ensure_connected()
+        records, updates = self.session.read(lambda: plan_idle(self.session.client, ues))
+        self.session.write(updates, "idle the radio", atomic=False, rollback=True)
+        return records
+
+def _dir_name(direction: int) -> str:
+    return "uplink" if direction == pl.UPLINK else "downlink"
+
+
+def _match_summary(match: Mapping) -> str:
+    if not match:
+        return "all traffic"
+    parts = []
+    for key, m in sorted(match.items()):
+        short = key.rsplit(".", 1)[-1]
+        vals = tuple(vars(m).values())
+        parts.append(f"{short}={vals[0]}" if len(vals) == 1 or (len(vals) == 2 and short in ("ingress_port",)) else
+                     f"{short}={'/'.join(str(v) for v in vals)}")
+    return " ".join(parts)
+

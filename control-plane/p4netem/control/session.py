@@ -1,0 +1,198 @@
+"""The controller's connection to one switch: the P4Runtime client, the pipeline it runs, and the
+one read path and one write path every other part of the controller goes through.
+
+Reads retry once after a reconnect (they are idempotent); writes use the strongest atomicity the
+target offers and fall back only on UNIMPLEMENTED; every failure is explained in a plain sentence
+(not primary, unreachable, which update of a batch failed and why).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from .. import pipeline as pl
+from ..p4rt import P4Info, P4RuntimeClient, P4RuntimeError, WriteError
+from ..paths import p4info_path
+from .state import SwitchState, read_state
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Session", "ATOMICITY"]
+
+# Write atomicity modes, strongest first.
+ATOMICITY = ("DATAPLANE_ATOMIC", "ROLLBACK_ON_ERROR", "CONTINUE_ON_ERROR")
+
+
+class Session:
+    """One client of one switch, with the local contract P4Info (None: none found)."""
+
+    def __init__(self, client: P4RuntimeClient, *, owns_client: bool = False,
+                 max_atomicity: str = "DATAPLANE_ATOMIC", local_p4info: P4Info | None = None):
+        if max_atomicity not in ATOMICITY:
+            raise ValueError(f"max_atomicity must be one of {', '.join(ATOMICITY)}, not {max_atomicity!r}")
+        self.client = client
+        self.owns_client = owns_client
+        # The strongest Write atomicity the target offers. p4netem-switch has all three; a target
+        # that has only CONTINUE_ON_ERROR (bmv2's P4Runtime server) is told so up front instead
+        # of being asked for more on every write (write() still falls back on UNIMPLEMENTED).
+        self.max_atomicity = max_atomicity
+        self.local_p4info = local_p4info
+
+    @property
+    def info(self) -> P4Info:
+        return self.client.info
+
+    @property
+    def ue_ids(self) -> int:
+        """How many UEs the switch holds radio state for (p4netem-switch --ue-ids): the size of
+        its per-UE registers in the P4Info it reports."""
+        return self.client.info.register(pl.RADIO_STATE).size
+
+    @property
+    def is_primary(self) -> bool:
+        return self.client.is_primary
+
+    @property
+    def address(self) -> str:
+        return self.client.address
+
+    def close(self) -> None:
+        if self.owns_client:
+            self.client.close()
+
+    # ---- connection and pipeline ------------------------------------------------------------------
+
+    def reconnect(self, election_id: int | None = None) -> None:
+        """Reconnect and re-run arbitration (with a new election id if given)."""
+        self.client.reconnect(election_id=election_id)
+        self.adopt_pipeline()
+
+    def ensure_connected(self) -> None:
+        if not self.client.connected:
+            log.info("connection to %s lost; reconnecting", self.address)
+            self.reconnect()
+
+    def adopt_pipeline(self) -> None:
+        """Use the switch's P4Info; push ours if it has none; verify ours matches if we can."""
+        info, _, _ = self.client.get_pipeline("P4INFO_AND_COOKIE")
+        if info is None:
+            if self.local_p4info is None:
+                raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
+                                     f"the switch at {self.address} has no pipeline and no local P4Info was found")
+            if not self.is_primary:
+                raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
+                                     f"the switch at {self.address} has no pipeline; a primary controller must push it")
+            self.client.set_pipeline(self.local_p4info, action="VERIFY_AND_COMMIT")
+        else:
+            self.client.p4info = info
+            if self.is_primary and self.local_p4info is not None:
+                self.verify_pipeline()
+        self.client.p4info = info or self.local_p4info
+
+    def verify_pipeline(self, p4info: P4Info | None = None) -> None:
+        """Ask the switch whether it runs the pipeline of `p4info` (default: the local contract):
+        SetForwardingPipelineConfig VERIFY. Raises INVALID_ARGUMENT naming the first difference."""
+        p4info = p4info or self.local_p4info
+        if p4info is None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "no local P4Info to verify against")
+        running = self.client.p4info
+        if running is not None:
+            p4info = sized_like(p4info, running)
+        try:
+            self.client.set_pipeline(p4info, action="VERIFY")
+        except P4RuntimeError as err:
+            raise P4RuntimeError(err.code, f"the switch's pipeline does not match {p4info_path().name}: "
+                                 f"{err.message}") from None
+        finally:
+            self.client.p4info = running or p4info
+
+    def push_pipeline(self, p4info: P4Info | None = None, keep_state: bool = True) -> None:
+        """Push the pipeline: RECONCILE_AND_COMMIT keeps tables and counters; keep_state=False
+        (VERIFY_AND_COMMIT) clears every table, register and counter."""
+        p4info = p4info or self.local_p4info
+        if p4info is None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "no local P4Info to push")
+        self.ensure_connected()
+        action = "RECONCILE_AND_COMMIT" if keep_state else "VERIFY_AND_COMMIT"
+        try:
+            self.client.set_pipeline(p4info, action=action)
+        except P4RuntimeError as err:
+            raise self.explain(err, "push the pipeline") from None
+
+    # ---- reads and writes -------------------------------------------------------------------------
+
+    def state(self) -> SwitchState:
+        """The raw snapshot (classifier, profile and radio tables, port map) sorted into managed rules."""
+        self.ensure_connected()
+        return self.read(lambda: read_state(self.client))
+
+    def read(self, fn):
+        """Run a read; on UNAVAILABLE reconnect once and retry (reads are idempotent)."""
+        try:
+            return fn()
+        except P4RuntimeError as err:
+            if err.code != grpc.StatusCode.UNAVAILABLE:
+                raise self.explain(err, "read") from None
+            self.reconnect()
+            return fn()
+
+    def write(self, updates: list, what: str, atomic: bool, rollback: bool = False) -> None:
+        """One Write. atomic: DATAPLANE_ATOMIC (table entries only; seen whole by the data plane);
+        rollback: ROLLBACK_ON_ERROR (all or nothing). Falls back to weaker atomicity only when the
+        target says UNIMPLEMENTED."""
+        if not updates:
+            return
+        modes = ["DATAPLANE_ATOMIC", "ROLLBACK_ON_ERROR"] if atomic else (["ROLLBACK_ON_ERROR"] if rollback else [])
+        modes.append("CONTINUE_ON_ERROR")
+        modes = [m for m in modes if ATOMICITY.index(m) >= ATOMICITY.index(self.max_atomicity)]
+        for mode in modes:
+            try:
+                self.client.write(updates, atomicity=mode)
+                return
+            except WriteError as err:
+                if err.code == grpc.StatusCode.UNIMPLEMENTED and mode != "CONTINUE_ON_ERROR":
+                    log.warning("%s: the switch does not support %s; trying a weaker atomicity", what, mode)
+                    continue
+                raise self.explain(err, what) from None
+
+    def explain(self, err: P4RuntimeError, what: str) -> P4RuntimeError:
+        """The same error with a plain sentence for the cases users hit."""
+        c = self.client
+        if err.code == grpc.StatusCode.PERMISSION_DENIED:
+            highest = c.primary_election_id
+            seen = f"; the switch's highest election id is {highest}" if highest is not None else ""
+            msg = (f"cannot {what}: this controller is not the primary of device {c.device_id} at {c.address} "
+                   f"(our election id {c.election_id}{seen}); use a higher election id to take over. "
+                   f"Switch said: {err.message}")
+            return WriteError(err.code, msg, getattr(err, "errors", []), detail=False) \
+                if isinstance(err, WriteError) else P4RuntimeError(err.code, msg)
+        if err.code == grpc.StatusCode.UNAVAILABLE:
+            return P4RuntimeError(err.code, f"cannot {what}: the switch at {c.address} is unreachable ({err.message})")
+        if isinstance(err, WriteError) and err.errors:
+            # A batch error is UNKNOWN with one status per update; the others of an atomic batch
+            # are ABORTED. Report the updates that failed for a reason, with the first one's code.
+            real = [e for e in err.errors if e.code != grpc.StatusCode.ABORTED] or err.errors
+            code = real[0].code if err.code == grpc.StatusCode.UNKNOWN else err.code
+            detail = "; ".join(f"{e.message} (update {e.index}: {e.code.name})" for e in real[:3])
+            more = f" (+{len(real) - 3} more)" if len(real) > 3 else ""
+            return WriteError(code, f"cannot {what}: {detail}{more}", err.errors, detail=False)
+        return P4RuntimeError(err.code, f"cannot {what}: {err.message}")
+
+
+def sized_like(contract: P4Info, running: P4Info) -> P4Info:
+    """The contract with each table, register and counter size capped at the running switch's:
+    a switch started with smaller capacities (--classifier-entries, --profiles) runs the same
+    pipeline, and VERIFY refuses sizes larger than the target's."""
+    from ..p4rt.proto import p4info_pb2
+
+    msg = p4info_pb2.P4Info()
+    msg.CopyFrom(contract.message)
+    sizes = {o.preamble.id: o.size for kind in ("tables", "registers", "counters")
+             for o in getattr(running.message, kind)}
+    for kind in ("tables", "registers", "counters"):
+        for obj in getattr(msg, kind):
+            if obj.preamble.id in sizes and 0 < sizes[obj.preamble.id] < obj.size:
+                obj.size = sizes[obj.preamble.id]
+    return P4Info(msg)
