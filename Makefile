@@ -16,7 +16,7 @@ SWITCH := dataplane/target/release/p4netem-switch
 # Optional per-component setup scripts (idempotent); run by `make setup` when present.
 EXTRA_SETUP := $(wildcard scripts/setup-web.sh)
 
-.PHONY: all setup build test unit-test bench bench-experiments run switch-demo clean check-root check-cargo
+.PHONY: all setup build test unit-test bench bench-experiments run switch-demo clean check-root check-cargo fuzz
 
 all: build
 
@@ -65,6 +65,12 @@ bench: build
 bench-experiments: build
 	@mkdir -p bench/results
 	$(PY) bench/experiments.py --out bench/results/experiments.json
+
+# Malformed frames (10^6) and mutated P4Runtime requests (10^5) into a running switch with a probe
+# flow (bench/fuzz.py); figures in bench/results/fuzz.json. make test runs a short version.
+fuzz: build
+	@mkdir -p bench/results
+	$(PY) bench/fuzz.py --out bench/results/fuzz.json
 
 # The product's main job: the inline Mininet lab, one page over HTTP/1.1 (6 connections per host),
 # HTTP/2 and SPDY at server initial windows 3 and 10, under LAN, LTE, HSPA (radio on) and GPRS;

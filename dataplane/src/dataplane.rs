@@ -39,6 +39,10 @@ const MAX_SLEEP_NS: u64 = 100_000_000;
 const RX_BATCH: usize = 256;
 const PACKET_OUT_BATCH: usize = 64;
 const LEARN_WINDOW_NS: u64 = 100_000_000;
+/// How often each port's MTU is read again (an `ip link set mtu` takes effect within this).
+const MTU_REFRESH_NS: u64 = 1_000_000_000;
+/// Ethernet header bytes on top of the MTU (the kernel's dev->hard_header_len).
+const ETH_HEADER: usize = 14;
 const NO_PORT: u16 = u16::MAX;
 
 #[derive(Debug, Clone)]
@@ -75,7 +79,30 @@ struct Port {
     pcap_out: Option<PcapWriter>,
     warned_truncated: bool,
     warned_csum: bool,
+    warned_mtu: bool,
     tx_failing: bool,
+    /// Largest untagged frame the interface sends: MTU + Ethernet header. Linux drops longer
+    /// ones silently (AF_PACKET TX ring with PACKET_LOSS, or the veth peer), so they are counted
+    /// here as tx_error drops instead of as sent.
+    max_frame: usize,
+}
+
+impl Port {
+    /// Whether Linux will send `frame` on this port: at most MTU + 14 bytes, 4 more when it
+    /// carries a VLAN tag (the kernel's packet_extra_vlan_len_allowed).
+    #[inline]
+    fn fits(&self, frame: &[u8]) -> bool {
+        let len = frame.len();
+        len <= self.max_frame
+            || (len <= self.max_frame + 4 && len >= 14 && matches!(u16::from_be_bytes([frame[12], frame[13]]), 0x8100 | 0x88a8))
+    }
+
+    fn refresh_mtu(&mut self) {
+        match self.io.mtu() {
+            Ok(mtu) => self.max_frame = mtu as usize + ETH_HEADER,
+            Err(e) => tracing::debug!(iface = %self.io.ifname, "MTU query failed: {e}"),
+        }
+    }
 }
 
 pub struct DataPlane {
@@ -155,6 +182,7 @@ impl DataPlane {
                 }
                 None => (None, None),
             };
+            let mtu = io.mtu().with_context(|| format!("MTU of port {} ({})", spec.number, spec.ifname))?;
             ports.push(Port {
                 io,
                 number: spec.number,
@@ -163,7 +191,9 @@ impl DataPlane {
                 pcap_out,
                 warned_truncated: false,
                 warned_csum: false,
+                warned_mtu: false,
                 tx_failing: false,
+                max_frame: mtu as usize + ETH_HEADER,
             });
             tracing::info!(port = spec.number, iface = %spec.ifname, "port up");
         }
@@ -218,6 +248,7 @@ impl DataPlane {
         // VLAN tags the kernel stripped into the ring header are put back here.
         let mut scratch = vec![0u8; FRAME_SIZE + 8];
         let mut last_flush = monotonic_ns();
+        let mut last_mtu = last_flush;
         let mut last_work = 0u64;
         while !self.shutdown.load(Ordering::Relaxed) {
             let snap = self.link.snapshot.load_full();
@@ -228,6 +259,10 @@ impl DataPlane {
             }
             work += self.packet_outs();
             let now = monotonic_ns();
+            if now.saturating_sub(last_mtu) >= MTU_REFRESH_NS {
+                last_mtu = now;
+                self.ports.iter_mut().for_each(Port::refresh_mtu);
+            }
             self.stages.tick(now, &self.link.registers);
             work += self.release_due(now);
             let mut backlog = false;
@@ -521,6 +556,10 @@ impl DataPlane {
             return self.packet_in(pd, in_port, frame, edits);
         }
         let port = &mut self.ports[out as usize];
+        if !port.fits(frame) {
+            return self.oversized(out, pd, frame.len());
+        }
+        let port = &mut self.ports[out as usize];
         if port.backlog.is_empty() && port.io.tx_push(frame, |d| edits.apply(d)) {
             if let Some(w) = &mut port.pcap_out {
                 let _ = w.record((monotonic_ns() as i64 + self.wall_offset_ns) as u64, frame);
@@ -538,11 +577,32 @@ impl DataPlane {
         self.ports[out as usize].backlog.push_back(h);
     }
 
+    /// A frame longer than the egress port takes: counted as a tx_error drop (Linux would drop it
+    /// without telling us), logged once per port.
+    #[cold]
+    fn oversized(&mut self, out: u16, pd: u32, len: usize) {
+        if pd != NO_PD {
+            self.drop_pkt(pd, DropReason::TxError, len);
+        }
+        let port = &mut self.ports[out as usize];
+        if !port.warned_mtu {
+            port.warned_mtu = true;
+            tracing::warn!(iface = %port.io.ifname, len, max = port.max_frame,
+                "frames longer than the egress MTU allows: dropped as tx_error (raise the MTU of this port or lower the sender's)");
+        }
+    }
+
     /// Transmits a held packet (its buffer is freed once the frame is in the TX ring).
     fn send_held(&mut self, h: Handle) {
         let m = self.pool.meta(h);
         if m.out == OUT_CPU {
             self.packet_in(m.pd, m.in_port, self.pool.frame(h), Edits::default());
+            return self.pool.free(h);
+        }
+        let port = &mut self.ports[m.out as usize];
+        if !port.fits(self.pool.frame(h)) {
+            // The MTU shrank while the frame was held.
+            self.oversized(m.out, m.pd, self.pool.frame(h).len());
             return self.pool.free(h);
         }
         let port = &mut self.ports[m.out as usize];

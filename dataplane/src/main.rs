@@ -248,6 +248,8 @@ fn run(args: Args) -> anyhow::Result<()> {
     if let Some(spec) = &args.static_port_map {
         static_port_map(&control, spec)?;
     }
+    // Before the ports open: an address in use is reported as such, with nothing started.
+    let listener = p4rt::bind(args.grpc_addr)?;
     let shutdown = Arc::new(AtomicBool::new(false));
     let waker = link.waker.clone();
     let cfg = DataPlaneConfig {
@@ -292,7 +294,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         transport,
     };
     tracing::info!(addr = %args.grpc_addr, device_id = args.device_id, "P4Runtime server starting");
-    let served = rt.block_on(p4rt::serve(control, server_cfg, shutdown_signal()));
+    let served = rt.block_on(p4rt::serve_on(listener, control, server_cfg, shutdown_signal()));
     shutdown.store(true, Ordering::Relaxed);
     waker.wake();
     let _ = dp_thread.join();

@@ -30,6 +30,22 @@ def cli(*args: str, addr: str | None = None, timeout: float = 60,
     return subprocess.run([str(P4NETEM), *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def default_sigint() -> None:
+    """preexec_fn for a child the test will send SIGINT: start it with SIGINT at its default
+    disposition, as an interactive shell does. A test run started with `&` or under nohup has
+    SIGINT ignored, children inherit that, and Python then never installs its Ctrl-C handler:
+    the test would be testing how it was started, not the command (issue 13, defect 8)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def sigint_ignored(pid: int) -> bool:
+    """Whether the process ignores SIGINT (its SigIgn mask in /proc)."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    return False
+
+
 def rtt_ms(lab: TwoHostLab, count: int = 5) -> float:
     out = lab.h1.ns.run(["ping", "-n", "-c", str(count), "-i", "0.2", lab.h2.ip]).stdout
     m = re.search(r"= [\d.]+/([\d.]+)/", out)
@@ -176,11 +192,12 @@ def test_switch_command_runs_in_the_foreground_and_stops_on_ctrl_c(switch_bin: s
         proc = subprocess.Popen(
             [str(P4NETEM), "switch", "-i", f"1@{hosts.h1.switch_iface}", "-i", f"2@{hosts.h2.switch_iface}",
              "--switch", addr, "--binary", switch_bin, "--fix-offloads", "--rt-priority", "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
         try:
             assert proc.stdout is not None
             line = proc.stdout.readline()
             assert line.startswith("p4netem-switch running"), line + (proc.stderr.read() if proc.poll() else "")
+            assert not sigint_ignored(proc.pid), "the CLI started with SIGINT ignored"
             assert "port map 1->2, 2->1" in line
             assert rtt_ms(hosts, 3) < 20  # forwarding between the two ports
             assert cli("apply", "wan-90ms", addr=addr).returncode == 0
@@ -221,6 +238,21 @@ def test_switch_command_runs_in_the_foreground_and_stops_on_ctrl_c(switch_bin: s
         assert r.returncode == 1 and "p4netem-switch exited with code" in r.stderr, r.stderr
     finally:
         hosts.close()
+
+
+def test_switch_binary_says_its_address_is_in_use(switch_bin: str) -> None:
+    """p4netem-switch started on a taken P4Runtime address says so, in one line, before it opens
+    any port (issue 13, defect 5: it said `transport error`)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = f"127.0.0.1:{taken.getsockname()[1]}"
+        r = subprocess.run([switch_bin, "--grpc-addr", busy, "--rt-priority", "0", "--grpc-rt-priority", "0"],
+                           capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"p4netem-switch: P4Runtime address {busy} is already in use"), r.stderr
+    assert "--grpc-addr" in last and "transport error" not in r.stderr
 
 
 def test_set_and_apply_in_place(bare_switch: SwitchProcess, tmp_path) -> None:

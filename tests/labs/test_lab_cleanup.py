@@ -1,6 +1,7 @@
 """Labs leave nothing behind: no namespace, interface or process of theirs after a normal exit,
 an exception inside the lab, a failed start, SIGTERM to `p4netem lab up`, or Ctrl-C (SIGINT) to
-`p4netem measure`, which still writes the runs it finished."""
+`p4netem measure`, which still writes the runs it finished. A run killed outright (SIGKILL) has no
+chance to clean up: `p4netem lab clean` and the next run remove exactly its lab, never a live one."""
 
 from __future__ import annotations
 
@@ -43,6 +44,22 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def default_sigint() -> None:
+    """preexec_fn for a child the test will send SIGINT: start it with SIGINT at its default
+    disposition, as an interactive shell does. A test run started with `&` or under nohup has
+    SIGINT ignored, children inherit that, and Python then never installs its Ctrl-C handler:
+    the test would be testing how it was started, not the command (issue 13, defect 8)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def sigint_ignored(pid: int) -> bool:
+    """Whether the process ignores SIGINT (its SigIgn mask in /proc)."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    return False
 
 
 def _switch_pids(prefix: str) -> list[int]:
@@ -142,12 +159,14 @@ def test_ctrl_c_to_measure_writes_partial_results_and_removes_the_lab(tmp_path):
     out = tmp_path / "results"
     proc = subprocess.Popen([P4NETEM, "measure", "--profile", "lte", "--protocol", "h2",
                              "--reps", "50", "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"},
+                            preexec_fn=default_sigint)
     try:
         text = _Output(proc).wait_for(r"lte\s+h2 iw10\s+#2", 90)
         prefix = re.search(r"namespaces (p4n[0-9a-z]+)client", text).group(1)
         pids = [p for ns in _netns_names() if ns.startswith(prefix) for p in netns_pids(ns)]
         pids += _switch_pids(prefix)
+        assert not sigint_ignored(proc.pid), "measure started with SIGINT ignored"
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
     finally:
@@ -159,3 +178,90 @@ def test_ctrl_c_to_measure_writes_partial_results_and_removes_the_lab(tmp_path):
     assert 2 <= len(rows) < 50 and all(r["ok"] == "True" for r in rows)
     assert (out / "results.json").exists() and (out / "logs" / "switch.log").exists()
     _assert_gone(prefix, pids)
+
+
+def _leftovers(prefix: str, pids: list[int]) -> bool:
+    return any(n.startswith(prefix) for n in _netns_names()) or any(_alive(p) for p in pids)
+
+
+def test_a_killed_run_is_removed_by_lab_clean_and_by_the_next_run_never_a_live_one(tmp_path):
+    """Issue 13, crash cleanup: `lab up` and `measure` killed with SIGKILL leave namespaces, the
+    switch and servers; `p4netem lab clean`, and the next `lab up`, remove exactly those, while a
+    lab whose owner (this test) lives keeps working."""
+    from p4netem_studies.mininet.lab import MininetLab
+    env = {**os.environ, "COLUMNS": "200"}
+    with MininetLab(load_topology("inline").expand()) as live:
+        proc = subprocess.Popen([P4NETEM, "lab", "up", "inline", "--serve", "demo", "--cmd", "client sleep 300"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        try:
+            text = _Output(proc).wait_for(r"serving page 'demo'", 120)
+            prefix = re.search(r"(p4n[0-9a-z]+)client", text).group(1)
+            pids = [p for ns in _netns_names() if ns.startswith(prefix) for p in netns_pids(ns)]
+            pids += _switch_pids(prefix)
+        finally:
+            proc.kill()
+            proc.wait()
+        time.sleep(1)
+        assert _leftovers(prefix, pids), "SIGKILL left nothing: the test shows nothing"
+        r = subprocess.run([P4NETEM, "lab", "clean"], capture_output=True, text=True, timeout=180, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"removed {prefix} (mininet of dead pid {proc.pid})" in r.stdout, r.stdout
+        assert live.prefix not in r.stdout and "1 live lab(s) left alone" in r.stdout, r.stdout
+        _assert_gone(prefix, pids)
+        live.run("client", ["ping", "-c", "1", "-W", "3", live.ip("server")])
+
+        out = tmp_path / "results"
+        proc = subprocess.Popen([P4NETEM, "measure", "--profile", "lte", "--protocol", "h2", "--reps", "50",
+                                 "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env)
+        try:
+            text = _Output(proc).wait_for(r"lte\s+h2 iw10\s+#1", 180)
+            prefix = re.search(r"namespaces (p4n[0-9a-z]+)client", text).group(1)
+            pids = [p for ns in _netns_names() if ns.startswith(prefix) for p in netns_pids(ns)]
+            pids += _switch_pids(prefix)
+        finally:
+            proc.kill()
+            proc.wait()
+        time.sleep(1)
+        assert _leftovers(prefix, pids)
+        r = subprocess.run([P4NETEM, "lab", "up", "inline", "--cmd", "client true"], capture_output=True,
+                           text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"removed a dead lab: {prefix} (mininet of dead pid {proc.pid})" in r.stderr, r.stderr
+        assert live.prefix not in r.stderr
+        _assert_gone(prefix, pids)
+        live.run("client", ["ping", "-c", "1", "-W", "3", live.ip("server")])
+        assert live.record is not None and live.record.path.exists()
+    assert not live.record.path.exists()
+
+
+def test_clean_dead_labs_checks_the_owner_by_pid_and_start_time(tmp_path, monkeypatch):
+    """The library call (p4netem.lab.clean_dead_labs) on hand-made records: a lab whose owner's pid
+    is alive but belongs to a later process (start time differs) is dead; a lab of a live owner is
+    left alone; a sleeper in the dead lab's namespace is ended, the namespace removed."""
+    from p4netem.lab import PREFIX, clean_dead_labs, unique_token
+    from p4netem.lab.owner import LabRecord, Owner, start_ticks
+
+    monkeypatch.setenv("P4NETEM_RUN_DIR", str(tmp_path))
+    dead, live = f"{PREFIX}{unique_token()}", f"{PREFIX}{unique_token()}"
+    me = Owner.current()
+    try:
+        for prefix, owner in ((dead, Owner(me.pid, me.start + 1, me.boot)), (live, me)):
+            subprocess.run(["ip", "netns", "add", f"{prefix}x"], check=True)
+            LabRecord(prefix, owner, "test", path=tmp_path / f"{prefix}.json",
+                      namespaces=[f"{prefix}x"]).save()
+        sleeper = subprocess.Popen(["ip", "netns", "exec", f"{dead}x", "sleep", "300"])
+        deadline = time.monotonic() + 10
+        while not netns_pids(f"{dead}x") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        report = clean_dead_labs()
+        assert [lab.prefix for lab in report.cleaned] == [dead] and report.live == [live]
+        assert report.cleaned[0].namespaces == [f"{dead}x"] and sleeper.pid in report.cleaned[0].processes
+        assert sleeper.wait(10) is not None and start_ticks(sleeper.pid) is None
+        names = _netns_names()
+        assert f"{dead}x" not in names and f"{live}x" in names
+        assert sorted(p.name for p in tmp_path.iterdir()) == [f"{live}.json"]
+        assert not clean_dead_labs().cleaned  # nothing twice
+    finally:
+        for prefix in (dead, live):
+            subprocess.run(["ip", "netns", "delete", f"{prefix}x"], capture_output=True)

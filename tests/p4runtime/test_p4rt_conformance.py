@@ -12,7 +12,8 @@ server's behaviour as the P4Runtime specification states it, message by message:
   default entries): what is written canonically reads back identical;
 - registers and counters: write, read back, reset, wildcard reads;
 - the status of malformed requests (unknown ids, too-wide values, index out of range, missing
-  priority, wrong device, non-primary), per update in google.rpc.Status details;
+  priority, wrong device, non-primary), per update in google.rpc.Status details, also for
+  batches of thousands of updates;
 - packet-out, packet-in and digests on the stream;
 - and that forwarding (a ping h1 -> h2) works before and after all of it.
 """
@@ -28,6 +29,8 @@ import grpc
 import pytest
 
 from p4netem import pipeline as pl
+from p4netem.p4rt import WriteError
+from p4netem.p4rt.client import CHANNEL_OPTIONS
 from p4netem.p4rt.proto import p4data_pb2, p4info_pb2, p4runtime_pb2, status_pb2
 
 from p4.v1 import p4runtime_pb2_grpc  # noqa: E402  (after p4netem's proto loader)
@@ -84,9 +87,9 @@ class Client:
         self.addr = addr
         self.device_id = device_id
         self.election_id: int | None = None
-        self.channel = grpc.insecure_channel(
-            addr, options=[("grpc.max_receive_message_length", 256 << 20)]
-        )
+        # What docs/p4runtime.md tells every client to set (large messages, and the trailer of a
+        # failed large batch, which carries one p4.v1.Error per update).
+        self.channel = grpc.insecure_channel(addr, options=CHANNEL_OPTIONS)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self._requests: queue.Queue = queue.Queue()
         self.queues: dict[str, queue.Queue] = {k: queue.Queue() for k in ("arbitration", "packet", "digest", "error", "end")}
@@ -560,6 +563,86 @@ def test_malformed_requests_get_the_right_status(sw):
             got.extend(resp.entities)
     assert [code_name(e) for e in details(info.value)] == ["INVALID_ARGUMENT", "OK"]
     assert len(got) == seed.size
+    ping(lab)
+
+
+def test_large_batches_keep_every_per_update_error(sw):
+    """A failed batch of thousands of updates still reports one p4.v1.Error per update, each as
+    small as the spec allows, to clients that accept large trailers; the good updates are applied
+    (CONTINUE_ON_ERROR) or none is (ROLLBACK_ON_ERROR). Issue 13, defect 3: from about 400 updates
+    a default client saw only RESOURCE_EXHAUSTED "received metadata size exceeds hard limit"."""
+    lab, n, open_client = sw
+    c = primary(open_client)
+    l2, fwd = n.table("l2_fwd"), n.action("set_egress_port")
+    count, bad_at = 3000, 2345
+
+    def entry(i: int, port: int = 2) -> p4runtime_pb2.TableEntry:
+        return p4runtime_pb2.TableEntry(table_id=l2, match=[exact(1, 0x0A0000000000 + i)],
+                                        action=action(fwd, {1: port}))
+
+    batch = [update("INSERT", table_entry=entry(i, 0x7777 if i == bad_at else 2)) for i in range(count)]
+    err = failure(c.write, *batch)
+    assert err.code() == grpc.StatusCode.UNKNOWN, err
+    assert f"failed for 1 of {count} updates; first: update {bad_at}: OutOfRange" in err.details()
+    errs = details(err)
+    assert len(errs) == count
+    assert [i for i, e in enumerate(errs) if code_name(e) != "OK"] == [bad_at]
+    assert code_name(errs[bad_at]) == "OUT_OF_RANGE" and errs[bad_at].message
+    # OK is the code alone; the Any around it names the type in the fewest bytes a protobuf
+    # runtime resolves ("/p4.v1.Error"): 14 bytes, 16 in the list.
+    raw = dict(err.trailing_metadata())["grpc-status-details-bin"]
+    st = status_pb2.Status.FromString(raw)
+    assert all(d.ByteSize() <= 14 for i, d in enumerate(st.details) if i != bad_at)
+    assert not errs[bad_at].space and errs[bad_at].code == 0
+    assert len(raw) < 16 * count + 400  # + the status message and the one failure
+    assert len(read_entry(c, p4runtime_pb2.TableEntry(table_id=l2))) == count - 1
+
+    # Atomic: nothing applied, every other update ABORTED with a short message.
+    batch = [update("INSERT", table_entry=entry(count + i, 0x7777 if i == bad_at else 2)) for i in range(count)]
+    err = failure(c.write, *batch, atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR)
+    assert f"failed for 1 of {count} updates (ROLLBACK_ON_ERROR: none applied); first: update {bad_at}" \
+        in err.details(), err.details()
+    errs = details(err)
+    assert len(errs) == count and code_name(errs[bad_at]) == "OUT_OF_RANGE"
+    assert {(code_name(e), e.message) for i, e in enumerate(errs) if i != bad_at} == {("ABORTED", "not applied")}
+    assert len(read_entry(c, p4runtime_pb2.TableEntry(table_id=l2))) == count - 1
+
+    # The project's own client reads them too (WriteError.errors: the failed updates).
+    # Modifying the first batch's entries: the one that was never inserted is NOT_FOUND.
+    lab.client.arbitrate(200)
+    with pytest.raises(WriteError) as info:
+        lab.client.write([p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY,
+                                               entity=p4runtime_pb2.Entity(table_entry=entry(i, 1)))
+                          for i in range(count)])
+    assert [(e.index, e.code) for e in info.value.errors] == [(bad_at, grpc.StatusCode.NOT_FOUND)]
+    ping(lab)
+
+
+def test_replication_entities_read_as_none(sw):
+    """This target duplicates natively and has no multicast: a Read of multicast groups or clone
+    sessions finds none, alone or with every other entity type in one request, instead of failing
+    the batch with UNIMPLEMENTED (issue 13, defect 6: it broke finsy's delete_all and any client
+    that reads every entity); a write of one is UNIMPLEMENTED and says why."""
+    lab, n, open_client = sw
+    c = primary(open_client)
+    pre = p4runtime_pb2.PacketReplicationEngineEntry
+    mcast = p4runtime_pb2.Entity(packet_replication_engine_entry=pre(
+        multicast_group_entry=p4runtime_pb2.MulticastGroupEntry()))
+    clone = p4runtime_pb2.Entity(packet_replication_engine_entry=pre(
+        clone_session_entry=p4runtime_pb2.CloneSessionEntry()))
+    one_session = p4runtime_pb2.Entity(packet_replication_engine_entry=pre(
+        clone_session_entry=p4runtime_pb2.CloneSessionEntry(session_id=1)))
+    assert c.read(mcast) == [] and c.read(clone) == [] and c.read(one_session) == []
+    everything = c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry()), mcast, clone,
+                        p4runtime_pb2.Entity(digest_entry=p4runtime_pb2.DigestEntry()),
+                        p4runtime_pb2.Entity(meter_entry=p4runtime_pb2.MeterEntry()))
+    assert {e.table_entry.table_id for e in everything} == {n.table("port_map"), n.table("classifier")}
+    err = failure(c.read, p4runtime_pb2.Entity(packet_replication_engine_entry=pre()))
+    assert code_name(one_error(err)) == "INVALID_ARGUMENT" and "clone_session_entry" in one_error(err).message
+    err = failure(c.write, update("INSERT", packet_replication_engine_entry=pre(
+        clone_session_entry=p4runtime_pb2.CloneSessionEntry(
+            session_id=1, replicas=[p4runtime_pb2.Replica(egress_port=2, instance=1)]))))
+    assert code_name(one_error(err)) == "UNIMPLEMENTED" and "duplicates packets natively" in one_error(err).message
     ping(lab)
 
 

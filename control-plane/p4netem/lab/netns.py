@@ -3,7 +3,9 @@
 Everything created here is named with the prefix "p4n" plus a token unique to this process, and is
 recorded in a `Resources` object; `Resources.close()` (called by context managers and, as a last
 resort, at interpreter exit) kills the processes it started and deletes the namespaces and links it
-created, newest first, and nothing else.
+created, newest first, and nothing else. Given an `owner_prefix`, it also keeps a LabRecord
+(owner.py) of them on disk, so that if this process is killed outright the next run removes them
+(`clean_dead_labs`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import subprocess
 import threading
 import weakref
 from collections.abc import Sequence
+
+from .owner import LabRecord, open_record
 
 PREFIX = "p4n"
 _counter = itertools.count()
@@ -85,19 +89,33 @@ class Namespace:
 
 
 class Resources:
-    """What one lab created, so that cleanup removes exactly that."""
+    """What one lab created, so that cleanup removes exactly that.
 
-    def __init__(self) -> None:
+    `owner_prefix`: the prefix every name of this lab starts with; when given, the lab is recorded
+    in run_dir() (owner.LabRecord) before its first namespace, link or process exists."""
+
+    def __init__(self, owner_prefix: str | None = None, kind: str = "lab") -> None:
         self._namespaces: list[str] = []
         self._links: list[tuple[str, str | None]] = []
         self._processes: list[subprocess.Popen] = []
         self._lock = threading.Lock()
         self.closed = False
+        self.owner_prefix = owner_prefix
+        self.kind = kind
+        self._record: LabRecord | None = None
         _open_resources.add(self)
+
+    def _recorded(self) -> LabRecord | None:
+        if self._record is None and self.owner_prefix is not None:
+            self._record = open_record(self.owner_prefix, self.kind)
+        return self._record
 
     def namespace(self, name: str) -> Namespace:
         if not name.startswith(PREFIX):
             raise LabError(f"namespace {name!r}: lab namespaces must start with {PREFIX!r}")
+        record = self._recorded()
+        if record is not None:
+            record.add_namespace(name)
         run(["ip", "netns", "add", name])
         with self._lock:
             self._namespaces.append(name)
@@ -115,12 +133,18 @@ class Resources:
         cmd += ["type", "veth", "peer", "name", name_b]
         if ns_b:
             cmd += ["netns", ns_b.name]
+        record = self._recorded()
+        if record is not None and ns_a is None:
+            record.add_link(name_a)
         run(cmd)
         with self._lock:
             # Deleting one end deletes the pair; remember one end and where it lives.
             self._links.append((name_a, ns_a.name if ns_a else None))
 
     def track_process(self, proc: subprocess.Popen) -> None:
+        record = self._recorded()
+        if record is not None:
+            record.add_process(proc.pid)
         with self._lock:
             self._processes.append(proc)
 
@@ -139,6 +163,8 @@ class Resources:
             run(["ip", "link", "del", name], netns, check=False)
         for name in namespaces:
             run(["ip", "netns", "del", name], check=False)
+        if self._record is not None:
+            self._record.remove()
         _open_resources.discard(self)
 
     def __enter__(self) -> Resources:

@@ -6,7 +6,7 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..paths import switch_binary
@@ -49,6 +49,7 @@ class SwitchProcess:
         log_path: str | Path | None = None,
         resources: Resources | None = None,
         tls: SwitchTls | None = None,
+        on_start: Callable[[int], None] | None = None,
     ):
         self.ports = dict(ports)
         self.tls = tls
@@ -62,6 +63,7 @@ class SwitchProcess:
         self.extra_args = list(extra_args)
         self.log_path = Path(log_path) if log_path else None
         self._resources = resources
+        self._on_start = on_start  # told the pid as soon as the process exists (crash records)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -95,6 +97,8 @@ class SwitchProcess:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
         if self._resources is not None:
             self._resources.track_process(self.proc)
+        if self._on_start is not None:
+            self._on_start(self.proc.pid)
         self._wait_listening(timeout)
         return self
 

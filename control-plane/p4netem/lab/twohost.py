@@ -60,8 +60,9 @@ class TwoHostLab:
         self.switch_tls = switch_tls
         self.client_tls = client_tls
         self.cpu_port = cpu_port
-        self.resources = Resources()
         self.token = unique_token()
+        # Recorded (lab/owner.py), so that a test run killed outright is cleaned up by the next.
+        self.resources = Resources(owner_prefix=f"{PREFIX}{self.token}", kind="twohost")
         self.hosts: list[Host] = []
         self.switch: SwitchProcess | None = None
         self.client: P4RuntimeClient | None = None

@@ -62,6 +62,22 @@ class Digest:
     timestamp: int
 
 
+# P4Info, big batches and reads exceed gRPC's 4 MiB message default (the switch's own cap,
+# p4netem-switch --grpc-max-message-bytes, is 32 MiB by default; a client limit above it only
+# means the switch, not we, refuses an oversized request). A failed Write carries one
+# p4.v1.Error per update in a trailer (grpc-status-details-bin), which gRPC core limits to 8 KiB
+# (soft: larger ones are refused at random) and 16 KiB (hard): about 400 updates of a batch with
+# one failure. Both limits are raised together, to what a 256 MiB batch's details can take
+# (docs/p4runtime.md, "Large batches", says what other clients must set).
+METADATA_LIMIT = 64 << 20
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 << 20),
+    ("grpc.max_send_message_length", 256 << 20),
+    ("grpc.max_metadata_size", METADATA_LIMIT),
+    ("grpc.absolute_max_metadata_size", METADATA_LIMIT),
+]
+
+
 def _uint128(value: int) -> p4runtime_pb2.Uint128:
     if not 0 <= value < 2**128:
         raise ValueError(f"election id {value} out of range 0..{2**128 - 1} (P4Runtime's uint128)")
@@ -127,9 +143,7 @@ class P4RuntimeClient:
         timeout = self.timeout if timeout is None else timeout
         self._closing.clear()
         self.stream_failure = None
-        # The switch's default cap (p4netem-switch --grpc-max-message-bytes) is 32 MiB; a client
-        # limit above it only means the switch, not we, refuses an oversized request.
-        options = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)]
+        options = CHANNEL_OPTIONS
         if self.tls is None:
             self._channel = grpc.insecure_channel(self.address, options=options)
         else:

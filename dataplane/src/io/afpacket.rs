@@ -275,6 +275,14 @@ impl AfPacket {
         Ok(())
     }
 
+    /// The interface's MTU now (SIOCGIFMTU on this socket).
+    pub fn mtu(&self) -> io::Result<u32> {
+        let mut ifr = IfreqMtu { ifr_name: ifname_bytes(&self.ifname)?, ifr_mtu: 0, _pad: [0; 20] };
+        // SAFETY: ifr outlives the call; SIOCGIFMTU reads ifr_name and writes ifr_mtu.
+        cvt(unsafe { libc::ioctl(self.fd.as_raw_fd(), SIOCGIFMTU as _, &mut ifr) })?;
+        Ok(ifr.ifr_mtu.max(0) as u32)
+    }
+
     /// (received, dropped by the kernel because the RX ring was full) since the last call.
     pub fn rx_stats(&self) -> (u32, u32) {
         let mut st = TpacketStats { tp_packets: 0, tp_drops: 0 };

@@ -92,6 +92,16 @@ pub struct IfreqData {
     pub _pad: [u8; 16],
 }
 
+/// struct ifreq with the ifr_mtu member of the union (SIOCGIFMTU).
+#[repr(C)]
+pub struct IfreqMtu {
+    pub ifr_name: [u8; libc::IFNAMSIZ],
+    pub ifr_mtu: libc::c_int,
+    pub _pad: [u8; 20],
+}
+
+pub const SIOCGIFMTU: libc::c_ulong = 0x8921;
+
 pub fn ifname_bytes(name: &str) -> std::io::Result<[u8; libc::IFNAMSIZ]> {
     let b = name.as_bytes();
     if b.is_empty() || b.len() >= libc::IFNAMSIZ || b.contains(&0) {

@@ -145,8 +145,15 @@ pub fn read_entity(
         E::MeterEntry(_) | E::ValueSetEntry(_) | E::ExternEntry(_) | E::ActionProfileMember(_) | E::ActionProfileGroup(_) => {}
         E::DirectCounterEntry(_) => return Err(P4Error::invalid("this target has no direct counters")),
         E::DirectMeterEntry(_) => return Err(P4Error::invalid("this target has no direct meters")),
-        E::PacketReplicationEngineEntry(_) => {
-            return Err(P4Error::unimplemented("multicast groups and clone sessions are not supported"))
+        // This target duplicates natively (no clone session) and has no multicast: there are no
+        // replication entries, so a read finds none. Answering instead of failing lets clients
+        // that read every entity (finsy's delete_all, p4runtime-shell) work.
+        E::PacketReplicationEngineEntry(pre) => {
+            if pre.r#type.is_none() {
+                return Err(P4Error::invalid(
+                    "packet_replication_engine_entry: set multicast_group_entry or clone_session_entry",
+                ));
+            }
         }
     }
     Ok(())

@@ -150,17 +150,31 @@ impl Shared {
     }
 }
 
+/// Type URL of the p4.v1.Error details. Every protobuf runtime resolves an Any by the last path
+/// segment of its URL, so the conventional "type.googleapis.com" host is left out: the details
+/// travel in one HTTP/2 trailer that gRPC clients limit (16 KiB by default), and each OK update
+/// then costs 16 bytes instead of 34.
+const ERROR_TYPE_URL: &str = "/p4.v1.Error";
+
 /// The spec's batch error: overall UNKNOWN, one p4.v1.Error per element in `details`, OK ones
-/// with only the code set. The message repeats the first failure for clients that only print it.
-fn batch_status(results: &[P4Result<()>], what: &str) -> Status {
-    let failed = results.iter().filter(|r| r.is_err()).count();
-    let first = results.iter().enumerate().find_map(|(i, r)| r.as_ref().err().map(|e| (i, e)));
+/// with only the code set, failed ones with the code and message only (no error space: this
+/// target has no target-specific codes). The message repeats the first failure for clients that
+/// only print it.
+pub(crate) fn batch_status(results: &[P4Result<()>], what: &str, atomic: Option<&str>) -> Status {
+    // Of an atomic batch, the updates that failed for a reason of their own (the rest are ABORTED).
+    let own = |e: &&P4Error| e.code != Code::Aborted || atomic.is_none();
+    let failed = results.iter().filter(|r| r.as_ref().err().filter(own).is_some()).count();
+    let first = results
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| r.as_ref().err().filter(own).map(|e| (i, e)))
+        .or_else(|| results.iter().enumerate().find_map(|(i, r)| r.as_ref().err().map(|e| (i, e))));
+    let unit = if what == "Write" { "update" } else { "entity" };
     let message = match first {
         Some((i, e)) => format!(
-            "{what} failed for {failed} of {} {}s; first: {} {i}: {:?}: {}",
+            "{what} failed for {failed} of {} {unit}s{}; first: {unit} {i}: {:?}: {}",
             results.len(),
-            if what == "Write" { "update" } else { "entity" },
-            if what == "Write" { "update" } else { "entity" },
+            atomic.map(|m| format!(" ({m}: none applied)")).unwrap_or_default(),
             e.code,
             e.message
         ),
@@ -171,15 +185,9 @@ fn batch_status(results: &[P4Result<()>], what: &str) -> Status {
         .map(|r| {
             let err = match r {
                 Ok(()) => pb::Error { canonical_code: Code::Ok as i32, ..Default::default() },
-                Err(e) => pb::Error {
-                    canonical_code: e.code as i32,
-                    message: e.message.clone(),
-                    space: "p4netem-switch".to_string(),
-                    code: 0,
-                    details: None,
-                },
+                Err(e) => pb::Error { canonical_code: e.code as i32, message: e.message.clone(), ..Default::default() },
             };
-            prost_types::Any { type_url: "type.googleapis.com/p4.v1.Error".to_string(), value: err.encode_to_vec() }
+            prost_types::Any { type_url: ERROR_TYPE_URL.to_string(), value: err.encode_to_vec() }
         })
         .collect();
     let st = rpc::Status { code: Code::Unknown as i32, message: message.clone(), details };
@@ -233,7 +241,7 @@ impl P4Runtime for Service {
         if results.iter().all(|r| r.is_ok()) {
             Ok(Response::new(pb::WriteResponse {}))
         } else {
-            Err(batch_status(&results, "Write"))
+            Err(batch_status(&results, "Write", mode))
         }
     }
 
@@ -259,7 +267,7 @@ impl P4Runtime for Service {
                 req.entities.iter().map(|e| read_entity(&s.control, &digests, e, &mut sink)).collect();
             sink.flush();
             if results.iter().any(|r| r.is_err()) {
-                let _ = tx.blocking_send(Err(batch_status(&results, "Read")));
+                let _ = tx.blocking_send(Err(batch_status(&results, "Read", None)));
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -345,8 +353,33 @@ impl P4Runtime for Service {
     }
 }
 
+/// Listens on the P4Runtime address. Done before anything else starts, so that an address in use
+/// is one clear error (tonic would only say "transport error" once the data plane is up).
+pub fn bind(addr: std::net::SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "P4Runtime address {addr} is already in use (another p4netem-switch or simple_switch_grpc?): \
+             stop it or pass --grpc-addr HOST:PORT with a free port"
+        ),
+        _ => anyhow::anyhow!("P4Runtime address {addr}: cannot listen: {e}"),
+    })?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
 /// Run the P4Runtime server until `shutdown` completes.
 pub async fn serve(
+    control: SwitchControl,
+    cfg: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let listener = bind(cfg.addr)?;
+    serve_on(listener, control, cfg, shutdown).await
+}
+
+/// Run the P4Runtime server on a listener from [`bind`] until `shutdown` completes.
+pub async fn serve_on(
+    listener: std::net::TcpListener,
     control: SwitchControl,
     cfg: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -355,6 +388,9 @@ pub async fn serve(
     cfg.transport.warn_if_exposed(&cfg.addr);
     let tls = cfg.transport.server_tls()?;
     let limit = cfg.transport.max_message_bytes;
+    // TLS, when configured, is applied by tonic to the accepted connections of this stream too.
+    let incoming = tonic::transport::server::TcpIncoming::from(tokio::net::TcpListener::from_std(listener)?)
+        .with_nodelay(Some(true));
     let shared = Shared::new(control, &cfg);
     let packet_ins = tokio::spawn(shared.clone().pump_packet_ins());
     let digests = tokio::spawn(shared.clone().pump_digests());
@@ -374,7 +410,7 @@ pub async fn serve(
     }
     tracing::info!(addr = %cfg.addr, device_id = cfg.device_id, transport = cfg.transport.describe(),
                    max_message_bytes = limit, "P4Runtime server listening");
-    let result = builder.add_service(service).serve_with_shutdown(cfg.addr, shutdown).await;
+    let result = builder.add_service(service).serve_with_incoming_shutdown(incoming, shutdown).await;
     packet_ins.abort();
     digests.abort();
     result.map_err(|e| anyhow::anyhow!("P4Runtime server on {}: {e}", cfg.addr))

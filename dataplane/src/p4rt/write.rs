@@ -135,7 +135,10 @@ pub fn decode_op(control: &SwitchControl, u: &pb::Update) -> P4Result<Op> {
             Err(P4Error::unimplemented("action profiles are not supported (this target has none)"))
         }
         E::PacketReplicationEngineEntry(_) => {
-            Err(P4Error::unimplemented("multicast groups and clone sessions are not supported"))
+            Err(P4Error::unimplemented(
+                "multicast groups and clone sessions cannot be written: this target duplicates packets natively \
+                 (no clone session needed) and has no multicast; reads find none",
+            ))
         }
     }
 }
@@ -243,17 +246,11 @@ fn inverse(kind: UpdateKind, entry: &TableEntry, old: Option<TableEntry>) -> (Up
     }
 }
 
-fn aborted(results: Vec<P4Result<()>>, failed: &str) -> Vec<P4Result<()>> {
-    let first = results.iter().position(|r| r.is_err()).unwrap_or(0);
-    results
-        .into_iter()
-        .map(|r| {
-            r.and(Err(P4Error::new(
-                Code::Aborted,
-                format!("not applied: update {first} of this {failed} batch failed"),
-            )))
-        })
-        .collect()
+/// Every update that did not fail itself becomes ABORTED. Its message stays short: it is repeated
+/// once per update in the batch's trailer, and the status message already names the update that
+/// failed and the atomicity.
+fn aborted(results: Vec<P4Result<()>>) -> Vec<P4Result<()>> {
+    results.into_iter().map(|r| r.and(Err(P4Error::new(Code::Aborted, "not applied")))).collect()
 }
 
 /// Apply a decoded batch. `atomic` selects all-or-nothing; `capacity(table_id)` is the runtime
@@ -265,9 +262,9 @@ pub fn apply(
     atomic: Option<&str>,
     capacity: impl Fn(u32) -> u32,
 ) -> Vec<P4Result<()>> {
-    if let Some(mode) = atomic {
+    if atomic.is_some() {
         if ops.iter().any(|o| o.is_err()) {
-            return aborted(ops.into_iter().map(|o| o.map(|_| ())).collect(), mode);
+            return aborted(ops.into_iter().map(|o| o.map(|_| ())).collect());
         }
     }
     let mut results: Vec<P4Result<()>> = ops.iter().map(|o| o.as_ref().map(|_| ()).map_err(Clone::clone)).collect();
@@ -302,9 +299,9 @@ pub fn apply(
             results[*i] = Err(e);
         }
     }
-    if let Some(mode) = atomic {
+    if atomic.is_some() {
         if results.iter().any(|r| r.is_err()) {
-            return aborted(results, mode);
+            return aborted(results);
         }
     }
 
@@ -328,7 +325,7 @@ pub fn apply(
                     results[*i] = Err(e.into());
                 }
             }
-            return aborted(results, atomic.unwrap_or(""));
+            return aborted(results);
         }
         for ((i, _, _), r) in table_batch.iter().zip(outcome) {
             if let Err(e) = r {

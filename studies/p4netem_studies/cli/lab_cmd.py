@@ -3,12 +3,14 @@
     p4netem lab list
     p4netem lab show dumbbell --param pairs=2
     p4netem lab up inline --profile hspa [--serve demo] [--cmd "client ping -c 3 server"]
+    p4netem lab clean [--json]
 
 `lab up` starts the lab (and, with --serve, nginx and the SPDY server with a generated page on
 every server host), then opens Mininet's CLI, or runs the --cmd commands and exits. The lab's
 CLI knows four more commands: `profile NAME[+radio]`, `iw N`, `load PROTOCOL [plain]` and
 `hosts`. Namespaces, links and processes are removed on exit, on Ctrl-C, on SIGTERM and after a
-failure.
+failure. A lab whose process was killed outright (SIGKILL) is removed by `lab clean`, and by the
+next `lab up`, `measure` or `experiment run`; never a lab whose owner still runs.
 """
 
 from __future__ import annotations
@@ -150,6 +152,28 @@ def up(
             err.print(f"[red]{exc}[/]")
             code = 1
     raise typer.Exit(code)
+
+
+@app.command("clean")
+def clean(as_json: bool = typer.Option(False, "--json", help="Print the report as JSON.")) -> None:
+    """Remove the labs (namespaces, links, switches, servers) of runs that were killed outright;
+    labs whose owner process still runs are left alone."""
+    import json
+    import os
+
+    from p4netem.lab.owner import clean_dead_labs, run_dir
+    if os.geteuid() != 0:
+        err.print("[red]error:[/] lab clean needs root (namespaces)")
+        raise typer.Exit(1)
+    report = clean_dead_labs()
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        for line in report.lines():
+            console.print(f"removed {line}", highlight=False)
+        console.print(f"{len(report.cleaned)} dead lab(s) removed, {len(report.live)} live lab(s) "
+                      f"left alone ({run_dir()})", highlight=False)
+    raise typer.Exit(1 if any(lab.problems for lab in report.cleaned) else 0)
 
 
 def _serve(lab, page: str, work: Path):

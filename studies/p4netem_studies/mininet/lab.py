@@ -10,6 +10,10 @@ Everything the lab creates carries a token unique to it: namespace names `p4n<to
 switch, ends every process in the lab's namespaces, deletes its links and namespace names, then
 checks that nothing with its token is left (`leftovers()`).
 
+A SIGKILL leaves no chance to close: so before it builds anything a lab removes the labs of dead
+owners (`p4netem.lab.clean_dead_labs`) and records itself (owner pid and start time, its prefix,
+the switch's pid) in `p4netem.lab.owner.run_dir()`; the record goes when close() leaves nothing.
+
 The switch is programmed through the controller (p4netem.control), as any other user would:
 it forwards by destination MAC (`l2_fwd`, one entry per host; hosts have static ARP entries and no
 IPv6, so no broadcast is needed), and each slot (a client's access link) is a controller rule
@@ -20,6 +24,7 @@ atomically; `reset_radio` idles a slot's radio (p4netem.radio.idle).
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import time
 import weakref
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from p4netem.control import Controller
 from p4netem.lab.netns import PREFIX, LabError, disable_offloads, run, unique_token
+from p4netem.lab.owner import LabRecord, clean_dead_labs, open_record
 from p4netem.p4rt import P4Info, P4RuntimeClient
 from p4netem.paths import p4info_path
 from p4netem.profiles import Profile
@@ -51,6 +57,7 @@ TARGETS = {"p4netem": P4NetemSwitch, "bmv2": Bmv2Switch}
 ATOMICITY = {"p4netem": "DATAPLANE_ATOMIC", "bmv2": "CONTINUE_ON_ERROR"}
 
 _open_labs: "weakref.WeakSet[MininetLab]" = weakref.WeakSet()
+log = logging.getLogger(__name__)
 
 
 class MininetLab:
@@ -76,6 +83,7 @@ class MininetLab:
         self.controller: Controller | None = None
         self.slots: SlotProfiles | None = None
         self.dns_latency_ns = 0
+        self.record: LabRecord | None = None
         self._closed = False
 
     # ---- names -----------------------------------------------------------------------------------
@@ -106,6 +114,10 @@ class MininetLab:
     # ---- life cycle ------------------------------------------------------------------------------
     def start(self) -> "MininetLab":
         _open_labs.add(self)
+        # What runs killed outright left behind, never a live run's (their owners are checked).
+        for line in clean_dead_labs().lines():
+            log.warning("removed a dead lab: %s", line)
+        self.record = open_record(self.prefix, "mininet")
         try:
             self._build()
             self._program_switch()
@@ -124,6 +136,9 @@ class MininetLab:
         if self.target == "p4netem":
             sw_opts.update(seed=self.seed, binary=str(self.binary) if self.binary else None,
                            switch_args=self.switch_args)
+        if self.record is not None:
+            # The switch runs in the root namespace: recorded by pid the moment it starts.
+            sw_opts.update(on_start=self.record.add_process)
         sw_opts.update(pcap_dir=str(self.pcap_dir) if self.pcap_dir else None, log_path=log_path)
         topo.addSwitch("s1", **sw_opts)
         for h in self.topology.hosts:
@@ -324,6 +339,8 @@ class MininetLab:
             run(["ip", "netns", "delete", ns], check=False)
         for link in left.get("links", []):
             run(["ip", "link", "delete", link], check=False)
+        if self.record is not None and not self.leftovers():
+            self.record.remove()  # else the next run removes what is left, once we are gone
         _open_labs.discard(self)
         if errors:
             raise LabError("lab cleanup: " + "; ".join(errors))

@@ -100,7 +100,7 @@ class P4NetemSwitch(Switch):
     def __init__(self, name: str, grpc_port: int | None = None, pcap_dir: str | None = None,
                  log_path: str | None = None, binary: str | None = None, seed: int | None = 1,
                  device_id: int = 1, cpu_port: int | None = CPU_PORT,
-                 switch_args: tuple[str, ...] = (), **params):
+                 switch_args: tuple[str, ...] = (), on_start=None, **params):
         params.setdefault("dpid", "%016x" % device_id)
         params["inNamespace"] = False   # the switch process runs in the root namespace
         super().__init__(name, **params)
@@ -112,6 +112,7 @@ class P4NetemSwitch(Switch):
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.switch_args = tuple(switch_args)
+        self.on_start = on_start  # called with the switch's pid as soon as it runs
         self.process: SwitchProcess | None = None
 
     @property
@@ -138,7 +139,8 @@ class P4NetemSwitch(Switch):
         self.process = SwitchProcess(ports, binary=self.binary, grpc_port=self.grpc_port or None,
                                      device_id=self.device_id, cpu_port=self.cpu_port,
                                      pcap_dir=self.pcap_dir, seed=self.seed,
-                                     extra_args=self.switch_args, log_path=self.log_path).start()
+                                     extra_args=self.switch_args, log_path=self.log_path,
+                                     on_start=self.on_start).start()
         self.grpc_port = self.process.grpc_port
 
     def stop(self, deleteIntfs: bool = True) -> None:
@@ -163,7 +165,7 @@ class Bmv2Switch(Switch):
 
     def __init__(self, name: str, grpc_port: int | None = None, pcap_dir: str | None = None,
                  log_path: str | None = None, device_id: int = 1, cpu_port: int | None = CPU_PORT,
-                 build_dir: str | None = None, **params):
+                 build_dir: str | None = None, on_start=None, **params):
         params.setdefault("dpid", "%016x" % device_id)
         params["inNamespace"] = False   # the switch process runs in the root namespace
         super().__init__(name, **params)
@@ -173,6 +175,7 @@ class Bmv2Switch(Switch):
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.build_dir = Path(build_dir) if build_dir else REPO_ROOT / "build" / "bmv2"
+        self.on_start = on_start  # called with the switch's pid as soon as it runs
         self.proc: subprocess.Popen | None = None
 
     @classmethod
@@ -228,6 +231,8 @@ class Bmv2Switch(Switch):
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
+        if self.on_start is not None:
+            self.on_start(self.proc.pid)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -1,0 +1,295 @@
+"""Who owns a lab, written where the next run can read it: the crash cleanup of labs.
+
+A lab (a Mininet lab of `p4netem measure`, `lab up`, `experiment run`, or a test's TwoHostLab)
+cleans up after itself when it closes, also on Ctrl-C and SIGTERM. A SIGKILL (or a machine that
+runs out of memory) gives it no chance: its namespaces, veths, switch and servers stay. So every
+lab leaves a record behind, before it creates anything, in RUN_DIR (`/run/p4netem/labs`, a tmpfs
+that a reboot empties together with the namespaces; env P4NETEM_RUN_DIR):
+
+    {prefix}.json  {"prefix": "p4n1x2a", "owner": {"pid": 1234, "start": 56789, "boot": "..."},
+                    "kind": "mininet", "command": [...], "created": 1700000000.0,
+                    "namespaces": [...], "links": [...], "processes": [{"pid": .., "start": ..}]}
+
+The owner is the process that built the lab, identified by pid *and* start time (field 22 of
+/proc/PID/stat, clock ticks since boot) and the boot id, so a pid reused by another process is not
+mistaken for the owner. `clean_dead_labs()` removes exactly the labs whose owner is dead: the
+processes of the record (checked against their start time too), every process in the lab's
+namespaces, the namespaces and links of the record and those named with its prefix, then the
+record. A lab whose owner lives is never touched, whoever calls.
+
+Two cleaners may run at once (parallel runs starting together): each claims a record by renaming
+it, so one lab is cleaned once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["RUN_DIR", "Owner", "LabRecord", "CleanedLab", "CleanupReport", "clean_dead_labs", "open_record",
+           "run_dir"]
+
+RUN_DIR = Path("/run/p4netem/labs")
+log = logging.getLogger(__name__)
+
+
+def run_dir() -> Path:
+    return Path(os.environ.get("P4NETEM_RUN_DIR", RUN_DIR))
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def start_ticks(pid: int) -> int | None:
+    """Start time of a live process (clock ticks since boot), None when there is no such process
+    (or only its zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    # comm (field 2) may hold spaces and parentheses: the fields after it follow the last ')'.
+    rest = stat[stat.rindex(")") + 2:].split()
+    if rest[0] == "Z":
+        return None
+    return int(rest[19])
+
+
+@dataclass(frozen=True)
+class Owner:
+    pid: int
+    start: int
+    boot: str
+
+    @classmethod
+    def current(cls) -> "Owner":
+        pid = os.getpid()
+        return cls(pid, start_ticks(pid) or 0, _boot_id())
+
+    def alive(self) -> bool:
+        return self.boot == _boot_id() and start_ticks(self.pid) == self.start
+
+    def to_json(self) -> dict:
+        return {"pid": self.pid, "start": self.start, "boot": self.boot}
+
+
+@dataclass
+class LabRecord:
+    """The record one lab keeps in run_dir() while it exists. Create it with `open()` before the
+    lab makes anything; note what it makes (`add_*`); `remove()` once it is all gone."""
+
+    prefix: str
+    owner: Owner
+    kind: str
+    command: list[str] = field(default_factory=list)
+    created: float = 0.0
+    namespaces: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    processes: list[dict] = field(default_factory=list)
+    path: Path | None = None
+
+    @classmethod
+    def open(cls, prefix: str, kind: str) -> "LabRecord":
+        record = cls(prefix, Owner.current(), kind, list(sys.argv), time.time())
+        record.path = run_dir() / f"{prefix}.json"
+        record.save()
+        return record
+
+    def to_json(self) -> dict:
+        return {"prefix": self.prefix, "owner": self.owner.to_json(), "kind": self.kind,
+                "command": self.command, "created": self.created, "namespaces": self.namespaces,
+                "links": self.links, "processes": self.processes}
+
+    @classmethod
+    def from_json(cls, doc: dict, path: Path) -> "LabRecord":
+        o = doc["owner"]
+        return cls(str(doc["prefix"]), Owner(int(o["pid"]), int(o["start"]), str(o["boot"])),
+                   str(doc.get("kind", "")), list(doc.get("command", [])), float(doc.get("created", 0)),
+                   list(doc.get("namespaces", [])), list(doc.get("links", [])),
+                   list(doc.get("processes", [])), path)
+
+    def save(self) -> None:
+        assert self.path is not None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.to_json()))
+        os.replace(tmp, self.path)  # a reader sees the old record or the new one, never half
+
+    def add_namespace(self, name: str) -> None:
+        self.namespaces.append(name)
+        self.save()
+
+    def add_link(self, name: str) -> None:
+        self.links.append(name)
+        self.save()
+
+    def add_process(self, pid: int) -> None:
+        """A process of the lab outside its namespaces (the switch runs in the root namespace)."""
+        start = start_ticks(pid)
+        if start is not None:
+            self.processes.append({"pid": pid, "start": start})
+            self.save()
+
+    def remove(self) -> None:
+        if self.path is not None:
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def open_record(prefix: str, kind: str) -> LabRecord | None:
+    """LabRecord.open, or None with a warning when run_dir() cannot be written: the lab still
+    works, only a crash of its owner would leave it for `ip netns` by hand."""
+    try:
+        return LabRecord.open(prefix, kind)
+    except OSError as exc:
+        log.warning("warning: cannot record lab %s in %s (%s): if this process is killed, "
+                    "`p4netem lab clean` will not find it", prefix, run_dir(), exc.strerror or exc)
+        return None
+
+
+@dataclass
+class CleanedLab:
+    prefix: str
+    kind: str
+    owner_pid: int
+    namespaces: list[str]
+    links: list[str]
+    processes: list[int]
+    problems: list[str]
+
+    def describe(self) -> str:
+        parts = [f"{len(self.namespaces)} namespace(s)", f"{len(self.links)} link(s)",
+                 f"{len(self.processes)} process(es)"]
+        text = f"{self.prefix} ({self.kind or 'lab'} of dead pid {self.owner_pid}): removed {', '.join(parts)}"
+        return text + (f"; left: {'; '.join(self.problems)}" if self.problems else "")
+
+
+@dataclass
+class CleanupReport:
+    cleaned: list[CleanedLab] = field(default_factory=list)
+    live: list[str] = field(default_factory=list)  # prefixes of labs whose owner runs
+    unreadable: list[str] = field(default_factory=list)  # record files that could not be read
+
+    def __bool__(self) -> bool:
+        return bool(self.cleaned or self.unreadable)
+
+    def lines(self) -> list[str]:
+        out = [lab.describe() for lab in self.cleaned]
+        out += [f"{name}: unreadable record, left alone" for name in self.unreadable]
+        return out
+
+    def to_json(self) -> dict:
+        return {"cleaned": [lab.__dict__ for lab in self.cleaned], "live": self.live,
+                "unreadable": self.unreadable}
+
+
+def clean_dead_labs(directory: Path | None = None) -> CleanupReport:
+    """Remove every lab recorded in `directory` (default run_dir()) whose owner is dead; labs of
+    live owners (this process's too) are left alone. Safe to call from any number of processes at
+    once. Needs root (namespaces)."""
+    directory = directory or run_dir()
+    report = CleanupReport()
+    if not directory.is_dir():
+        return report
+    # A cleaner that died while cleaning left its claim: take it over.
+    for claim in directory.glob(".p4n*.json.cleaning-*"):
+        cleaner = claim.name.rsplit("-", 1)[1]
+        if cleaner.isdigit() and start_ticks(int(cleaner)) is None:
+            try:
+                os.rename(claim, directory / claim.name[1:].rsplit(".cleaning-", 1)[0])
+            except OSError:
+                pass
+    for path in sorted(directory.glob("p4n*.json")):
+        try:
+            record = LabRecord.from_json(json.loads(path.read_text()), path)
+        except FileNotFoundError:
+            continue  # its owner closed it, or another cleaner claimed it
+        except (OSError, ValueError, KeyError, TypeError):
+            report.unreadable.append(path.name)
+            continue
+        if record.owner.alive():
+            report.live.append(record.prefix)
+            continue
+        claimed = path.with_name(f".{path.name}.cleaning-{os.getpid()}")
+        try:
+            os.rename(path, claimed)
+        except FileNotFoundError:
+            continue  # another cleaner was first
+        report.cleaned.append(_clean(record))
+        claimed.unlink(missing_ok=True)
+    return report
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def _netns_names() -> list[str]:
+    return [line.split()[0] for line in _run(["ip", "netns", "list"]).stdout.splitlines() if line.strip()]
+
+
+def _links() -> list[str]:
+    out = _run(["ip", "-o", "link", "show"]).stdout.splitlines()
+    return [line.split(":")[1].strip().split("@")[0] for line in out if line.count(":") >= 2]
+
+
+def _netns_pids(name: str) -> list[int]:
+    return [int(p) for p in _run(["ip", "netns", "pids", name]).stdout.split() if p.isdigit()]
+
+
+def _kill(pids: list[int], alive) -> list[int]:
+    """SIGTERM, then SIGKILL after 3 s; `alive(pid)` says whether a pid is still the one meant.
+    Returns the pids that would not go."""
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
+        for pid in pids:
+            if alive(pid):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.05)
+        pids = [p for p in pids if alive(p)]
+        if not pids:
+            break
+    return pids
+
+
+def _clean(record: LabRecord) -> CleanedLab:
+    me = os.getpid()
+    problems: list[str] = []
+    namespaces = sorted(set(record.namespaces) | {n for n in _netns_names() if n.startswith(record.prefix)})
+    # Processes outside the namespaces (the switch): only while pid and start time still match.
+    # Everything inside the lab's namespaces is the lab's.
+    started = {int(p["pid"]): int(p["start"]) for p in record.processes}
+    for ns in namespaces:
+        started.update({p: start_ticks(p) for p in _netns_pids(ns) if p != me})
+    started = {p: t for p, t in started.items() if t is not None and start_ticks(p) == t}
+    killed = sorted(started)
+    stuck = _kill(killed, lambda p: start_ticks(p) == started[p])
+    if stuck:
+        problems.append(f"processes {stuck} would not end")
+    for ns in namespaces:
+        r = _run(["ip", "netns", "delete", ns])
+        if r.returncode != 0 and ns in _netns_names():
+            problems.append(f"namespace {ns}: {r.stderr.strip()}")
+    links = sorted(set(record.links) | {l for l in _links() if l.startswith(record.prefix)})
+    for link in links:
+        _run(["ip", "link", "delete", link])  # gone already when its namespace went: fine
+    left = [l for l in _links() if l.startswith(record.prefix) or l in record.links]
+    if left:
+        problems.append(f"links {left}")
+    return CleanedLab(record.prefix, record.kind, record.owner.pid, namespaces, links, killed, problems)
