@@ -139,7 +139,8 @@ def test_killed_run_resumes_to_exactly_the_plan(serial, tmp_path):
     done = _stored(out)
     assert 1 <= done < LOADS
     st = json.loads(_cli("status", str(out), "--json").stdout)
-    assert st["done"] == done and st["total"] == LOADS
+    assert st["done"] == done and st["total"] == LOADS and st["driver_alive"] is False
+    assert "killed (resume it)" in _cli("status", str(out)).stdout
     # What was stored analyses already.
     part = _cli("analyze", str(out))
     assert part.returncode == 0, part.stderr[-2000:]

@@ -287,7 +287,8 @@ def status_cmd(directory: Path = typer.Argument(..., help="A run directory."),
     exp = st.experiment
     last = st.sessions[-1] if st.sessions else {}
     state = ("complete" if st.done == st.total else
-             "running or killed" if last and last.get("t_end") is None else
+             ("running" if st.driver_alive else "killed (resume it)" if st.driver_alive is False
+              else "running or killed") if last and last.get("t_end") is None else
              f"stopped ({last.get('outcome')})" if last else "not started")
     console.print(f"[bold]{exp.get('experiment', '?')}[/] ({exp.get('variant', '?')}): "
                   f"{st.done}/{st.total} loads stored, {st.ok} ok, {len(st.failed)} failed; {state}")

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import statistics
 import sys
@@ -104,6 +105,7 @@ def execute(out: Path, *, kind: str, parallel: int | None = None, ray: str | Non
     labs = max(1, min(labs, len(pending))) if pending else 0
     command = " ".join(shlex.quote(a) for a in sys.argv)
     sid = store.begin_session(kind, command, labs)
+    store.set_meta(f"session_{sid}_driver", _process_identity(os.getpid()))
     console.print(f"{len(done)} of {len(jobs)} loads stored; running {len(pending)} on "
                   f"{labs} lab(s) on {where}" + (" (switches without busy polling)" if shared else ""))
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -148,6 +150,23 @@ def execute(out: Path, *, kind: str, parallel: int | None = None, ray: str | Non
     return {"labs": labs, "stored": stored, "session": sid}
 
 
+def _process_identity(pid: int) -> list | None:
+    """(pid, start time in clock ticks since boot): a pid alone may be reused by another process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return [pid, int(stat.rsplit(")", 1)[1].split()[19])]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def driver_alive(store: RunStore, session: int) -> bool | None:
+    """Whether the driver of `session` still runs (None: not recorded)."""
+    ident = store.meta(f"session_{session}_driver")
+    if not ident:
+        return None
+    return _process_identity(ident[0]) == ident
+
+
 # ---- status ---------------------------------------------------------------------------------------
 
 @dataclass
@@ -161,13 +180,15 @@ class Status:
     sessions: list[dict]
     labs_running: int | None
     experiment: dict
+    driver_alive: bool | None = None
 
     def to_json(self) -> dict:
         return {"total": self.total, "done": self.done, "ok": self.ok,
                 "failed": [{"key": k, "errors": e} for k, e in self.failed],
                 "elapsed_s": round(self.elapsed_s, 1),
                 "left_s": None if self.left_s is None else round(self.left_s, 1),
-                "sessions": self.sessions, "experiment": self.experiment}
+                "sessions": self.sessions, "experiment": self.experiment,
+                "driver_alive": self.driver_alive}
 
 
 def status(out: Path) -> Status:
@@ -187,8 +208,10 @@ def status(out: Path) -> Status:
         labs = sessions[-1]["labs"] if sessions else 1
         left = len(jobs) - len(results)
         left_s = (statistics.median(times) * left / max(labs or 1, 1)) if times else None
+        alive = driver_alive(store, sessions[-1]["id"]) if sessions else None
         return Status(len(jobs), len(results), sum(r.ok for r in results), failed, elapsed,
-                      left_s if left else 0.0, sessions, labs, store.meta("experiment") or {})
+                      left_s if left else 0.0, sessions, labs, store.meta("experiment") or {},
+                      alive)
     finally:
         store.close()
 
