@@ -34,9 +34,9 @@ from .analysis import Analysis, analyzer
 from .definition import (ExperimentError, PageloadExperiment, Sample, WorkloadExperiment,
                          load_experiment, validate)
 from .pageload import Cell
-from ..runs.execute import ResumeRefused, check_resume, create, execute  # noqa: F401
+from ..runs.execute import ResumeRefused, check_resume, create, execute
 from ..runs.session import Session
-from ..runs.store import RunStore, StoreError  # noqa: F401
+from ..runs.store import RunStore
 
 
 @dataclass
@@ -205,21 +205,7 @@ def finish(out: Path) -> ExperimentRun:
     summary = results.summarize(plan, records)
     paths = results.write(out, plan, records, metadata, summary)
     analysis = analyzer(exp.analysis)(exp, built, records, metadata, out)
-    duration = round(sum((s["t_end"] or time.time()) - s["t_start"] for s in sessions), 1)
-    run = ExperimentRun(exp, doc.get("variant") == "quick", out, analysis, loads=len(records),
-                        failed=sum(1 for r in records if not r.ok), files=dict(paths),
-                        duration_s=duration)
-    run.files.update(analysis.files)
-    run.files["experiment"] = out / "experiment.json"
-    doc.update(duration_s=duration, findings=analysis.findings,
-               loads={"planned": total, "stored": len(records), "failed": run.failed},
-               sessions=[{k: s[k] for k in ("kind", "t_start", "t_end", "outcome", "labs",
-                                            "command")} for s in sessions],
-               labs=[{"id": l["id"], "node": l["node"]} for l in labs],
-               files={k: str(v) for k, v in run.files.items()},
-               analyzed=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    (out / "experiment.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    return run
+    return _experiment_run(out, exp, doc, analysis, paths, records, total, labs, sessions)
 
 
 def _finish_workload(out: Path, session: Session, doc: dict, stored, labs, sessions,
@@ -241,20 +227,32 @@ def _finish_workload(out: Path, session: Session, doc: dict, stored, labs, sessi
     summary = summarize(plan, runs)
     paths = write(out, plan, runs, metadata, summary)
     analysis = analyzer(exp.analysis)(exp, WorkloadOutcome(plan, runs, summary, metadata, paths), out)
-    duration = round(sum((s["t_end"] or time.time()) - s["t_start"] for s in sessions), 1)
-    run = ExperimentRun(exp, doc.get("variant") == "quick", out, analysis, loads=len(runs),
-                        failed=sum(1 for r in runs if not r.ok), files=dict(paths),
+    return _experiment_run(out, exp, doc, analysis, paths, runs, total, labs, sessions)
+
+
+def _experiment_run(out: Path, exp, doc: dict, analysis, paths: dict, records: list, total: int,
+                    labs: list[dict], sessions: list[dict]) -> ExperimentRun:
+    """The run's result and experiment.json, for page-load and workload runs alike."""
+    duration = _duration(sessions)
+    run = ExperimentRun(exp, doc.get("variant") == "quick", out, analysis, loads=len(records),
+                        failed=sum(1 for r in records if not r.ok), files=dict(paths),
                         duration_s=duration)
     run.files.update(analysis.files)
     run.files["experiment"] = out / "experiment.json"
     doc.update(duration_s=duration, findings=analysis.findings,
-               loads={"planned": total, "stored": len(runs), "failed": run.failed},
+               loads={"planned": total, "stored": len(records), "failed": run.failed},
                sessions=[{k: s[k] for k in ("kind", "t_start", "t_end", "outcome", "labs",
                                             "command")} for s in sessions],
+               labs=[{"id": l["id"], "node": l["node"]} for l in labs],
                files={k: str(v) for k, v in run.files.items()},
                analyzed=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     (out / "experiment.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return run
+
+
+def _duration(sessions: list[dict]) -> float:
+    """Seconds the run's sessions took together (a session still going counts until now)."""
+    return round(sum((s["t_end"] or time.time()) - s["t_start"] for s in sessions), 1)
 
 
 def merged_metadata(labs: list[dict], sessions: list[dict]) -> dict:
@@ -278,7 +276,7 @@ def merged_metadata(labs: list[dict], sessions: list[dict]) -> dict:
     base["tcp_environment_by_initcwnd"] = {int(k) if str(k).isdigit() else k: v
                                            for k, v in tcp.items()}
     base["labs"] = [{"id": l["id"], "node": l["node"], "session": l["session"]} for l in labs]
-    base["duration_s"] = round(sum((s["t_end"] or time.time()) - s["t_start"] for s in sessions), 1)
+    base["duration_s"] = _duration(sessions)
     return base
 
 

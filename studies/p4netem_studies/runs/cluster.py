@@ -151,7 +151,7 @@ class RayBackend:
                 out.append((lab, ("died", f"Ray actor died: {_one_line(exc)}")))
                 continue
             except ray.exceptions.RayTaskError as exc:
-                out.append((lab, ("error", _one_line(exc.cause if hasattr(exc, 'cause') and exc.cause else exc))))
+                out.append((lab, ("error", _one_line(getattr(exc, "cause", None) or exc))))
                 continue
             except Exception as exc:
                 out.append((lab, ("died", _one_line(exc))))

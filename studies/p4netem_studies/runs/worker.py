@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import tempfile
 from pathlib import Path
@@ -111,7 +112,7 @@ class LabWorker:
         if self.files_dir is not None:
             dst = self.files_dir / name
             dst.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dst) if _same_fs(src, dst.parent) else _copy_remove(src, dst)
+            shutil.move(src, dst)       # a rename on one file system, else copy and remove
             return {"pcap": name}
         data = src.read_bytes()
         src.unlink()
@@ -126,22 +127,8 @@ class LabWorker:
             finally:
                 self._lab = None
                 if self._tmp is not None:
-                    import shutil
                     shutil.rmtree(self._tmp, ignore_errors=True)
         return {"lab": self.lab_id, "lab_metadata": meta}
-
-
-def _same_fs(src: Path, dst_dir: Path) -> bool:
-    try:
-        return os.stat(src).st_dev == os.stat(dst_dir).st_dev
-    except OSError:
-        return False
-
-
-def _copy_remove(src: Path, dst: Path) -> None:
-    import shutil
-    shutil.copyfile(src, dst)
-    src.unlink()
 
 
 def write_file(run_dir: Path, spec) -> str:
