@@ -70,3 +70,18 @@ def test_jobs_of_a_quick_study_have_stable_keys_and_seeds():
     assert a == b and len(a) == 18 and len({j.key for j in a}) == 18
     assert len({j.seeds["switch"] for j in a}) == 18
     assert all(0 < j.spec["cpu_weight"] <= 1 for j in a)
+
+
+def test_time_left_costs_each_load_at_its_own_shards_median():
+    """A run stopped with only its slow shard left must not be estimated at the fast shards' pace."""
+    from p4netem_studies.runs.execute import estimate_left
+    jobs = _jobs(8)                               # shard s0: even seqs, s1: odd seqs
+    attempts = [{"key": j.key, "outcome": "stored", "t_start": 0.0,
+                 "t_end": 60.0 if j.shard == "s0" else 1.0} for j in jobs[:4]]
+    done = {j.key for j in jobs[:4]}
+    # Left: two s0 loads of 60 s and two s1 loads of 1 s, on 2 labs.
+    assert estimate_left(jobs, done, attempts, 2) == pytest.approx((60 + 60 + 1 + 1) / 2)
+    # A shard with nothing stored yet is costed at the median over all shards.
+    only_s1 = [a for a in attempts if a["t_end"] == 1.0]
+    assert estimate_left(jobs, {a["key"] for a in only_s1}, only_s1, 1) == pytest.approx(6 * 1.0)
+    assert estimate_left(jobs, set(), [], 1) is None

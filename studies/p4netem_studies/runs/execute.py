@@ -202,18 +202,34 @@ def status(out: Path) -> Status:
         failed = [(r.key, " | ".join(r.record.get("errors") or []) if isinstance(
             r.record.get("errors"), list) else str(r.record.get("errors") or "")) for r in results
             if not r.ok]
-        # What is left: the median lab-time of a load so far x loads left / labs of the last session.
-        times = [a["t_end"] - a["t_start"] for a in store.attempts()
-                 if a["outcome"] == "stored" and a["t_end"]]
         labs = sessions[-1]["labs"] if sessions else 1
         left = len(jobs) - len(results)
-        left_s = (statistics.median(times) * left / max(labs or 1, 1)) if times else None
+        left_s = estimate_left(jobs, {r.key for r in results}, store.attempts(), labs)
         alive = driver_alive(store, sessions[-1]["id"]) if sessions else None
         return Status(len(jobs), len(results), sum(r.ok for r in results), failed, elapsed,
                       left_s if left else 0.0, sessions, labs, store.meta("experiment") or {},
                       alive)
     finally:
         store.close()
+
+
+def estimate_left(jobs, done: set[str], attempts: list[dict], labs: int | None) -> float | None:
+    """Lab-seconds left / labs. Each load left is costed at the median time of the loads stored in
+    its own shard (a profile: a GPRS load takes a minute where a LAN load takes a second, and a run
+    stopped part-way usually has the slow shards left), or the median over all shards when its shard
+    has none yet."""
+    shard_of = {j.key: j.shard for j in jobs}
+    by_shard: dict[str, list[float]] = {}
+    for a in attempts:
+        if a["outcome"] == "stored" and a["t_end"] and a["key"] in shard_of:
+            by_shard.setdefault(shard_of[a["key"]], []).append(a["t_end"] - a["t_start"])
+    every = [t for ts in by_shard.values() for t in ts]
+    if not every:
+        return None
+    overall = statistics.median(every)
+    median = {shard: statistics.median(ts) for shard, ts in by_shard.items()}
+    lab_s = sum(median.get(j.shard, overall) for j in jobs if j.key not in done)
+    return lab_s / max(labs or 1, 1)
 
 
 def format_duration(s: float | None) -> str:
