@@ -58,6 +58,11 @@ BARS = (
      "TCP + short flows, 10 Mbit/s, 1000 pkt"),
     ("codel_sojourn_ms_p50_low", 3.0, ">=", "ms", "the same figure, lower edge of 5 +/- 2 ms"),
     ("ecn_aqm_drops", 0.0, "<=", "", "AQM drops of an ECN TCP flow through CoDel (its marks: ecn_marks)"),
+    ("red_sojourn_ms_p50", 72.0, "<=", "ms", "RED sojourn p50, same flows: within its thresholds' 24..72 ms "
+     "(min 30 KB, max 90 KB, max_p 10 %)"),
+    ("red_sojourn_ms_p50_low", 24.0, ">=", "ms", "the same figure, lower edge"),
+    ("gentle_red_sojourn_ms_p50", 144.0, "<=", "ms", "gentle RED sojourn p50: within 24..144 ms (2 max)"),
+    ("gentle_red_sojourn_ms_p50_low", 24.0, ">=", "ms", "the same figure, lower edge"),
     ("p4rt_writes_per_s", 10_000.0, ">=", "/s", "classifier inserts, batches of 500"),
     ("rrc_promotion_error_us_p99", 1000.0, "<=", "us", "first packet after idle vs promotion (100 ms)"),
     ("rrc_throughput_ratio_100k_ue", 0.9, ">=", "", "switch pps, 100k awake UEs / 1 UE"),
