@@ -33,6 +33,7 @@ import hoststats  # noqa: E402
 import delay  # noqa: E402
 import endpoints  # noqa: E402
 import ge  # noqa: E402
+import loss4  # noqa: E402
 import loss  # noqa: E402
 import p4rt_writes  # noqa: E402
 import radio  # noqa: E402
@@ -45,7 +46,7 @@ from p4netem.paths import switch_binary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "aqm", "p4rt", "radio", "timeline",
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "aqm", "p4rt", "radio", "timeline",
                 "endpoints", "dashboard")
 
 # (key, bar, comparison, unit, what)
@@ -54,6 +55,8 @@ BARS = (
     ("delay_error_us_p99", 200.0, "<=", "us", "added-delay error p99 (50 ms, 50 Mbit/s load)"),
     ("rate_error_pct_max", 2.0, "<=", "%", "worst rate error, 64k..100 Mbit/s"),
     ("loss_error_sigma", 3.0, "<=", "sigma", "loss error at 1%, 1e5 packets"),
+    ("loss4_error_sigma", 3.0, "<=", "sigma", "netem 4-state loss (loss state 2% 40% 20% 50% 1%): loss rate and "
+     "mean burst vs theory, worse of the two, 2e5 packets"),
     ("codel_sojourn_ms_p50", 7.0, "<=", "ms", "CoDel sojourn p50 (5 +/- 2 ms; tail drop: taildrop_sojourn_ms_p50), "
      "TCP + short flows, 10 Mbit/s, 1000 pkt"),
     ("codel_sojourn_ms_p50_low", 3.0, ">=", "ms", "the same figure, lower edge of 5 +/- 2 ms"),
@@ -263,6 +266,7 @@ def main() -> int:
                 step("rate", lambda: rate.measure(t, ctl, sw.proc.pid))
                 step("loss", lambda: loss.measure(t, ctl))
                 step("ge", lambda: ge.measure_ge(t, ctl))
+                step("loss4", lambda: loss4.measure_loss4(t, ctl))
                 step("aqm", lambda: aqm.measure(t, ctl))
                 step("p4rt", lambda: p4rt_writes.measure(ctl))
                 step("radio", lambda: radio.promotion_accuracy(t, ctl), label="radio (promotion)")

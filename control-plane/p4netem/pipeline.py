@@ -53,6 +53,8 @@ CODEL_REGISTERS = tuple(f"{INGRESS}.codel_{n}" for n in ("first_above_ns", "drop
                                                           "lastcount", "rec_inv_sqrt", "state"))
 # RED's per-pd variables (all zero: an empty average, outside the thresholds).
 RED_REGISTERS = tuple(f"{INGRESS}.red_{n}" for n in ("qavg", "count", "qr"))
+# netem 4-state loss per pd (0 reads as state 1, TX_IN_GAP).
+LOSS4_STATE = f"{INGRESS}.loss4_state"
 # Every per-UE radio register (all zero: a UE never seen, IDLE).
 RADIO_REGISTERS = (RADIO_STATE, RADIO_LAST_ACTIVITY_NS, RADIO_PROMO_DONE_NS, RADIO_FACH_FREE_NS,
                    RADIO_DRX_REF_NS, RADIO_STATE_SINCE_NS, RADIO_STATE_TIME_NS, RADIO_PROMO_PKTS)

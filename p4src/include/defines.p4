@@ -100,6 +100,11 @@
 /* ---- Gilbert-Elliott states ---- */
 #define GE_GOOD              0
 #define GE_BAD               1
+/* loss4_state: the 4-state loss states as tc-netem(8) numbers them (p13: 1 -> 3). */
+#define LOSS4_TX_IN_GAP      1
+#define LOSS4_TX_IN_BURST    2
+#define LOSS4_LOST_IN_BURST  3
+#define LOSS4_LOST_IN_GAP    4
 
 /* A probability of 0xFFFFFFFF means "always" (a 32-bit draw is never above it). */
 #define PROB_ALWAYS          0xFFFFFFFF

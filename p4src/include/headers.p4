@@ -171,6 +171,11 @@ struct impairment_t {
     bit<32>       red_span_bytes;
     bit<1>        red_gentle;
     bit<48>       red_idle_q48;
+    prob_t        loss4_p13;
+    prob_t        loss4_p31;
+    prob_t        loss4_p32;
+    prob_t        loss4_p23;
+    prob_t        loss4_p14;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */

@@ -3,8 +3,11 @@
  *
  * Gilbert-Elliott when ge_p != 0: the per-pd state moves first (good->bad with
  * ge_p, bad->good with ge_r), then the packet is lost with the new state's loss
- * probability (reason loss_burst, whichever the state). Otherwise Bernoulli with
- * loss_prob (reason loss_random). Duplicates never pass here: the copy is made
+ * probability (reason loss_burst, whichever the state). Otherwise netem's 4-state
+ * model when loss4_p13 or loss4_p14 is non-zero: one draw moves the per-pd state exactly
+ * as Linux's loss_4state does (its strict comparisons, 32-bit sums), and the packet is
+ * lost when the new state is LOST_IN_GAP (reason loss_random) or LOST_IN_BURST (reason
+ * loss_burst). Otherwise Bernoulli with loss_prob (reason loss_random). Duplicates never pass here: the copy is made
  * after this stage, from a packet that was not lost.
  */
 #ifndef P4NETEM_LOSS_P4
@@ -18,6 +21,11 @@ control LossStage(inout headers_t hdr,
     @name(".P4netemIngress.ge_state")
     @id(0x16000003)
     register<bit<8>>(PD_COUNT) ge_state;
+
+    /* netem's 4-state model: LOSS4_* (0, never written, reads as TX_IN_GAP). */
+    @name(".P4netemIngress.loss4_state")
+    @id(0x16000019)
+    register<bit<8>>(PD_COUNT) loss4_state;
 
     apply {
         if (meta.pass_kind == PASS_FIRST) {
@@ -46,6 +54,46 @@ control LossStage(inout headers_t hdr,
                 if (chance(draw, loss_p)) {
                     meta.drop = 1;
                     meta.drop_reason = DROP_LOSS_BURST;
+                }
+            } else if (meta.imp.loss4_p13 != 0 || meta.imp.loss4_p14 != 0) {
+                bit<8> st;
+                loss4_state.read(st, meta.pd);
+                random<bit<32>>(draw, 0, 0xFFFFFFFF);
+                bit<8> next = st;
+                bool lost = false;
+                bit<4> reason = DROP_LOSS_BURST;
+                if (st == LOSS4_TX_IN_BURST) {
+                    if (draw < meta.imp.loss4_p23) {
+                        next = LOSS4_LOST_IN_BURST;
+                        lost = true;
+                    }
+                } else if (st == LOSS4_LOST_IN_BURST) {
+                    if (draw < meta.imp.loss4_p32) {
+                        next = LOSS4_TX_IN_BURST;
+                    } else if (meta.imp.loss4_p32 < draw &&
+                               draw < meta.imp.loss4_p31 + meta.imp.loss4_p32) {
+                        next = LOSS4_TX_IN_GAP;
+                    } else if (meta.imp.loss4_p31 + meta.imp.loss4_p32 < draw) {
+                        lost = true;
+                    }
+                } else if (st == LOSS4_LOST_IN_GAP) {
+                    next = LOSS4_TX_IN_GAP;
+                } else {
+                    next = LOSS4_TX_IN_GAP;
+                    if (draw < meta.imp.loss4_p14) {
+                        next = LOSS4_LOST_IN_GAP;
+                        lost = true;
+                        reason = DROP_LOSS_RANDOM;
+                    } else if (meta.imp.loss4_p14 < draw &&
+                               draw < meta.imp.loss4_p13 + meta.imp.loss4_p14) {
+                        next = LOSS4_LOST_IN_BURST;
+                        lost = true;
+                    }
+                }
+                loss4_state.write(meta.pd, next);
+                if (lost) {
+                    meta.drop = 1;
+                    meta.drop_reason = reason;
                 }
             } else if (meta.imp.loss_prob != 0) {
                 random<bit<32>>(draw, 0, 0xFFFFFFFF);

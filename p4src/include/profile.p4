@@ -40,7 +40,12 @@ control ProfileLookup(inout headers_t hdr,
                           bit<8>        red_wlog,
                           bit<32>       red_span_bytes,
                           bit<1>        red_gentle,
-                          bit<48>       red_idle_q48) {
+                          bit<48>       red_idle_q48,
+                          prob_t        loss4_p13,
+                          prob_t        loss4_p31,
+                          prob_t        loss4_p32,
+                          prob_t        loss4_p23,
+                          prob_t        loss4_p14) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -68,6 +73,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.red_span_bytes = red_span_bytes;
         meta.imp.red_gentle = red_gentle;
         meta.imp.red_idle_q48 = red_idle_q48;
+        meta.imp.loss4_p13 = loss4_p13;
+        meta.imp.loss4_p31 = loss4_p31;
+        meta.imp.loss4_p32 = loss4_p32;
+        meta.imp.loss4_p23 = loss4_p23;
+        meta.imp.loss4_p14 = loss4_p14;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -114,6 +124,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.red_span_bytes = 0;
         meta.imp.red_gentle = 0;
         meta.imp.red_idle_q48 = 0;
+        meta.imp.loss4_p13 = 0;
+        meta.imp.loss4_p31 = 0;
+        meta.imp.loss4_p32 = 0;
+        meta.imp.loss4_p23 = 0;
+        meta.imp.loss4_p14 = 0;
         profile.apply();
     }
 }

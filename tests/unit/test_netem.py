@@ -162,8 +162,7 @@ def test_unsupported_and_malformed_tokens_are_named() -> None:
                                'path of a .dist file')
     assert found[6].startswith("gap: 5: p4netem reorders each packet independently")
     assert len(found) == 7
-    assert problems("loss state 1% 30% 2%")[0].startswith("loss state: p32 2% and p14 0%: with either above 0 "
-                                                          "this is the 4-state model")
+    assert problems("loss state 1% 30% 80%")[0].startswith("both.loss_state.p32: p31 + p32 = 110% leaves state 3")
     assert problems("loss sometimes 1%")[0].startswith('loss: "sometimes" is not a loss model; allowed: random')
     assert problems("rate 1mbit -4") == ["rate packetoverhead: -4: a negative overhead is not supported; "
                                          "allowed 0..65535 bytes"]

@@ -26,7 +26,7 @@ from .fields import (Delay48, LinkRate, Overhead16, PositiveProbability, Probabi
 from .gilbert_elliott import GilbertElliott
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
 
-__all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LinkParams"]
+__all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LossState", "LinkParams"]
 
 # CoDel times: the control law scales the interval as a 32-bit count of ns (as Linux does).
 CodelTime = duration(1_000, 2**32 - 1)
@@ -263,6 +263,40 @@ class Aqm(BaseModel):
         return self
 
 
+class LossState(BaseModel):
+    """netem's 4-state loss model (`loss state p13 p31 p32 p23 p14`, tc-netem(8)): state 1 received
+    in a gap, 2 received in a burst, 3 lost in a burst, 4 an isolated loss in a gap; per packet the
+    chain moves 1 -> 3 with p13, 1 -> 4 with p14, 3 -> 1 with p31, 3 -> 2 with p32, 2 -> 3 with p23,
+    4 -> 1 always, and the packet is lost in states 3 and 4. Defaults are iproute2's: p31 = 100% -
+    p13, p32 0, p23 100%, p14 0."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    p13: Probability
+    p31: Probability | None = None
+    p32: Probability = Percent(0)
+    p23: Probability = Percent(100)
+    p14: Probability = Percent(0)
+
+    @model_validator(mode="after")
+    def _defaults(self) -> "LossState":
+        if self.p31 is None:
+            object.__setattr__(self, "p31", Percent(100 - self.p13))
+        problems = []
+        if self.p13 == 0 and self.p14 == 0:
+            problems.append(Problem("p13", "and p14 are both 0: the chain never leaves state 1 (no loss); "
+                                    "leave loss_state out"))
+        if self.p13 + self.p14 > 100:
+            problems.append(Problem("p14", f"p13 + p14 = {self.p13 + self.p14}% leaves state 1 more than always "
+                                    "(their sum must be at most 100%)"))
+        if self.p31 + self.p32 > 100:
+            problems.append(Problem("p32", f"p31 + p32 = {self.p31 + self.p32}% leaves state 3 more than always "
+                                    "(their sum must be at most 100%)"))
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
 class LinkParams(BaseModel):
     """Impairment of one direction. Defaults are "no impairment" for every field."""
 
@@ -279,6 +313,7 @@ class LinkParams(BaseModel):
     aqm: Aqm = Aqm()
     loss: Probability = Percent(0)
     gilbert_elliott: GilbertElliott | None = None
+    loss_state: LossState | None = None
     duplicate: Probability = Percent(0)
     corrupt: Probability = Percent(0)
 
@@ -335,6 +370,9 @@ class LinkParams(BaseModel):
         if self.rate == 0 and self.overhead:
             problems.append(Problem("overhead", f"{self.overhead} bytes needs a rate (overhead "
                                     "only counts in the rate computation)"))
+        if self.loss_state is not None and (self.loss or self.gilbert_elliott is not None):
+            problems.append(Problem("loss_state", "is a loss model of its own: leave loss and gilbert_elliott "
+                                    "out (the data plane uses one model per direction)"))
         if self.loss and self.gilbert_elliott is not None:
             problems.append(Problem("loss", f"{self.loss} is ignored when gilbert_elliott is "
                                     "set; give the loss as gilbert_elliott.loss_good/loss_bad"))
@@ -359,4 +397,5 @@ class LinkParams(BaseModel):
         return decode_link(params)
 
 
-KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Queue.model_fields, Aqm.model_fields)
+KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Queue.model_fields, Aqm.model_fields,
+                    LossState.model_fields)

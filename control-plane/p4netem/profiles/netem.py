@@ -8,8 +8,8 @@ may be abbreviated to any prefix, tried in tc's order (`d` is delay, `di` distri
 time is microseconds; a bare rate is bit/s and `bps` means BYTES per second (`kbps` = 8000
 bit/s, `KiBps` = 8192); a percentage may omit the `%`; a leading `tc qdisc add dev X root netem`
 is skipped. What each option becomes, and where p4netem differs, is in docs/profiles.md
-("From netem"). An option the pipeline does not have (correlation, slot, ecn, cellsize, gap > 1,
-a 4-state loss model that is not a Gilbert model) is an error that names the token and says
+("From netem"). An option the pipeline does not have (correlation, slot, ecn, cellsize, gap > 1)
+is an error that names the token and says
 what is allowed: a profile that silently did less than the netem command would be worse than
 none. One netem qdisc shapes one direction: the same options go to both directions unless
 `uplink`/`downlink` give a direction its own.
@@ -50,7 +50,7 @@ _RED_OPTIONS = ("limit", "min", "max", "avpkt", "burst", "probability", "bandwid
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3,
                "gb": 1024**3, "kbit": 1024 // 8, "mbit": 1024**2 // 8, "gbit": 1024**3 // 8}
 _ALLOWED = ("delay TIME [JITTER [0]] [distribution uniform|normal|pareto|paretonormal|FILE.dist], "
-            "loss [random] PERCENT [0], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [0 [P23 [0]]]], "
+            "loss [random] PERCENT [0], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [P32 [P23 [P14]]]], "
             "duplicate PERCENT [0], corrupt PERCENT [0], reorder PERCENT [0] [gap 1], "
             "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS, codel [target TIME] [interval TIME] [ecn], "
             "red [limit BYTES] [min BYTES] max BYTES [avpkt BYTES] [burst PACKETS] [probability P] [ecn] [gentle]")
@@ -426,13 +426,12 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:
             if not tokens.next_is_number():
                 break
             args[name] = _percent(tokens.take(name, "loss state"), f"loss state {name}")
-        if args["p32"] != 0 or args["p14"] != 0:
-            raise _Bad("loss state", f"p32 {args['p32']}% and p14 {args['p14']}%: with either above 0 this is "
-                                     "the 4-state model (bursts with receptions inside, isolated losses), "
-                                     "which p4netem does not have; with both 0 it is a Gilbert model, which "
-                                     "p4netem has exactly (loss state P13 P31)")
-        if p13 == 0:
+        if p13 == 0 and args["p14"] == 0:
             return  # never leaves state 1: no loss
+        if args["p32"] != 0 or args["p14"] != 0:
+            # The 4-state model proper (bursts with receptions inside, isolated losses).
+            out["loss_state"] = {"p13": f"{p13}%", **{n: f"{v}%" for n, v in args.items()}}
+            return
         # States 1 (received) and 3 (lost) only: the packet is lost exactly when the chain moves to
         # or stays in 3, i.e. p4netem's Gilbert-Elliott with p = p13, r = p31, loss 100% / 0%.
         out["gilbert_elliott"] = {"p": f"{p13}%", "r": f"{args['p31']}%", "loss_bad": "100%", "loss_good": "0%"}

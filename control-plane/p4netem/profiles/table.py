@@ -132,6 +132,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         "codel_interval_ns": int(link.aqm.interval) if link.aqm.kind is AqmKind.CODEL else 0,
         "ecn": int(link.aqm.ecn),
         **_encode_red(link, rate_to_ns_per_byte_q16(link.rate)),
+        **_encode_loss_state(link),
     }
     _PARAMS.check_encoded(params)
     return params
@@ -167,6 +168,7 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         "queue": {"packets": values["queue_limit_pkts"], "bytes": values["queue_limit_bytes"]},
         "loss": prob_to_percent(values["loss_prob"]),
         "gilbert_elliott": ge,
+        "loss_state": _decode_loss_state(values),
         "duplicate": prob_to_percent(values["dup_prob"]),
         "corrupt": prob_to_percent(values["corrupt_prob"]),
         "aqm": _decode_aqm(values),
@@ -209,6 +211,21 @@ def _encode_red(link: LinkParams, q16: int) -> dict[str, int]:
     }
 
 
+_LOSS4 = ("p13", "p31", "p32", "p23", "p14")
+
+
+def _encode_loss_state(link: LinkParams) -> dict[str, int]:
+    s = link.loss_state
+    return {f"loss4_{n}": percent_to_prob(getattr(s, n)) if s else 0 for n in _LOSS4}
+
+
+def _decode_loss_state(values: Mapping[str, int]) -> dict[str, Any] | None:
+    # The data plane runs the model when p13 or p14 is non-zero.
+    if not (values["loss4_p13"] or values["loss4_p14"]):
+        return None
+    return {n: prob_to_percent(values[f"loss4_{n}"]) for n in _LOSS4}
+
+
 def _decode_aqm(values: Mapping[str, int]) -> dict[str, Any]:
     try:
         kind = AqmKind.from_code(values["aqm"])
@@ -235,7 +252,8 @@ _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_b
                    "gilbert_elliott.r": "ge_r", "aqm.kind": "aqm", "aqm.target": "codel_target_ns",
                    "aqm.interval": "codel_interval_ns", "aqm.ecn": "ecn", "aqm.min": "red_min_bytes",
                    "aqm.max": "red_max_bytes", "aqm.probability": "red_max_prob", "aqm.wlog": "red_wlog",
-                   "aqm.avpkt": "red_idle_q48", "aqm.gentle": "red_gentle"}
+                   "aqm.avpkt": "red_idle_q48", "aqm.gentle": "red_gentle",
+                   **{f"loss_state.{n}": f"loss4_{n}" for n in _LOSS4}}
 
 
 def _to_param_names(problems: list[Problem]) -> list[Problem]:

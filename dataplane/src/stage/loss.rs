@@ -1,12 +1,62 @@
 //! Loss stage: Gilbert-Elliott when `ge_p != 0` (per-pd state in `ge_state`: transition first,
-//! then lose with the new state's probability, reason loss_burst), else Bernoulli `loss_prob`
-//! (reason loss_random). Copies never pass here (they are made after this stage).
+//! then lose with the new state's probability, reason loss_burst), else netem's 4-state model when
+//! `loss4_p13` or `loss4_p14` is non-zero ([`four_state`]; per-pd state in `loss4_state`), else
+//! Bernoulli `loss_prob` (reason loss_random). Copies never pass here (they are made after this
+//! stage).
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::{Ctx, Impairment, Pkt, Stage, Verdict};
 use crate::contract::DropReason;
 
 pub struct Loss;
+
+/// `loss4_state` values: the states as tc-netem(8) numbers them (p13 moves 1 -> 3; the kernel's
+/// enum lists LOST_IN_GAP before LOST_IN_BURST); 0, a register never written, is 1.
+pub const TX_IN_GAP: u8 = 1;
+pub const TX_IN_BURST: u8 = 2;
+pub const LOST_IN_BURST: u8 = 3;
+pub const LOST_IN_GAP: u8 = 4;
+
+/// One step of netem's 4-state loss chain for a packet, exactly as Linux's `loss_4state` takes it
+/// (Debian 12's kernel: one 32-bit draw, its strict comparisons, u32 sums that wrap; a1 = p13,
+/// a2 = p31, a3 = p32, a4 = p14, a5 = p23 as the kernel stores iproute2's `loss state` values):
+/// the new state and whether the packet is lost (reason loss_random for an isolated loss in a gap,
+/// loss_burst for a loss in a burst).
+#[inline]
+pub fn four_state(state: u8, rnd: u32, imp: &Impairment) -> (u8, Option<DropReason>) {
+    let (a1, a2, a3, a4, a5) = (imp.loss4_p13, imp.loss4_p31, imp.loss4_p32, imp.loss4_p14, imp.loss4_p23);
+    match state {
+        TX_IN_BURST => {
+            if rnd < a5 {
+                return (LOST_IN_BURST, Some(DropReason::LossBurst));
+            }
+            (TX_IN_BURST, None)
+        }
+        LOST_IN_BURST => {
+            if rnd < a3 {
+                (TX_IN_BURST, None)
+            } else if a3 < rnd && rnd < a2.wrapping_add(a3) {
+                (TX_IN_GAP, None)
+            } else if a2.wrapping_add(a3) < rnd {
+                (LOST_IN_BURST, Some(DropReason::LossBurst))
+            } else {
+                (LOST_IN_BURST, None) // rnd on a boundary: the kernel leaves the state and sends
+            }
+        }
+        LOST_IN_GAP => (TX_IN_GAP, None),
+        // TX_IN_GAP, and any other value a controller wrote (the kernel's switch has no default:
+        // such a state would send every packet; p4netem reads it as TX_IN_GAP, as p4src does).
+        _ => {
+            if rnd < a4 {
+                (LOST_IN_GAP, Some(DropReason::LossRandom))
+            } else if a4 < rnd && rnd < a1.wrapping_add(a4) {
+                (LOST_IN_BURST, Some(DropReason::LossBurst))
+            } else {
+                (TX_IN_GAP, None)
+            }
+        }
+    }
+}
 
 impl Stage for Loss {
     #[inline]
@@ -22,6 +72,13 @@ impl Stage for Loss {
             let p = if bad { imp.ge_loss_bad } else { imp.ge_loss_good };
             if ctx.rng.chance(p) {
                 return Verdict::Drop(DropReason::LossBurst);
+            }
+        } else if imp.loss4_p13 != 0 || imp.loss4_p14 != 0 {
+            let cell = &ctx.regs.loss4_state[ctx.pd as usize];
+            let (state, lost) = four_state(cell.load(Relaxed), ctx.rng.next_u32(), imp);
+            cell.store(state, Relaxed);
+            if let Some(reason) = lost {
+                return Verdict::Drop(reason);
             }
         } else if ctx.rng.chance(imp.loss_prob) {
             return Verdict::Drop(DropReason::LossRandom);
@@ -83,5 +140,56 @@ mod tests {
         assert!((frac - want_frac).abs() / want_frac < 0.05, "loss fraction {frac}");
         assert!((mean_burst - 5.0).abs() / 5.0 < 0.05, "mean burst {mean_burst}");
         assert_eq!(regs.ge_state[3].load(Relaxed) <= 1, true);
+    }
+
+    /// The 4-state chain's long-run loss and mean burst against its stationary law: p13 2 %, p31
+    /// 40 %, p32 20 %, p23 50 %, p14 1 %: pi = (0.9259, 0.0185, 0.0463, 0.0093) (states 1..4), loss
+    /// 5.56 %, mean loss run 1.5 packets (bench/loss4_theory.py).
+    #[test]
+    fn four_state_statistics_match_theory() {
+        let caps = Capacities { profiles: 4, ..Default::default() };
+        let regs = Registers::new(&caps, vec![0; 16384].into(), 1);
+        let counters = Counters::new(&caps);
+        let mut rng = Prng::new(5);
+        let imp = Impairment {
+            loss4_p13: p(0.02),
+            loss4_p31: p(0.4),
+            loss4_p32: p(0.2),
+            loss4_p23: p(0.5),
+            loss4_p14: p(0.01),
+            ..Default::default()
+        };
+        let n = 2_000_000;
+        let (mut lost, mut isolated, mut bursts, mut prev) = (0u64, 0u64, 0u64, false);
+        for _ in 0..n {
+            let mut ctx = Ctx { now: 0, pd: 2, rng: &mut rng, regs: &regs, counters: &counters };
+            let v = Loss.enqueue(&imp, &mut ctx, &mut Pkt::new(100, 0));
+            let l = v != Verdict::Pass;
+            isolated += (v == Verdict::Drop(DropReason::LossRandom)) as u64;
+            lost += l as u64;
+            bursts += (l && !prev) as u64;
+            prev = l;
+        }
+        let frac = lost as f64 / n as f64;
+        assert!((frac - 1.0 / 18.0).abs() / (1.0 / 18.0) < 0.03, "loss fraction {frac}");
+        assert!((lost as f64 / bursts as f64 - 1.5).abs() < 0.03, "mean burst {}", lost as f64 / bursts as f64);
+        // Isolated losses: pi_4 = 1/108 of the packets.
+        assert!((isolated as f64 / n as f64 - 1.0 / 108.0).abs() < 0.0005, "isolated {isolated}");
+    }
+
+    #[test]
+    fn four_state_boundaries_are_the_kernels() {
+        let imp = Impairment { loss4_p13: 10, loss4_p31: 20, loss4_p32: 5, loss4_p23: 7, loss4_p14: 3, ..Default::default() };
+        assert_eq!(four_state(0, 2, &imp), (LOST_IN_GAP, Some(DropReason::LossRandom)));
+        assert_eq!(four_state(TX_IN_GAP, 3, &imp), (TX_IN_GAP, None)); // rnd == a4: no branch
+        assert_eq!(four_state(TX_IN_GAP, 12, &imp), (LOST_IN_BURST, Some(DropReason::LossBurst)));
+        assert_eq!(four_state(TX_IN_GAP, 13, &imp), (TX_IN_GAP, None)); // rnd == a1 + a4
+        assert_eq!(four_state(LOST_IN_GAP, 0, &imp), (TX_IN_GAP, None));
+        assert_eq!(four_state(LOST_IN_BURST, 4, &imp), (TX_IN_BURST, None));
+        assert_eq!(four_state(LOST_IN_BURST, 5, &imp), (LOST_IN_BURST, None)); // rnd == a3: sent, stays
+        assert_eq!(four_state(LOST_IN_BURST, 24, &imp), (TX_IN_GAP, None));
+        assert_eq!(four_state(LOST_IN_BURST, 26, &imp), (LOST_IN_BURST, Some(DropReason::LossBurst)));
+        assert_eq!(four_state(TX_IN_BURST, 6, &imp), (LOST_IN_BURST, Some(DropReason::LossBurst)));
+        assert_eq!(four_state(TX_IN_BURST, 7, &imp), (TX_IN_BURST, None));
     }
 }

@@ -147,6 +147,8 @@ pub struct Registers {
     pub next_free_ns: Box<[AtomicU64]>,
     pub last_release_ns: Box<[AtomicU64]>,
     pub ge_state: Box<[AtomicU8]>,
+    /// netem 4-state loss state per pd (stage/loss.rs; 0 reads as TX_IN_GAP).
+    pub loss4_state: Box<[AtomicU8]>,
     pub backlog_bytes: Box<[AtomicU32]>,
     pub backlog_pkts: Box<[AtomicU32]>,
     /// int16 two's complement values; four tables of `DIST_TABLE_LEN`.
@@ -398,6 +400,7 @@ impl Registers {
             next_free_ns: atomics(pds, || AtomicU64::new(0)),
             last_release_ns: atomics(pds, || AtomicU64::new(0)),
             ge_state: atomics(pds, || AtomicU8::new(0)),
+            loss4_state: atomics(pds, || AtomicU8::new(0)),
             backlog_bytes: atomics(pds, || AtomicU32::new(0)),
             backlog_pkts: atomics(pds, || AtomicU32::new(0)),
             dist_table: atomics(DIST_TABLE_LEN * DIST_TABLES, || AtomicU16::new(0)),
@@ -430,6 +433,7 @@ impl Registers {
             REG_NEXT_FREE_NS => self.next_free_ns[i].load(Relaxed) as u128,
             REG_LAST_RELEASE_NS => self.last_release_ns[i].load(Relaxed) as u128,
             REG_GE_STATE => self.ge_state[i].load(Relaxed) as u128,
+            REG_LOSS4_STATE => self.loss4_state[i].load(Relaxed) as u128,
             REG_BACKLOG_BYTES => self.backlog_bytes[i].load(Relaxed) as u128,
             REG_BACKLOG_PKTS => self.backlog_pkts[i].load(Relaxed) as u128,
             REG_DIST_TABLE => self.dist_table[i].load(Relaxed) as u128,
@@ -453,6 +457,7 @@ impl Registers {
             REG_NEXT_FREE_NS => self.next_free_ns[i].store(value as u64, Relaxed),
             REG_LAST_RELEASE_NS => self.last_release_ns[i].store(value as u64, Relaxed),
             REG_GE_STATE => self.ge_state[i].store(value as u8, Relaxed),
+            REG_LOSS4_STATE => self.loss4_state[i].store(value as u8, Relaxed),
             REG_BACKLOG_BYTES => self.backlog_bytes[i].store(value as u32, Relaxed),
             REG_BACKLOG_PKTS => self.backlog_pkts[i].store(value as u32, Relaxed),
             REG_DIST_TABLE => self.dist_table[i].store(value as u16, Relaxed),
@@ -477,7 +482,7 @@ impl Registers {
 
     pub fn size(&self, reg_id: u32) -> Result<u32, StateError> {
         Ok(match reg_id {
-            REG_NEXT_FREE_NS | REG_LAST_RELEASE_NS | REG_GE_STATE | REG_BACKLOG_BYTES
+            REG_NEXT_FREE_NS | REG_LAST_RELEASE_NS | REG_GE_STATE | REG_LOSS4_STATE | REG_BACKLOG_BYTES
             | REG_BACKLOG_PKTS => self.next_free_ns.len() as u32,
             REG_DIST_TABLE => self.dist_table.len() as u32,
             REG_RNG_SEED => 1,
@@ -504,7 +509,7 @@ impl Registers {
         for a in self.next_free_ns.iter().chain(self.last_release_ns.iter()) {
             a.store(0, Relaxed);
         }
-        for a in self.ge_state.iter() {
+        for a in self.ge_state.iter().chain(self.loss4_state.iter()) {
             a.store(0, Relaxed);
         }
         for a in self.backlog_bytes.iter().chain(self.backlog_pkts.iter()) {

@@ -38,6 +38,12 @@ pub struct Impairment {
     pub red_span_bytes: u32,
     pub red_gentle: bool,
     pub red_idle_q48: u64,
+    /// netem's 4-state loss (stage/loss.rs): on when loss4_p13 or loss4_p14 is non-zero.
+    pub loss4_p13: u32,
+    pub loss4_p31: u32,
+    pub loss4_p32: u32,
+    pub loss4_p23: u32,
+    pub loss4_p14: u32,
 }
 
 impl Impairment {
@@ -72,6 +78,11 @@ impl Impairment {
             red_span_bytes: g(imp::RED_SPAN_BYTES) as u32,
             red_gentle: g(imp::RED_GENTLE) != 0,
             red_idle_q48: g(imp::RED_IDLE_Q48) as u64,
+            loss4_p13: g(imp::LOSS4_P13) as u32,
+            loss4_p31: g(imp::LOSS4_P31) as u32,
+            loss4_p32: g(imp::LOSS4_P32) as u32,
+            loss4_p23: g(imp::LOSS4_P23) as u32,
+            loss4_p14: g(imp::LOSS4_P14) as u32,
         }
     }
 
@@ -159,6 +170,11 @@ mod tests {
             ("red_wlog", i.red_wlog as u64),
             ("red_span_bytes", i.red_span_bytes as u64),
             ("red_idle_q48", i.red_idle_q48),
+            ("loss4_p13", i.loss4_p13 as u64),
+            ("loss4_p31", i.loss4_p31 as u64),
+            ("loss4_p32", i.loss4_p32 as u64),
+            ("loss4_p23", i.loss4_p23 as u64),
+            ("loss4_p14", i.loss4_p14 as u64),
         ];
         for (name, got) in fields {
             assert_eq!(got, by_name(name), "{name}");
