@@ -85,3 +85,17 @@ def test_time_left_costs_each_load_at_its_own_shards_median():
     only_s1 = [a for a in attempts if a["t_end"] == 1.0]
     assert estimate_left(jobs, {a["key"] for a in only_s1}, only_s1, 1) == pytest.approx(6 * 1.0)
     assert estimate_left(jobs, set(), [], 1) is None
+
+
+def test_code_identity_hashes_the_switch_the_labs_run(tmp_path, monkeypatch):
+    """With P4NETEM_SWITCH set (a worktree running another tree's build), the identity is that
+    binary's, not the tree's missing or stale one: resume must notice a different switch."""
+    from p4netem_studies.runs.identity import code_version
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"switch build a")
+    b.write_bytes(b"switch build b")
+    monkeypatch.setenv("P4NETEM_SWITCH", str(a))
+    first = code_version()["switch_sha256"]
+    monkeypatch.setenv("P4NETEM_SWITCH", str(b))
+    second = code_version()["switch_sha256"]
+    assert first and second and first != second
