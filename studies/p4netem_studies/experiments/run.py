@@ -119,10 +119,11 @@ def run_experiment(name: str, out: Path, *, quick: bool = False, reps: int | Non
 
 def resume_experiment(out: Path, *, force: bool = False, parallel: int | None = None,
                       ray: str | None = None, console: Console | None = None,
-                      verbose: bool = True) -> ExperimentRun:
+                      verbose: bool = True, retry_failed: bool = False) -> ExperimentRun:
     """Finish a stopped run: the loads already stored are kept, the rest run with the same plan
     and seeds. Refuses (ResumeRefused) when the definition, the code or the machine's TCP
-    settings changed, unless `force`."""
+    settings changed, unless `force`. `retry_failed`: the loads stored as failed run again too
+    (their records are kept aside in the store)."""
     console = console or Console()
     out = Path(out)
     store = RunStore.open(out)
@@ -138,8 +139,11 @@ def resume_experiment(out: Path, *, force: bool = False, parallel: int | None = 
                 raise ResumeRefused([f"definition: cannot be read again ({exc})"]) from None
             current = None
         diffs = check_resume(store, force, current)
+        retried = store.set_aside_failed() if retry_failed else []
     finally:
         store.close()
+    if retried:
+        console.print(f"running again {len(retried)} load(s) stored as failed (--retry-failed)")
     if diffs:
         console.print("[yellow]resuming although the setup changed (--force):[/]\n  " +
                       "\n  ".join(diffs))

@@ -31,6 +31,7 @@ from .session import PageLoad
 # Streams opened before the server's SETTINGS arrive (Chrome's kInitialMaxConcurrentStreams).
 INITIAL_MAX_STREAMS = 100
 REFUSED_STREAM = 7
+MAX_RETRIES = 3            # as the HTTP/1.x loader
 
 
 class _H2Conn:
@@ -208,6 +209,15 @@ class _H2Conn:
                 self.load.complete(st["entry"], st["status"], None,
                                    f"stream reset by server (error {ev.error_code})")
         elif isinstance(ev, h2.events.ConnectionTerminated):
+            # Streams above last_stream_id were never processed (RFC 9113 6.8; nginx sends
+            # GOAWAY when a connection has been idle for keepalive_timeout, and the requests
+            # the loader sent meanwhile cross it): request them again on a new connection, as
+            # browsers do. The others end with the connection.
+            last = ev.last_stream_id if ev.last_stream_id is not None else 0
+            again = [self.streams.pop(sid)["entry"] for sid in sorted(self.streams) if sid > last]
+            again += list(self.queue)
+            self.queue.clear()
+            self.load.reconnect(self, again)
             raise ConnectionError(f"GOAWAY error {ev.error_code} last stream {ev.last_stream_id}")
 
 
@@ -219,10 +229,26 @@ class H2PageLoad(PageLoad):
         super().__init__(manifest, opts)
         self.conns: dict[str, _H2Conn] = {}
 
+    def reconnect(self, conn: _H2Conn, entries: list[Entry]) -> None:
+        """`conn` is going away: later requests for its host open a new connection, and
+        `entries` (requests the server never processed) are asked for again there, each at
+        most MAX_RETRIES times."""
+        if self.conns.get(conn.host) is conn:
+            del self.conns[conn.host]
+        for entry in entries:
+            res = self.result(entry)
+            if res.retries >= MAX_RETRIES:
+                self.complete(entry, None, None, "connection closed before the stream ended "
+                              f"({MAX_RETRIES} retries)")
+                continue
+            res.retries += 1
+            self.submit(entry, True)
+
     def submit(self, entry: Entry, urgent: bool) -> None:
         conn = self.conns.get(entry.host)
         if conn is None:
-            conn = self.conns[entry.host] = _H2Conn(self, entry.host, len(self.conns) + 1)
+            conn = self.conns[entry.host] = _H2Conn(self, entry.host,
+                                                        len(self.report.connections) + 1)
             self.report.connections.append(conn.rec)
         conn.submit(entry)
 
