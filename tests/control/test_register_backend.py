@@ -34,9 +34,9 @@ class SideChannel:
             return [UpdateError(updates[e.index][0], e.code, e.message) for e in err.errors]
         return []
 
-    def read(self, info, entry):
-        self.reads += 1
-        return list(P4RuntimeClient.read(self.client, entry))
+    def read_many(self, info, entries):
+        self.reads += len(entries)
+        return list(P4RuntimeClient.read(self.client, *entries))
 
 
 def test_controller_operations_with_registers_on_a_side_channel(bare_switch: SwitchProcess) -> None:

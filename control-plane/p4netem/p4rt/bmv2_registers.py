@@ -118,25 +118,31 @@ class Bmv2RuntimeCli:
 
     def read(self, info, entry: p4runtime_pb2.RegisterEntry) -> list[p4runtime_pb2.Entity]:
         """The cells a register Read asks for, as P4Runtime entities."""
-        reg = info.register_by_id(entry.register_id)
-        single = entry.HasField("index")
-        cmd = f"register_read {reg.name} {entry.index.index}" if single else f"register_read {reg.name}"
-        (out,) = self.run([cmd])
-        err = self.error_of(out)
-        if err:
-            raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT, f"register {reg.name}: bmv2: {err}")
-        _, _, values = out.partition("=")
-        cells = [int(v) for v in re.findall(r"-?\d+", values)]
-        if single and len(cells) != 1 or not single and len(cells) != reg.size:
-            raise P4RuntimeError(grpc.StatusCode.INTERNAL, f"register {reg.name}: cannot read bmv2's answer {out[:200]!r}")
-        first = entry.index.index if single else 0
+        return self.read_many(info, [entry])
+
+    def read_many(self, info, entries: Sequence[p4runtime_pb2.RegisterEntry]) -> list[p4runtime_pb2.Entity]:
+        """Several register Reads in one CLI session (a radio view reads about 30 cells per UE)."""
+        regs = [info.register_by_id(e.register_id) for e in entries]
+        commands = [f"register_read {reg.name} {e.index.index}" if e.HasField("index") else f"register_read {reg.name}"
+                    for reg, e in zip(regs, entries)]
         result = []
-        for i, v in enumerate(cells):
-            e = p4runtime_pb2.Entity()
-            e.register_entry.register_id = entry.register_id
-            e.register_entry.index.index = first + i
-            e.register_entry.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode(v, reg.bitwidth)))
-            result.append(e)
+        for reg, entry, out in zip(regs, entries, self.run(commands)):
+            err = self.error_of(out)
+            if err:
+                raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT, f"register {reg.name}: bmv2: {err}")
+            single = entry.HasField("index")
+            _, _, values = out.partition("=")
+            cells = [int(v) for v in re.findall(r"-?\d+", values)]
+            if single and len(cells) != 1 or not single and len(cells) != reg.size:
+                raise P4RuntimeError(grpc.StatusCode.INTERNAL,
+                                     f"register {reg.name}: cannot read bmv2's answer {out[:200]!r}")
+            first = entry.index.index if single else 0
+            for i, v in enumerate(cells):
+                e = p4runtime_pb2.Entity()
+                e.register_entry.register_id = entry.register_id
+                e.register_entry.index.index = first + i
+                e.register_entry.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode(v, reg.bitwidth)))
+                result.append(e)
         return result
 
 

@@ -439,9 +439,9 @@ class P4RuntimeClient:
         wanted = [as_entity(e) for e in entities]
         if self.register_backend is not None:
             # Registers from the backend (bmv2_registers.py), the rest over P4Runtime.
-            for e in wanted:
-                if e.WhichOneof("entity") == "register_entry":
-                    yield from self.register_backend.read(self.info, e.register_entry)
+            regs = [e.register_entry for e in wanted if e.WhichOneof("entity") == "register_entry"]
+            if regs:
+                yield from self.register_backend.read_many(self.info, regs)
             wanted = [e for e in wanted if e.WhichOneof("entity") != "register_entry"]
             if not wanted:
                 return
