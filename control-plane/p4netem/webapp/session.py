@@ -102,9 +102,13 @@ class SwitchSession:
                 return cached[1]
             t0 = time.monotonic()
             self._reader.get()
-            assert self._reader.poller is not None
-            stats = self._reader.poller.poll()
-            self._last_read_s = time.monotonic() - t0
+            poller = self._reader.poller
+            assert poller is not None
+            layouts = poller.layout_reads
+            stats = poller.poll()
+            # The duty-cycle cap follows the refreshes' own cost; a read that also read the rules
+            # again (once, after a change) would otherwise keep the next counters stale as long.
+            self._last_read_s = time.monotonic() - t0 if poller.layout_reads == layouts else 0.0
             self.stats_reads += 1
             self._stats = (time.monotonic(), stats)
             return stats
