@@ -110,6 +110,33 @@ def _r(v: float | None) -> float | None:
 Event = Callable[[str, dict], None]
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _server_complaints(path: Path, since: int) -> list[str]:
+    """nginx's error-log lines written after byte `since` that say why a connection or request
+    ended early (timeouts, resets, refusals), without their timestamps and repeats."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(since)
+            text = f.read(1 << 20).decode(errors="replace")
+    except OSError:
+        return []
+    out: list[str] = []
+    for line in text.splitlines():
+        if any(w in line for w in ("timed out", "closed", "reset", "exceeded", "refused", "[error]",
+                                   "[crit]")):
+            msg = line.split("] ", 1)[-1]
+            msg = msg.split(": ", 1)[-1] if msg[:1].isdigit() else msg
+            if msg not in out:
+                out.append(msg)
+    return out
+
+
 class PageloadLab:
     """One lab for a plan's page loads, loaded one job at a time: `start()` generates the pages and
     brings up the lab, its servers and the TCP settings; `run(cond, rep)` applies the condition's
@@ -261,6 +288,7 @@ class PageloadLab:
         extra += list(cond.loader_args)      # the condition's own client options (experiments)
         errors: list[str] = []
         t_wall = time.time()
+        log_marks = {h: _size(srv.error_log) for h, srv in endpoints.nginx.items()}
         cap = Capture(ns, "eth0", pcap, "tcp or udp port 53")
         try:
             radio_log.begin(applied)
@@ -280,6 +308,11 @@ class PageloadLab:
         if not self.keep_pcaps:
             pcap.unlink(missing_ok=True)
         errors += [str(e) for e in report.get("errors", [])][:20]
+        if not report.get("ok"):
+            # Why a server closed a connection is only in its own log (e.g. nginx's send_timeout
+            # on a link slower than its timers): keep what it said during this load.
+            errors += [f"{h}: {line}" for h, srv in endpoints.nginx.items()
+                       for line in _server_complaints(srv.error_log, log_marks.get(h, 0))][:10]
         conns = report.get("connections", [])
         alpn = sorted({c.get("alpn") or "-" for c in conns}) if conns else []
         expected = proto.expected_alpn(cond.tls)
