@@ -161,6 +161,8 @@ class Session:
             except WriteError as err:
                 if err.code == grpc.StatusCode.UNIMPLEMENTED and mode != "CONTINUE_ON_ERROR":
                     log.warning("%s: the switch does not support %s; trying a weaker atomicity", what, mode)
+                    # Learned once: the target's capability, not its name, sets what is asked.
+                    self.max_atomicity = ATOMICITY[ATOMICITY.index(mode) + 1]
                     continue
                 explained = self.explain(err, what)
                 if recorded is not None:
