@@ -135,3 +135,23 @@ def test_h2_never_opens_more_streams_than_the_server_allows(webnet, tmp_path):
     assert all(o["status"] == 200 and o["error"] is None for o in report["objects"])
     # The server answered each object once (a refused stream never reached the access log).
     assert len(srv.requests()) == len(page.objects)
+
+
+def test_nginx_takes_the_loads_send_timeout(webnet, tmp_path):
+    """nginx resets an HTTP/2 stream it could not write for send_timeout (default 60 s) with
+    PROTOCOL_ERROR: E4's 64-512-object pages over a lossy 1 Mbit/s link lost streams that way
+    ('client timed out ... while sending response to client' in nginx's log, captured by the
+    harness). Page-load labs give the servers the load's timeout; nginx accepts it."""
+    from p4netem_studies.web.nginx import NginxConfig, NginxServer
+    from web_env import SERVER_NS
+
+    (tmp_path / "nginx").mkdir()
+    srv = NginxServer(SERVER_NS, NginxConfig(tmp_path, http_port=9180, send_timeout_s=600),
+                      workdir=tmp_path / "nginx")
+    srv.start()
+    try:
+        assert "send_timeout 600s;" in (tmp_path / "nginx" / "nginx.conf").read_text()
+    finally:
+        srv.stop()
+    from p4netem_studies.web.nginx import render
+    assert "send_timeout 60s;" in render(NginxConfig(tmp_path), tmp_path / "w", None)  # nginx's

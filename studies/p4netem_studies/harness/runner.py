@@ -194,7 +194,8 @@ class PageloadLab:
             self.endpoints = self._stack.enter_context(Endpoints(
                 self.lab, self.content, gzip=plan.gzip, dns=plan.dns,
                                buffering=any(c.server_buffering for c in plan.conditions),
-                workdir=self._work / "endpoints"))
+                workdir=self._work / "endpoints",
+                send_timeout_s=max(60, int(plan.timeout_s))))
             self.metadata = self._metadata(self.lab, self.endpoints, self.content)
             self.metadata["tcp_sysctls_set"] = tune_hosts(self.lab, plan.congestion_control,
                                                           plan.client_rmem)
@@ -355,6 +356,9 @@ class PageloadLab:
                       for name, m in content.manifests.items()},
             # Which conditions' HTTP/1.x came from the buffering server (Apache, web/apache.py).
             "server_output_buffering": [c.key for c in self.plan.conditions if c.server_buffering],
+            # How long a server waits on a response it cannot write (nginx send_timeout, Apache
+            # Timeout): the load's timeout, so that only the link decides how long a load takes.
+            "server_send_timeout_s": endpoints.send_timeout_s,
             "tls": {"certificate_key": content.cert.key_type if content.cert else None,
                     "server_protocols": "TLSv1.2 TLSv1.3", "session_resumption": False},
         }

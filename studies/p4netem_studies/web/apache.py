@@ -38,6 +38,7 @@ class ApacheConfig:
     port: int = 8082
     listen_address: str = ""
     keepalive_timeout_s: int = 65
+    timeout_s: int = 60               # Apache's Timeout (I/O wait), raised as nginx's send_timeout
     user: str = "www-data"
     threads: int = 16
     mpm: str = "worker"
@@ -79,6 +80,7 @@ UseCanonicalName Off
 KeepAlive On
 MaxKeepAliveRequests 0
 KeepAliveTimeout {config.keepalive_timeout_s}
+Timeout {config.timeout_s}
 EnableSendfile Off
 # Pipelined responses wait in the output buffer until no request is waiting or the buffer
 # holds FlushMaxThreshold (64 KB); Apache's default also flushes after every 5 responses.

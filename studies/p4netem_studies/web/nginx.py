@@ -30,6 +30,11 @@ class NginxConfig:
     keepalive: bool = True            # off: every response closes its connection (HTTP/1.0 server)
     keepalive_requests: int = 100000  # high, so a page never hits nginx's default of 1000
     keepalive_timeout_s: int = 65
+    # nginx's send_timeout (default 60 s): a response (an HTTP/2 stream) that cannot be written
+    # for this long is abandoned, a stream reset with PROTOCOL_ERROR. On the labs' slow or lossy
+    # links one connection carrying 64-512 objects keeps a stream waiting longer than that while
+    # the connection is busy, so page-load labs raise it to the load's own timeout.
+    send_timeout_s: int = 60
     gzip: bool = False                # deflate-encode HTML/CSS/JS for clients that accept it (E1)
     gzip_level: int = 6
     tls_protocols: str = "TLSv1.2 TLSv1.3"
@@ -136,6 +141,7 @@ http {{
     etag on;
     if_modified_since exact;
     {keepalive}
+    send_timeout {config.send_timeout_s}s;
     {gzip}
     http2_max_concurrent_streams {config.h2_max_concurrent_streams};
     server {{
