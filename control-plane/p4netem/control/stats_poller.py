@@ -39,6 +39,9 @@ from .state import state_of, state_wildcards
 
 __all__ = ["StatsPoller"]
 
+# Counter filters per Read when every cell of every row is read (a new layout).
+_FULL_READ_CHUNK = 8400
+
 # The tables a layout is made of: compared at each layout check.
 _LAYOUT_TABLES = (pl.CLASSIFIER, pl.PROFILE, pl.RADIO_PROFILE)
 
@@ -154,23 +157,31 @@ class StatsPoller:
                             if e.HasField("table_entry") and e.table_entry.table_id in ids))
 
     def _new_layout(self, entities: list) -> None:
-        """Decode the tables into rules, and read every counter of every row once."""
+        """Decode the tables into rules, and read every counter of every row once. The poller's
+        state changes only once every read has succeeded (a failed read leaves the old layout,
+        or none, to be tried again at the next poll)."""
         info = self.session.client.info
         layout = self.readback.layout(state_of(info, [e.table_entry for e in entities]))
+        # Built once per layout, as Entities (a Read of thousands of filters otherwise spends
+        # more time building them than the switch spends answering).
+        in_filters = [as_entity(f) for f in counter_entities(info, layout.pds, (pl.PROFILE_IN,), drops=False)]
+        full_filters = {i: [as_entity(f) for f in counter_entities(info, row.pds)]
+                        for i, row in enumerate(layout.rows)}
+        everything = [f for fs in full_filters.values() for f in fs]
+        cells: Cells = {}
+        # In Reads of a bounded size: 84 000 cells for 1000 rules in one Read can outlast the
+        # client's deadline on a loaded machine.
+        for start in range(0, len(everything), _FULL_READ_CHUNK):
+            for entity in self.session.client.read(*everything[start:start + _FULL_READ_CHUNK]):
+                add_cells(cells, entity)
+        counters = {pd: pd_counters(info, pd, cells) for pd in layout.pds}
         self.layout = layout
         self.layout_reads += 1
         self._tables = self._raw(entities)
         self._checked = time.monotonic()
-        # Built once per layout, as Entities (a Read of thousands of filters otherwise spends
-        # more time building them than the switch spends answering).
-        self._in_filters = [as_entity(f) for f in counter_entities(info, layout.pds, (pl.PROFILE_IN,), drops=False)]
-        self._full_filters = {i: [as_entity(f) for f in counter_entities(info, row.pds)]
-                              for i, row in enumerate(layout.rows)}
-        cells: Cells = {}
-        for entity in self.session.client.read(*[f for fs in self._full_filters.values() for f in fs]):
-            add_cells(cells, entity)
-        self._counters = {pd: pd_counters(info, pd, cells) for pd in layout.pds}
-        self._previous_in = {pd: c.profile_in for pd, c in self._counters.items()}
-        self._rows = [layout.row_stats(row, self._counters) for row in layout.rows]
+        self._in_filters, self._full_filters = in_filters, full_filters
+        self._counters = counters
+        self._previous_in = {pd: c.profile_in for pd, c in counters.items()}
+        self._rows = [layout.row_stats(row, counters) for row in layout.rows]
         self._busy = {i for i, row in enumerate(layout.rows)
-                      if any(self._counters[pd].conservation_gap() != 0 for pd in row.pds)}
+                      if any(counters[pd].conservation_gap() != 0 for pd in row.pds)}
