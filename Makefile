@@ -16,7 +16,7 @@ SWITCH := dataplane/target/release/p4netem-switch
 # Optional per-component setup scripts (idempotent); run by `make setup` when present.
 EXTRA_SETUP := $(wildcard scripts/setup-web.sh)
 
-.PHONY: all setup build test unit-test bench bench-experiments run switch-demo clean check-root check-cargo fuzz
+.PHONY: all setup build test unit-test bench bench-experiments run switch-demo clean check-root check-cargo fuzz soak
 
 all: build
 
@@ -71,6 +71,15 @@ bench-experiments: build
 fuzz: build
 	@mkdir -p bench/results
 	$(PY) bench/fuzz.py --out bench/results/fuzz.json
+
+# The switch at load for an hour (bench/soak.py): a flood through profiles a timeline switches
+# every 100 ms, a radio flow with UEs waking and sleeping, P4Runtime reads; every 10 s packets are
+# conserved exactly; figures (soak_conservation_errors, soak_rss_growth_mb) in
+# bench/results/soak.json. make test runs a 2-minute version. SOAK_SECONDS=N for another length.
+SOAK_SECONDS ?= 3600
+soak: build
+	@mkdir -p bench/results
+	$(PY) bench/soak.py --seconds $(SOAK_SECONDS) --out bench/results/soak.json
 
 # The product's main job: the inline Mininet lab, one page over HTTP/1.1 (6 connections per host),
 # HTTP/2 and SPDY at server initial windows 3 and 10, under LAN, LTE, HSPA (radio on) and GPRS;

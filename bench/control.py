@@ -101,6 +101,10 @@ class Control:
         self.client.write(updates)
         return time.perf_counter() - t0
 
+    def modify_classifier(self, e: dict) -> None:
+        """One Write RPC modifying one classifier entry's action."""
+        self.client.write([update("MODIFY", self._classifier_entry(e, True))])
+
     def delete_classifier_batch(self, entries: list[dict]) -> None:
         self.client.write([update("DELETE", self._classifier_entry(e, False)) for e in entries])
 

@@ -5,8 +5,11 @@ A TwoHostLab with 1000 rules (999 for client addresses that send nothing, plus t
 ports 1-2 traffic that iperf3 sends, all `lan`); iperf3 TCP h1 -> h2 without the web server, then
 with `p4netem web --refresh 1` serving one live stream (/api/live, as an open dashboard) and a
 Prometheus scrape of /metrics every second, alternated ROUNDS times in the same run. The figure is
-1 - mean(with) / mean(without), in %. The scrape and stream read every rule's counters at each
-refresh: that is the load the switch's P4Runtime server sees.
+1 - mean(with) / mean(without), in %; "with" starts once the web server has read the rules (its
+first events and scrapes) and streams and scrapes at the refresh period. The stream and the
+scrape share one StatsPoller read per refresh (control/stats_poller.py: profile_in of every pd,
+the busy rules in full, the rules again only when they change): that is the load the switch's
+P4Runtime server sees. web_server_cpu_cores is the web server's own CPU while iperf3 runs.
 
 usage: .venv/bin/python bench/dashboard.py [--rounds 2] [--seconds 8] [--out FILE.json]
 """
@@ -87,6 +90,18 @@ class DashboardLoad:
             next_t += 1.0
             self.stop.wait(max(0.0, next_t - time.monotonic()))
 
+    def wait_running(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.events < 2 or len(self.scrapes) < 2:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"p4netem web: {self.events} events, {len(self.scrapes)} scrapes in {timeout} s")
+            time.sleep(0.2)
+
+    def cpu_s(self) -> float:
+        """CPU time the web server has used so far (user + system)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         self.stop.set()
         self.proc.terminate()
@@ -100,13 +115,18 @@ def measure(rounds: int = 2, seconds: int = 8) -> dict:
             idle = [(f"client=10.1.{i // 250}.{i % 250 + 1}", "lan") for i in range(RULES - 1)]
             ctl.apply_many(idle + [("client.switch_port=1,server.switch_port=2", "lan")])
             assert len(ctl.applied()) == RULES
-        without, with_load, events, scrape_s = [], [], 0, []
+        without, with_load, events, scrape_s, web_cpu = [], [], 0, [], []
         for _ in range(rounds):
             without.append(iperf3(lab, seconds))
             load = DashboardLoad(lab.switch.grpc_addr)
             try:
-                time.sleep(2)  # the stream and the scraper running
+                # Steady state: the web server has read the rules once (seconds with 1000
+                # rules; then only counters) and both the stream and the scraper run.
+                load.wait_running(timeout=300)
+                time.sleep(2)
+                cpu0, t0 = load.cpu_s(), time.monotonic()
                 with_load.append(iperf3(lab, seconds))
+                web_cpu.append((load.cpu_s() - cpu0) / (time.monotonic() - t0))
             finally:
                 load.close()
             events += load.events
@@ -118,6 +138,8 @@ def measure(rounds: int = 2, seconds: int = 8) -> dict:
             "rules": RULES, "refresh_s": 1, "rounds": rounds, "iperf3_seconds": seconds,
             "gbit_s_without": without, "gbit_s_with": with_load, "live_events": events,
             "metrics_scrape_s_median": sorted(scrape_s)[len(scrape_s) // 2] if scrape_s else None,
+            # The web server's own CPU (cores) while iperf3 ran: what it takes from the machine.
+            "web_server_cpu_cores": web_cpu,
             "loadavg": open("/proc/loadavg").read().split()[:3],
         },
     }

@@ -13,10 +13,10 @@ rrc_promotion_error_us_p99
     The figure is the 99th percentile of |error| (one-way delay = kernel rx timestamp - send time,
     as in delay.py).
 
-rrc_throughput_ratio_100k_ue
-    Switch-limited packet rate with UES_MANY active UEs over that with one UE, same offered load:
-    p4netem-pktgen (dataplane/src/bin, an AF_PACKET TX ring) sends 64-byte frames from h1 to
-    destination 10.96.0.0 + i % N (N = UES_MANY or 1), which the classifier turns into N UEs of
+rrc_throughput_ratio_100k_ue, rrc_throughput_ratio_1m_ue
+    Switch-limited packet rate with UES_MANY (UES_HUGE) active UEs over that with one UE, same
+    offered load: p4netem-pktgen (dataplane/src/bin, an AF_PACKET TX ring) sends 64-byte frames from
+    h1 to destination 10.96.0.0 + i % N (N = 1, UES_MANY or UES_HUGE), which the classifier turns into N UEs of
     profile 2. Every UE is woken first (a paced pass over all of them), so the measured packets
     find their radios CONNECTED: the figure is what a per-UE radio state over 100k UEs costs
     against one UE's state that stays in cache.
@@ -54,7 +54,8 @@ PORT = 5601
 WAKE_NET, WAKE_MASK, WAKE_UE_BASE = "10.79.0.0", 0xFFFF0000, 200_000
 
 UES_MANY = 100_000
-FLOOD_NET, FLOOD_MASK = "10.96.0.0", 0xFFFE0000  # 131072 addresses: UEs 0..131071
+UES_HUGE = 1_000_000  # issue 14: a million awake UEs (the switch's default --ue-ids is 2^20)
+FLOOD_NET, FLOOD_MASK, FLOOD_UE_MASK = "10.96.0.0", 0xFFF00000, 0xFFFFF  # 2^20 addresses: UEs 0..1048575
 FLOOD_FRAME = 64
 BURST = 120_000
 RX_FRAMES = 131_072  # the switch's RX ring must hold a whole burst
@@ -169,34 +170,37 @@ def throughput_ratio(t: Topo, ctl, switch_pid: int) -> dict:
         raise RuntimeError(f"{PKTGEN} is missing: build the dataplane crate (make build)")
     c = ctl.client
     write_profile(c, _radio_profile("1ms"), PROFILE)
-    c.insert(_by_dst(ctl, FLOOD_NET, FLOOD_MASK, 0, 0x1FFFF))
+    c.insert(_by_dst(ctl, FLOOD_NET, FLOOD_MASK, 0, FLOOD_UE_MASK))
     runs = []
     try:
-        for n in (1, UES_MANY):
+        for n in (1, UES_MANY, UES_HUGE):
             # Wake every UE at a rate the switch takes without loss; the promotions complete.
             _pktgen(t, n, count=n, rate=100_000)
             time.sleep(0.3)
         idle = _idle_cpu_per_s(switch_pid)
         for _ in range(ROUNDS):
-            for n in (1, UES_MANY):
+            for n in (1, UES_MANY, UES_HUGE):
                 runs.append(_drain(t, ctl, n, switch_pid, idle))
         # Every UE was woken once (by the wake-up pass): check a sample of them.
-        sample = read_promotions(c, range(0, UES_MANY, 100))
+        sample = read_promotions(c, range(0, UES_HUGE, 1000))
         woken_once = sum(1 for k in sample.values() if sum(k.values()) == 1)
     finally:
         c.delete(c.table_entry(pl.CLASSIFIER, {"standard_metadata.ingress_port": Ternary(1, 0x1FF),
                                                "meta.ipv4_dst": Ternary(FLOOD_NET, FLOOD_MASK)}, priority=20))
     one = statistics.median(r["switch_pps"] for r in runs if r["ues"] == 1)
     many = statistics.median(r["switch_pps"] for r in runs if r["ues"] == UES_MANY)
+    huge = statistics.median(r["switch_pps"] for r in runs if r["ues"] == UES_HUGE)
     return {
         "rrc_throughput_ratio_100k_ue": many / one,
+        "rrc_throughput_ratio_1m_ue": huge / one,
+        "rrc_switch_mpps_1m_ue": huge / 1e6,
         "rrc_switch_mpps_1_ue": one / 1e6,
         "rrc_switch_mpps_100k_ue": many / 1e6,
         "rrc_throughput_config": {
             "method": f"burst drain: {BURST} {FLOOD_FRAME}-byte frames from p4netem-pktgen into the RX ring "
                       f"of the stopped switch (--rx-frames {RX_FRAMES}); rate = frames / CPU time of the "
                       f"data-plane thread while it forwards them (idle-loop CPU subtracted); {ROUNDS} rounds "
-                      f"alternating 1 / {UES_MANY} UEs, median per case",
+                      f"alternating 1 / {UES_MANY} / {UES_HUGE} UEs, median per case",
             "idle_loop_cpu_pct": round(idle / 1e7, 3),
             "radio": "lte, promotion 1 ms (every UE woken before), no DRX, tail 3600 s: every packet finds "
                      "its radio CONNECTED",

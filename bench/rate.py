@@ -256,6 +256,10 @@ def measure(t: Topo, ctl, switch_pid: int) -> dict:
         "rate_error_pct_max": max(p["error_pct"] for p in per if lo <= p["configured_bps"] <= hi),
         "rate_error_pct_max_20k_1g": max(p["error_pct"] for p in per),
         "rate_error_pct": {f"{p['configured_bps']:g}": p["error_pct"] for p in per},
+        # Issue 14: how busy the data-plane thread is while it shapes 1 Gbit/s under 2x overload
+        # (its CPU time over the window; the error at that rate is rate_error_pct["1e+09"]).
+        **{"rate_1g_dataplane_busy_pct": p["dp_thread_cpu_pct"] for p in per
+           if p["configured_bps"] == 1e9 and "dp_thread_cpu_pct" in p},
         "rate_config": {
             "counted": "Ethernet frame bytes (header+IPv4+UDP+payload, no FCS/preamble/IFG); "
                        "overhead_bytes=0",

@@ -6,6 +6,8 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config python3-venv python3-dev
   iproute2 procps ethtool iperf3 iputils-ping tcpdump
+  # bench/profile.py: where the switch's cycles go (perf record / report)
+  linux-perf
   # p4netem replay: sends a capture into switch port 1
   tcpreplay
   mininet

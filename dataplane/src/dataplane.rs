@@ -302,6 +302,9 @@ impl DataPlane {
                 std::hint::spin_loop();
                 continue;
             }
+            // A sleeping loop holds no snapshot: the control side reuses the classifier copy
+            // this one replaced as soon as nobody reads it (state/entries.rs WHY_TWO_COPIES).
+            drop(snap);
             let sleep = (wait - SPIN_NS).min(MAX_SLEEP_NS);
             let ts = libc::timespec { tv_sec: (sleep / 1_000_000_000) as _, tv_nsec: (sleep % 1_000_000_000) as _ };
             // SAFETY: fds is a valid array of pollfd; ts a valid timespec; no signal mask change.

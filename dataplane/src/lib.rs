@@ -16,3 +16,5 @@ pub mod rng;
 pub mod stage;
 pub mod state;
 pub mod tables;
+#[cfg(test)]
+mod props;

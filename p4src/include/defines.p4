@@ -8,22 +8,37 @@
 #ifndef P4NETEM_DEFINES_P4
 #define P4NETEM_DEFINES_P4
 
-/* ---- control-plane visible sizes (contract) ---- */
-#define PORT_MAP_SIZE        512
-#define L2_FWD_SIZE          4096
-#define L2_LEARN_SIZE        4096
-#define CLASSIFIER_SIZE      65536
-#define PROFILE_SIZE         8192
-/* radio_profile: one entry per profile (the radio is shared by both directions). */
-#define RADIO_PROFILE_SIZE   4096
-/* One slot per profile-direction (pd = profile_id * 2 + direction). */
-#define PD_COUNT             8192
+/* ---- control-plane visible sizes (contract) ----
+ * The sizes marked "-D" may be chosen at compile time (p4c -DUE_COUNT=4096 ...); the
+ * defaults are the contract's sizes (p4src/p4netem.p4info.txtpb). A target that allocates
+ * every register cell up front (bmv2: 3 GiB for a million UEs) compiles a smaller program;
+ * the controller works with any sizes (it reads them from the P4Info the switch runs).
+ * Sizes derived from them follow, so that arrays indexed by the same quantity cannot drift. */
+#ifndef PORT_MAP_SIZE
+#define PORT_MAP_SIZE        512          /* -D */
+#endif
+#ifndef L2_FWD_SIZE
+#define L2_FWD_SIZE          4096         /* -D */
+#endif
+#ifndef L2_LEARN_SIZE
+#define L2_LEARN_SIZE        4096         /* -D */
+#endif
+#ifndef CLASSIFIER_SIZE
+#define CLASSIFIER_SIZE      65536        /* -D */
+#endif
 /* Profiles addressable by pd; larger profile ids fall back to DEFAULT_PROFILE. */
-#define MAX_PROFILES         4096
+#ifndef MAX_PROFILES
+#define MAX_PROFILES         4096         /* -D */
+#endif
+/* radio_profile: one entry per profile (the radio is shared by both directions). */
+#define RADIO_PROFILE_SIZE   MAX_PROFILES
+/* One slot per profile-direction (pd = profile_id * 2 + direction). */
+#define PD_COUNT             (MAX_PROFILES * 2)
+#define PROFILE_SIZE         PD_COUNT
 #define DEFAULT_PROFILE      0
 /* drops is indexed by pd * DROP_REASONS + reason. */
 #define DROP_REASONS         16
-#define DROP_COUNTER_SIZE    131072
+#define DROP_COUNTER_SIZE    (PD_COUNT * DROP_REASONS)
 #define PARSER_ERROR_KINDS   4
 /* dist_table: DIST_TABLES tables of DIST_TABLE_LEN int16 samples each. */
 #define DIST_TABLES          4
@@ -31,15 +46,17 @@
 #define DIST_TABLE_SIZE      16384
 #define DIST_INDEX_BITS      12
 /* Per-UE radio state: UE ids (classifier) index arrays of UE_COUNT. */
-#define UE_COUNT             1048576
+#ifndef UE_COUNT
+#define UE_COUNT             1048576      /* -D */
+#endif
 /* radio_state_time_ns: one cell per state, index ue * RADIO_STATE_STRIDE + state. */
 #define RADIO_STATE_STRIDE   16
-#define RADIO_STATE_TIME_SIZE 16777216
+#define RADIO_STATE_TIME_SIZE (UE_COUNT * RADIO_STATE_STRIDE)
 /* radio_fach_free_ns: index ue * 2 + direction. */
-#define RADIO_FACH_SIZE      2097152
+#define RADIO_FACH_SIZE      (UE_COUNT * 2)
 /* radio_promotions: index ue * RADIO_PROMO_KINDS + kind. */
 #define RADIO_PROMO_KINDS    4
-#define RADIO_PROMO_COUNTER_SIZE 4194304
+#define RADIO_PROMO_COUNTER_SIZE (UE_COUNT * RADIO_PROMO_KINDS)
 
 /* ---- drop reasons (index within a pd's block of the drops counter) ---- */
 #define DROP_LOSS_RANDOM     0

@@ -143,10 +143,13 @@ class Preprocessed:
 
 
 class Preprocessor:
-    def __init__(self, overrides: dict[str, str] | None = None):
+    def __init__(self, overrides: dict[str, str] | None = None, defines: dict[str, str] | None = None):
         # overrides: path (as given or resolved) -> replacement text; lets tests mutate a copy in memory.
         self.overrides = {str(Path(k).resolve()): v for k, v in (overrides or {}).items()}
         self.out = Preprocessed()
+        # defines: NAME -> value, as p4c's -DNAME=value sets them before the first line.
+        for name, value in (defines or {}).items():
+            self.out.defines[name] = tokenize_line(str(value), "<command line>", 0)
 
     def _read(self, path: Path) -> str:
         key = str(path.resolve())

@@ -1100,9 +1100,10 @@ class Program:
         return out
 
 
-def load(path: str | Path, overrides: dict[str, str] | None = None) -> Program:
-    """Read the program at `path`. `overrides` maps file paths to replacement source text."""
-    pre = Preprocessor(overrides).run(Path(path))
+def load(path: str | Path, overrides: dict[str, str] | None = None, defines: dict[str, str] | None = None) -> Program:
+    """Read the program at `path`. `overrides` maps file paths to replacement source text;
+    `defines` are command-line defines (p4c -DNAME=value)."""
+    pre = Preprocessor(overrides, defines).run(Path(path))
     parser = Parser(pre.tokens)
     parser.program()
     return Program(parser, pre.system_headers, pre.defines)

@@ -68,6 +68,31 @@ def source_model_with(*edits: tuple[str, str, str]):
 # source <-> checked-in P4Info
 # ---------------------------------------------------------------------------------------------
 
+
+def test_compile_time_sizes_change_only_sizes(source_model):
+    """p4c -DUE_COUNT=... -DMAX_PROFILES=... -DCLASSIFIER_SIZE=... (a small program for bmv2, issue 13
+    defect 7): every array indexed by UEs or pds, and the tables, take the chosen sizes; nothing
+    else of the P4Info changes. (Without defines the source equals the checked-in P4Info: the
+    defaults are the contract's sizes, test_source_matches_p4info_file.)"""
+    small = p4source.load(P4_MAIN, defines={"UE_COUNT": "4096", "MAX_PROFILES": "64",
+                                            "CLASSIFIER_SIZE": "1024"}).model()
+    changes = pm.diff(source_model, small, "default", "small")
+    sizes = {
+        "registers['P4netemIngress.radio_state']['size']": 4096,
+        "registers['P4netemIngress.radio_state_time_ns']['size']": 4096 * 16,
+        "registers['P4netemIngress.radio_fach_free_ns']['size']": 4096 * 2,
+        "counters['P4netemIngress.radio_promotions']['size']": 4096 * 4,
+        "registers['P4netemIngress.next_free_ns']['size']": 128,
+        "counters['P4netemIngress.profile_in']['size']": 128,
+        "counters['P4netemIngress.drops']['size']": 128 * 16,
+        "tables['P4netemIngress.profile']['size']": 128,
+        "tables['P4netemIngress.radio_profile']['size']": 64,
+        "tables['P4netemIngress.classifier']['size']": 1024,
+    }
+    for path, size in sizes.items():
+        assert any(c.startswith(path) and c.rstrip().endswith(str(size)) for c in changes), (path, changes[:20])
+    assert all("['size']" in c for c in changes), [c for c in changes if "['size']" not in c]
+
 def test_p4info_file_parses_as_p4info(p4info_message):
     assert p4info_message.pkg_info.arch == "v1model"
     assert p4info_message.tables and p4info_message.actions
@@ -269,7 +294,7 @@ SOURCE_MUTATIONS = {
         "actions['P4netemIngress.set_egress_port']['params'][0]"),
     "table @id": ("forwarding.p4", "@id(0x02000001)", "@id(0x02000009)",
                   "tables['P4netemIngress.port_map']['id']"),
-    "#define used as a size": ("defines.p4", "#define PD_COUNT             8192",
+    "#define used as a size": ("defines.p4", "#define PD_COUNT             (MAX_PROFILES * 2)",
                                "#define PD_COUNT             4096", "counters['P4netemIngress.profile_in']['size']"),
     "key removed": ("classifier.p4", "            meta.dscp                      : ternary;\n", "",
                     "tables['P4netemIngress.classifier']['keys']"),

@@ -179,6 +179,26 @@ def test_resume_refuses_a_changed_definition(serial, tmp_path):
     assert f"{LOADS} of {LOADS} loads stored; running 0" in again.stdout
 
 
+def test_workload_runs_spread_over_parallel_labs(tmp_path):
+    """E2's runs (a dumbbell's whole traffic each) go to labs as loads do: two labs side by
+    side, each with its own dumbbell in its own subnet, every planned run stored once."""
+    out = tmp_path / "e2"
+    proc = _cli("run", "e2-initial-window", "--quick", "--reps", "1", "--only", "http=1.1",
+                "--duration", "5", "--quiet", "--parallel", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "on 2 lab(s)" in proc.stdout
+    db = sqlite3.connect(out / "run.db")
+    planned = sorted(k for (k,) in db.execute("SELECT key FROM jobs"))
+    assert planned == ["web16 bulk0 http1.1 iw1 #0", "web16 bulk0 http1.1 iw4 #0"]
+    assert sorted(k for (k,) in db.execute("SELECT key FROM results WHERE ok = 1")) == planned
+    assert len({lab for (lab,) in db.execute("SELECT lab FROM results")}) == 2
+    meta = [json.loads(m) for (m,) in db.execute("SELECT metadata FROM labs") if m]
+    subnets = {h["ip"].rsplit(".", 2)[0] for m in meta for h in m["topology"]["hosts"]
+               if h["role"] == "client"}
+    assert len(subnets) == 2, subnets
+    assert (out / "e2-table.csv").exists() and (out / "summary.csv").exists()
+
+
 RAY_CLUSTER = textwrap.dedent("""
     import sys, time
     from ray.cluster_utils import Cluster

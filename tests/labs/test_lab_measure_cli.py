@@ -85,3 +85,25 @@ def test_measure_records_the_radio_wake_up(tmp_path):
                                                                          ("PROMOTING", "DCH")]
     assert cold["radio"]["promotions_by_kind"] == {"IDLE_DCH": 1}
     assert cold["radio"]["idled"][0]["ue"] == 1
+
+
+def test_measure_server_buffering(tmp_path):
+    """--server-buffering serves plain HTTP/1.x from the buffering server (Apache, E1's
+    conditions) and says so in the table, the rows and the run metadata; HTTP/2 in the same run
+    keeps nginx. Without --plain it is a usage error naming the option."""
+    bad = subprocess.run([P4NETEM, "measure", "--profile", "lan", "--protocol", "h1.1-pipelined",
+                          "--server-buffering", "--out", str(tmp_path / "bad")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--server-buffering" in bad.stderr and "--plain" in bad.stderr, bad.stderr
+    out = tmp_path / "buf"
+    proc = subprocess.run(
+        [P4NETEM, "measure", "--profile", "lan", "--protocol", "h1.1-pipelined", "--protocol", "h2",
+         "--plain", "--server-buffering", "--revalidate", "--page", "microscape", "--reps", "1",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "160"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = {r["protocol"]: r for r in csv.DictReader(open(out / "runs.csv"))}
+    assert runs["h1.1-pipelined"]["variant"].endswith(" buffered") and runs["h1.1-pipelined"]["ok"] == "True"
+    assert not runs["h2"]["variant"].endswith(" buffered") and runs["h2"]["ok"] == "True"
+    meta = json.loads((out / "results.json").read_text())["metadata"]
+    assert meta["server_output_buffering"] == [runs["h1.1-pipelined"]["key"]], meta["server_output_buffering"]

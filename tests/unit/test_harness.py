@@ -194,3 +194,19 @@ def test_route_rewrites_keep_or_drop_exactly_the_named_attributes():
     assert _strip(r, ("congctl",)) == (
         "10.0.0.0/16 dev eth0 proto kernel scope link src 10.0.1.1 initcwnd 4 initrwnd 4".split())
     assert route_congctl(r) == "cubic" and route_congctl("10.0.0.0/16 dev eth0") is None
+
+
+def test_a_failed_loads_record_keeps_what_nginx_said_about_it(tmp_path):
+    """Lines written after the load's mark, the ones that say why a connection ended, once each."""
+    from p4netem_studies.harness.runner import _server_complaints
+    log = tmp_path / "error.log"
+    log.write_text("2026/11/25 20:00:00 [info] 1#1: *1 client timed out (110: Connection timed "
+                   "out) while sending response to client, client: 10.0.0.1\n")
+    mark = log.stat().st_size
+    with open(log, "a") as f:
+        f.write("2026/11/25 20:01:00 [notice] 1#1: signal process started\n"
+                "2026/11/25 20:01:01 [info] 1#1: *9 client timed out (110: Connection timed out)"
+                " while sending to client, client: 10.0.0.1\n" * 2)
+    assert _server_complaints(log, mark) == [
+        "*9 client timed out (110: Connection timed out) while sending to client, client: 10.0.0.1"]
+    assert _server_complaints(tmp_path / "missing.log", 0) == []

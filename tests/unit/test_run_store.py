@@ -85,3 +85,38 @@ def test_time_left_costs_each_load_at_its_own_shards_median():
     only_s1 = [a for a in attempts if a["t_end"] == 1.0]
     assert estimate_left(jobs, {a["key"] for a in only_s1}, only_s1, 1) == pytest.approx(6 * 1.0)
     assert estimate_left(jobs, set(), [], 1) is None
+
+
+def test_code_identity_hashes_the_switch_the_labs_run(tmp_path, monkeypatch):
+    """With P4NETEM_SWITCH set (a worktree running another tree's build), the identity is that
+    binary's, not the tree's missing or stale one: resume must notice a different switch."""
+    from p4netem_studies.runs.identity import code_version
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"switch build a")
+    b.write_bytes(b"switch build b")
+    monkeypatch.setenv("P4NETEM_SWITCH", str(a))
+    first = code_version()["switch_sha256"]
+    monkeypatch.setenv("P4NETEM_SWITCH", str(b))
+    second = code_version()["switch_sha256"]
+    assert first and second and first != second
+
+
+def test_failed_loads_set_aside_run_again_and_keep_their_record(tmp_path):
+    store = RunStore.create(tmp_path)
+    store.write_plan(_jobs(3))
+    sid = store.begin_session("run", "test", 1)
+    for i, (key, ok) in enumerate((("c0 #0", True), ("c1 #0", False), ("c0 #1", False))):
+        attempt = store.start_attempt(key, "lab0", sid)
+        store.add_result(key, ok, {"errors": None if ok else [f"boom {i}"]}, "lab0", sid, attempt)
+        store.end_attempt(attempt, "stored")
+    assert store.set_aside_failed() == ["c0 #1", "c1 #0"]
+    assert store.done_keys() == {"c0 #0"}           # a resume runs the two again
+    outcomes = {a["key"]: a["outcome"] for a in store.attempts()}
+    assert outcomes == {"c0 #0": "stored", "c1 #0": "failed-retried", "c0 #1": "failed-retried"}
+    kept = [json.loads(v) for k, v in store.db.execute("SELECT key, value FROM meta")
+            if k.startswith("set_aside_")]
+    assert [r["record"]["errors"] for r in kept[0]] == [["boom 2"], ["boom 1"]]
+    assert store.set_aside_failed() == []            # nothing failed is left
+    # The retried load is stored again under its key, once.
+    assert store.add_result("c1 #0", True, {"errors": None}, "lab1", sid, 9)
+    assert not store.add_result("c1 #0", True, {"errors": None}, "lab1", sid, 10)

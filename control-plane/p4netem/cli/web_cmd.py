@@ -38,6 +38,10 @@ def web(
              "self-service shaping; sent as 'Authorization: Bearer TOKEN' or opened once as /?token=TOKEN.")] = None,
     refresh: Annotated[float, typer.Option(
         "--refresh", min=0.1, max=60.0, metavar="SECONDS", help="Period of the live plots (0.1..60 s).")] = 1.0,
+    switch_metrics: Annotated[Optional[str], typer.Option(
+        "--switch-metrics", metavar="URL",
+        help="The switch's own health metrics (p4netem-switch --metrics-addr), e.g. "
+             "http://127.0.0.1:9560/metrics: re-exported on /metrics and summarized on /api/health.")] = None,
     addr: SwitchAddr = DEFAULT_ADDR,
     device_id: DeviceId = 1,
     election_id: ElectionId = 1,
@@ -55,7 +59,7 @@ def web(
     if not _loopback(host) and not token:
         warning(f"--listen {listen} without --token: anyone who reaches the page may change every rule")
     settings = WebSettings(switch=addr, device_id=device_id, election_id=election_id, tls=GrpcTls.from_env(),
-                           token=token, refresh_s=refresh)
+                           token=token, refresh_s=refresh, switch_metrics=switch_metrics)
     app = create_app(settings)
     console.print(f"p4netem web on http://{listen}/ (API docs /docs, metrics /metrics) for switch {addr}",
                   highlight=False)

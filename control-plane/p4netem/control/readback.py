@@ -19,7 +19,7 @@ from .rules import Rule, RuleError
 from .session import Session
 from .state import CLASSIFY_ACTIONS, ManagedRule, SwitchState
 
-__all__ = ["Readback", "AppliedRule", "LinkStats", "SwitchStats"]
+__all__ = ["Readback", "AppliedRule", "LinkStats", "SwitchStats", "StatsLayout", "StatsRow"]
 
 DIRECTIONS = (pl.UPLINK, pl.DOWNLINK)
 
@@ -93,6 +93,43 @@ class SwitchStats:
                 "parser_errors": {e.name.lower(): n for e, n in self.parser_errors.items()},
                 "radio": self.radio.to_dict()}
 
+@dataclass(frozen=True)
+class StatsRow:
+    """One row of stats(): a rule's direction (or an unmanaged profile-direction, or the default)
+    and the pds whose counters it sums."""
+
+    label: str
+    direction: str
+    profile: str
+    rule: str
+    pds: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StatsLayout:
+    """What stats() reads, from one snapshot of the rules: rows, their pds, the applied rules
+    (for the radio). It changes only when rules or profiles do (control/stats_poller.py keeps
+    it between reads)."""
+
+    rows: tuple[StatsRow, ...]
+    rules: tuple[AppliedRule, ...]
+
+    @property
+    def pds(self) -> list[int]:
+        return sorted({pd for row in self.rows for pd in row.pds})
+
+    def row_stats(self, row: StatsRow, counters: Mapping[int, PdCounters]) -> LinkStats:
+        total = counters[row.pds[0]]
+        for pd in row.pds[1:]:
+            total = total + counters[pd]
+        return LinkStats(row.label, row.direction, row.profile, row.rule, total)
+
+    def assemble(self, counters: Mapping[int, PdCounters], parser: dict[pl.ParserError, int],
+                 radio: RadioReport) -> SwitchStats:
+        return SwitchStats(time_ns=time.monotonic_ns(), rows=[self.row_stats(r, counters) for r in self.rows],
+                           parser_errors=parser, radio=radio)
+
+
 class Readback:
     def __init__(self, session: Session, catalog: ProfileCatalog):
         self.session = session
@@ -130,14 +167,22 @@ class Readback:
         """Counters per rule and direction (cumulative over the rule's profile switches), per
         profile-direction of unmanaged entries and of the default profile, parser errors, and
         the radio of up to `radio_limit` UEs of the rules with a radio (radio())."""
-        state = self.state()
+        layout = self.layout()
+        counters = self.session.read(lambda: read_counters(self.session.client, layout.pds))
+        parser = self.session.read(lambda: read_parser_errors(self.session.client))
+        return layout.assemble({pd: counters[pd] for pd in layout.pds}, parser,
+                               self.radio_of(layout, radio_limit))
+
+    def layout(self, state: SwitchState | None = None) -> StatsLayout:
+        """The rows stats() shows and the counter cells (pds) each sums, from the rules on the switch."""
+        state = state or self.state()
         rules = [self.applied_rule(m, state) for m in state.managed.values()]
-        rows: list[tuple[str, str, str, str, tuple[int, ...]]] = []
+        rows: list[StatsRow] = []
         covered: set[int] = set()
         for managed, applied in zip(state.managed.values(), rules):
             for d in DIRECTIONS:
                 pds = tuple(pl.pd_index(pid, d) for pid in (managed.profile_id, managed.spare_id))
-                rows.append((f"#{managed.number}", _dir_name(d), applied.label, managed.rule.describe(), pds))
+                rows.append(StatsRow(f"#{managed.number}", _dir_name(d), applied.label, managed.rule.describe(), pds))
                 covered |= set(pds)
         others: dict[int, list[str]] = {}
         for entry in state.unmanaged + state.broken:
@@ -146,21 +191,15 @@ class Readback:
                 if pd not in covered:
                     others.setdefault(pd, []).append(_match_summary(entry.match))
         for pd in sorted(others):
-            rows.append((f"pd {pd}", _dir_name(pd % 2), f"profile id {pd // 2}", "; ".join(sorted(set(others[pd]))),
-                         (pd,)))
+            rows.append(StatsRow(f"pd {pd}", _dir_name(pd % 2), f"profile id {pd // 2}",
+                                 "; ".join(sorted(set(others[pd]))), (pd,)))
             covered.add(pd)
         if 0 not in covered:
-            rows.append(("default", _dir_name(0), "profile id 0", "unclassified traffic", (0,)))
-        counters = self.session.read(lambda: read_counters(self.session.client, [pd for row in rows for pd in row[4]]))
-        out = []
-        for label, direction, profile, rule, pds in rows:
-            total = counters[pds[0]]
-            for pd in pds[1:]:
-                total = total + counters[pd]
-            out.append(LinkStats(label, direction, profile, rule, total))
-        parser = self.session.read(lambda: read_parser_errors(self.session.client))
-        radio = self.session.read(lambda: radio_report(self.session.client, rules, limit=radio_limit))
-        return SwitchStats(time_ns=time.monotonic_ns(), rows=out, parser_errors=parser, radio=radio)
+            rows.append(StatsRow("default", _dir_name(0), "profile id 0", "unclassified traffic", (0,)))
+        return StatsLayout(tuple(rows), tuple(rules))
+
+    def radio_of(self, layout: StatsLayout, radio_limit: int = DEFAULT_LIMIT) -> RadioReport:
+        return self.session.read(lambda: radio_report(self.session.client, layout.rules, limit=radio_limit))
 
     def radio(self, ues: Iterable[int] | None = None, *, limit: int = DEFAULT_LIMIT,
               scan: int = SCAN_LIMIT) -> RadioReport:

@@ -15,6 +15,7 @@ import grpc
 from .. import pipeline as pl
 from ..p4rt import P4Info, P4RuntimeClient, P4RuntimeError, WriteError
 from ..paths import p4info_path
+from .rollback import record as record_for_rollback, revert_updates
 from .state import SwitchState, read_state
 
 log = logging.getLogger(__name__)
@@ -141,21 +142,33 @@ class Session:
     def write(self, updates: list, what: str, atomic: bool, rollback: bool = False) -> None:
         """One Write. atomic: DATAPLANE_ATOMIC (table entries only; seen whole by the data plane);
         rollback: ROLLBACK_ON_ERROR (all or nothing). Falls back to weaker atomicity only when the
-        target says UNIMPLEMENTED."""
+        target says UNIMPLEMENTED; where only CONTINUE_ON_ERROR is left, an atomic or rollback
+        write is made all or nothing by the controller (rollback.py)."""
         if not updates:
             return
+        rollback_wanted = rollback
         modes = ["DATAPLANE_ATOMIC", "ROLLBACK_ON_ERROR"] if atomic else (["ROLLBACK_ON_ERROR"] if rollback else [])
         modes.append("CONTINUE_ON_ERROR")
         modes = [m for m in modes if ATOMICITY.index(m) >= ATOMICITY.index(self.max_atomicity)]
         for mode in modes:
+            # All or nothing asked of a target that has only CONTINUE_ON_ERROR: the controller
+            # records what the batch touches and reverts what was applied if any update fails.
+            recorded = record_for_rollback(self.client.read, updates) \
+                if mode == "CONTINUE_ON_ERROR" and (atomic or rollback_wanted) else None
             try:
                 self.client.write(updates, atomicity=mode)
                 return
             except WriteError as err:
                 if err.code == grpc.StatusCode.UNIMPLEMENTED and mode != "CONTINUE_ON_ERROR":
                     log.warning("%s: the switch does not support %s; trying a weaker atomicity", what, mode)
+                    # Learned once: the target's capability, not its name, sets what is asked.
+                    self.max_atomicity = ATOMICITY[ATOMICITY.index(mode) + 1]
                     continue
-                raise self.explain(err, what) from None
+                explained = self.explain(err, what)
+                if recorded is not None:
+                    revert_updates(lambda undo: self.client.write(undo, atomicity="CONTINUE_ON_ERROR"),
+                                            recorded, err)
+                raise explained from None
 
     def explain(self, err: P4RuntimeError, what: str) -> P4RuntimeError:
         """The same error with a plain sentence for the cases users hit."""

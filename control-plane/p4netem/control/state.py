@@ -9,6 +9,7 @@ EntryTag cookie (tag.py) and are grouped into ManagedRules; every other classifi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .. import pipeline as pl
@@ -86,14 +87,24 @@ class SwitchState:
         return None
 
 
+STATE_TABLES = (pl.CLASSIFIER, pl.PROFILE, pl.RADIO_PROFILE, pl.PORT_MAP, pl.L2_FWD)
+
+
+def state_wildcards(info) -> list:
+    """The Read filters of every table a SwitchState is made of."""
+    return [p4runtime_pb2.TableEntry(table_id=info.table(t).id) for t in STATE_TABLES]
+
+
 def read_state(client: P4RuntimeClient) -> SwitchState:
     """One Read of the classifier, profile, radio-profile, port-map and l2_fwd tables."""
-    info = client.info
-    tables = [pl.CLASSIFIER, pl.PROFILE, pl.RADIO_PROFILE, pl.PORT_MAP, pl.L2_FWD]
-    wildcards = [p4runtime_pb2.TableEntry(table_id=info.table(t).id) for t in tables]
-    by_table: dict[str, list[TableEntryView]] = {t: [] for t in tables}
-    for entity in client.read(*wildcards):
-        view = decode_table_entry(info, entity.table_entry)
+    return state_of(client.info, [e.table_entry for e in client.read(*state_wildcards(client.info))])
+
+
+def state_of(info, table_entries: Iterable) -> SwitchState:
+    """The SwitchState of the table entries a Read of state_wildcards() returned."""
+    by_table: dict[str, list[TableEntryView]] = {t: [] for t in STATE_TABLES}
+    for entry in table_entries:
+        view = decode_table_entry(info, entry)
         by_table.setdefault(view.table, []).append(view)
 
     profiles = {}

@@ -114,6 +114,9 @@ class P4RuntimeClient:
         self.p4info = p4info
         self.timeout = timeout
         self.is_primary = False
+        # Where registers are read and written when the switch's P4Runtime server does not
+        # implement them (bmv2_registers.Bmv2RuntimeCli); None: over P4Runtime.
+        self.register_backend = None
         # Highest election id the device reported for our (device, role) in its last arbitration
         # answer (the primary's, or the highest ever seen when there is none); None if unknown.
         self.primary_election_id: int | None = None
@@ -337,6 +340,8 @@ class P4RuntimeClient:
         timeout: float | None = None,
     ) -> None:
         """One WriteRequest with all `updates`. Raises WriteError listing the failed updates."""
+        if self.register_backend is not None:
+            return self._write_split(list(updates), atomicity, timeout)
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id, role=self.role)
         req.election_id.CopyFrom(_uint128(self.election_id))
         req.atomicity = p4runtime_pb2.WriteRequest.Atomicity.Value(atomicity)
@@ -347,6 +352,31 @@ class P4RuntimeClient:
             self.stub.Write(req, timeout=self.timeout if timeout is None else timeout)
         except grpc.RpcError as err:
             raise WriteError.from_rpc_error(err, f"Write of {len(req.updates)} update(s) failed") from None
+
+    def _write_split(self, updates: list, atomicity: str, timeout: float | None) -> None:
+        """A batch on a switch whose registers go through `register_backend`: the other updates
+        over P4Runtime, then the register updates; one WriteError with every failure at its
+        position in the batch (CONTINUE_ON_ERROR semantics: the target has nothing stronger for
+        registers; Session reverts what was applied when all-or-nothing was asked)."""
+        from .bmv2_registers import remap, split_write
+
+        regs, rest = split_write(updates)
+        errors = []
+        if rest:
+            backend, self.register_backend = self.register_backend, None
+            try:
+                self.write([u for _, u in rest], atomicity=atomicity, timeout=timeout)
+            except WriteError as err:
+                if not err.errors:
+                    raise
+                errors += remap(err, [i for i, _ in rest])
+            finally:
+                self.register_backend = backend
+        if regs:
+            errors += self.register_backend.write(self.info, regs)
+        if errors:
+            errors.sort(key=lambda e: e.index)
+            raise WriteError(grpc.StatusCode.UNKNOWN, f"Write of {len(updates)} update(s) failed", errors)
 
     def insert(self, *entities: object) -> None:
         self.write(update("INSERT", e) for e in entities)
@@ -406,8 +436,17 @@ class P4RuntimeClient:
 
     def read(self, *entities: object, timeout: float | None = None) -> Iterator[p4runtime_pb2.Entity]:
         """Stream the entities matching the given (possibly wildcard) entities."""
+        wanted = [as_entity(e) for e in entities]
+        if self.register_backend is not None:
+            # Registers from the backend (bmv2_registers.py), the rest over P4Runtime.
+            regs = [e.register_entry for e in wanted if e.WhichOneof("entity") == "register_entry"]
+            if regs:
+                yield from self.register_backend.read_many(self.info, regs)
+            wanted = [e for e in wanted if e.WhichOneof("entity") != "register_entry"]
+            if not wanted:
+                return
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id, role=self.role)
-        req.entities.extend(as_entity(e) for e in entities)
+        req.entities.extend(wanted)
         try:
             for resp in self.stub.Read(req, timeout=self.timeout if timeout is None else timeout):
                 yield from resp.entities

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -13,13 +14,15 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
+from ..control.readback import SwitchStats
 from ..p4rt import GrpcTls, P4RuntimeError
 from ..profiles import ProfileError
 from .api import TimelineRunner, build_router, problems_of
 from .auth import COOKIE, Access
-from .metrics import registry
+from .health import HealthUnavailable, SwitchHealth
+from .metrics import Metrics
 from .session import BusyError, SwitchSession
 
 
@@ -31,12 +34,25 @@ class WebSettings:
     tls: GrpcTls | None = None
     token: str | None = None
     refresh_s: float = 1.0  # the live stream's period (the page's plots scroll at this step)
+    switch_metrics: str | None = None  # the switch's --metrics-addr URL (its own health)
 
 
 def static_dir() -> Path:
     """The dashboard's files: index.html and app.js here, the npm libraries under vendor/ (copied
     there by scripts/setup-web.sh from web/node_modules at build time: never from a CDN)."""
     return Path(str(resources.files("p4netem.webapp") / "static"))
+
+
+def live_payload(stats: SwitchStats, sent: list) -> dict:
+    """One event of the live stream: every row when the rows changed (`full`), else only the rows
+    whose counters moved since the rows `sent` (an unchanged row is the same object, see
+    control/stats_poller.py): with 1000 idle rules an event is a few rows, not 800 kB of JSON."""
+    d = {"parser_errors": {e.name.lower(): n for e, n in stats.parser_errors.items()},
+         "radio": stats.radio.to_dict()}
+    full = len(sent) != len(stats.rows) or any(
+        a.label != b.label or a.direction != b.direction or a.profile != b.profile for a, b in zip(sent, stats.rows))
+    rows = stats.rows if full else [r for r, old in zip(stats.rows, sent) if r is not old]
+    return {"full": full, "rows": [r.to_dict() for r in rows], **d}
 
 
 def create_app(settings: WebSettings, session: SwitchSession | None = None) -> FastAPI:
@@ -66,12 +82,28 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
         return JSONResponse(status_code=409, content={"error": str(exc)})
 
     app.include_router(build_router(session, access, timelines))
-    metrics_registry = registry(session)
+    health = SwitchHealth(settings.switch_metrics) if settings.switch_metrics else None
+    metrics = Metrics(session, health)
+    metrics_lock = threading.Lock()  # one scrape at a time: the row cache is not thread-safe
 
     @app.get("/metrics", include_in_schema=False)
-    def metrics(request: Request) -> Response:
+    def metrics_text(request: Request) -> Response:
         access.require_operator(request)
-        return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
+        with metrics_lock:
+            return Response(metrics.text(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/api/health", summary="The switch's own health: data-plane busy fraction, ring drops, "
+                                     "buffers, P4Runtime latency (needs --switch-metrics)")
+    def switch_health(request: Request) -> JSONResponse:
+        access.require_operator(request)
+        if health is None:
+            return JSONResponse(status_code=404, content={
+                "error": "no switch metrics: start the switch with --metrics-addr HOST:PORT and "
+                         "p4netem web with --switch-metrics http://HOST:PORT/metrics"})
+        try:
+            return JSONResponse(health.summary())
+        except HealthUnavailable as exc:
+            return JSONResponse(status_code=502, content={"error": str(exc)})
 
     @app.get("/api/live", summary="Server-sent events: the stats every refresh period")
     async def live(request: Request) -> StreamingResponse:
@@ -79,12 +111,15 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
 
         async def events():
             next_t = time.monotonic()
+            sent: list = []  # the rows this client has, as sent
             while not await request.is_disconnected():
                 try:
                     stats = await run_in_threadpool(session.stats)
-                    payload = {"t": time.time(), **stats.to_dict()}
+                    payload = {"t": time.time(), **live_payload(stats, sent)}
+                    sent = stats.rows
                 except P4RuntimeError as exc:
                     payload = {"t": time.time(), "error": f"{exc.code.name}: {exc.message}"}
+                    sent = []
                 yield f"data: {json.dumps(payload)}\n\n"
                 next_t += settings.refresh_s
                 await asyncio.sleep(max(0.0, next_t - time.monotonic()))

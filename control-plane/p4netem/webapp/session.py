@@ -4,7 +4,9 @@ Writes (apply, set, reset, timelines) go through one primary Controller; reads (
 radio, metrics, the live stream) through a second, read-only one (no arbitration: it never
 disturbs a controller), so the page keeps updating while a timeline holds the writer. A
 Controller is not thread-safe and FastAPI runs plain endpoints on a thread pool: each connection
-has its own lock. A lost connection is re-opened on the next call (the switch may restart under
+has its own lock. Stats come from a StatsPoller (control/stats_poller.py): per refresh one Read of
+the counters that can have changed, the rules read again only after a write (ours at once,
+another controller's within its layout check). A lost connection is re-opened on the next call (the switch may restart under
 a long-running web server). Stats are cached for a fraction of the refresh period so that the
 live stream and Prometheus scrapes at the same moment share one read of the switch; and a read
 that took longer than that (about 3 s for 1000 rules on a loaded 2-core machine) stays fresh for as
@@ -21,6 +23,7 @@ from typing import TypeVar
 
 from ..control import Controller
 from ..control.controller import SwitchStats
+from ..control.stats_poller import StatsPoller
 from ..p4rt import GrpcTls
 from ..profiles import Profile, builtin_profiles
 
@@ -33,6 +36,7 @@ class _Connection:
         self.primary = primary
         self.lock = threading.RLock()
         self.ctl: Controller | None = None
+        self.poller: StatsPoller | None = None  # the reader's: stats of this connection
 
     def get(self) -> Controller:
         if self.ctl is None or not self.ctl.client.connected:
@@ -43,6 +47,7 @@ class _Connection:
             self.ctl = Controller.connect(s.address, device_id=s.device_id, election_id=s.election_id,
                                           primary=self.primary, timeout=s.timeout, tls=s.tls,
                                           profiles=list(s.uploaded.values()))
+            self.poller = StatsPoller(self.ctl.session, self.ctl.readback)
         return self.ctl
 
     def close(self) -> None:
@@ -78,6 +83,13 @@ class SwitchSession:
         finally:
             self._stats = None  # what the counters show may have changed
             self._writer.lock.release()
+            self.rules_changed()
+
+    def rules_changed(self) -> None:
+        """Rules or profiles were written: the next stats read reads them again."""
+        with self._reader.lock:
+            if self._reader.poller is not None:
+                self._reader.poller.invalidate()
 
     def read(self, fn: Callable[[Controller], T]) -> T:
         with self._reader.lock:
@@ -89,8 +101,14 @@ class SwitchSession:
             if cached is not None and time.monotonic() - cached[0] < max(self.stats_max_age_s, self._last_read_s):
                 return cached[1]
             t0 = time.monotonic()
-            stats = self._reader.get().stats()
-            self._last_read_s = time.monotonic() - t0
+            self._reader.get()
+            poller = self._reader.poller
+            assert poller is not None
+            layouts = poller.layout_reads
+            stats = poller.poll()
+            # The duty-cycle cap follows the refreshes' own cost; a read that also read the rules
+            # again (once, after a change) would otherwise keep the next counters stale as long.
+            self._last_read_s = time.monotonic() - t0 if poller.layout_reads == layouts else 0.0
             self.stats_reads += 1
             self._stats = (time.monotonic(), stats)
             return stats

@@ -10,7 +10,8 @@
 //! Between the thresholds the marks are spaced as Linux spaces them: after each mark a uniform draw
 //! `qr` in [0, (max - min) / max_p), and a packet is marked once `(avg - min) * qcount >= qr`, qcount
 //! counting the packets since; the marking probability then grows with qcount as Floyd's
-//! `pa = pb / (1 - count pb)` does, so marks are evenly spread instead of clustered. Gentle RED
+//! `pa = pb / (1 - count pb)` does: the gaps between marks are uniform in [1, 1/pb] instead of
+//! geometric (a mark every (1/pb + 1) / 2 packets on average, pb = max_p (avg - min) / (max - min)). Gentle RED
 //! (Floyd 2000) replaces the cliff at max with a line from max_p at max to 1 at 2 max (drawn per
 //! packet). Above that, every packet is marked (Linux's hard mark). "Marked" is CE for an
 //! ECN-capable packet with ECN on, else a drop. p4src's red.p4 runs the same steps.
@@ -124,10 +125,11 @@ mod tests {
         let red = params(30_000, 90_000, 0.1, 1, false);
         let gentle = Params { gentle: true, ..red };
         assert_eq!(mark_fraction(&red, 20_000), 0.0);
-        // Between the thresholds Linux's spacing gives a mark every 1/pb + 1/2 packets on average
-        // (qcount uniform in [1, 1/pb]): pb = 0.05 at the middle -> 1 in 20.5.
+        // Between the thresholds the spacing between marks is uniform in [1, 1/pb] (Floyd &
+        // Jacobson's pa = pb / (1 - count pb), which Linux's draw implements): a mark every
+        // (1/pb + 1) / 2 packets on average; pb = 0.05 at the middle -> 2 / 21 of the packets.
         let mid = mark_fraction(&red, 60_000);
-        assert!((mid - 1.0 / 20.5).abs() < 0.002, "{mid}");
+        assert!((mid - 2.0 / 21.0).abs() < 0.002, "{mid}");
         assert_eq!(mark_fraction(&red, 100_000), 1.0);
         // Gentle: 0.1 + 0.9 * (135000 - 90000) / 90000 = 0.55 at 1.5 max, all from 2 max.
         let g = mark_fraction(&gentle, 135_000);

@@ -124,10 +124,10 @@ impl SwitchControl {
         self.inner.store.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn publish(&self, store: &TableStore, touched: &[bool]) {
+    fn publish(&self, store: &mut TableStore, touched: &[bool]) {
         if touched.iter().any(|t| *t) {
-            let old = self.inner.snapshot.load();
-            let new = store.compile(&old, touched);
+            let old = self.inner.snapshot.load_full();
+            let new = store.compile(&old, touched, &|| self.inner.waker.wake());
             self.inner.snapshot.store(Arc::new(new));
         }
     }
@@ -145,7 +145,7 @@ impl SwitchControl {
                 Ok(())
             })
             .collect();
-        self.publish(&store, &touched);
+        self.publish(&mut store, &touched);
         results
     }
 
@@ -155,13 +155,23 @@ impl SwitchControl {
         let ti = store.set_default(table_id, action)?;
         let mut touched = vec![false; store.table_count()];
         touched[ti] = true;
-        self.publish(&store, &touched);
+        self.publish(&mut store, &touched);
         Ok(())
     }
 
     /// `table_id` 0 = all tables.
     pub fn read_table(&self, table_id: u32) -> Result<Vec<TableEntry>, StateError> {
         self.store().read(table_id)
+    }
+
+    /// The stored entry with `entry`'s match fields and priority, if any (one hash probe).
+    pub fn find_entry(&self, entry: &TableEntry) -> Result<Option<TableEntry>, StateError> {
+        self.store().find(entry)
+    }
+
+    /// Number of entries in a table.
+    pub fn table_len(&self, table_id: u32) -> Result<usize, StateError> {
+        self.store().len(table_id)
     }
 
     pub fn default_action(&self, table_id: u32) -> Result<ActionCall, StateError> {
@@ -281,7 +291,7 @@ impl SwitchControl {
         let mut store = self.store();
         store.clear();
         let touched = vec![true; store.table_count()];
-        self.publish(&store, &touched);
+        self.publish(&mut store, &touched);
         self.inner.registers.reset();
         self.inner.counters.clear();
         self.inner.reset_generation.fetch_add(1, Ordering::Release);

@@ -7,10 +7,11 @@
 //! classifier priority ties.
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::contract::{self, *};
 use crate::tables::{
-    ClassKey, Classifier, Forward, Impairment, MacMap, PortMap, ProfileSel, ProfileTable, RadioParams, RadioTable,
+    ClassKey, ClassOp, Classifier, Forward, Impairment, MacMap, PortMap, ProfileSel, ProfileTable, RadioParams, RadioTable,
     Rule, Snapshot,
 };
 
@@ -38,7 +39,22 @@ pub struct TableStore {
     caps: Capacities,
     tables: Vec<Table>,
     seq: u64,
+    /// The classifier changes of the batch being applied (compiled incrementally at publish).
+    class_ops: Vec<ClassOp>,
+    /// `clear` ran in this batch: the classifier is rebuilt from the entry list.
+    class_rebuild: bool,
+    /// WHY_TWO_COPIES: the classifier published before the current one, and the ops it lacks.
+    /// Once the data plane has let go of it (it holds a snapshot for one loop turn, never while
+    /// it sleeps), the next batch replays those ops and its own on it and publishes it: a batch
+    /// costs O(its size) instead of a rebuild of up to 64k entries, and a published classifier is
+    /// never changed, so a packet sees a batch whole or not at all (the left-right scheme).
+    class_spare: Option<(Arc<Classifier>, Vec<ClassOp>)>,
 }
+
+/// How long a batch waits for the data plane to let go of the spare classifier before copying
+/// the published one instead (a loop turn is microseconds; this only bounds odd cases, such as a
+/// test holding an old snapshot).
+const SPARE_WAIT: Duration = Duration::from_millis(2);
 
 fn invalid(msg: String) -> StateError {
     StateError::InvalidArgument(msg)
@@ -63,7 +79,7 @@ impl TableStore {
                 default: p4_default(def),
             })
             .collect();
-        TableStore { caps, tables, seq: 0 }
+        TableStore { caps, tables, seq: 0, class_ops: Vec::new(), class_rebuild: false, class_spare: None }
     }
 
     fn index(&self, table_id: u32) -> Result<usize, StateError> {
@@ -268,6 +284,9 @@ impl TableStore {
                 }
                 self.seq += 1;
                 let stored = TableEntry { matches, ..entry };
+                if def.id == TABLE_CLASSIFIER {
+                    self.class_ops.push(ClassOp::Insert(rule(self.seq, &stored)));
+                }
                 t.entries.insert(key, Stored { seq: self.seq, entry: stored });
             }
             UpdateKind::Modify => {
@@ -276,10 +295,16 @@ impl TableStore {
                 };
                 s.entry.action = entry.action;
                 s.entry.controller_metadata = entry.controller_metadata;
+                if def.id == TABLE_CLASSIFIER {
+                    self.class_ops.push(ClassOp::Modify(rule(s.seq, &s.entry)));
+                }
             }
             UpdateKind::Delete => {
-                if t.entries.remove(&key).is_none() {
+                let Some(s) = t.entries.remove(&key) else {
                     return Err(StateError::NotFound(format!("no such entry in {}", def.name)));
+                };
+                if def.id == TABLE_CLASSIFIER {
+                    self.class_ops.push(ClassOp::Remove(rule(s.seq, &s.entry)));
                 }
             }
         }
@@ -301,6 +326,18 @@ impl TableStore {
         };
         self.tables[ti].default = action;
         Ok(ti)
+    }
+
+    /// The stored entry with `entry`'s match fields and priority, if any.
+    pub fn find(&self, entry: &TableEntry) -> Result<Option<TableEntry>, StateError> {
+        let t = &self.tables[self.index(entry.table_id)?];
+        let matches = self.canonical_matches(t.def, &entry.matches)?;
+        let key = EntryKey { matches, priority: entry.priority };
+        Ok(t.entries.get(&key).map(|s| s.entry.clone()))
+    }
+
+    pub fn len(&self, table_id: u32) -> Result<usize, StateError> {
+        Ok(self.tables[self.index(table_id)?].entries.len())
     }
 
     pub fn default_action(&self, table_id: u32) -> Result<ActionCall, StateError> {
@@ -327,11 +364,45 @@ impl TableStore {
             t.entries.clear();
             t.default = p4_default(t.def);
         }
+        self.class_ops.clear();
+        self.class_rebuild = true;
     }
 
-    /// A snapshot equal to `old` except for the tables whose index is set in `touched`.
-    pub fn compile(&self, old: &Snapshot, touched: &[bool]) -> Snapshot {
+    /// The classifier for the next snapshot: `old` (the published one) plus this batch's ops.
+    fn next_classifier(&mut self, old: &Arc<Classifier>, wake: &dyn Fn()) -> Arc<Classifier> {
+        let ops = std::mem::take(&mut self.class_ops);
+        if std::mem::take(&mut self.class_rebuild) {
+            self.class_spare = None;
+            let t = &self.tables[self.index(TABLE_CLASSIFIER).expect("contract table")];
+            let rules: Vec<Rule> = t.entries.values().map(|e| rule(e.seq, &e.entry)).collect();
+            return Arc::new(Classifier::build(&rules));
+        }
+        if ops.is_empty() {
+            return old.clone();
+        }
+        let reused = self.class_spare.take().and_then(|(mut spare, missing)| {
+            reclaim(&mut spare, wake).then(|| {
+                Arc::get_mut(&mut spare).expect("reclaimed").apply(&missing);
+                spare
+            })
+        });
+        // First batch, or the data plane still reads the spare: copy (O(table), rare).
+        let mut next = reused.unwrap_or_else(|| Arc::new(Classifier::clone(old)));
+        Arc::get_mut(&mut next).expect("unpublished").apply(&ops);
+        self.class_spare = Some((old.clone(), ops));
+        next
+    }
+
+    /// A snapshot equal to `old` except for the tables whose index is set in `touched`. `wake`
+    /// makes the data plane start a loop turn (which lets go of the snapshot it holds).
+    pub fn compile(&mut self, old: &Snapshot, touched: &[bool], wake: &dyn Fn()) -> Snapshot {
         let mut s = old.clone();
+        if touched.get(self.index(TABLE_CLASSIFIER).expect("contract table")).copied().unwrap_or(false) {
+            s.classifier = self.next_classifier(&old.classifier, wake);
+            let t = &self.tables[self.index(TABLE_CLASSIFIER).expect("contract table")];
+            s.classifier_default = profile_sel(&t.default);
+        }
+
         for (ti, t) in self.tables.iter().enumerate() {
             if !touched.get(ti).copied().unwrap_or(false) {
                 continue;
@@ -353,11 +424,7 @@ impl TableStore {
                     s.l2_learn = Arc::new(MacMap::new(entries().map(|e| (exact(&e.entry.matches[0]) as u64, ()))));
                     s.learn_on_miss = t.default.action_id == ACTION_LEARN;
                 }
-                TABLE_CLASSIFIER => {
-                    let rules: Vec<Rule> = entries().map(|e| rule(e.seq, &e.entry)).collect();
-                    s.classifier = Arc::new(Classifier::build(&rules));
-                    s.classifier_default = profile_sel(&t.default);
-                }
+                TABLE_CLASSIFIER => {} // above: incremental
                 TABLE_PROFILE => {
                     s.profiles = Arc::new(ProfileTable::new(
                         self.caps.pds() as usize,
@@ -387,6 +454,22 @@ impl TableStore {
     }
 }
 
+/// Waits (bounded by [`SPARE_WAIT`]) until nobody but the store holds `spare`.
+fn reclaim(spare: &mut Arc<Classifier>, wake: &dyn Fn()) -> bool {
+    if Arc::get_mut(spare).is_some() {
+        return true;
+    }
+    wake();
+    let t0 = Instant::now();
+    while t0.elapsed() < SPARE_WAIT {
+        std::thread::yield_now();
+        if Arc::get_mut(spare).is_some() {
+            return true;
+        }
+    }
+    false
+}
+
 fn exact(m: &Option<FieldMatch>) -> u128 {
     match m {
         Some(FieldMatch::Exact(v)) => *v,
@@ -409,6 +492,12 @@ fn profile_sel(a: &ActionCall) -> ProfileSel {
         return ProfileSel { ue_mask: g(3) as u32, ue_from_dst: g(4) != 0, ..sel };
     }
     sel
+}
+
+/// The classifier rule of an entry (for the write-path figures test).
+#[cfg(test)]
+pub(super) fn test_rule(seq: u64, e: &TableEntry) -> Rule {
+    rule(seq, e)
 }
 
 fn rule(seq: u64, e: &TableEntry) -> Rule {

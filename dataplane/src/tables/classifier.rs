@@ -6,6 +6,7 @@
 //! Groups are ordered by their best priority, so the lookup stops as soon as no later group can
 //! beat the match it has. Ties between equal priorities go to the earlier-inserted entry, which
 //! keeps the result deterministic (P4Runtime leaves overlapping equal priorities unspecified).
+use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
 use super::hash::FxHashMap;
@@ -106,51 +107,172 @@ impl Item {
     }
 }
 
-struct Group {
-    mask: ClassKey,
-    max_priority: i32,
-    /// masked key -> (start, len) in `items`, whose run is sorted best first.
-    buckets: FxHashMap<ClassKey, (u32, u32)>,
-    items: Vec<Item>,
+/// The entries of one masked key, best first. The best one is inline (most buckets hold one
+/// entry: a lookup reads it from the hash slot, and an empty `more` never allocates).
+#[derive(Debug, Clone)]
+struct Bucket {
+    best: Item,
+    more: Vec<Item>,
 }
 
+impl Bucket {
+    fn insert(&mut self, it: Item) {
+        if it.beats(&self.best) {
+            let old = std::mem::replace(&mut self.best, it);
+            self.more.insert(0, old);
+        } else {
+            let at = self.more.partition_point(|m| m.beats(&it));
+            self.more.insert(at, it);
+        }
+    }
+
+    /// Removes the item with `seq`; `false` when the bucket is left empty.
+    fn remove(&mut self, seq: u64) -> bool {
+        if self.best.seq == seq {
+            if self.more.is_empty() {
+                return false;
+            }
+            self.best = self.more.remove(0);
+        } else if let Some(i) = self.more.iter().position(|m| m.seq == seq) {
+            self.more.remove(i);
+        }
+        true
+    }
+
+    fn get_mut(&mut self, seq: u64) -> Option<&mut Item> {
+        std::iter::once(&mut self.best).chain(self.more.iter_mut()).find(|m| m.seq == seq)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    mask: ClassKey,
+    /// The best priority in the group (the lookup's early exit), kept with a count per priority
+    /// so that removing an entry does not scan the group.
+    max_priority: i32,
+    priorities: BTreeMap<i32, u32>,
+    buckets: FxHashMap<ClassKey, Bucket>,
+}
+
+/// One change to the classifier, in the order a batch made it. `Remove` and `Modify` name the
+/// entry by its match (which places it) and its `seq` (which identifies it in its bucket).
+#[derive(Debug, Clone, Copy)]
+pub enum ClassOp {
+    Insert(Rule),
+    Modify(Rule),
+    Remove(Rule),
+}
+
+/// The classifier. Updated in place by [`Classifier::apply`], which costs O(batch), not O(table):
+/// the control side keeps two copies and only ever changes the one the data plane is not reading
+/// (`state::entries`), so a snapshot is never changed while published.
+#[derive(Debug, Clone, Default)]
 pub struct Classifier {
+    /// Sorted by `max_priority`, best first.
     groups: Vec<Group>,
+    /// mask -> position in `groups` (control side only).
+    by_mask: FxHashMap<ClassKey, usize>,
     len: usize,
+}
+
+/// Where a rule lives: its group's mask, its masked key, and its bucket item. A range that is a
+/// single value joins the hashed part of the key.
+fn placement(r: &Rule) -> (ClassKey, ClassKey, Item) {
+    let mut mask = r.mask;
+    let mut value = r.value;
+    mask.l4_src_port = if r.sport.0 == r.sport.1 { 0xffff } else { 0 };
+    mask.l4_dst_port = if r.dport.0 == r.dport.1 { 0xffff } else { 0 };
+    value.l4_src_port = r.sport.0;
+    value.l4_dst_port = r.dport.0;
+    let item = Item { priority: r.priority, seq: r.seq, sport: r.sport, dport: r.dport, result: r.result };
+    (mask, value.and(&mask), item)
 }
 
 impl Classifier {
     pub fn build(rules: &[Rule]) -> Classifier {
-        // Group by mask tuple; a single-value range joins the hashed part of the key.
-        let mut by_mask: FxHashMap<ClassKey, FxHashMap<ClassKey, Vec<Item>>> = FxHashMap::default();
-        for r in rules {
-            let mut mask = r.mask;
-            let mut value = r.value;
-            mask.l4_src_port = if r.sport.0 == r.sport.1 { 0xffff } else { 0 };
-            mask.l4_dst_port = if r.dport.0 == r.dport.1 { 0xffff } else { 0 };
-            value.l4_src_port = r.sport.0;
-            value.l4_dst_port = r.dport.0;
-            let item =
-                Item { priority: r.priority, seq: r.seq, sport: r.sport, dport: r.dport, result: r.result };
-            by_mask.entry(mask).or_default().entry(value.and(&mask)).or_default().push(item);
-        }
-        let mut groups: Vec<Group> = by_mask
-            .into_iter()
-            .map(|(mask, buckets)| {
-                let mut items = Vec::new();
-                let mut index = FxHashMap::default();
-                let mut max_priority = i32::MIN;
-                for (key, mut v) in buckets {
-                    v.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.seq.cmp(&b.seq)));
-                    max_priority = max_priority.max(v[0].priority);
-                    index.insert(key, (items.len() as u32, v.len() as u32));
-                    items.extend(v);
+        let mut c = Classifier::default();
+        let ops: Vec<ClassOp> = rules.iter().map(|r| ClassOp::Insert(*r)).collect();
+        c.apply(&ops);
+        c
+    }
+
+    /// Applies a batch of changes. An op on an entry that is not there (a `Remove` or `Modify`
+    /// the store did not accept never gets here) is ignored.
+    pub fn apply(&mut self, ops: &[ClassOp]) {
+        let mut reorder = false;
+        for op in ops {
+            match op {
+                ClassOp::Insert(r) => reorder |= self.insert(r),
+                ClassOp::Remove(r) => reorder |= self.remove(r),
+                ClassOp::Modify(r) => {
+                    let (mask, key, item) = placement(r);
+                    let Some(&gi) = self.by_mask.get(&mask) else { continue };
+                    if let Some(it) = self.groups[gi].buckets.get_mut(&key).and_then(|b| b.get_mut(item.seq)) {
+                        it.result = item.result;
+                    }
                 }
-                Group { mask, max_priority, buckets: index, items }
-            })
-            .collect();
-        groups.sort_by_key(|g| std::cmp::Reverse(g.max_priority));
-        Classifier { groups, len: rules.len() }
+            }
+        }
+        if reorder {
+            // Once per batch: the lookup's early exit needs groups best first.
+            self.groups.retain(|g| !g.buckets.is_empty());
+            self.groups.sort_by_key(|g| std::cmp::Reverse(g.max_priority));
+            self.by_mask = self.groups.iter().enumerate().map(|(i, g)| (g.mask, i)).collect();
+        }
+    }
+
+    /// Returns whether the group order may have changed.
+    fn insert(&mut self, r: &Rule) -> bool {
+        let (mask, key, item) = placement(r);
+        let (gi, new_group) = match self.by_mask.get(&mask) {
+            Some(&gi) => (gi, false),
+            None => {
+                self.groups.push(Group {
+                    mask,
+                    max_priority: i32::MIN,
+                    priorities: BTreeMap::new(),
+                    buckets: FxHashMap::default(),
+                });
+                self.by_mask.insert(mask, self.groups.len() - 1);
+                (self.groups.len() - 1, true)
+            }
+        };
+        let g = &mut self.groups[gi];
+        match g.buckets.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut b) => b.get_mut().insert(item),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(Bucket { best: item, more: Vec::new() });
+            }
+        }
+        *g.priorities.entry(item.priority).or_default() += 1;
+        self.len += 1;
+        let raised = item.priority > g.max_priority;
+        g.max_priority = g.max_priority.max(item.priority);
+        new_group || raised
+    }
+
+    fn remove(&mut self, r: &Rule) -> bool {
+        let (mask, key, item) = placement(r);
+        let Some(&gi) = self.by_mask.get(&mask) else { return false };
+        let g = &mut self.groups[gi];
+        let Some(b) = g.buckets.get_mut(&key) else { return false };
+        if b.get_mut(item.seq).is_none() {
+            return false;
+        }
+        if !b.remove(item.seq) {
+            g.buckets.remove(&key);
+        }
+        self.len -= 1;
+        if let std::collections::btree_map::Entry::Occupied(mut n) = g.priorities.entry(item.priority) {
+            *n.get_mut() -= 1;
+            if *n.get() == 0 {
+                n.remove();
+            }
+        }
+        let best = g.priorities.keys().next_back().copied().unwrap_or(i32::MIN);
+        let lowered = best != g.max_priority;
+        g.max_priority = best;
+        lowered || g.buckets.is_empty()
     }
 
     pub fn len(&self) -> usize {
@@ -176,11 +298,11 @@ impl Classifier {
                     break;
                 }
             }
-            let Some(&(start, n)) = g.buckets.get(&key.and(&g.mask)) else { continue };
-            for it in &g.items[start as usize..(start + n) as usize] {
+            let Some(bucket) = g.buckets.get(&key.and(&g.mask)) else { continue };
+            for it in std::iter::once(&bucket.best).chain(bucket.more.iter()) {
                 if let Some(b) = best {
                     if !it.beats(b) {
-                        break; // the run is sorted best first
+                        break; // the bucket is sorted best first
                     }
                 }
                 if it.ranges_match(key) {
@@ -281,6 +403,49 @@ mod tests {
             }
             // The test is only meaningful if keys hit rules.
             assert!(n < 100 || hits > 100, "round {round}: only {hits} hits");
+        }
+    }
+
+    /// Random inserts, removals and modifies applied in batches to one classifier give the same
+    /// lookups as the brute-force reference over the rules that are left (and as a rebuild).
+    #[test]
+    fn incremental_batches_match_brute_force() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+        let mut c = Classifier::default();
+        let mut live: Vec<Rule> = Vec::new();
+        let mut seq = 0u64;
+        for round in 0..60 {
+            let mut ops = Vec::new();
+            for _ in 0..small(&mut rng, 80) {
+                match small(&mut rng, 4) {
+                    0 | 1 => {
+                        seq += 1;
+                        let r = random_rule(&mut rng, seq);
+                        live.push(r);
+                        ops.push(ClassOp::Insert(r));
+                    }
+                    2 if !live.is_empty() => {
+                        let r = live.swap_remove(small(&mut rng, live.len() as u64) as usize);
+                        ops.push(ClassOp::Remove(r));
+                    }
+                    3 if !live.is_empty() => {
+                        let i = small(&mut rng, live.len() as u64) as usize;
+                        live[i].result.profile_id = live[i].result.profile_id.wrapping_add(1000);
+                        ops.push(ClassOp::Modify(live[i]));
+                    }
+                    _ => {}
+                }
+            }
+            c.apply(&ops);
+            assert_eq!(c.len(), live.len());
+            let rebuilt = Classifier::build(&live);
+            assert_eq!(c.group_count(), rebuilt.group_count(), "round {round}");
+            for _ in 0..500 {
+                let k = random_key(&mut rng);
+                let want = brute(&live, &k);
+                assert_eq!(c.lookup(&k), want, "round {round} key {k:?}");
+                assert_eq!(rebuilt.lookup(&k), want);
+            }
         }
     }
 

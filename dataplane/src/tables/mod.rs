@@ -9,7 +9,7 @@ pub mod radio;
 
 use std::sync::Arc;
 
-pub use classifier::{ClassKey, Classifier, Rule};
+pub use classifier::{ClassKey, ClassOp, Classifier, Rule};
 pub use exact::{MacMap, PortMap};
 pub use profile::{Impairment, ProfileTable};
 pub use radio::{RadioParams, RadioTable};

@@ -260,11 +260,15 @@ def resume(directory: Path = typer.Argument(..., help="The --out of a stopped `e
                                       "the code or the machine's TCP settings changed."),
            parallel: int = typer.Option(None, "--parallel", min=1, max=64, help="Labs at once."),
            ray: str = typer.Option(None, "--ray", help="'auto' or HOST:PORT of a Ray cluster."),
-           quiet: bool = typer.Option(False, "--quiet", help="No line per load.")) -> None:
+           quiet: bool = typer.Option(False, "--quiet", help="No line per load."),
+           retry_failed: bool = typer.Option(False, "--retry-failed", help="Run the loads "
+                                             "stored as failed again too (their records are "
+                                             "kept in the store).")) -> None:
     """Finish a stopped run: skip the loads stored, run the rest with the same plan and seeds."""
     from ..experiments.run import resume_experiment
     result = _guarded(lambda: resume_experiment(directory, force=force, parallel=parallel, ray=ray,
-                                                console=console, verbose=not quiet), directory)
+                                                console=console, verbose=not quiet,
+                                                retry_failed=retry_failed), directory)
     _print_result(result)
 
 

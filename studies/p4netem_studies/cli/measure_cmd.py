@@ -21,6 +21,7 @@ from rich.console import Console
 from p4netem.cli.signals import run_recording
 
 from ..harness.plan import PRESETS, Plan, matrix
+from ..harness.protocols import protocol as protocol_of
 from ..mininet.topology import TopologyError, load_topology
 from .lab_cmd import parse_params, split_profile
 
@@ -71,6 +72,11 @@ def measure(
     gzip: bool = typer.Option(False, "--gzip", help="Servers deflate HTML, CSS and JS (E1)."),
     revalidate: bool = typer.Option(False, "--revalidate", help="Conditional GETs, answered "
                                     "304 (E1's revalidation test)."),
+    server_buffering: bool = typer.Option(False, "--server-buffering", help="Serve the plain "
+                                          "HTTP/1.x protocols from the server that buffers "
+                                          "responses to pipelined requests (Apache, as E1's "
+                                          "servers; needs --plain; other protocols keep their "
+                                          "servers)."),
     cc: str = typer.Option(None, "--cc", help="Congestion control of every host, set on "
                            "every route of the lab (reno, cubic, bbr: any the kernel has "
                            "loaded; default: the kernel's default for new namespaces)."),
@@ -100,11 +106,18 @@ def measure(
         else:
             if not profile or not protocol:
                 raise ValueError("give --preset, or at least one --profile and one --protocol")
+            if server_buffering and not plain:
+                raise ValueError("--server-buffering: the buffering server speaks plain HTTP/1.x; "
+                                 "add --plain")
+            if server_buffering and not any(protocol_of(p).loader.startswith("h1")
+                                            and not protocol_of(p).browser for p in protocol):
+                raise ValueError("--server-buffering: no HTTP/1.x protocol to serve buffered "
+                                 "(h1.0, h1.1, h1.1-pipelined)")
             conds = []
             for name, radio, prewake in (_profile_option(p) for p in profile):
                 conds += matrix([name], protocol, iw or [10], radio_profiles=(name,) if radio else (),
                                 tls=not plain, page=page, conns_per_host=conns_per_host,
-                                prewake=prewake)
+                                prewake=prewake, server_buffering=server_buffering)
             plan = Plan("measure", conds, topology=topology,
                         topology_params=parse_params(param), repetitions=reps or 5,
                         silence_s=silence, timeout_s=timeout, dns=dns,

@@ -98,34 +98,32 @@ def run_experiment(name: str, out: Path, *, quick: bool = False, reps: int | Non
         console.print(f"[bold]{exp.name}[/] ({'quick' if quick else 'full'}): {exp.title}\n"
                       f"{built.conditions} conditions x {plan.repetitions} loads = "
                       f"{plan.total_loads} loads on the {plan.topology} lab -> {out}")
-        if ray:       # a bad address fails here, before the run directory is made
-            from ..runs.cluster import connect
-            connect(ray)
-        create(out, session, doc).close()
-        return _execute_and_finish(out, console=console, verbose=verbose, parallel=parallel,
-                                   ray=ray, kind="run")
-    if parallel not in (None, 1) or ray:
-        raise ValueError(f"{exp.name} is a workload experiment: its runs share one bottleneck "
-                         "lab and run one at a time (no --parallel or --ray)")
-    session = Session(definition=exp.model_dump(mode="json"), repetitions=reps, only=only,
-                      target=target, kind="workload", duration_s=duration_s)
-    plan = session.plan
-    doc["plan"] = {"conditions": len(plan.conditions), "runs": plan.total_runs,
-                   "duration_s": plan.duration_s, "warmup_s": plan.warmup_s}
-    console.print(f"[bold]{exp.name}[/] ({'quick' if quick else 'full'}): {exp.title}\n"
-                  f"{len(plan.conditions)} conditions x {plan.repetitions} runs of "
-                  f"{plan.warmup_s:g}+{plan.duration_s:g} s on the {plan.topology} lab -> {out}")
+    else:
+        # A workload run (E2) is a whole lab's traffic for a while: runs go to labs as loads do.
+        session = Session(definition=exp.model_dump(mode="json"), repetitions=reps, only=only,
+                          target=target, kind="workload", duration_s=duration_s)
+        plan = session.plan
+        doc["plan"] = {"conditions": len(plan.conditions), "runs": plan.total_runs,
+                       "duration_s": plan.duration_s, "warmup_s": plan.warmup_s}
+        console.print(f"[bold]{exp.name}[/] ({'quick' if quick else 'full'}): {exp.title}\n"
+                      f"{len(plan.conditions)} conditions x {plan.repetitions} runs of "
+                      f"{plan.warmup_s:g}+{plan.duration_s:g} s on the {plan.topology} lab -> "
+                      f"{out}")
+    if ray:       # a bad address fails here, before the run directory is made
+        from ..runs.cluster import connect
+        connect(ray)
     create(out, session, doc).close()
-    return _execute_and_finish(out, console=console, verbose=verbose, parallel=1, ray=None,
+    return _execute_and_finish(out, console=console, verbose=verbose, parallel=parallel, ray=ray,
                                kind="run")
 
 
 def resume_experiment(out: Path, *, force: bool = False, parallel: int | None = None,
                       ray: str | None = None, console: Console | None = None,
-                      verbose: bool = True) -> ExperimentRun:
+                      verbose: bool = True, retry_failed: bool = False) -> ExperimentRun:
     """Finish a stopped run: the loads already stored are kept, the rest run with the same plan
     and seeds. Refuses (ResumeRefused) when the definition, the code or the machine's TCP
-    settings changed, unless `force`."""
+    settings changed, unless `force`. `retry_failed`: the loads stored as failed run again too
+    (their records are kept aside in the store)."""
     console = console or Console()
     out = Path(out)
     store = RunStore.open(out)
@@ -141,20 +139,16 @@ def resume_experiment(out: Path, *, force: bool = False, parallel: int | None = 
                 raise ResumeRefused([f"definition: cannot be read again ({exc})"]) from None
             current = None
         diffs = check_resume(store, force, current)
+        retried = store.set_aside_failed() if retry_failed else []
     finally:
         store.close()
+    if retried:
+        console.print(f"running again {len(retried)} load(s) stored as failed (--retry-failed)")
     if diffs:
         console.print("[yellow]resuming although the setup changed (--force):[/]\n  " +
                       "\n  ".join(diffs))
-    store = RunStore.open(out)
-    try:
-        workload = Session.from_json(store.meta("session")).kind == "workload"
-    finally:
-        store.close()
-    if workload and (parallel not in (None, 1) or ray):
-        raise ValueError("a workload experiment's runs share one lab: no --parallel or --ray")
-    return _execute_and_finish(out, console=console, verbose=verbose,
-                               parallel=1 if workload else parallel, ray=ray, kind="resume")
+    return _execute_and_finish(out, console=console, verbose=verbose, parallel=parallel, ray=ray,
+                               kind="resume")
 
 
 def _execute_and_finish(out: Path, *, console, verbose, parallel, ray, kind) -> ExperimentRun:

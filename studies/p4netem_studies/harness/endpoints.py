@@ -71,10 +71,15 @@ class Endpoints:
     """nginx (HTTP/1.x, HTTP/2, TLS and plain) and node-spdy on every server host of `lab`."""
 
     def __init__(self, lab, content: SiteContent, *, gzip: bool = False, spdy: bool = True,
-                 dns: bool = False, buffering: bool = False, workdir: Path | None = None):
+                 dns: bool = False, buffering: bool = False, workdir: Path | None = None,
+                 send_timeout_s: int = 60):
         """`buffering`: also Apache on every server host (port 8082), the HTTP/1.x server that
-        buffers responses to pipelined requests (conditions with server_buffering)."""
+        buffers responses to pipelined requests (conditions with server_buffering).
+        `send_timeout_s`: how long the servers wait on a response that cannot be written (the
+        page-load harness gives the load's timeout: a slow link must not be cut by a server
+        timer, which no loss or rate of the profile asked for)."""
         self.lab = lab
+        self.send_timeout_s = send_timeout_s
         self.buffering = buffering
         self.apache: dict[str, ApacheServer] = {}
         self.content = content
@@ -103,12 +108,14 @@ class Endpoints:
                 d = self.workdir / host
                 d.mkdir(parents=True, exist_ok=True)
                 cfg = NginxConfig(self.content.site_root, http_port=NGINX_HTTP,
-                                  https_port=NGINX_HTTPS, h2c_port=NGINX_H2C, gzip=self.gzip)
+                                  https_port=NGINX_HTTPS, h2c_port=NGINX_H2C, gzip=self.gzip,
+                                  send_timeout_s=self.send_timeout_s)
                 (d / "nginx").mkdir()
                 self.nginx[host] = NginxServer(ns, cfg, cert, workdir=d / "nginx").start()
                 if self.buffering:
                     self.apache[host] = ApacheServer(
-                        ns, ApacheConfig(self.content.site_root, port=APACHE_PLAIN, gzip=self.gzip),
+                        ns, ApacheConfig(self.content.site_root, port=APACHE_PLAIN, gzip=self.gzip,
+                                     timeout_s=self.send_timeout_s),
                         workdir=d / "apache").start()
                 if self.spdy:
                     (d / "spdy-tls").mkdir()

@@ -178,14 +178,21 @@ class Plan:
 
 def matrix(profiles: list[str], protocols: list[str], initcwnds: list[int], *,
            radio_profiles: tuple[str, ...] = (), tls: bool = True, page: str = "demo",
-           conns_per_host: int | None = None, prewake: bool = False) -> list[Condition]:
+           conns_per_host: int | None = None, prewake: bool = False,
+           server_buffering: bool = False) -> list[Condition]:
     """Every combination, profiles outermost (radio on for the profiles in radio_profiles, and
-    woken before each load with prewake)."""
+    woken before each load with prewake; server_buffering for the plain HTTP/1.x protocols, the
+    only ones the buffering server speaks)."""
     for p in protocols:
         protocol(p)
+
+    def h1(proto: str) -> bool:
+        return PROTOCOLS[proto].loader.startswith("h1") and not PROTOCOLS[proto].browser
+
     return [Condition(prof, proto, iw, tls, prof in radio_profiles, page,
                       conns_per_host if PROTOCOLS[proto].loader.startswith("h1") else None,
-                      prewake and prof in radio_profiles)
+                      prewake and prof in radio_profiles,
+                      server_buffering=server_buffering and h1(proto))
             for prof, iw, proto in itertools.product(profiles, initcwnds, protocols)]
 
 

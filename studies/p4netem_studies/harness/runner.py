@@ -110,6 +110,33 @@ def _r(v: float | None) -> float | None:
 Event = Callable[[str, dict], None]
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _server_complaints(path: Path, since: int) -> list[str]:
+    """nginx's error-log lines written after byte `since` that say why a connection or request
+    ended early (timeouts, resets, refusals), without their timestamps and repeats."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(since)
+            text = f.read(1 << 20).decode(errors="replace")
+    except OSError:
+        return []
+    out: list[str] = []
+    for line in text.splitlines():
+        if any(w in line for w in ("timed out", "closed", "reset", "exceeded", "refused", "[error]",
+                                   "[crit]")):
+            msg = line.split("] ", 1)[-1]
+            msg = msg.split(": ", 1)[-1] if msg[:1].isdigit() else msg
+            if msg not in out:
+                out.append(msg)
+    return out
+
+
 class PageloadLab:
     """One lab for a plan's page loads, loaded one job at a time: `start()` generates the pages and
     brings up the lab, its servers and the TCP settings; `run(cond, rep)` applies the condition's
@@ -167,7 +194,8 @@ class PageloadLab:
             self.endpoints = self._stack.enter_context(Endpoints(
                 self.lab, self.content, gzip=plan.gzip, dns=plan.dns,
                                buffering=any(c.server_buffering for c in plan.conditions),
-                workdir=self._work / "endpoints"))
+                workdir=self._work / "endpoints",
+                send_timeout_s=max(60, int(plan.timeout_s))))
             self.metadata = self._metadata(self.lab, self.endpoints, self.content)
             self.metadata["tcp_sysctls_set"] = tune_hosts(self.lab, plan.congestion_control,
                                                           plan.client_rmem)
@@ -261,6 +289,7 @@ class PageloadLab:
         extra += list(cond.loader_args)      # the condition's own client options (experiments)
         errors: list[str] = []
         t_wall = time.time()
+        log_marks = {h: _size(srv.error_log) for h, srv in endpoints.nginx.items()}
         cap = Capture(ns, "eth0", pcap, "tcp or udp port 53")
         try:
             radio_log.begin(applied)
@@ -280,6 +309,11 @@ class PageloadLab:
         if not self.keep_pcaps:
             pcap.unlink(missing_ok=True)
         errors += [str(e) for e in report.get("errors", [])][:20]
+        if not report.get("ok"):
+            # Why a server closed a connection is only in its own log (e.g. nginx's send_timeout
+            # on a link slower than its timers): keep what it said during this load.
+            errors += [f"{h}: {line}" for h, srv in endpoints.nginx.items()
+                       for line in _server_complaints(srv.error_log, log_marks.get(h, 0))][:10]
         conns = report.get("connections", [])
         alpn = sorted({c.get("alpn") or "-" for c in conns}) if conns else []
         expected = proto.expected_alpn(cond.tls)
@@ -322,6 +356,9 @@ class PageloadLab:
                       for name, m in content.manifests.items()},
             # Which conditions' HTTP/1.x came from the buffering server (Apache, web/apache.py).
             "server_output_buffering": [c.key for c in self.plan.conditions if c.server_buffering],
+            # How long a server waits on a response it cannot write (nginx send_timeout, Apache
+            # Timeout): the load's timeout, so that only the link decides how long a load takes.
+            "server_send_timeout_s": endpoints.send_timeout_s,
             "tls": {"certificate_key": content.cert.key_type if content.cert else None,
                     "server_protocols": "TLSv1.2 TLSv1.3", "session_resumption": False},
         }

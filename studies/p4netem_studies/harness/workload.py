@@ -365,8 +365,13 @@ class WorkloadLab:
 
     def __init__(self, plan: WorkloadPlan, out_dir: str | Path, *, target: str = "p4netem",
                  on_event: Event | None = None, mininet_log: str = "warning",
-                 log_dir: str | Path | None = None):
+                 log_dir: str | Path | None = None, index: int = 0,
+                 switch_args: tuple[str, ...] = ()):
+        """`index` and `switch_args` as for PageloadLab: labs side by side on one machine each
+        get a subnet of their own and switches that do not busy-poll."""
         self.plan = plan
+        self.lab_index = index
+        self.switch_args = switch_args
         self.out_dir = Path(out_dir)
         self.target = target
         self.on_event = on_event or (lambda kind, data: None)
@@ -387,7 +392,8 @@ class WorkloadLab:
         try:
             self.on_event("stage", {"text": "generating the object pool"})
             self.pool = make_pool(plan, work / "content")
-            topo = load_topology(plan.topology).expand(plan.topology_params)
+            topo = load_topology(plan.topology).expand(plan.topology_params).relocated(
+                self.lab_index)
             slots = topo.slots
             if len(slots) != 1:
                 raise ValueError(f"topology {topo.name!r} has {len(slots)} client slots; the "
@@ -396,7 +402,7 @@ class WorkloadLab:
             self.on_event("stage", {"text": f"starting the {topo.name} lab"})
             self.lab = lab = self._stack.enter_context(MininetLab(
                 topo, target=self.target, log_dir=self.log_dir, seed=plan.seed,
-                mininet_log=self.mininet_log))
+                mininet_log=self.mininet_log, switch_args=self.switch_args))
             self.on_event("lab", {"lab": lab})
             self.profile = profile = resolve_profile(plan.profile)
             applied = lab.apply_profile(profile)[0]

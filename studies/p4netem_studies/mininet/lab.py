@@ -34,6 +34,7 @@ from p4netem.control import Controller
 from p4netem.lab.netns import PREFIX, LabError, disable_offloads, run, unique_token
 from p4netem.lab.owner import LabRecord, clean_dead_labs, open_record
 from p4netem.p4rt import P4Info, P4RuntimeClient
+from p4netem.p4rt.bmv2_registers import Bmv2RuntimeCli, registers_over_p4runtime
 from p4netem.paths import p4info_path
 from p4netem.profiles import Profile
 from p4netem.radio import IdledUe
@@ -53,8 +54,6 @@ except ImportError as exc:  # pragma: no cover - depends on the interpreter
 from .nodes import Bmv2Switch, LabHost, P4NetemSwitch, kill_netns_processes, netns_pids
 
 TARGETS = {"p4netem": P4NetemSwitch, "bmv2": Bmv2Switch}
-# The strongest Write atomicity of each target: bmv2's P4Runtime server has only CONTINUE_ON_ERROR.
-ATOMICITY = {"p4netem": "DATAPLANE_ATOMIC", "bmv2": "CONTINUE_ON_ERROR"}
 
 _open_labs: "weakref.WeakSet[MininetLab]" = weakref.WeakSet()
 log = logging.getLogger(__name__)
@@ -186,9 +185,20 @@ class MininetLab:
     def _program_switch(self) -> None:
         sw = self.switch
         self.client = P4RuntimeClient(sw.grpc_addr, device_id=sw.device_id).connect()
-        info = P4Info.load(p4info_path())
+        # A target compiled with other sizes (bmv2: -DUE_COUNT=...) runs its own P4Info.
+        info = P4Info.load(getattr(sw, "compiled_p4info", None) or p4info_path())
         self.client.set_pipeline(info, sw.device_config())
-        self.controller = Controller(self.client, max_atomicity=ATOMICITY[self.target])
+        # What the switch supports decides, not its name: registers over P4Runtime or through
+        # the Thrift runtime (bmv2's PI server implements none); the strongest Write atomicity
+        # is learned from the first UNIMPLEMENTED (control/session.py), and all-or-nothing is
+        # done by the controller where the target has only CONTINUE_ON_ERROR.
+        if not registers_over_p4runtime(self.client):
+            port = getattr(sw, "thrift_port", None)
+            if port is None:
+                raise LabError(f"the switch at {sw.grpc_addr} implements no P4Runtime register access and "
+                               "offers no Thrift runtime port to reach its registers")
+            self.client.register_backend = Bmv2RuntimeCli(port)
+        self.controller = Controller(self.client)
         self.controller.set_l2_forwarding({h.mac: h.port for h in self.topology.hosts})
         self.slots = SlotProfiles(self.controller, self.topology)
 

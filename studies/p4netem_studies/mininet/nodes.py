@@ -162,6 +162,10 @@ class Bmv2Switch(Switch):
 
     SWITCH = "simple_switch_grpc"
     COMPILER = "p4c-bm2-ss"
+    # bmv2 allocates every register cell at start: the contract's million UEs cost 3 GiB. A lab
+    # has a few dozen hosts, so it compiles the program with fewer UEs (p4src/include/defines.p4;
+    # the controller reads the sizes from the P4Info the switch runs).
+    DEFINES = {"UE_COUNT": 4096}
 
     def __init__(self, name: str, grpc_port: int | None = None, pcap_dir: str | None = None,
                  log_path: str | None = None, device_id: int = 1, cpu_port: int | None = CPU_PORT,
@@ -177,6 +181,9 @@ class Bmv2Switch(Switch):
         self.build_dir = Path(build_dir) if build_dir else REPO_ROOT / "build" / "bmv2"
         self.on_start = on_start  # called with the switch's pid as soon as it runs
         self.proc: subprocess.Popen | None = None
+        # bmv2's Thrift runtime port: registers are reached there (p4rt/bmv2_registers.py).
+        self.thrift_port: int | None = None
+        self.compiled_p4info: Path | None = None
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -195,15 +202,18 @@ class Bmv2Switch(Switch):
         """p4src -> (bmv2 JSON, P4Info text) under build/bmv2, recompiled when the source changed."""
         src = REPO_ROOT / "p4src" / "p4netem.p4"
         self.build_dir.mkdir(parents=True, exist_ok=True)
-        out_json = self.build_dir / "p4netem.json"
-        out_info = self.build_dir / "p4netem.p4info.txtpb"
+        tag = "-".join(f"{k}{v}" for k, v in sorted(self.DEFINES.items())) or "default"
+        out_json = self.build_dir / f"p4netem-{tag}.json"
+        out_info = self.build_dir / f"p4netem-{tag}.p4info.txtpb"
         newest = max(p.stat().st_mtime for p in (REPO_ROOT / "p4src").rglob("*.p4"))
         if not out_json.exists() or out_json.stat().st_mtime < newest:
             proc = subprocess.run([self.COMPILER, "--arch", "v1model", "--std", "p4-16",
+                                   *[f"-D{k}={v}" for k, v in sorted(self.DEFINES.items())],
                                    "-o", str(out_json), "--p4runtime-files", str(out_info),
                                    str(src)], capture_output=True, text=True)
             if proc.returncode != 0:
                 raise LabError(f"{self.COMPILER} failed on {src}:\n{proc.stderr.strip()}")
+        self.compiled_p4info = out_info
         return out_json, out_info
 
     def device_config(self) -> bytes:
@@ -216,7 +226,9 @@ class Bmv2Switch(Switch):
         self.compile()
         if not self.grpc_port:
             self.grpc_port = free_tcp_port()
-        argv = [self.SWITCH, "--device-id", str(self.device_id), "--no-p4"]
+        if not self.thrift_port:
+            self.thrift_port = free_tcp_port()
+        argv = [self.SWITCH, "--device-id", str(self.device_id), "--no-p4", "--thrift-port", str(self.thrift_port)]
         for port, intf in sorted(self.intfs.items()):
             if port > 0:
                 disable_offloads(intf.name)

@@ -37,7 +37,9 @@ def code_version() -> dict:
         out["uncommitted"] = hashlib.sha256(diff).hexdigest()[:16] if diff else None
     except (OSError, subprocess.SubprocessError):
         pass
-    switch = root / "dataplane" / "target" / "release" / "p4netem-switch"
+    # The binary the labs will run (P4NETEM_SWITCH overrides the tree's own build).
+    from p4netem.paths import switch_binary
+    switch = switch_binary()
     if switch.exists():
         h = hashlib.sha256()
         with open(switch, "rb") as f:

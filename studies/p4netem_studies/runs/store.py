@@ -144,6 +144,28 @@ class RunStore:
             return False
         return True
 
+    def set_aside_failed(self) -> list[str]:
+        """Take the failed loads out of the results so that a resume runs them again (`resume
+        --retry-failed`), in one transaction: each one's stored attempt becomes outcome
+        'failed-retried' with its errors, and its whole record is kept in the meta table
+        ('set_aside_<time>'), so nothing of what happened is lost."""
+        with self._tx():
+            rows = self.db.execute("SELECT key, record, attempt FROM results WHERE ok = 0 "
+                                   "ORDER BY key").fetchall()
+            if not rows:
+                return []
+            for key, record, attempt in rows:
+                errors = json.loads(record).get("errors")
+                self.db.execute("UPDATE attempts SET outcome = 'failed-retried', error = ? "
+                                "WHERE id = ?", (json.dumps(errors, default=str)[:2000], attempt))
+                self.db.execute("DELETE FROM files WHERE key = ?", (key,))
+                self.db.execute("DELETE FROM results WHERE key = ?", (key,))
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                            (f"set_aside_{time.time():.3f}",
+                             json.dumps([{"key": k, "record": json.loads(r)} for k, r, _ in rows],
+                                        default=str)))
+        return [k for k, _, _ in rows]
+
     def done_keys(self) -> set[str]:
         return {k for (k,) in self.db.execute("SELECT key FROM results")}
 

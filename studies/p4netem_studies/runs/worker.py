@@ -55,7 +55,8 @@ class LabWorker:
         if self.session.kind == "workload":
             from ..harness.workload import WorkloadLab
             self._lab = WorkloadLab(plan, self._tmp, target=self.session.target,
-                                    log_dir=log_dir or self._tmp / "logs")
+                                    log_dir=log_dir or self._tmp / "logs", index=self.index,
+                                    switch_args=SHARED_SWITCH_ARGS if self.shared else ())
         else:
             from ..harness.runner import PageloadLab
             self._lab = PageloadLab(plan, self._tmp, target=self.session.target,

@@ -19,16 +19,13 @@ start() lets others traverse the directories above the content tree (o+x, never 
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import stat
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .netns import NsProcess, wait_listening
+from .server_process import ServerProcess
 
 APACHE = "/usr/sbin/apache2"
 MODULES = "/usr/lib/apache2/modules"
@@ -41,6 +38,7 @@ class ApacheConfig:
     port: int = 8082
     listen_address: str = ""
     keepalive_timeout_s: int = 65
+    timeout_s: int = 60               # Apache's Timeout (I/O wait), raised as nginx's send_timeout
     user: str = "www-data"
     threads: int = 16
     mpm: str = "worker"
@@ -82,6 +80,7 @@ UseCanonicalName Off
 KeepAlive On
 MaxKeepAliveRequests 0
 KeepAliveTimeout {config.keepalive_timeout_s}
+Timeout {config.timeout_s}
 EnableSendfile Off
 # Pipelined responses wait in the output buffer until no request is waiting or the buffer
 # holds FlushMaxThreshold (64 KB); Apache's default also flushes after every 5 responses.
@@ -116,57 +115,39 @@ def _let_others_traverse(path: Path) -> None:
             os.chmod(p, p.stat().st_mode | stat.S_IROTH)
 
 
-class ApacheServer:
+class ApacheServer(ServerProcess):
     """Apache in namespace `ns` until stop(); usable as a context manager."""
 
+    prefix = "p4nw-apache-"
+    kept_files = ("access.log", "error.log", "httpd.conf")
+
     def __init__(self, ns: str | None, config: ApacheConfig, workdir: str | Path | None = None):
-        self.ns = ns
+        super().__init__(ns, workdir)
         self.config = config
-        self._own_dir = workdir is None
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="p4nw-apache-"))
-        self.proc: NsProcess | None = None
 
     @property
     def access_log(self) -> Path:
-        return self.workdir / "access.log"
+        return self.request_log
 
-    def start(self, timeout: float = 10.0) -> "ApacheServer":
+    @property
+    def conf(self) -> Path:
+        return self.workdir / "httpd.conf"
+
+    def prepare(self) -> None:
         if not available():
             raise RuntimeError(f"{APACHE} not found: install apache2-bin (scripts/setup-system.sh)")
         _let_others_traverse(Path(self.config.content_root).resolve())
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        conf = self.workdir / "httpd.conf"
-        conf.write_text(render(self.config, self.workdir))
-        test = subprocess.run([APACHE, "-t", "-f", str(conf)], capture_output=True, text=True)
+        self.conf.write_text(render(self.config, self.workdir))
+        test = subprocess.run([APACHE, "-t", "-f", str(self.conf)], capture_output=True, text=True)
         if test.returncode != 0:
             raise RuntimeError(f"apache rejected its config: {test.stderr.strip()}")
-        self.proc = NsProcess(self.ns, [APACHE, "-f", str(conf), "-DFOREGROUND"],
-                              self.workdir / "stdout.log")
-        try:
-            wait_listening(self.ns, [self.config.port], self.proc, timeout)
-        except Exception:
-            self.stop()
-            raise
-        return self
 
-    def requests(self) -> list[dict]:
-        if not self.access_log.exists():
-            return []
-        return [json.loads(line) for line in self.access_log.read_text().splitlines() if line]
+    def argv(self) -> list[str]:
+        return [APACHE, "-f", str(self.conf), "-DFOREGROUND"]
+
+    def ports(self) -> list[int]:
+        return [self.config.port]
 
     def version_info(self) -> str:
         out = subprocess.run([APACHE, "-v"], capture_output=True, text=True).stdout
         return out.splitlines()[0].split(":", 1)[-1].strip() if out else ""
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
-        if self._own_dir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> "ApacheServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

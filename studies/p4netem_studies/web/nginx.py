@@ -9,15 +9,12 @@ ALPN, which tests and labs read back.
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .netns import NsProcess, wait_listening
 from .pki import ServerCert
+from .server_process import ServerProcess
 
 NGINX = "/usr/sbin/nginx"
 MIME_TYPES = "/etc/nginx/mime.types"
@@ -33,6 +30,11 @@ class NginxConfig:
     keepalive: bool = True            # off: every response closes its connection (HTTP/1.0 server)
     keepalive_requests: int = 100000  # high, so a page never hits nginx's default of 1000
     keepalive_timeout_s: int = 65
+    # nginx's send_timeout (default 60 s): a response (an HTTP/2 stream) that cannot be written
+    # for this long is abandoned, a stream reset with PROTOCOL_ERROR. On the labs' slow or lossy
+    # links one connection carrying 64-512 objects keeps a stream waiting longer than that while
+    # the connection is busy, so page-load labs raise it to the load's own timeout.
+    send_timeout_s: int = 60
     gzip: bool = False                # deflate-encode HTML/CSS/JS for clients that accept it (E1)
     gzip_level: int = 6
     tls_protocols: str = "TLSv1.2 TLSv1.3"
@@ -139,6 +141,7 @@ http {{
     etag on;
     if_modified_since exact;
     {keepalive}
+    send_timeout {config.send_timeout_s}s;
     {gzip}
     http2_max_concurrent_streams {config.h2_max_concurrent_streams};
     server {{
@@ -149,66 +152,42 @@ http {{
 """
 
 
-class NginxServer:
+class NginxServer(ServerProcess):
     """nginx running in namespace `ns` until stop(); usable as a context manager."""
+
+    prefix = "p4nw-nginx-"
+    kept_files = ("access.log", "error.log", "nginx.conf")
 
     def __init__(self, ns: str | None, config: NginxConfig, cert: ServerCert | None = None,
                  workdir: str | Path | None = None):
-        self.ns = ns
+        super().__init__(ns, workdir)
         self.config = config
         self.cert = cert
-        self._own_dir = workdir is None
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="p4nw-nginx-"))
-        self.proc: NsProcess | None = None
 
     @property
     def access_log(self) -> Path:
-        return self.workdir / "access.log"
+        return self.request_log
 
     @property
     def error_log(self) -> Path:
         return self.workdir / "error.log"
 
-    def start(self, timeout: float = 10.0) -> "NginxServer":
-        conf = self.workdir / "nginx.conf"
-        conf.write_text(render(self.config, self.workdir, self.cert))
+    @property
+    def conf(self) -> Path:
+        return self.workdir / "nginx.conf"
+
+    def prepare(self) -> None:
+        self.conf.write_text(render(self.config, self.workdir, self.cert))
         test = subprocess.run([NGINX, "-t", "-q", "-p", str(self.workdir), "-e",
-                               str(self.error_log), "-c", str(conf)], capture_output=True, text=True)
+                               str(self.error_log), "-c", str(self.conf)], capture_output=True, text=True)
         if test.returncode != 0:
             raise RuntimeError(f"nginx rejected its config: {test.stderr.strip()}")
-        self.proc = NsProcess(self.ns, [NGINX, "-p", str(self.workdir), "-e", str(self.error_log),
-                                        "-c", str(conf)], self.workdir / "stdout.log")
-        try:
-            wait_listening(self.ns, self.config.ports(), self.proc, timeout)
-        except Exception:
-            self.stop()
-            raise
-        return self
 
-    def requests(self) -> list[dict]:
-        """The access log so far, one dict per request."""
-        if not self.access_log.exists():
-            return []
-        return [json.loads(line) for line in self.access_log.read_text().splitlines() if line]
+    def argv(self) -> list[str]:
+        return [NGINX, "-p", str(self.workdir), "-e", str(self.error_log), "-c", str(self.conf)]
+
+    def ports(self) -> list[int]:
+        return self.config.ports()
 
     def version_info(self) -> str:
         return subprocess.run([NGINX, "-v"], capture_output=True, text=True).stderr.strip()
-
-    def stop(self, keep_logs_in: str | Path | None = None) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
-        if keep_logs_in is not None:
-            dest = Path(keep_logs_in)
-            dest.mkdir(parents=True, exist_ok=True)
-            for name in ("access.log", "error.log", "nginx.conf"):
-                if (self.workdir / name).exists():
-                    shutil.copy(self.workdir / name, dest / name)
-        if self._own_dir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> "NginxServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

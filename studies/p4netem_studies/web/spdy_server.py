@@ -8,14 +8,12 @@ numbers for each request, read back through `requests()`.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .netns import NsProcess, wait_listening
 from .nodejs import node_argv
 from .pki import ServerCert
+from .server_process import ServerProcess
 
 
 @dataclass(frozen=True)
@@ -27,24 +25,31 @@ class SpdyConfig:
     address: str = "0.0.0.0"
 
 
-class SpdyServer:
+class SpdyServer(ServerProcess):
+    """node-spdy in namespace `ns` until stop(); usable as a context manager."""
+
+    prefix = "p4nw-spdy-"
+    request_log_name = "requests.log"
+    kept_files = ("requests.log", "stdout.log")
+
     def __init__(self, ns: str | None, config: SpdyConfig, cert: ServerCert | None = None,
                  workdir: str | Path | None = None):
         if config.tls and cert is None:
             raise ValueError("a TLS SPDY server needs a server certificate")
-        self.ns = ns
+        super().__init__(ns, workdir)
         self.config = config
         self.cert = cert
-        self._own_dir = workdir is None
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="p4nw-spdy-"))
-        self.proc: NsProcess | None = None
 
     @property
     def log(self) -> Path:
-        return self.workdir / "requests.log"
+        return self.request_log
 
-    def start(self, timeout: float = 10.0) -> "SpdyServer":
-        cfg = {
+    @property
+    def conf(self) -> Path:
+        return self.workdir / "spdy.json"
+
+    def prepare(self) -> None:
+        self.conf.write_text(json.dumps({
             "root": str(Path(self.config.content_root).resolve()),
             "port": self.config.port,
             "address": self.config.address,
@@ -52,32 +57,10 @@ class SpdyServer:
             "log": str(self.log),
             "tls": ({"cert": str(self.cert.cert), "key": str(self.cert.key)}
                     if self.config.tls and self.cert else None),
-        }
-        conf = self.workdir / "spdy.json"
-        conf.write_text(json.dumps(cfg))
-        self.proc = NsProcess(self.ns, node_argv("spdy-server.js", str(conf)),
-                              self.workdir / "stdout.log")
-        try:
-            wait_listening(self.ns, [self.config.port], self.proc, timeout)
-        except Exception:
-            self.stop()
-            raise
-        return self
+        }))
 
-    def requests(self) -> list[dict]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+    def argv(self) -> list[str]:
+        return node_argv("spdy-server.js", str(self.conf))
 
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
-        if self._own_dir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> "SpdyServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def ports(self) -> list[int]:
+        return [self.config.port]

@@ -108,8 +108,18 @@ function ensureSeries(keys) {
   plots.drops = makePlot("plot-drops", keys, [[]]);
 }
 
-function onSample(s) {
-  if (s.error) { $("live").textContent = "switch error"; $("live").className = "badge bad"; showError(s.error); return; }
+// The stream sends every row when the rows change ("full"), else only the rows that moved.
+let liveRows = new Map(); // "label direction" -> row, in the server's order
+
+function merged(s) {
+  if (s.full) liveRows = new Map();
+  for (const r of s.rows) liveRows.set(`${r.label} ${r.direction}`, r);
+  return { ...s, rows: [...liveRows.values()] };
+}
+
+function onSample(event) {
+  if (event.error) { $("live").textContent = "switch error"; $("live").className = "badge bad"; showError(event.error); return; }
+  const s = merged(event);
   $("live").textContent = "live"; $("live").className = "badge ok";
   const rows = s.rows.filter((r) => r.label !== "default" || r.packets_in > 0);
   const keys = rows.map((r) => `${r.label} ${r.direction}`);

@@ -4,7 +4,11 @@ Over TLS the protocol is chosen by ALPN (h2 only is offered, so a server without
 load instead of silently falling back); over plain TCP it speaks h2c with prior knowledge. The
 receive windows default to Chrome's (6 MB per stream, 15 MB per connection), since the 64 KB
 protocol default would make large objects window-limited rather than network-limited. Requests
-beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS wait for a stream to end.
+beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS wait for a stream to end. Until the
+server's SETTINGS arrive the limit is unknown (the protocol's initial value is unlimited), so the
+loader assumes 100 as Chrome does (its initial max concurrent streams) instead of firing every
+request of a 512-object page into a server that allows 128 or 256; a stream the server refuses
+anyway (REFUSED_STREAM: not processed, RFC 9113 8.7) is requested again, as browsers do.
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ from .common import ConnectionResult, LoadOptions, decode_body, request_headers
 from .session import PageLoad
 
 
+# Streams opened before the server's SETTINGS arrive (Chrome's kInitialMaxConcurrentStreams).
+INITIAL_MAX_STREAMS = 100
+REFUSED_STREAM = 7
+MAX_RETRIES = 3            # as the HTTP/1.x loader
+
+
 class _H2Conn:
     def __init__(self, load: "H2PageLoad", host: str, cid: int):
         self.load = load
@@ -36,6 +46,8 @@ class _H2Conn:
         self.streams: dict[int, dict] = {}
         self.writer: asyncio.StreamWriter | None = None
         self.ready = False
+        self.settings_received = False
+        self.refused = 0
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def submit(self, entry: Entry) -> None:
@@ -46,6 +58,8 @@ class _H2Conn:
         if not self.ready:
             return
         limit = self.h2.remote_settings.max_concurrent_streams
+        if not self.settings_received:
+            limit = min(limit, INITIAL_MAX_STREAMS)
         # What was queued before (window updates) goes out first; each request's HEADERS
         # frames are taken on their own so their size (HPACK-compressed, frame headers
         # included) is the request's header bytes, as E5 counts them.
@@ -183,12 +197,27 @@ class _H2Conn:
                 except Exception as exc:
                     error = f"bad body encoding: {exc}"
             self.load.complete(st["entry"], st["status"], body, error)
+        elif isinstance(ev, h2.events.RemoteSettingsChanged):
+            self.settings_received = True
         elif isinstance(ev, h2.events.StreamReset):
             st = self.streams.pop(ev.stream_id, None)
-            if st is not None:
+            if st is not None and ev.error_code == REFUSED_STREAM:
+                # Not processed by the server: ask again when a stream is free.
+                self.refused += 1
+                self.queue.appendleft(st["entry"])
+            elif st is not None:
                 self.load.complete(st["entry"], st["status"], None,
                                    f"stream reset by server (error {ev.error_code})")
         elif isinstance(ev, h2.events.ConnectionTerminated):
+            # Streams above last_stream_id were never processed (RFC 9113 6.8; nginx sends
+            # GOAWAY when a connection has been idle for keepalive_timeout, and the requests
+            # the loader sent meanwhile cross it): request them again on a new connection, as
+            # browsers do. The others end with the connection.
+            last = ev.last_stream_id if ev.last_stream_id is not None else 0
+            again = [self.streams.pop(sid)["entry"] for sid in sorted(self.streams) if sid > last]
+            again += list(self.queue)
+            self.queue.clear()
+            self.load.reconnect(self, again)
             raise ConnectionError(f"GOAWAY error {ev.error_code} last stream {ev.last_stream_id}")
 
 
@@ -200,10 +229,26 @@ class H2PageLoad(PageLoad):
         super().__init__(manifest, opts)
         self.conns: dict[str, _H2Conn] = {}
 
+    def reconnect(self, conn: _H2Conn, entries: list[Entry]) -> None:
+        """`conn` is going away: later requests for its host open a new connection, and
+        `entries` (requests the server never processed) are asked for again there, each at
+        most MAX_RETRIES times."""
+        if self.conns.get(conn.host) is conn:
+            del self.conns[conn.host]
+        for entry in entries:
+            res = self.result(entry)
+            if res.retries >= MAX_RETRIES:
+                self.complete(entry, None, None, "connection closed before the stream ended "
+                              f"({MAX_RETRIES} retries)")
+                continue
+            res.retries += 1
+            self.submit(entry, True)
+
     def submit(self, entry: Entry, urgent: bool) -> None:
         conn = self.conns.get(entry.host)
         if conn is None:
-            conn = self.conns[entry.host] = _H2Conn(self, entry.host, len(self.conns) + 1)
+            conn = self.conns[entry.host] = _H2Conn(self, entry.host,
+                                                        len(self.report.connections) + 1)
             self.report.connections.append(conn.rec)
         conn.submit(entry)
 

@@ -216,6 +216,32 @@ class _Conn:
         self.pool.dispatch()
 
 
+OPEN = object()      # choose_connection: open a new connection for the request
+
+
+def choose_connection(conns, *, retry: bool, can_open: bool, pipelining: bool):
+    """Where a host's next request goes: an idle connection, OPEN (a new one), the least loaded
+    connection when pipelining, or None (wait). A retry (the server closed a connection under a
+    request) avoids connections that have sat idle after serving requests: they have likely been
+    idle as long as the one that failed and been closed by the same keep-alive timeout, their
+    FINs still queued behind the downlink's data on a slow link. It takes a connection that has
+    served nothing yet, else a new one when one may open (where a browser ends up), and only
+    then a used idle one."""
+    usable = [c for c in conns if c.capacity()]
+    idle = [c for c in usable if not c.assigned]
+    if retry and idle:
+        fresh = [c for c in idle if c.total_assigned == 0]
+        if fresh or can_open:
+            idle = fresh
+    if idle:
+        return idle[0]
+    if can_open:
+        return OPEN
+    if usable and pipelining:
+        return min(usable, key=lambda c: len(c.assigned))
+    return None
+
+
 class _HostPool:
     """Requests for one host and the connections that carry them."""
 
@@ -233,18 +259,15 @@ class _HostPool:
         self.dispatch()
 
     def dispatch(self) -> None:
-        mode = self.load.mode
         while self.queue:
-            usable = [c for c in self.conns if c.capacity()]
-            idle = [c for c in usable if not c.assigned]
-            if idle:
-                conn = idle[0]
-            elif len(self.conns) < self.limit and self.load.may_open():
-                conn = self.load.open_conn(self)
-            elif usable and mode.max_depth is None:
-                conn = min(usable, key=lambda c: len(c.assigned))
-            else:
+            retry = self.load.result(self.queue[0].entry).retries > 0
+            can_open = len(self.conns) < self.limit and self.load.may_open()
+            conn = choose_connection(self.conns, retry=retry, can_open=can_open,
+                                     pipelining=self.load.mode.max_depth is None)
+            if conn is None:
                 return
+            if conn is OPEN:
+                conn = self.load.open_conn(self)
             conn.assign(self.queue.popleft())
 
     def closed(self, conn: _Conn, unanswered: list[_Request], error: str | None) -> None:

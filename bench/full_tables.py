@@ -1,0 +1,70 @@
+"""Forwarding throughput with a full classifier (issue 14): the classifier is filled to its capacity
+(65 536 by default) with ternary entries in four mask tuples (IPv4 source /32, IPv4 destination /32,
+IPv4 source /24 with the IP protocol, IPv4 destination /32 with the DSCP), none of which matches the
+benchmark's traffic (10.77.0.1 -> 10.77.0.2). Every packet's lookup therefore probes all four tuples
+and misses (the lookup's most expensive case: no early exit), then takes the default, as with the empty
+table. iperf3 TCP as in throughput.py; the figure is
+
+    throughput_ratio_full_tables = Gbit/s with the full table / Gbit/s with the empty table
+
+both through the same switch in the same run. It runs right after throughput.py, when the classifier
+is empty: every insert must succeed (the Write raises on any refused update, so a table that was not
+empty fails the measurement with RESOURCE_EXHAUSTED), and every delete afterwards too, which leaves the
+table empty again. (No wildcard Read of 64k entries: on a loaded machine it can outlast the client's
+deadline, and the Writes' statuses already say what the table holds.)
+"""
+from __future__ import annotations
+
+import time
+
+from p4netem import pipeline as pl
+from p4netem.p4rt import Ternary, update
+
+import throughput
+import topo as topology
+
+BATCH = 500
+FULL32 = 0xFFFFFFFF
+
+
+def _match(i: int) -> dict:
+    shape, n = i % 4, i // 4
+    if shape == 0:
+        return {"meta.ipv4_src": Ternary(0x0A800000 + n, FULL32)}
+    if shape == 1:
+        return {"meta.ipv4_dst": Ternary(0x0A810000 + n, FULL32)}
+    if shape == 2:
+        return {"meta.ipv4_src": Ternary(0x0A820000 + (n << 8) & FULL32, 0xFFFFFF00), "meta.ip_proto": Ternary(17, 0xFF)}
+    return {"meta.ipv4_dst": Ternary(0x0A830000 + n, FULL32), "meta.dscp": Ternary(46, 0x3F)}
+
+
+def _entries(ctl, count: int, with_action: bool) -> list:
+    c = ctl.client
+    return [c.table_entry(pl.CLASSIFIER, _match(i), pl.SET_PROFILE if with_action else None,
+                          {"profile_id": 2, "direction": 0, "ue_id": 0} if with_action else None,
+                          priority=1 + i)
+            for i in range(count)]
+
+
+def measure(t: topology.Topo, ctl, empty_gbit_s: float, capacity: int) -> dict:
+    count = capacity
+    t0 = time.perf_counter()
+    entries = _entries(ctl, count, True)
+    for start in range(0, count, BATCH):
+        ctl.client.write(update("INSERT", e) for e in entries[start:start + BATCH])
+    fill_s = time.perf_counter() - t0
+    try:
+        full = throughput.through_switch(t)
+    finally:
+        keys = _entries(ctl, count, False)
+        for start in range(0, count, BATCH):
+            ctl.client.write(update("DELETE", e) for e in keys[start:start + BATCH])
+    return {
+        "throughput_full_tables_gbit_s": full["gbit_s"],
+        "throughput_ratio_full_tables": full["gbit_s"] / empty_gbit_s,
+        "full_tables_config": {
+            "entries": count, "capacity": capacity, "mask_tuples": 4, "fill_s": fill_s,
+            "empty_gbit_s": empty_gbit_s, "retransmits": full["retransmits"],
+            "offloads": full["offloads"],
+        },
+    }

@@ -1,0 +1,99 @@
+"""The switch's own health, as p4netem-switch serves it on `--metrics-addr` (dataplane/src/health.rs:
+data-plane loop busy time, kernel ring drops per port, packet buffers, delay-line occupancy,
+P4Runtime request latency per RPC), read by `p4netem web --switch-metrics URL` for its /metrics
+(the families re-exported as they are) and /api/health (a summary in JSON).
+
+P4Runtime has no place for a target's own health (gNMI would be the standard for it, which the
+switch does not speak), so the switch serves it the way exporters do, and the web server reads it
+like a Prometheus scrape, with prometheus_client's OpenMetrics parser.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from dataclasses import dataclass, field
+
+from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+
+class HealthUnavailable(RuntimeError):
+    pass
+
+
+@dataclass
+class SwitchHealth:
+    url: str                 # http://HOST:PORT/metrics of the switch
+    timeout_s: float = 2.0
+    _last: tuple[float, float] | None = field(default=None, repr=False)  # (uptime, busy) seen last
+
+    def families(self) -> list[Metric]:
+        try:
+            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as r:
+                text = r.read().decode()
+        except OSError as exc:
+            raise HealthUnavailable(f"switch metrics at {self.url}: {exc}") from None
+        return list(text_string_to_metric_families(text))
+
+    def summary(self) -> dict:
+        """Busy fraction since the previous summary (or since the start), ring drops per port,
+        buffers, and P4Runtime latency per RPC (count, mean, and the bucket bounds of p50/p99)."""
+        fams = {f.name: f for f in self.families()}
+
+        def value(name: str) -> float:
+            return fams[name].samples[0].value if name in fams and fams[name].samples else 0.0
+
+        uptime, busy = value("p4netem_switch_uptime_seconds"), value("p4netem_switch_dataplane_busy_seconds")
+        since = self._last if self._last and self._last[0] < uptime else (0.0, 0.0)
+        self._last = (uptime, busy)
+        ports: dict[str, dict] = {}
+        for name, key in (("p4netem_switch_kernel_rx_packets", "kernel_rx"), ("p4netem_switch_ring_drops", "ring_drops")):
+            for s in fams[name].samples if name in fams else []:
+                if s.name.endswith("_total"):
+                    p = ports.setdefault(s.labels["port"], {"port": int(s.labels["port"]), "iface": s.labels["iface"]})
+                    p[key] = int(s.value)
+        return {
+            "uptime_s": round(uptime, 3),
+            "dataplane_busy_fraction": round((busy - since[1]) / (uptime - since[0]), 4) if uptime > since[0] else None,
+            "dataplane_busy_s": round(busy, 6),
+            "held_packets": int(value("p4netem_switch_held_packets")),
+            "free_buffers": int(value("p4netem_switch_free_buffers")),
+            "buffers": int(value("p4netem_switch_buffers")),
+            "ports": sorted(ports.values(), key=lambda p: p["port"]),
+            "p4runtime": _latency(fams.get("p4netem_switch_p4runtime_request_seconds")),
+            "read_at": time.time(),
+        }
+
+
+def _latency(fam: Metric | None) -> dict:
+    """Per RPC: requests, mean time, and the upper bounds of the buckets holding p50 and p99."""
+    if fam is None:
+        return {}
+    out: dict[str, dict] = {}
+    by_rpc: dict[str, dict] = {}
+    for s in fam.samples:
+        d = by_rpc.setdefault(s.labels["rpc"], {"buckets": []})
+        if s.name.endswith("_bucket"):
+            d["buckets"].append((float(s.labels["le"]), s.value))
+        elif s.name.endswith("_count"):
+            d["count"] = int(s.value)
+        elif s.name.endswith("_sum"):
+            d["sum"] = s.value
+    for rpc, d in sorted(by_rpc.items()):
+        n = d.get("count", 0)
+        buckets = sorted(d["buckets"])
+
+        def quantile_bound(q: float) -> float | None:
+            for le, cum in buckets:
+                if n and cum >= q * n:
+                    return le if le != float("inf") else None
+            return None
+
+        out[rpc] = {"requests": n, "mean_ms": round(d.get("sum", 0.0) / n * 1e3, 3) if n else None,
+                    "p50_le_ms": _ms(quantile_bound(0.5)), "p99_le_ms": _ms(quantile_bound(0.99))}
+    return out
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1e3, 3)
