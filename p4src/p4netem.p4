@@ -24,6 +24,7 @@
 #include "include/duplication.p4"
 #include "include/corruption.p4"
 #include "include/codel.p4"
+#include "include/red.p4"
 #include "include/rate.p4"
 #include "include/delay.p4"
 #include "include/ingress.p4"

@@ -51,6 +51,8 @@ RADIO_PROMO_PKTS = f"{INGRESS}.radio_promo_pkts"
 # CoDel's per-pd variables (all zero: not dropping, never above target).
 CODEL_REGISTERS = tuple(f"{INGRESS}.codel_{n}" for n in ("first_above_ns", "drop_next_ns", "count",
                                                           "lastcount", "rec_inv_sqrt", "state"))
+# RED's per-pd variables (all zero: an empty average, outside the thresholds).
+RED_REGISTERS = tuple(f"{INGRESS}.red_{n}" for n in ("qavg", "count", "qr"))
 # Every per-UE radio register (all zero: a UE never seen, IDLE).
 RADIO_REGISTERS = (RADIO_STATE, RADIO_LAST_ACTIVITY_NS, RADIO_PROMO_DONE_NS, RADIO_FACH_FREE_NS,
                    RADIO_DRX_REF_NS, RADIO_STATE_SINCE_NS, RADIO_STATE_TIME_NS, RADIO_PROMO_PKTS)
@@ -96,6 +98,7 @@ class Aqm(IntEnum):
 
     TAIL_DROP = 0
     CODEL = 1
+    RED = 2
 
 
 class RadioModel(IntEnum):

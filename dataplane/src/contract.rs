@@ -148,6 +148,7 @@ pub const JITTER_USER: u8 = 5;
 /// `aqm` values of `set_impairment`.
 pub const AQM_TAIL_DROP: u8 = 0;
 pub const AQM_CODEL: u8 = 1;
+pub const AQM_RED: u8 = 2;
 
 /// `set_radio.model` values.
 pub mod radio_model {

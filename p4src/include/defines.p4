@@ -69,6 +69,7 @@
 /* ---- AQM on the rate queue (set_impairment.aqm) ---- */
 #define AQM_TAIL_DROP        0
 #define AQM_CODEL            1
+#define AQM_RED              2
 /* CoDel (Linux codel_impl.h arithmetic): 1/sqrt(count) in 16 bits, "one MTU" of backlog. */
 #define CODEL_REC_INV_SQRT_SHIFT 16
 #define CODEL_MTU_BYTES      1514

@@ -164,6 +164,13 @@ struct impairment_t {
     duration_ns_t codel_target_ns;
     duration_ns_t codel_interval_ns;
     bit<1>        ecn;
+    bit<32>       red_min_bytes;
+    bit<32>       red_max_bytes;
+    prob_t        red_max_prob;
+    bit<8>        red_wlog;
+    bit<32>       red_span_bytes;
+    bit<1>        red_gentle;
+    bit<48>       red_idle_q48;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */

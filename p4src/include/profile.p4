@@ -33,7 +33,14 @@ control ProfileLookup(inout headers_t hdr,
                           bit<8>        aqm,
                           duration_ns_t codel_target_ns,
                           duration_ns_t codel_interval_ns,
-                          bit<1>        ecn) {
+                          bit<1>        ecn,
+                          bit<32>       red_min_bytes,
+                          bit<32>       red_max_bytes,
+                          prob_t        red_max_prob,
+                          bit<8>        red_wlog,
+                          bit<32>       red_span_bytes,
+                          bit<1>        red_gentle,
+                          bit<48>       red_idle_q48) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -54,6 +61,13 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.codel_target_ns = codel_target_ns;
         meta.imp.codel_interval_ns = codel_interval_ns;
         meta.imp.ecn = ecn;
+        meta.imp.red_min_bytes = red_min_bytes;
+        meta.imp.red_max_bytes = red_max_bytes;
+        meta.imp.red_max_prob = red_max_prob;
+        meta.imp.red_wlog = red_wlog;
+        meta.imp.red_span_bytes = red_span_bytes;
+        meta.imp.red_gentle = red_gentle;
+        meta.imp.red_idle_q48 = red_idle_q48;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -93,6 +107,13 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.codel_target_ns = 0;
         meta.imp.codel_interval_ns = 0;
         meta.imp.ecn = 0;
+        meta.imp.red_min_bytes = 0;
+        meta.imp.red_max_bytes = 0;
+        meta.imp.red_max_prob = 0;
+        meta.imp.red_wlog = 0;
+        meta.imp.red_span_bytes = 0;
+        meta.imp.red_gentle = 0;
+        meta.imp.red_idle_q48 = 0;
         profile.apply();
     }
 }

@@ -16,6 +16,8 @@
  *
  * With aqm = AQM_CODEL, an admitted packet then goes through CoDel at its dequeue
  * instant (codel.p4): dropped (aqm_drop, no link time used), marked CE, or passed.
+ * With aqm = AQM_RED, RED (red.p4) decides first, as the packet arrives: dropped
+ * (aqm_drop), marked CE, or passed on to the limits.
  *
  * With no rate (ns_per_byte_q16 = 0) the stage does nothing: departure = ready and
  * the queue is always empty.
@@ -40,6 +42,7 @@ control RateStage(inout headers_t hdr,
     register<bit<32>>(PD_COUNT) backlog_pkts;
 
     CodelAqm() codel;
+    RedAqm() red;
     MarkCe() mark_ce;
 
     apply {
@@ -89,7 +92,16 @@ control RateStage(inout headers_t hdr,
                     begin_ns = free_at;
                 }
                 bit<2> aqm = CODEL_PASS;
-                if (bytes_full || pkts_full) {
+                if (meta.imp.aqm == AQM_RED) {
+                    /* RED decides as the packet arrives, before the limits (Linux: sch_red
+                     * before its child fifo); the link was idle since free_at if it is free. */
+                    red.apply(hdr, meta, queued_bytes, free_at <= ready, ready - free_at, aqm);
+                }
+                if (aqm == CODEL_DROP) {
+                    /* Dropped before the queue: it takes no link time and leaves no backlog. */
+                    meta.drop = 1;
+                    meta.drop_reason = DROP_AQM_DROP;
+                } else if (bytes_full || pkts_full) {
                     meta.drop = 1;
                     meta.drop_reason = DROP_QUEUE_FULL;
                 } else if (meta.imp.aqm == AQM_CODEL) {
@@ -102,9 +114,10 @@ control RateStage(inout headers_t hdr,
                         /* Dropped at dequeue: it takes no link time and leaves no backlog. */
                         meta.drop = 1;
                         meta.drop_reason = DROP_AQM_DROP;
-                    } else if (aqm == CODEL_MARK) {
-                        mark_ce.apply(hdr, meta);
                     }
+                }
+                if (meta.drop == 0 && aqm == CODEL_MARK) {
+                    mark_ce.apply(hdr, meta);
                 }
                 if (meta.drop == 0) {
                     time_ns_t service = ((time_ns_t)wire * (time_ns_t)meta.imp.ns_per_byte_q16)

@@ -302,7 +302,7 @@ def test_defaults_are_pass_through():
     assert profile.uplink.passthrough and profile.downlink.passthrough
     params = profile.to_table_params("uplink")
     assert set(params.values()) == {0}  # every param of "no impairment" is 0 ...
-    assert len(params) == len(IMPAIRMENT_PARAMS) == 20  # ... and all are present
+    assert len(params) == len(IMPAIRMENT_PARAMS) == 27  # ... and all are present
 
 
 def test_jitter_distribution_defaults_to_normal_only_with_jitter():
@@ -359,6 +359,8 @@ def test_encoding_of_each_field():
         "overhead_bytes": 24, "queue_limit_bytes": 65536, "queue_limit_pkts": 25,
         "dup_prob": round(2**32 * 0.001), "corrupt_prob": 2**31,
         "aqm": 1, "codel_target_ns": 3_000_000, "codel_interval_ns": 60_000_000, "ecn": 1,
+        "red_min_bytes": 0, "red_max_bytes": 0, "red_max_prob": 0, "red_wlog": 0, "red_span_bytes": 0,
+        "red_gentle": 0, "red_idle_q48": 0,  # RED's params are zero for CoDel (tests/unit/test_aqm_profile.py)
     }
     assert params == expected
     assert LinkParams.from_table_params(params) == link

@@ -123,7 +123,7 @@ def test_action_parameters_checked(p4info: P4Info) -> None:
                           {"profile_id": 1, "direction": 0, "ue_id": 0})
 
 
-def test_impairment_entry_has_all_twenty_params(p4info: P4Info) -> None:
+def test_impairment_entry_has_all_params(p4info: P4Info) -> None:
     e = build_table_entry(
         p4info,
         pl.PROFILE,
@@ -132,7 +132,7 @@ def test_impairment_entry_has_all_twenty_params(p4info: P4Info) -> None:
         pl.impairment_params(delay_ns=20_000_000, loss_prob=0xFFFFFFFF),
     )
     view = decode_table_entry(p4info, e)
-    assert len(view.params) == 20
+    assert len(view.params) == 27
     assert view.params["delay_ns"] == 20_000_000 and view.params["loss_prob"] == 0xFFFFFFFF
     assert view.params["jitter_ns"] == 0
     with pytest.raises(ValueError, match="delay"):

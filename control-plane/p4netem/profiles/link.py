@@ -21,8 +21,8 @@ from pydantic import WithJsonSchema, field_validator, model_validator
 
 from .. import pipeline as pl
 from .errors import KNOWN_FIELDS, FieldProblems, Problem
-from .fields import (Delay48, LinkRate, Overhead16, Probability, QueueBytes32, QueuePackets32, duration,
-                     flag)
+from .fields import (Delay48, LinkRate, Overhead16, PositiveProbability, Probability, QueueBytes32,
+                     QueuePackets32, byte_size, duration, flag, integer)
 from .gilbert_elliott import GilbertElliott
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
 
@@ -31,6 +31,29 @@ __all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LinkPara
 # CoDel times: the control law scales the interval as a 32-bit count of ns (as Linux does).
 CodelTime = duration(1_000, 2**32 - 1)
 EcnFlag = flag("mark CE instead of dropping ECN-capable packets")
+# RED thresholds (red_min_bytes/red_max_bytes bit<32>), average packet and weight (W = 2^-wlog).
+RedBytes = byte_size(1, 2**32 - 1)
+RedAvpkt = byte_size(64, 65535)
+RedWlog = integer(1, 23, "(the average's weight is 2^-wlog)")
+GentleFlag = flag("gentle RED: the marking probability rises from max_p at max to 1 at 2 max")
+RED_DEFAULT_PROBABILITY = Percent(2)  # tc-red's default
+RED_DEFAULT_AVPKT = ByteSize(1000)  # tc-red's default
+_RED_FIELDS = ("min", "max", "probability", "avpkt", "wlog", "gentle")
+
+
+def red_wlog_for_burst(min_bytes: int, burst: int, avpkt: int) -> int:
+    """tc's choice of the weight (iproute2 tc_red_eval_ewma): the largest W = 2^-wlog for which a
+    burst of `burst` back-to-back packets into an empty queue does not lift the average above
+    min: burst + 1 - min/avpkt <= (1 - (1 - W)^burst) / W. Raises ValueError if none does."""
+    a = burst + 1 - min_bytes / avpkt
+    if a < 1:
+        raise ValueError(f"burst {burst} is too small for min {min_bytes} bytes; try burst {1 + min_bytes // avpkt}")
+    w = 0.5
+    for wlog in range(1, 32):
+        if a <= (1 - (1 - w) ** burst) / w:
+            return wlog
+        w /= 2
+    raise ValueError(f"no weight fits burst {burst} (min {min_bytes}, avpkt {avpkt})")
 
 
 class JitterDistribution(str, Enum):
@@ -136,24 +159,28 @@ class AqmKind(str, Enum):
 
     TAIL_DROP = "tail-drop"  # only when a queue limit is reached
     CODEL = "codel"  # RFC 8289, at each packet's dequeue
+    RED = "red"  # Floyd & Jacobson, Linux sch_red's arithmetic, as each packet arrives
 
     @property
     def code(self) -> int:
-        return {AqmKind.TAIL_DROP: 0, AqmKind.CODEL: 1}[self]
+        return {AqmKind.TAIL_DROP: 0, AqmKind.CODEL: 1, AqmKind.RED: 2}[self]
 
     @classmethod
     def from_code(cls, code: int) -> "AqmKind":
         for kind in cls:
             if kind.code == code:
                 return kind
-        raise ValueError(f"aqm {code} is not an AQM of the contract (0 tail-drop, 1 codel)")
+        raise ValueError(f"aqm {code} is not an AQM of the contract (0 tail-drop, 1 codel, 2 red)")
 
 
 class Aqm(BaseModel):
     """Active queue management of the rate queue (a queue limit still drops at the tail).
 
-    `aqm: codel` is CoDel with RFC 8289's defaults (target 5ms, interval 100ms); `ecn: true`
-    marks ECN-capable packets CE instead of dropping them (RFC 3168)."""
+    `aqm: codel` is CoDel with RFC 8289's defaults (target 5ms, interval 100ms). `aqm: {kind: red,
+    max: ...}` is RED on the average queue in bytes, with tc-red's defaults (min = max / 3,
+    probability 2 %, avpkt 1000 bytes, the weight tc derives from burst = (2 min + max) / (3 avpkt));
+    `gentle: true` is gentle RED. `ecn: true` marks ECN-capable packets CE instead of dropping them
+    (RFC 3168)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -161,6 +188,13 @@ class Aqm(BaseModel):
     target: CodelTime = Duration(5_000_000)
     interval: CodelTime = Duration(100_000_000)
     ecn: EcnFlag = False
+    # RED only (None for the other kinds; filled in with tc-red's defaults for red).
+    min: RedBytes | None = None
+    max: RedBytes | None = None
+    probability: PositiveProbability | None = None
+    avpkt: RedAvpkt | None = None
+    wlog: RedWlog | None = None
+    gentle: GentleFlag | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -169,8 +203,8 @@ class Aqm(BaseModel):
             return {"kind": data.strip().lower()}
         if isinstance(data, (Mapping, Aqm)):
             return data
-        raise ValueError(f"{quote(data)} is not an aqm block ({{kind, target, interval, ecn}}) "
-                         "or one of tail-drop, codel")
+        raise ValueError(f"{quote(data)} is not an aqm block ({{kind, target, interval, ecn, min, max, "
+                         "probability, avpkt, wlog, gentle}}) or one of tail-drop, codel, red")
 
     @field_validator("kind", mode="before")
     @classmethod
@@ -187,6 +221,45 @@ class Aqm(BaseModel):
         if self.kind is AqmKind.CODEL and self.target >= self.interval:
             raise FieldProblems([Problem("target", f"{self.target} must be below the interval "
                                          f"{self.interval} (RFC 8289: 5-10% of it)")])
+        if self.kind is not AqmKind.RED:
+            extra = [f for f in _RED_FIELDS if getattr(self, f) is not None]
+            if extra:
+                raise FieldProblems([Problem(f, f"is a RED setting; {self.kind.value} has none (kind red uses it)")
+                                     for f in extra])
+            return self
+        return self._red_defaults()
+
+    def _red_defaults(self) -> "Aqm":
+        """tc-red's defaults and checks (iproute2 q_red.c), filled into the frozen model."""
+        if self.max is None:
+            raise FieldProblems([Problem("max", "RED needs a max threshold (bytes of average queue, "
+                                         "e.g. max: 90KB; min defaults to max / 3)")])
+        fill: dict[str, Any] = {}
+        lo = self.min if self.min is not None else ByteSize(max(1, int(self.max) // 3))
+        fill["min"] = lo
+        if lo >= self.max:
+            raise FieldProblems([Problem("min", f"{lo} must be below max {self.max}")])
+        prob = self.probability if self.probability is not None else RED_DEFAULT_PROBABILITY
+        fill["probability"] = prob
+        # Marks are spaced by a draw in [0, (max - min) / max_p): it must fit the 32-bit red_span_bytes.
+        if (int(self.max) - int(lo)) * 100 / float(prob) > 2**32 - 1:
+            raise FieldProblems([Problem("probability", f"{prob} is too small for max - min = "
+                                         f"{int(self.max) - int(lo)} bytes: (max - min) / probability must stay "
+                                         "below 4 GiB")])
+        avpkt = self.avpkt if self.avpkt is not None else RED_DEFAULT_AVPKT
+        fill["avpkt"] = avpkt
+        if self.wlog is None:
+            burst = (2 * int(lo) + int(self.max)) // (3 * int(avpkt))
+            try:
+                wlog = red_wlog_for_burst(int(lo), burst, int(avpkt))
+            except ValueError as exc:
+                raise FieldProblems([Problem("wlog", f"{exc}; give wlog 1..23 instead")]) from None
+            if wlog > 23:
+                raise FieldProblems([Problem("wlog", f"tc's rule gives {wlog}, above 23; give wlog 1..23")])
+            fill["wlog"] = wlog
+        fill["gentle"] = bool(self.gentle)
+        for name, value in fill.items():
+            object.__setattr__(self, name, value)
         return self
 
 
@@ -257,7 +330,7 @@ class LinkParams(BaseModel):
             problems.append(Problem("aqm", f"{self.aqm.kind.value} needs a rate (without one the rate "
                                     "queue is always empty)"))
         if self.aqm.ecn and self.aqm.kind is AqmKind.TAIL_DROP:
-            problems.append(Problem("aqm.ecn", "marks only where an AQM would drop; pick aqm codel "
+            problems.append(Problem("aqm.ecn", "marks only where an AQM would drop; pick aqm codel or red "
                                     "(a full queue always drops)"))
         if self.rate == 0 and self.overhead:
             problems.append(Problem("overhead", f"{self.overhead} bytes needs a rate (overhead "

@@ -26,6 +26,7 @@ from typing import Any
 
 from .distribution import DistTable, find_netem_dist, load_dist
 from .errors import Problem, ProfileError
+from .link import red_wlog_for_burst
 from .profile import Profile
 from .units import quote
 
@@ -36,14 +37,23 @@ NETEM_DEFAULT_LIMIT = 1000
 
 # tc's keyword order: `matches()` accepts any prefix, and the first keyword it fits wins.
 _KEYWORDS = ("limit", "latency", "delay", "loss", "drop", "ecn", "reorder", "corrupt", "gap",
-             "duplicate", "distribution", "rate", "slot", "seed", "codel")
+             "duplicate", "distribution", "rate", "slot", "seed", "codel", "red")
 # `codel [target TIME] [interval TIME] [ecn|noecn]`: tc's codel qdisc options (tc-codel(8)), which a
 # p4netem profile puts on the rate queue (netem itself has no AQM: the two would be stacked qdiscs).
 _CODEL_OPTIONS = ("target", "interval", "ecn", "noecn")
+# `red [limit BYTES] [min BYTES] [max BYTES] [avpkt BYTES] [burst PACKETS] [probability P]
+# [bandwidth RATE] [ecn|noecn] [gentle]`: tc-red(8)'s options (gentle is p4netem's: Linux's RED has
+# none), on the rate queue as codel's are; red's limit is the rate queue's byte limit.
+_RED_OPTIONS = ("limit", "min", "max", "avpkt", "burst", "probability", "bandwidth", "ecn", "noecn",
+                "gentle", "harddrop", "adaptive", "nodrop")
+# tc_util.c get_size: bytes, with k/m/g (1024-based) and kbit/mbit/gbit (bits) multiples.
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3,
+               "gb": 1024**3, "kbit": 1024 // 8, "mbit": 1024**2 // 8, "gbit": 1024**3 // 8}
 _ALLOWED = ("delay TIME [JITTER [0]] [distribution uniform|normal|pareto|paretonormal|FILE.dist], "
             "loss [random] PERCENT [0], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [0 [P23 [0]]]], "
             "duplicate PERCENT [0], corrupt PERCENT [0], reorder PERCENT [0] [gap 1], "
-            "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS, codel [target TIME] [interval TIME] [ecn]")
+            "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS, codel [target TIME] [interval TIME] [ecn], "
+            "red [limit BYTES] [min BYTES] max BYTES [avpkt BYTES] [burst PACKETS] [probability P] [ecn] [gentle]")
 
 # tc_util.c get_time64: case-insensitive units; a bare number is microseconds.
 _TIME_UNITS = {"s": 10**9, "sec": 10**9, "secs": 10**9, "ms": 10**6, "msec": 10**6, "msecs": 10**6,
@@ -204,6 +214,7 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
     distribution: str | None = None
     user_table: DistTable | None = None
     limit: int | None = None
+    red_limit: int | None = None
     while tokens.more():
         word = tokens.take("an option", "")
         keyword = _keyword(word)
@@ -248,6 +259,8 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                                   "where its AQM drops: use codel ... ecn (and leave netem's ecn out)")
             elif keyword == "codel":
                 out["aqm"] = _codel(tokens)
+            elif keyword == "red":
+                out["aqm"], red_limit = _red(tokens, warnings)
             elif keyword == "slot":
                 raise _Bad("slot", "netem's slotted delivery (slot MIN [MAX] [packets N] [bytes B]) is not in "
                                    "p4netem's pipeline; use rate and delay, or a radio model for wake-up delays")
@@ -281,9 +294,12 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
         # netem's tfifo sends packets in time-to-send order, so jitter reorders them.
         out.setdefault("reorder", {})["keep_order"] = False
     if "aqm" in out and "rate" not in out:
-        problems.append(Problem("codel", "needs rate RATE: an AQM manages the rate queue, which only a rate has"))
+        problems.append(Problem(out["aqm"]["kind"], "needs rate RATE: an AQM manages the rate queue, which only "
+                                                   "a rate has"))
     if "rate" in out:
         out["queue"] = {"packets": limit if limit is not None else NETEM_DEFAULT_LIMIT}
+        if red_limit is not None:
+            out["queue"]["bytes"] = red_limit
     elif limit is not None:
         warnings.append(f"limit {limit} without rate: p4netem's limit bounds the rate queue, so it has no "
                         "effect here; netem would drop beyond that many packets held in its delay")
@@ -302,6 +318,63 @@ def _codel(tokens: _Tokens) -> dict[str, Any]:
         else:
             aqm["ecn"] = option == "ecn"
     return aqm
+
+
+def _size(word: str, where: str) -> int:
+    number, unit = _number_unit(word, where, "a size")
+    scale = _SIZE_UNITS.get(unit.lower())
+    if scale is None:
+        raise _Bad(where, f"{quote(word)} has an unknown size unit {quote(unit)}; tc's units: b, k/kb, m/mb, "
+                          "g/gb (1024-based bytes), kbit, mbit, gbit; a bare number is bytes")
+    if number < 0 or number * scale != int(number * scale):
+        raise _Bad(where, f"{quote(word)} is not a whole number of bytes")
+    return int(number * scale)
+
+
+def _red(tokens: _Tokens, warnings: list[str]) -> tuple[dict[str, Any], int | None]:
+    """tc-red's options after `red`, with tc's defaults (iproute2 q_red.c): max = limit / 4,
+    min = max / 3, avpkt 1000, probability 2 %, burst (2 min + max) / (3 avpkt) from which the
+    weight follows (tc_red_eval_ewma). Returns the aqm block and red's byte limit."""
+    got: dict[str, Any] = {}
+    while tokens.more() and tokens.words[tokens.i] in _RED_OPTIONS:
+        option = tokens.take("a red option", "red")
+        where = f"red {option}"
+        if option in ("limit", "min", "max", "avpkt"):
+            got[option] = _size(tokens.take("a size", where), where)
+        elif option == "burst":
+            got["burst"] = _packets(tokens.take("a number of packets", where), where)
+        elif option == "probability":
+            word = tokens.take("a probability", where)
+            if _NUMBER.fullmatch(word) is None or not 0 < Decimal(word) <= 1:
+                raise _Bad(where, f"{quote(word)} is not a probability in (0, 1] (tc-red: 0.02 is 2 %)")
+            got["probability"] = f"{Decimal(word) * 100}%"
+        elif option == "bandwidth":
+            _rate(tokens.take("a rate", where), where)
+            warnings.append("red bandwidth: p4netem ages RED's average over idle time at the profile's rate, "
+                            "so bandwidth is not needed; ignored")
+        elif option in ("ecn", "noecn", "gentle"):
+            got[option] = True
+        else:
+            raise _Bad(where, {"harddrop": "p4netem's RED with ecn marks above max as Linux's does without "
+                                           "harddrop; harddrop is not supported",
+                               "adaptive": "adaptive RED (max_p tuned every 500 ms) is not supported; give "
+                                           "probability",
+                               "nodrop": "nodrop is not supported: with ecn, non-ECN packets are dropped"}[option])
+    aqm: dict[str, Any] = {"kind": "red", "ecn": bool(got.get("ecn")), "gentle": bool(got.get("gentle"))}
+    maximum = got.get("max", got["limit"] // 4 if "limit" in got else None)
+    if maximum is None:
+        raise _Bad("red", "needs max BYTES (or limit BYTES, whose quarter tc takes as max)")
+    minimum = got.get("min", maximum // 3)
+    avpkt = got.get("avpkt", 1000)
+    aqm.update(max=maximum, min=minimum, avpkt=avpkt)
+    if "probability" in got:
+        aqm["probability"] = got["probability"]
+    if "burst" in got:
+        try:
+            aqm["wlog"] = red_wlog_for_burst(minimum, got["burst"], avpkt)
+        except ValueError as exc:
+            raise _Bad("red burst", str(exc)) from None
+    return aqm, got.get("limit")
 
 
 def _user_table(name: str) -> DistTable:

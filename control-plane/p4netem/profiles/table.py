@@ -17,6 +17,7 @@ profile can produce. Comparing two profiles by their encodings (`same_table_para
 from __future__ import annotations
 
 import functools
+import math
 
 from enum import IntEnum
 from typing import Any, Mapping
@@ -28,7 +29,7 @@ from .. import schema
 from .action_params import ParamWidths
 from .errors import Problem, ProfileError, problems_from_validation_error
 from .link import AqmKind, JitterDistribution, LinkParams
-from .units import (Duration, ns_per_byte_q16_to_rate, percent_to_prob, prob_to_percent,
+from .units import (ByteSize, Duration, ns_per_byte_q16_to_rate, percent_to_prob, prob_to_percent,
                     rate_to_ns_per_byte_q16)
 
 __all__ = ["SET_IMPAIRMENT", "PROFILE_TABLE", "IMPAIRMENT_PARAMS", "Direction", "encode_link",
@@ -130,6 +131,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         "codel_target_ns": int(link.aqm.target) if link.aqm.kind is AqmKind.CODEL else 0,
         "codel_interval_ns": int(link.aqm.interval) if link.aqm.kind is AqmKind.CODEL else 0,
         "ecn": int(link.aqm.ecn),
+        **_encode_red(link, rate_to_ns_per_byte_q16(link.rate)),
     }
     _PARAMS.check_encoded(params)
     return params
@@ -177,6 +179,36 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
                            SET_IMPAIRMENT) from None
 
 
+_RED_ZERO = {"red_min_bytes": 0, "red_max_bytes": 0, "red_max_prob": 0, "red_wlog": 0,
+             "red_span_bytes": 0, "red_gentle": 0, "red_idle_q48": 0}
+_Q48_MAX = 2**48 - 1
+
+
+def _red_idle_unit(wlog: int, q16: int) -> float:
+    """red_idle_q48 * avpkt: halvings of the average per 1024 ns of idle link, times 2^48, for a
+    one-byte average packet. An idle link of m average-packet times decays the average by (1 - W)^m,
+    i.e. by m log2(1/(1-W)) halvings; one average packet takes avpkt * q16 / 2^16 ns."""
+    halvings_per_packet = -math.log2(1 - 2.0**-wlog)
+    return 2.0**48 * 1024 * 65536 * halvings_per_packet / q16
+
+
+def _encode_red(link: LinkParams, q16: int) -> dict[str, int]:
+    aqm = link.aqm
+    if aqm.kind is not AqmKind.RED or q16 == 0:
+        return dict(_RED_ZERO)  # other kinds write zeros, so old encodings stay as they were
+    prob = percent_to_prob(aqm.probability)
+    return {
+        "red_min_bytes": int(aqm.min),
+        "red_max_bytes": int(aqm.max),
+        "red_max_prob": prob,
+        "red_wlog": int(aqm.wlog),
+        # (max - min) / max_p with max_p the quantised probability the data plane uses.
+        "red_span_bytes": min((int(aqm.max) - int(aqm.min)) * 2**32 // max(prob, 1), 2**32 - 1),
+        "red_gentle": int(bool(aqm.gentle)),
+        "red_idle_q48": min(max(round(_red_idle_unit(int(aqm.wlog), q16) / int(aqm.avpkt)), 1), _Q48_MAX),
+    }
+
+
 def _decode_aqm(values: Mapping[str, int]) -> dict[str, Any]:
     try:
         kind = AqmKind.from_code(values["aqm"])
@@ -185,6 +217,13 @@ def _decode_aqm(values: Mapping[str, int]) -> dict[str, Any]:
     if kind is AqmKind.CODEL:
         return {"kind": kind, "target": Duration(values["codel_target_ns"]),
                 "interval": Duration(values["codel_interval_ns"]), "ecn": bool(values["ecn"])}
+    if kind is AqmKind.RED:
+        wlog, idle, q16 = values["red_wlog"], values["red_idle_q48"], values["ns_per_byte_q16"]
+        # avpkt is not a parameter of its own: it is what red_idle_q48 was computed from.
+        avpkt = round(_red_idle_unit(wlog, q16) / idle) if idle and q16 and 1 <= wlog <= 31 else 0
+        return {"kind": kind, "ecn": bool(values["ecn"]), "min": ByteSize(values["red_min_bytes"]),
+                "max": ByteSize(values["red_max_bytes"]), "probability": prob_to_percent(values["red_max_prob"]),
+                "wlog": wlog, "avpkt": ByteSize(avpkt) if 64 <= avpkt <= 65535 else None, "gentle": bool(values["red_gentle"])}
     return {"kind": kind, "ecn": bool(values["ecn"])}
 
 
@@ -194,7 +233,9 @@ _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_b
                    "reorder.probability": "reorder_prob", "duplicate": "dup_prob",
                    "corrupt": "corrupt_prob", "gilbert_elliott.p": "ge_p",
                    "gilbert_elliott.r": "ge_r", "aqm.kind": "aqm", "aqm.target": "codel_target_ns",
-                   "aqm.interval": "codel_interval_ns", "aqm.ecn": "ecn"}
+                   "aqm.interval": "codel_interval_ns", "aqm.ecn": "ecn", "aqm.min": "red_min_bytes",
+                   "aqm.max": "red_max_bytes", "aqm.probability": "red_max_prob", "aqm.wlog": "red_wlog",
+                   "aqm.avpkt": "red_idle_q48", "aqm.gentle": "red_gentle"}
 
 
 def _to_param_names(problems: list[Problem]) -> list[Problem]:

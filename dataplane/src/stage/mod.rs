@@ -17,6 +17,7 @@ pub mod duplicate;
 pub mod loss;
 pub mod radio;
 pub mod rate;
+pub mod red;
 
 use crate::contract::DropReason;
 use crate::parse::IpHdr;

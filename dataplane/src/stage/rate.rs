@@ -1,4 +1,5 @@
-//! Rate stage: a virtual clock per pd and a finite, drop-tail queue.
+//! Rate stage: a virtual clock per pd and a finite, drop-tail queue, optionally managed by an AQM
+//! (RED as a packet arrives, red.rs; CoDel at its dequeue instant, codel.rs).
 //!
 //! `wire = len + overhead_bytes`; `departure = max(ready, next_free_ns[pd]) + wire * q16 / 2^16`
 //! (ready = arrival time unless the radio stage makes the packet wait);
@@ -16,11 +17,25 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{codel, Ctx, Impairment, Pkt, Stage, Verdict};
-use crate::contract::{DropReason, AQM_CODEL};
+use super::{codel, red, Ctx, Impairment, Pkt, Stage, Verdict};
+use crate::contract::{DropReason, AQM_CODEL, AQM_RED};
 use crate::state::Registers;
 
 const MIN_FRAME: u64 = 14;
+
+#[inline]
+fn red_params(imp: &Impairment) -> red::Params {
+    red::Params {
+        min_bytes: imp.red_min_bytes,
+        max_bytes: imp.red_max_bytes,
+        max_prob: imp.red_max_prob,
+        wlog: imp.red_wlog,
+        span_bytes: imp.red_span_bytes,
+        gentle: imp.red_gentle,
+        idle_q48: imp.red_idle_q48,
+        ecn: imp.ecn,
+    }
+}
 
 pub struct Rate {
     queues: Vec<VecDeque<(u64, u32)>>,
@@ -114,29 +129,42 @@ impl Stage for Rate {
         let pkts = regs.backlog_pkts[pd].load(Relaxed);
         let bytes_full = imp.queue_limit_bytes != 0 && bytes + wire > imp.queue_limit_bytes as u64;
         let pkts_full = imp.queue_limit_pkts != 0 && pkts >= imp.queue_limit_pkts;
+        let free_at = regs.next_free_ns[pd].load(Relaxed);
+        let begin = pkt.ready.max(free_at);
+        let ect = pkt.ip.is_some_and(|ip| ip.ect());
+        let mut decision = codel::Decision::Pass;
+        if imp.aqm == AQM_RED {
+            // RED as the packet arrives, before the limits (Linux: sch_red before its child fifo);
+            // the link has been idle since free_at if it is free.
+            let cell = &regs.red[pd];
+            let mut vars = cell.load();
+            let idle = (free_at <= pkt.ready).then(|| pkt.ready - free_at);
+            decision = red::enqueue(&mut vars, &red_params(imp), bytes as u32, idle, ect, ctx.rng);
+            cell.store(&vars);
+            if decision == codel::Decision::Drop {
+                // Dropped before the queue: no link time, no backlog.
+                return Verdict::Drop(DropReason::AqmDrop);
+            }
+        }
         if bytes_full || pkts_full {
             return Verdict::Drop(DropReason::QueueFull);
         }
-        let free_at = regs.next_free_ns[pd].load(Relaxed);
-        let begin = pkt.ready.max(free_at);
         if imp.aqm == AQM_CODEL {
             // CoDel at the packet's dequeue instant (`begin`); see codel.rs.
             let params = codel::Params { target_ns: imp.codel_target_ns, interval_ns: imp.codel_interval_ns, ecn: imp.ecn };
             let cell = &regs.codel[pd];
             let mut vars = cell.load();
-            let ect = pkt.ip.is_some_and(|ip| ip.ect());
-            let decision =
+            decision =
                 codel::dequeue(&mut vars, &params, begin, begin - pkt.ready, bytes, pkt.ready <= free_at, ect);
             cell.store(&vars);
-            match decision {
+            if decision == codel::Decision::Drop {
                 // Dropped at dequeue: no link time, no backlog.
-                codel::Decision::Drop => return Verdict::Drop(DropReason::AqmDrop),
-                codel::Decision::Mark => {
-                    pkt.mark_ce = true;
-                    ctx.counters.profile_ecn_mark.add(pd, pkt.len as u64);
-                }
-                codel::Decision::Pass => {}
+                return Verdict::Drop(DropReason::AqmDrop);
             }
+        }
+        if decision == codel::Decision::Mark {
+            pkt.mark_ce = true;
+            ctx.counters.profile_ecn_mark.add(pd, pkt.len as u64);
         }
         let service = ((wire as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
         let departure = begin.saturating_add(service);

@@ -158,6 +158,8 @@ pub struct Registers {
     pub radio: RadioRegisters,
     /// Per-pd CoDel variables (the `codel_*` registers; stage/codel.rs).
     pub codel: Box<[PdCodel]>,
+    /// Per-pd RED variables (the `red_*` registers; stage/red.rs).
+    pub red: Box<[PdRed]>,
     /// The built-in distribution tables, restored by a reset.
     initial_dist: Box<[i16]>,
     initial_seed: u64,
@@ -224,6 +226,49 @@ impl PdCodel {
         true
     }
 }
+
+/// One pd's RED variables: the contract's `red_*` registers are views of these fields.
+#[derive(Default)]
+pub struct PdRed {
+    pub qavg: AtomicU64,
+    pub count: AtomicU32,
+    pub qr: AtomicU32,
+}
+
+impl PdRed {
+    #[inline]
+    pub fn load(&self) -> crate::stage::red::Vars {
+        crate::stage::red::Vars { qavg: self.qavg.load(Relaxed), count: self.count.load(Relaxed), qr: self.qr.load(Relaxed) }
+    }
+
+    #[inline]
+    pub fn store(&self, v: &crate::stage::red::Vars) {
+        self.qavg.store(v.qavg, Relaxed);
+        self.count.store(v.count, Relaxed);
+        self.qr.store(v.qr, Relaxed);
+    }
+
+    fn read(&self, reg_id: u32) -> Option<u128> {
+        Some(match reg_id {
+            REG_RED_QAVG => self.qavg.load(Relaxed) as u128,
+            REG_RED_COUNT => self.count.load(Relaxed) as u128,
+            REG_RED_QR => self.qr.load(Relaxed) as u128,
+            _ => return None,
+        })
+    }
+
+    fn write(&self, reg_id: u32, value: u128) -> bool {
+        match reg_id {
+            REG_RED_QAVG => self.qavg.store(value as u64, Relaxed),
+            REG_RED_COUNT => self.count.store(value as u32, Relaxed),
+            REG_RED_QR => self.qr.store(value as u32, Relaxed),
+            _ => return false,
+        }
+        true
+    }
+}
+
+const RED_REGISTERS: [u32; 3] = [REG_RED_QAVG, REG_RED_COUNT, REG_RED_QR];
 
 const CODEL_REGISTERS: [u32; 6] = [
     REG_CODEL_FIRST_ABOVE_NS,
@@ -360,6 +405,7 @@ impl Registers {
             rng_seed_generation: AtomicU64::new(0),
             radio: RadioRegisters::new(caps),
             codel: atomics(pds, PdCodel::default),
+            red: atomics(pds, PdRed::default),
             initial_dist,
             initial_seed: seed,
         };
@@ -389,6 +435,7 @@ impl Registers {
             REG_DIST_TABLE => self.dist_table[i].load(Relaxed) as u128,
             REG_RNG_SEED => self.rng_seed.load(Relaxed) as u128,
             id if CODEL_REGISTERS.contains(&id) => self.codel[i].read(id).expect("a codel register"),
+            id if RED_REGISTERS.contains(&id) => self.red[i].read(id).expect("a red register"),
             id => self.radio.read(id, i).expect("check_index validated the id"),
         })
     }
@@ -417,6 +464,9 @@ impl Registers {
             id if CODEL_REGISTERS.contains(&id) => {
                 self.codel[i].write(id, value);
             }
+            id if RED_REGISTERS.contains(&id) => {
+                self.red[i].write(id, value);
+            }
             id => {
                 let written = self.radio.write(id, i, value);
                 debug_assert!(written, "check_index validated the id");
@@ -432,6 +482,7 @@ impl Registers {
             REG_DIST_TABLE => self.dist_table.len() as u32,
             REG_RNG_SEED => 1,
             id if CODEL_REGISTERS.contains(&id) => self.codel.len() as u32,
+            id if RED_REGISTERS.contains(&id) => self.red.len() as u32,
             id if self.radio.size(id).is_some() => self.radio.size(id).unwrap_or(0) as u32,
             _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
         })
@@ -461,6 +512,9 @@ impl Registers {
         }
         for c in self.codel.iter() {
             c.store(&Default::default());
+        }
+        for r in self.red.iter() {
+            r.store(&Default::default());
         }
         self.radio.reset();
         self.restore_dist();

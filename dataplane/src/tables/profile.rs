@@ -30,6 +30,14 @@ pub struct Impairment {
     pub codel_interval_ns: u64,
     /// Mark CE instead of dropping ECN-capable packets (RFC 3168).
     pub ecn: bool,
+    /// RED (stage/red.rs).
+    pub red_min_bytes: u32,
+    pub red_max_bytes: u32,
+    pub red_max_prob: u32,
+    pub red_wlog: u8,
+    pub red_span_bytes: u32,
+    pub red_gentle: bool,
+    pub red_idle_q48: u64,
 }
 
 impl Impairment {
@@ -57,6 +65,13 @@ impl Impairment {
             codel_target_ns: g(imp::CODEL_TARGET_NS) as u64,
             codel_interval_ns: g(imp::CODEL_INTERVAL_NS) as u64,
             ecn: g(imp::ECN) != 0,
+            red_min_bytes: g(imp::RED_MIN_BYTES) as u32,
+            red_max_bytes: g(imp::RED_MAX_BYTES) as u32,
+            red_max_prob: g(imp::RED_MAX_PROB) as u32,
+            red_wlog: g(imp::RED_WLOG) as u8,
+            red_span_bytes: g(imp::RED_SPAN_BYTES) as u32,
+            red_gentle: g(imp::RED_GENTLE) != 0,
+            red_idle_q48: g(imp::RED_IDLE_Q48) as u64,
         }
     }
 
@@ -117,8 +132,8 @@ mod tests {
             let a = action(ACTION_SET_IMPAIRMENT).unwrap();
             a.params.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no param {name}")).id as u64
         };
-        // ecn is one bit: checked apart below.
-        let fields: [(&str, u64); imp::COUNT - 1] = [
+        // ecn and red_gentle are one bit: checked apart below.
+        let fields: [(&str, u64); imp::COUNT - 2] = [
             ("delay_ns", i.delay_ns),
             ("jitter_ns", i.jitter_ns),
             ("jitter_dist", i.jitter_dist as u64),
@@ -138,6 +153,12 @@ mod tests {
             ("aqm", i.aqm as u64),
             ("codel_target_ns", i.codel_target_ns),
             ("codel_interval_ns", i.codel_interval_ns),
+            ("red_min_bytes", i.red_min_bytes as u64),
+            ("red_max_bytes", i.red_max_bytes as u64),
+            ("red_max_prob", i.red_max_prob as u64),
+            ("red_wlog", i.red_wlog as u64),
+            ("red_span_bytes", i.red_span_bytes as u64),
+            ("red_idle_q48", i.red_idle_q48),
         ];
         for (name, got) in fields {
             assert_eq!(got, by_name(name), "{name}");
@@ -145,5 +166,8 @@ mod tests {
         let mut only_ecn = vec![0u128; imp::COUNT];
         only_ecn[by_name("ecn") as usize - 1] = 1;
         assert_eq!(Impairment::from_params(&only_ecn), Impairment { ecn: true, ..Default::default() });
+        let mut only_gentle = vec![0u128; imp::COUNT];
+        only_gentle[by_name("red_gentle") as usize - 1] = 1;
+        assert_eq!(Impairment::from_params(&only_gentle), Impairment { red_gentle: true, ..Default::default() });
     }
 }
