@@ -17,6 +17,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context as _};
 
 use crate::contract::{DropReason, DIGEST_MAC_LEARN, DIGEST_RADIO_STATE};
+use crate::health::Health;
 use crate::io::afpacket::FRAME_SIZE;
 use crate::io::pcap::PcapWriter;
 use crate::io::{ethtool, AfPacket, RingConfig};
@@ -123,6 +124,7 @@ pub struct DataPlane {
     wall_offset_ns: i64,
     busy_poll_ns: u64,
     rt_priority: i32,
+    health: Arc<Health>,
 }
 
 pub fn monotonic_ns() -> u64 {
@@ -218,8 +220,14 @@ impl DataPlane {
             wall_offset_ns: clock_ns(libc::CLOCK_REALTIME) as i64 - now as i64,
             busy_poll_ns: cfg.busy_poll_ns,
             rt_priority: cfg.rt_priority,
+            health: Arc::new(Health::new(cfg.ports.iter().map(|p| (p.number, p.ifname.clone())))),
             link,
         })
+    }
+
+    /// The health counters this data plane keeps (health.rs), for --metrics-addr.
+    pub fn health(&self) -> Arc<Health> {
+        self.health.clone()
     }
 
     /// Runs until the shutdown flag is set.
@@ -250,7 +258,9 @@ impl DataPlane {
         let mut last_flush = monotonic_ns();
         let mut last_mtu = last_flush;
         let mut last_work = 0u64;
+        self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
         while !self.shutdown.load(Ordering::Relaxed) {
+            let turn_start = monotonic_ns();
             let snap = self.link.snapshot.load_full();
             self.sync_control(&snap);
             let mut work = 0;
@@ -262,6 +272,7 @@ impl DataPlane {
             if now.saturating_sub(last_mtu) >= MTU_REFRESH_NS {
                 last_mtu = now;
                 self.ports.iter_mut().for_each(Port::refresh_mtu);
+                self.read_ring_stats();
             }
             self.stages.tick(now, &self.link.registers);
             work += self.release_due(now);
@@ -284,6 +295,9 @@ impl DataPlane {
             }
             if work > 0 || backlog {
                 last_work = now;
+                self.health.busy_turn(monotonic_ns().saturating_sub(turn_start));
+                self.health.held_packets.store(self.wheel.len() as u64, Ordering::Relaxed);
+                self.health.free_buffers.store(self.pool.available() as u64, Ordering::Relaxed);
                 continue;
             }
             let now = monotonic_ns();
@@ -316,11 +330,21 @@ impl DataPlane {
         self.finish();
     }
 
+    /// Add the kernel's receive-ring statistics of every port (reset by each read) to the health
+    /// counters: once a second and at shutdown.
+    fn read_ring_stats(&mut self) {
+        for (i, p) in self.ports.iter().enumerate() {
+            let (rx, drops) = p.io.rx_stats();
+            self.health.port_stats(i, rx.into(), drops.into());
+        }
+    }
+
     fn finish(&mut self) {
         self.flush_pcaps();
-        for p in &self.ports {
-            let (rx, drops) = p.io.rx_stats();
-            tracing::info!(port = p.number, iface = %p.io.ifname, kernel_rx = rx, kernel_ring_drops = drops, "port down");
+        self.read_ring_stats();
+        for p in &self.health.ports {
+            tracing::info!(port = p.number, iface = %p.ifname, kernel_rx = p.kernel_rx.load(Ordering::Relaxed),
+                           kernel_ring_drops = p.ring_drops.load(Ordering::Relaxed), "port down");
         }
         if !self.wheel.is_empty() {
             tracing::info!(held = self.wheel.len(), "packets still in the delay line at shutdown were not sent");

@@ -2,12 +2,15 @@
 //!
 //! `contract` is the static pipeline definition; `state` is the control-plane facing store;
 //! `p4rt` is the P4Runtime server; `tables` the compiled lookup structures; the rest is the
-//! data plane (`parse`, `stage/*`, `wheel`, `pool`, `io/*`, `dataplane`).
+//! data plane (`parse`, `stage/*`, `wheel`, `pool`, `io/*`, `dataplane`); `health` and `metrics` the
+//! switch's own health on --metrics-addr.
 pub mod contract;
 pub mod dist;
 pub mod dataplane;
+pub mod health;
 pub mod io;
 pub mod learn;
+pub mod metrics;
 pub mod parse;
 pub mod pool;
 pub mod wheel;

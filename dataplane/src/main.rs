@@ -14,6 +14,7 @@ use p4netem_switch::contract::{self, ACTION_SET_EGRESS_PORT, TABLE_PORT_MAP};
 use p4netem_switch::dataplane::{DataPlane, DataPlaneConfig, PortSpec};
 use p4netem_switch::io::afpacket::TX_MAX_FRAME;
 use p4netem_switch::p4rt;
+use p4netem_switch::metrics;
 use p4netem_switch::state::{ActionCall, Capacities, ControlConfig, FieldMatch, SwitchControl, TableEntry, UpdateKind};
 
 /// The p4netem software switch: the p4netem P4 pipeline (delay, jitter, rate, loss, duplication,
@@ -51,6 +52,12 @@ struct Args {
     /// port can take over the switch).
     #[arg(long)]
     grpc_insecure: bool,
+
+    /// Serve the switch's own health (data-plane loop busy time, kernel ring drops, buffers,
+    /// P4Runtime request latency) as Prometheus/OpenMetrics text on http://ADDR/metrics. Off by
+    /// default; read-only, but keep it on loopback or a management network like the gRPC port.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<SocketAddr>,
 
     /// Largest gRPC message the P4Runtime server accepts or sends, in bytes (65536..=1073741824).
     #[arg(long, default_value_t = p4rt::listen::DEFAULT_MAX_MESSAGE_BYTES, value_name = "BYTES")]
@@ -250,6 +257,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     }
     // Before the ports open: an address in use is reported as such, with nothing started.
     let listener = p4rt::bind(args.grpc_addr)?;
+    let metrics_listener = args.metrics_addr.map(metrics::bind).transpose()?;
     let shutdown = Arc::new(AtomicBool::new(false));
     let waker = link.waker.clone();
     let cfg = DataPlaneConfig {
@@ -267,6 +275,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         tx_threads: args.tx_threads,
     };
     let dp = DataPlane::open(&cfg, link, shutdown.clone())?;
+    let health = dp.health();
     tracing::info!(seed, ports = args.interfaces.len(), buffers = args.buffers, "data plane ready");
     let dp_shutdown = shutdown.clone();
     let dp_thread = std::thread::Builder::new().name("p4netem-dp".into()).spawn(move || {
@@ -292,7 +301,16 @@ fn run(args: Args) -> anyhow::Result<()> {
         device_id: args.device_id,
         cpu_port: args.cpu_port.map(u32::from),
         transport,
+        health: Some(health.clone()),
     };
+    if let Some(listener) = metrics_listener {
+        tracing::info!(addr = ?args.metrics_addr, "health metrics on /metrics");
+        rt.spawn(async move {
+            if let Err(e) = metrics::serve(listener, health).await {
+                tracing::error!("{e:#}");
+            }
+        });
+    }
     tracing::info!(addr = %args.grpc_addr, device_id = args.device_id, "P4Runtime server starting");
     let served = rt.block_on(p4rt::serve_on(listener, control, server_cfg, shutdown_signal()));
     shutdown.store(true, Ordering::Relaxed);

@@ -37,7 +37,7 @@ async fn start() -> Server {
     let (control, link) = SwitchControl::new(ControlConfig { ports: vec![1, 2], ..Default::default() }).unwrap();
     let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let cfg = ServerConfig { addr, device_id: DEVICE, cpu_port: Some(510), transport: Default::default() };
+    let cfg = ServerConfig { addr, device_id: DEVICE, cpu_port: Some(510), transport: Default::default(), health: None };
     tokio::spawn(async move {
         serve(control, cfg, async {
             let _ = stopped.await;

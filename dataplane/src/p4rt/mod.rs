@@ -2,7 +2,7 @@
 //!
 //! `main.rs` starts it with
 //! ```ignore
-//! p4rt::serve(control, p4rt::ServerConfig { addr, device_id, cpu_port, transport }, shutdown).await
+//! p4rt::serve(control, p4rt::ServerConfig { addr, device_id, cpu_port, transport, health: None }, shutdown).await
 //! ```
 //! where `shutdown` is any future that completes when the server should stop (for example
 //! `std::future::pending()` to run forever). The server only talks to the data plane through
@@ -55,4 +55,6 @@ pub struct ServerConfig {
     pub cpu_port: Option<u32>,
     /// TLS, the plaintext policy and message size limits.
     pub transport: listen::Transport,
+    /// Where request latencies go (health.rs, served on --metrics-addr); None: not measured.
+    pub health: Option<std::sync::Arc<crate::health::Health>>,
 }

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use prost::Message;
 use tokio::sync::{mpsc, Notify, RwLock};
@@ -14,6 +15,7 @@ use tonic::codegen::Bytes;
 use tonic::{Code, Request, Response, Status};
 
 use crate::contract;
+use crate::health::{Health, Rpc};
 use crate::state::SwitchControl;
 
 use super::arbitration::GroupKey;
@@ -82,9 +84,29 @@ pub struct Shared {
     pub ops: RwLock<()>,
     /// Runtime table sizes, for the capacity checks of atomic batches.
     table_sizes: std::collections::HashMap<u32, u32>,
+    health: Option<Arc<Health>>,
+}
+
+/// Times one request into the health histogram when dropped (every return path, errors too).
+struct RpcTimer {
+    health: Option<Arc<Health>>,
+    rpc: Option<Rpc>,
+    start: Instant,
+}
+
+impl Drop for RpcTimer {
+    fn drop(&mut self) {
+        if let (Some(h), Some(rpc)) = (&self.health, self.rpc.take()) {
+            h.observe_rpc(rpc, self.start);
+        }
+    }
 }
 
 impl Shared {
+    fn timer(&self, rpc: Rpc) -> RpcTimer {
+        RpcTimer { health: self.health.clone(), rpc: Some(rpc), start: Instant::now() }
+    }
+
     pub fn new(control: SwitchControl, cfg: &ServerConfig) -> Arc<Self> {
         let info = p4info::build(&control.capacities());
         // The switch knows its CPU port too (`--cpu-port`); either source will do.
@@ -95,6 +117,7 @@ impl Shared {
             .filter_map(|t| t.preamble.as_ref().map(|p| (p.id, t.size.clamp(0, u32::MAX as i64) as u32)))
             .collect();
         Arc::new(Shared {
+            health: cfg.health.clone(),
             control,
             device_id: cfg.device_id,
             cpu_port,
@@ -205,6 +228,7 @@ impl P4Runtime for Service {
     async fn write(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
         let req = request.into_inner();
         let s = &self.shared;
+        let _timer = s.timer(Rpc::Write);
         s.check_device(req.device_id)?;
         #[allow(deprecated)]
         Shared::check_role(&req.role, req.role_id)?;
@@ -257,7 +281,9 @@ impl P4Runtime for Service {
         // hold up the async runtime.
         let shared = self.shared.clone();
         let (tx, rx) = mpsc::channel::<Result<pb::ReadResponse, Status>>(READ_QUEUE);
+        let timer = s.timer(Rpc::Read);
         tokio::task::spawn_blocking(move || {
+            let _timer = timer; // until the last entity is queued
             let s = &shared;
             let _guard = s.ops.blocking_read();
             // A copy, so that a long read does not hold up the digest task.
@@ -279,6 +305,7 @@ impl P4Runtime for Service {
     ) -> Result<Response<pb::SetForwardingPipelineConfigResponse>, Status> {
         let req = request.into_inner();
         let s = &self.shared;
+        let _timer = s.timer(Rpc::SetForwardingPipelineConfig);
         s.check_device(req.device_id)?;
         #[allow(deprecated)]
         Shared::check_role(&req.role, req.role_id)?;
@@ -299,6 +326,7 @@ impl P4Runtime for Service {
         request: Request<pb::GetForwardingPipelineConfigRequest>,
     ) -> Result<Response<pb::GetForwardingPipelineConfigResponse>, Status> {
         let req = request.into_inner();
+        let _timer = self.shared.timer(Rpc::GetForwardingPipelineConfig);
         self.shared.check_device(req.device_id)?;
         let config = self.shared.pipeline.lock().unwrap().get(req.response_type)?;
         Ok(Response::new(pb::GetForwardingPipelineConfigResponse { config: Some(config) }))
@@ -342,6 +370,7 @@ impl P4Runtime for Service {
         request: Request<pb::CapabilitiesRequest>,
     ) -> Result<Response<pb::CapabilitiesResponse>, Status> {
         let req = request.into_inner();
+        let _timer = self.shared.timer(Rpc::Capabilities);
         // Older clients do not set device_id; 0 means "the device".
         if req.device_id != 0 {
             self.shared.check_device(req.device_id)?;

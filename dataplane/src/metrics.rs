@@ -1,0 +1,120 @@
+//! `--metrics-addr`: the switch's health (health.rs) as OpenMetrics text on GET /metrics, with
+//! prometheus-client, served by axum on the P4Runtime server's tokio runtime. Read-only and off
+//! by default; like the gRPC port it should stay on loopback or a management network.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use anyhow::Context;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use crate::health::Health;
+
+#[derive(Debug)]
+struct HealthCollector(Arc<Health>);
+
+impl Collector for HealthCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let h = &self.0;
+        let counter = |encoder: &mut DescriptorEncoder, name: &str, help: &str, v: f64| -> Result<(), std::fmt::Error> {
+            let c = ConstCounter::new(v);
+            c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)
+        };
+        let gauge = |encoder: &mut DescriptorEncoder, name: &str, help: &str, v: f64| -> Result<(), std::fmt::Error> {
+            let g = ConstGauge::new(v);
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)
+        };
+        counter(&mut encoder, "p4netem_switch_uptime_seconds", "Seconds since the switch started (rate of the busy counter over this is the busy fraction)", h.started.elapsed().as_secs_f64())?;
+        counter(&mut encoder, "p4netem_switch_dataplane_busy_seconds",
+                "Time the data-plane loop spent in turns with work (packets or timers); its rate is the loop's busy fraction",
+                h.dataplane_busy_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
+        counter(&mut encoder, "p4netem_switch_dataplane_busy_turns", "Data-plane loop turns that had work",
+                h.dataplane_busy_turns.load(Ordering::Relaxed) as f64)?;
+        gauge(&mut encoder, "p4netem_switch_held_packets", "Packets in the delay line now",
+              h.held_packets.load(Ordering::Relaxed) as f64)?;
+        gauge(&mut encoder, "p4netem_switch_free_buffers", "Free packet buffers now",
+              h.free_buffers.load(Ordering::Relaxed) as f64)?;
+        gauge(&mut encoder, "p4netem_switch_buffers", "Packet buffers in all (--buffers)",
+              h.buffers.load(Ordering::Relaxed) as f64)?;
+        for (name, help, get) in [
+            ("p4netem_switch_kernel_rx_packets", "Frames the kernel put in a port's receive ring",
+             (|p: &crate::health::PortHealth| p.kernel_rx.load(Ordering::Relaxed)) as fn(&crate::health::PortHealth) -> u64),
+            ("p4netem_switch_ring_drops", "Frames the kernel dropped because a port's receive ring was full (the switch never saw them)",
+             |p| p.ring_drops.load(Ordering::Relaxed)),
+        ] {
+            let probe = ConstCounter::new(0u64);
+            let mut family = encoder.encode_descriptor(name, help, None, probe.metric_type())?;
+            for p in &h.ports {
+                let labels = [("port", p.number.to_string()), ("iface", p.ifname.clone())];
+                ConstCounter::new(get(p)).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let family = encoder.encode_descriptor("p4netem_switch_p4runtime_request_seconds",
+                                               "Time the P4Runtime server took to answer a request, by RPC", None,
+                                               h.p4rt_seconds.metric_type())?;
+        h.p4rt_seconds.encode(family)
+
+    }
+}
+
+/// The registry of one switch's health.
+pub fn registry(health: Arc<Health>) -> Registry {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(HealthCollector(health)));
+    registry
+}
+
+pub fn render(registry: &Registry) -> String {
+    let mut text = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut text, registry);
+    text
+}
+
+/// Bind `addr` now (an address in use fails the start, before the ports open).
+pub fn bind(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("metrics address {addr}"))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Serve GET /metrics on `listener` until the runtime stops.
+pub async fn serve(listener: std::net::TcpListener, health: Arc<Health>) -> anyhow::Result<()> {
+    let registry = Arc::new(registry(health));
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let registry = registry.clone();
+            async move {
+                ([(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                 render(&registry))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    axum::serve(listener, app).await.context("metrics server")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::Rpc;
+
+    #[test]
+    fn health_renders_as_openmetrics() {
+        let h = Arc::new(Health::new([(1, "veth1".to_string())]));
+        h.busy_turn(1_500_000_000);
+        h.port_stats(0, 100, 3);
+        h.observe_rpc(Rpc::Write, std::time::Instant::now());
+        let text = render(&registry(h));
+        assert!(text.contains("p4netem_switch_dataplane_busy_seconds_total 1.5"), "{text}");
+        assert!(text.contains("p4netem_switch_ring_drops_total{port=\"1\",iface=\"veth1\"} 3"), "{text}");
+        assert!(text.contains("p4netem_switch_p4runtime_request_seconds_count{rpc=\"Write\"} 1"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}

@@ -1,0 +1,94 @@
+"""The switch's own health (issue 12 item 3): p4netem-switch --metrics-addr serves OpenMetrics text
+(data-plane loop busy time, kernel receive-ring frames and drops per port, buffers, P4Runtime
+latency per RPC) that moves with traffic and requests; `p4netem web --switch-metrics` re-exports
+it on /metrics and summarizes it on /api/health."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+from prometheus_client.parser import text_string_to_metric_families as prometheus_text
+
+from p4netem.control import Controller
+from p4netem.lab import TwoHostLab
+from p4netem.lab.free import free_tcp_port
+
+from webserver import WebServer
+
+
+def _samples(families) -> dict[tuple, float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
+
+
+def _get(samples: dict, name: str, **labels) -> float:
+    hits = [v for (n, ls), v in samples.items() if n == name and all(dict(ls).get(k) == w for k, w in labels.items())]
+    assert len(hits) == 1, (name, labels, sorted(k for k in samples if k[0].startswith(name[:20])))
+    return hits[0]
+
+
+@pytest.fixture
+def health_lab(switch_bin, tmp_path):
+    port = free_tcp_port("127.0.0.1")
+    lab = TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log",
+                     switch_args=("--metrics-addr", f"127.0.0.1:{port}")).start()
+    try:
+        yield lab, f"http://127.0.0.1:{port}/metrics"
+    finally:
+        lab.close()
+
+
+def _scrape(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        assert r.headers["content-type"].startswith("application/openmetrics-text")
+        return _samples(openmetrics(r.read().decode()))
+
+
+def test_switch_health_moves_with_traffic_and_requests(health_lab, tmp_path):
+    lab, url = health_lab
+    before = _scrape(url)
+    rx_before = _get(before, "p4netem_switch_kernel_rx_packets_total", port="1")
+    assert _get(before, "p4netem_switch_ring_drops_total", port="2") >= 0
+    assert _get(before, "p4netem_switch_buffers") > 0
+
+    lab.h1.ns.run(["ping", "-c", "100", "-i", "0.01", "-W", "2", lab.h2.ip], timeout=60)
+    with Controller.connect(lab.switch.grpc_addr, primary=False) as reader:
+        reader.stats()
+    time.sleep(1.2)  # the ring statistics are read once a second
+    after = _scrape(url)
+    assert _get(after, "p4netem_switch_kernel_rx_packets_total", port="1", iface=lab.switch.ports[1]) >= rx_before + 100
+    assert _get(after, "p4netem_switch_kernel_rx_packets_total", port="2") >= 100
+    busy = _get(after, "p4netem_switch_dataplane_busy_seconds_total")
+    assert 0 < busy < _get(after, "p4netem_switch_uptime_seconds_total")
+    assert _get(after, "p4netem_switch_dataplane_busy_turns_total") > _get(before, "p4netem_switch_dataplane_busy_turns_total")
+    reads_before = [v for (n, ls), v in before.items()
+                    if n == "p4netem_switch_p4runtime_request_seconds_count" and dict(ls)["rpc"] == "Read"]
+    assert _get(after, "p4netem_switch_p4runtime_request_seconds_count", rpc="Read") > sum(reads_before)
+    assert _get(after, "p4netem_switch_p4runtime_request_seconds_count", rpc="Write") >= 1  # the lab's setup
+
+    web = WebServer(lab.switch.grpc_addr, "--switch-metrics", url, log=tmp_path / "web.log")
+    try:
+        status, text = web.request("GET", "/metrics")
+        assert status == 200
+        samples = _samples(prometheus_text(text))
+        assert _get(samples, "p4netem_switch_health_up") == 1
+        assert _get(samples, "p4netem_switch_dataplane_busy_seconds_total") >= busy
+        assert _get(samples, "p4netem_switch_ring_drops_total", port="1") >= 0
+        status, health = web.request("GET", "/api/health")
+        assert status == 200, health
+        assert [p["port"] for p in health["ports"]] == [1, 2] and health["ports"][0]["kernel_rx"] >= 100
+        assert 0 <= health["dataplane_busy_fraction"] <= 1 and health["buffers"] > 0
+        assert health["p4runtime"]["Read"]["requests"] >= 1 and health["p4runtime"]["Read"]["mean_ms"] > 0
+    finally:
+        web.stop()
+
+
+def test_health_without_switch_metrics_says_how(lab, tmp_path):
+    web = WebServer(lab.switch.grpc_addr, log=tmp_path / "web.log")
+    try:
+        status, body = web.request("GET", "/api/health")
+        assert status == 404 and "--metrics-addr" in body["error"] and "--switch-metrics" in body["error"]
+    finally:
+        web.stop()
