@@ -226,9 +226,17 @@ steps:
   - {at: 900ms, set: {delay: 25ms}}
   - wait: 300ms
 """)
+    # The first step's profile is on the wire before the probe starts, and the timeline starts
+    # once the switch counts the probe's packets (its start takes a few hundred ms, more on a
+    # loaded machine; a fixed sleep left the first event with no packet before it).
+    (applied,) = ctl.apply(timeline.profiles[0])
+    pd = pl.pd_index(applied.profile_id, pl.UPLINK)
     with ThreadPoolExecutor(1) as pool:
         probe_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=1000, rate=500, port=9430)
-        time.sleep(0.4)
+        deadline = time.monotonic() + 20
+        while ctl.client.read_counter(pl.PROFILE_IN, pd)[pd].packets < 20:
+            assert time.monotonic() < deadline, "the probe sender did not start"
+            time.sleep(0.01)
         started = time.monotonic()
         result = ctl.run_timeline(timeline, lead_s=0.1)
         took = time.monotonic() - started

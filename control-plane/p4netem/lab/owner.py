@@ -29,9 +29,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# Lab records are written by every thread of a lab (see LabRecord.save).
+_SAVE_LOCK = threading.RLock()
 
 __all__ = ["RUN_DIR", "Owner", "LabRecord", "CleanedLab", "CleanupReport", "clean_dead_labs", "open_record",
            "run_dir"]
@@ -119,25 +123,32 @@ class LabRecord:
                    list(doc.get("processes", [])), path)
 
     def save(self) -> None:
+        # Threads of one lab add to it at once (two probes starting their receivers): one
+        # writer at a time, each with a temporary file of its own, or a rename finds the other
+        # thread's file already gone (FileNotFoundError in the probe that lost the race).
         assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_json()))
-        os.replace(tmp, self.path)  # a reader sees the old record or the new one, never half
+        with _SAVE_LOCK:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(json.dumps(self.to_json()))
+            os.replace(tmp, self.path)  # a reader sees the old record or the new one, never half
 
     def add_namespace(self, name: str) -> None:
-        self.namespaces.append(name)
+        with _SAVE_LOCK:
+            self.namespaces.append(name)
         self.save()
 
     def add_link(self, name: str) -> None:
-        self.links.append(name)
+        with _SAVE_LOCK:
+            self.links.append(name)
         self.save()
 
     def add_process(self, pid: int) -> None:
         """A process of the lab outside its namespaces (the switch runs in the root namespace)."""
         start = start_ticks(pid)
         if start is not None:
-            self.processes.append({"pid": pid, "start": start})
+            with _SAVE_LOCK:
+                self.processes.append({"pid": pid, "start": start})
             self.save()
 
     def remove(self) -> None:
