@@ -18,6 +18,7 @@ import pytest
 
 from p4netem.control import Controller
 from p4netem.lab import SwitchProcess, TwoHostLab, free_tcp_port
+from child_signals import default_sigint, sigint_ignored
 
 P4NETEM = Path(sys.executable).parent / "p4netem"
 
@@ -28,22 +29,6 @@ def cli(*args: str, addr: str | None = None, timeout: float = 60,
     if addr:
         env["P4NETEM_ADDR"] = addr
     return subprocess.run([str(P4NETEM), *args], capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def default_sigint() -> None:
-    """preexec_fn for a child the test will send SIGINT: start it with SIGINT at its default
-    disposition, as an interactive shell does. A test run started with `&` or under nohup has
-    SIGINT ignored, children inherit that, and Python then never installs its Ctrl-C handler:
-    the test would be testing how it was started, not the command (issue 13, defect 8)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def sigint_ignored(pid: int) -> bool:
-    """Whether the process ignores SIGINT (its SigIgn mask in /proc)."""
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("SigIgn:"):
-            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
-    return False
 
 
 def rtt_ms(lab: TwoHostLab, count: int = 5) -> float:

@@ -20,6 +20,7 @@ import pytest
 from p4netem.lab.netns import LabError
 from p4netem_studies.mininet import load_topology
 from p4netem_studies.mininet.nodes import netns_pids
+from child_signals import default_sigint, sigint_ignored
 
 P4NETEM = str(Path(sys.executable).parent / "p4netem")
 
@@ -44,22 +45,6 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except FileNotFoundError:
         return False
-
-
-def default_sigint() -> None:
-    """preexec_fn for a child the test will send SIGINT: start it with SIGINT at its default
-    disposition, as an interactive shell does. A test run started with `&` or under nohup has
-    SIGINT ignored, children inherit that, and Python then never installs its Ctrl-C handler:
-    the test would be testing how it was started, not the command (issue 13, defect 8)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def sigint_ignored(pid: int) -> bool:
-    """Whether the process ignores SIGINT (its SigIgn mask in /proc)."""
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("SigIgn:"):
-            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
-    return False
 
 
 def _switch_pids(prefix: str) -> list[int]:

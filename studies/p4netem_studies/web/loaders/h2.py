@@ -47,7 +47,6 @@ class _H2Conn:
         self.writer: asyncio.StreamWriter | None = None
         self.ready = False
         self.settings_received = False
-        self.refused = 0
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def submit(self, entry: Entry) -> None:
@@ -203,7 +202,6 @@ class _H2Conn:
             st = self.streams.pop(ev.stream_id, None)
             if st is not None and ev.error_code == REFUSED_STREAM:
                 # Not processed by the server: ask again when a stream is free.
-                self.refused += 1
                 self.queue.appendleft(st["entry"])
             elif st is not None:
                 self.load.complete(st["entry"], st["status"], None,

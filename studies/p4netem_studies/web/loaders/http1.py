@@ -250,7 +250,6 @@ class _HostPool:
         self.host = host
         self.queue: deque[_Request] = deque()
         self.conns: list[_Conn] = []
-        self.retries: dict[int, int] = {}
         mode = load.mode
         self.limit = load.opts.conns_per_host or mode.default_conns
 
