@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -50,6 +51,20 @@ def test_sysctl_and_window_helpers_record_what_they_set(webnet):
         tcp_tuning.set_sysctls(SERVER_NS, {"net.ipv4.no_such_knob": 1})
 
 
+# Sends one GET with a tiny receive buffer, says "sent", reads nothing until stdin closes.
+_HOLD_REQUEST = """
+import socket, sys
+ip, port, host, path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect((ip, port))
+s.sendall(f"GET {path} HTTP/1.1\\r\\nHost: {host}\\r\\n\\r\\n".encode())
+print("sent", flush=True)
+sys.stdin.read()
+s.close()
+"""
+
+
 def test_route_congctl_gives_both_ends_cubic_without_touching_the_machine(webnet, content, nginx):
     """The namespace default may only be an algorithm of the machine-wide allowed list (here
     `reno bbr`), but a route's congctl takes any loaded one, for both ends' sockets: a probe
@@ -65,24 +80,27 @@ def test_route_congctl_gives_both_ends_cubic_without_touching_the_machine(webnet
         assert all(tcp_tuning.route_congctl(r["route"]) == "cubic" for r in routes)
         assert tcp_tuning.probe_congestion_control(CLIENT_NS, SERVER_NS, SERVER_IP) == {
             "client": "cubic", "server": "cubic"}
-        # nginx's socket, sampled while it sends the 400 KB object.
+        # nginx's own socket in the middle of sending the 400 KB object: a client with a 4 KB
+        # receive buffer asks for it and reads nothing, so nginx's connection stays established
+        # with data queued until the client goes (no race with a transfer that may already be
+        # over, which is what a rate-limited curl gave: CI sampled ss for the whole of it and
+        # saw nothing).
         obj = content.big.embedded[0]
-        curl = subprocess.Popen(
-            ["ip", "netns", "exec", CLIENT_NS, "curl", "-s", "-o", "/dev/null", "--limit-rate",
-             "100k", "--resolve", f"{obj.host}:{HTTP}:{SERVER_IP}",
-             f"http://{obj.host}:{HTTP}{obj.path}"])
-        seen = ""
+        holder = subprocess.Popen(
+            ["ip", "netns", "exec", CLIENT_NS, sys.executable, "-c", _HOLD_REQUEST,
+             SERVER_IP, str(HTTP), obj.host, obj.path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
-            # Sampled for as long as the transfer lasts, not a fixed count: on a loaded machine
-            # curl may take seconds to start (CI saw nothing after 50 samples).
-            while curl.poll() is None:
+            assert holder.stdout.readline().strip() == "sent"
+            seen = ""
+            deadline = time.monotonic() + 30
+            while not seen.strip() and time.monotonic() < deadline:
                 seen = netns.run(SERVER_NS, ["ss", "-tinH", "state", "established",
                                              "sport", "=", f":{HTTP}"]).stdout
-                if seen.strip():
-                    break
                 time.sleep(0.05)
         finally:
-            assert curl.wait(timeout=60) == 0
+            holder.communicate("", timeout=30)
+        assert holder.returncode == 0
         assert " cubic " in f" {seen} ", seen
         # A namespace cannot make it its default: the machine's list is what limits that.
         proc = netns.run(SERVER_NS, ["sysctl", "-w", "net.ipv4.tcp_congestion_control=cubic"],
