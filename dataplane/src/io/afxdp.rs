@@ -341,20 +341,20 @@ impl AfXdp {
             let left = self.tx.outstanding();
             if r < 0 {
                 let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    // More to send (EAGAIN) or the device queue is busy: go on while it moves,
-                    // else the rest leaves with the next flush.
-                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) if left < pending => {}
-                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => return Ok(()),
-                    _ => return Err(e),
+                // EAGAIN: more than one batch, or the device queue was busy; go on while the kernel
+                // makes progress. Anything else is a failure of the port (logged by the loop).
+                if !matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)) {
+                    self.tx_queued = left as usize;
+                    return Err(e);
                 }
             }
             if left >= pending {
-                break;
+                break; // no progress: what is left goes with the next flush
             }
             pending = left;
         }
-        self.tx_queued = 0;
+        // Frames still in the ring keep the next flush from returning early.
+        self.tx_queued = pending as usize;
         self.reap();
         Ok(())
     }
