@@ -50,6 +50,7 @@ from ..web.capture import ACK, FIN, RST, SYN, Segment
 RELEASE_MS = 2.0        # an ACK-released packet leaves within this of the ACK's arrival
 CAPTURE_EPS_MS = 0.3    # timestamp noise allowed when asking "had it arrived yet?"
 GAP_FLOOR_MS = 1.0      # a silence shorter than this never ends a burst (a LAN's RTT is less)
+RATE_RUN = 6            # packets per run when estimating the downlink's rate (see _downlink_rate)
 
 
 @dataclass
@@ -177,7 +178,7 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
             continue
         if c.rtt is None or c.server_isn is None or c.client_closed:
             continue      # what a server sends after the client closed is not part of the load
-        queued = _queued(p, last_any, rate)
+        queued = _queued(p, last_any, rate, _jitter_s(c))
         _server_depth(p, c, prev_data.get(p.conn), initcwnd, result, queued)
         last_any = p
         if p.meaningful and p.depth is not None:
@@ -217,10 +218,19 @@ def _rtt(c: _Conn) -> tuple[float | None, float]:
     jitter: how uncertain "when did this packet leave the server" is)."""
     samples = []
     pending: list[_Pkt] = []
+    sent_up_to = None                  # the highest client sequence number sent so far
     for p in c.pkts:
         if p.up:
             if p.seg.flags & SYN or p.data:
-                pending.append(p)
+                if sent_up_to is not None and p.rel_seq < sent_up_to:
+                    # Sent again (a lost request or SYN repaired): an ACK covering it may answer
+                    # the first copy, so neither copy gives a sample (Karn's rule). A lossy
+                    # link's retransmitted request acknowledged a few ms after its copy made
+                    # the RTT look tiny, and every queued burst after it a stall.
+                    pending = [q for q in pending if q.rel_end <= p.rel_seq]
+                else:
+                    pending.append(p)
+                sent_up_to = max(sent_up_to or 0, p.rel_end)
             continue
         if not p.seg.flags & ACK:
             continue
@@ -272,24 +282,34 @@ def _arrived(c: _Conn, before: float, rcv_nxt: int) -> _Pkt | None:
 
 def _downlink_rate(pkts: list[_Pkt]) -> float | None:
     """Bytes per second of the client's downlink when it is the bottleneck: packets that
-    queued there arrive spaced by their serialisation time. The 75th percentile of
-    wire bytes / gap over consecutive server packets (a queue's back-to-back packets dominate a
-    rate-limited load; on an unlimited link the figure is huge and never matters)."""
+    queued there arrive spaced by their serialisation time. The 75th percentile, over runs of
+    RATE_RUN consecutive server packets, of the wire bytes after the run's first packet / the
+    time the run took (a queue's back-to-back packets dominate a rate-limited load; on an
+    unlimited link the figure is huge and never matters). Runs, not single gaps: a link with
+    delay jitter delivers its queue in bunches (two packets at one instant, then a double
+    gap), and single gaps put the rate so high that nothing looked queued."""
     down = [p for p in pkts if not p.up]
-    rates = sorted(b.seg.wire_len / (b.ts - a.ts) for a, b in zip(down, down[1:])
-                   if b.ts > a.ts and b.seg.wire_len >= 1000)
+    rates = []
+    for i in range(len(down) - RATE_RUN):
+        run = down[i:i + RATE_RUN + 1]
+        took = run[-1].ts - run[0].ts
+        wire = sum(p.seg.wire_len for p in run[1:])
+        if took > 0 and wire >= 1000 * RATE_RUN:
+            rates.append(wire / took)
     if len(rates) < 4:
         return None
+    rates.sort()
     return rates[(3 * len(rates)) // 4]
 
 
-def _queued(p: _Pkt, prev: _Pkt | None, rate: float | None) -> bool:
-    """Did p arrive right behind the previous server packet, at the downlink's rate? Then it
-    waited in the bottleneck's queue, and when it left the server cannot be told from when it
-    arrived: no release by an ACK can be read into its timing."""
+def _queued(p: _Pkt, prev: _Pkt | None, rate: float | None, jitter: float = 0.0) -> bool:
+    """Did p arrive right behind the previous server packet, at the downlink's rate (give or
+    take the link's delay jitter, which bunches a queue's packets and widens the gaps between
+    the bunches)? Then it waited in the bottleneck's queue, and when it left the server cannot
+    be told from when it arrived: no release by an ACK can be read into its timing."""
     if prev is None or rate is None:
         return False
-    return p.ts - prev.ts <= 1.5 * p.seg.wire_len / rate
+    return p.ts - prev.ts <= 1.5 * p.seg.wire_len / rate + jitter
 
 
 def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: Audit,
@@ -353,8 +373,17 @@ def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: A
 def _release_s(c: _Conn) -> float:
     """How soon after an ACK's arrival a packet it released leaves: RELEASE_MS, less on a LAN
     (a quarter of the RTT), where ACKs arrive every few hundred microseconds; more on a link
-    with delay jitter (twice the RTT samples' spread), where arrival times blur departures."""
-    return max(min(RELEASE_MS / 1000.0, c.rtt / 4), 2 * c.spread)
+    with delay jitter (twice the RTT samples' spread), where arrival times blur departures, but
+    never more than a quarter RTT: behind a rate-limited queue the samples also spread by the
+    queueing delay (66 ms on an HSPA load), and a packet a retransmission timer sent 130 ms
+    after the last ACK then passed for one that ACK released."""
+    return max(min(RELEASE_MS / 1000.0, c.rtt / 4), _jitter_s(c))
+
+
+def _jitter_s(c: _Conn) -> float:
+    """How much the link's delay jitter may move one packet's arrival: twice the RTT samples'
+    spread, at most a quarter RTT (the samples also spread by queueing delay; see _release_s)."""
+    return min(2 * c.spread, c.rtt / 4) if c.rtt else 0.0
 
 
 def _new_ack(c: _Conn, ack: _Pkt) -> bool:
