@@ -399,6 +399,13 @@ def _why_held(p: _Pkt, c: _Conn, ack: _Pkt, left: float, initcwnd: int) -> str:
     the window), 's' a stall: the data could have left earlier."""
     if p.rel_seq < c.top:
         return "l"
+    if ack.rel_ack < c.top:
+        # The server still had data in flight after that ACK, and sent p only then: its
+        # congestion window or its pacing held p (BBR, the labs' default, paces a connection
+        # that a 25 ms LTE RTT and ACKs for two packets leave 13 ms apart). The stalls the audit
+        # is after leave nothing in flight: Nagle releases its partial segment only when all
+        # data is acknowledged, and a server that waits for the ACK of all it sent.
+        return "w"
     i = c.pos[ack.index]
     while i >= 0:
         q = c.up[i]
