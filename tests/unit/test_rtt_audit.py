@@ -127,23 +127,28 @@ def test_a_resent_request_gives_no_rtt_sample():
 def test_a_paced_send_with_data_in_flight_is_no_stall():
     """BBR (the labs' default) paces: a packet that follows an ACK after a silence while the
     server still had data in flight waited for its pacer or window, not for the ACK of all it
-    sent: a window wait. The same silence with everything acknowledged is a stall."""
-    def load(acked_all: bool) -> list[Segment]:
+    sent: a window wait. The same silence with everything acknowledged is a stall, and so is
+    one whose ACK acknowledged a partial segment with full ones still in flight (Linux's Nagle,
+    Minshall's variant, holds a partial segment until the last partial one is acknowledged)."""
+    def load(first: int, acked_all: bool) -> list[Segment]:
         w = Wire()
         w.handshake(0.0)
         w.client(RTT + 2e-5, 300)
         t = 2 * RTT + 1e-4
-        w.server(t, MSS, MSS)
+        w.server(t, first, MSS)
+        acked_first = w.sseq
         w.server(t + 0.060, MSS, MSS)                      # still in flight when the ACK comes
-        acked = w.sseq if acked_all else w.sseq - 2 * MSS
+        acked = w.sseq if acked_all else acked_first
         w.segs.append(Segment(t + 0.061, CLIENT, w.port, SERVER, 80, ACK, w.cseq, acked, 1000,
                               b"", 66, None, None))
-        w.server(t + 0.061 + RTT, MSS)                     # right when that ACK reached it
+        w.server(t + 0.061 + RTT, 700)                     # right when that ACK reached it
         return w.segs
-    paced = audit(load(acked_all=False), CLIENT)
+    paced = audit(load(MSS, acked_all=False), CLIENT)
     assert (paced.stalls, paced.window_waits) == (0, 1)
-    held = audit(load(acked_all=True), CLIENT)
+    held = audit(load(MSS, acked_all=True), CLIENT)
     assert (held.stalls, held.window_waits) == (1, 0)
+    nagle = audit(load(200, acked_all=False), CLIENT)
+    assert (nagle.stalls, nagle.window_waits) == (1, 0)
 
 
 def test_a_second_origin_costs_its_handshake():

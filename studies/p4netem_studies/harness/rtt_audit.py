@@ -120,6 +120,7 @@ class _Conn:
         self.up_data_times: list[float] = []
         self.down_data: list[_Pkt] = []        # server data sent so far, in time order
         self.top = 0                           # highest server sequence number sent so far
+        self.mss = 0                           # the largest server segment so far
         self.client_closed = False
 
 
@@ -149,9 +150,17 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
         c.pkts.append(p)
     if not pkts:
         return Audit()
+    deltas: list[float] = []
     for c in conns.values():
         _relative(c)
-        c.rtt, c.spread = _rtt(c)
+        c.rtt, c.spread, samples = _rtt(c)
+        deltas += [x - c.rtt for x in samples[1:]]
+    # The link's jitter, from every connection's samples: a download's connection has two
+    # samples (SYN, request) of its own, too few to see the jitter that bunches its packets.
+    deltas.sort()
+    pooled = deltas[len(deltas) // 4] if len(deltas) >= 4 else 0.0
+    for c in conns.values():
+        c.spread = max(c.spread, pooled)
     rtts_known = [c.rtt for c in conns.values() if c.rtt]
     fallback = min(rtts_known) if rtts_known else None
     for c in conns.values():
@@ -187,6 +196,7 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
         if p.data:
             prev_data[p.conn] = p
             c.down_data.append(p)
+            c.mss = max(c.mss, len(p.seg.payload))
             c.top = max(c.top, p.rel_end)
 
     deepest = None
@@ -212,10 +222,10 @@ def _relative(c: _Conn) -> None:
             p.rel_ack = _rel(s.ack, other)
 
 
-def _rtt(c: _Conn) -> tuple[float | None, float]:
+def _rtt(c: _Conn) -> tuple[float | None, float, list[float]]:
     """The smallest client-packet-to-acknowledging-server-packet gap on the connection
-    (seconds), and how far the samples' lower quartile lies above it (a profile's delay
-    jitter: how uncertain "when did this packet leave the server" is)."""
+    (seconds), how far the samples' lower quartile lies above it (a profile's delay jitter:
+    how uncertain "when did this packet leave the server" is), and the samples, sorted."""
     samples = []
     pending: list[_Pkt] = []
     sent_up_to = None                  # the highest client sequence number sent so far
@@ -242,9 +252,9 @@ def _rtt(c: _Conn) -> tuple[float | None, float]:
                 keep.append(q)
         pending = keep
     if not samples:
-        return None, 0.0
+        return None, 0.0, []
     samples.sort()
-    return samples[0], samples[len(samples) // 4] - samples[0]
+    return samples[0], samples[len(samples) // 4] - samples[0], samples
 
 
 def _client_depth(p: _Pkt, first_syn: _Pkt | None, last_down: _Pkt | None,
@@ -399,12 +409,12 @@ def _why_held(p: _Pkt, c: _Conn, ack: _Pkt, left: float, initcwnd: int) -> str:
     the window), 's' a stall: the data could have left earlier."""
     if p.rel_seq < c.top:
         return "l"
-    if ack.rel_ack < c.top:
+    if ack.rel_ack < c.top and not _acks_a_small_segment(c, ack):
         # The server still had data in flight after that ACK, and sent p only then: its
         # congestion window or its pacing held p (BBR, the labs' default, paces a connection
-        # that a 25 ms LTE RTT and ACKs for two packets leave 13 ms apart). The stalls the audit
-        # is after leave nothing in flight: Nagle releases its partial segment only when all
-        # data is acknowledged, and a server that waits for the ACK of all it sent.
+        # that a 25 ms LTE RTT and ACKs for two packets leave 13 ms apart). A stall with data in
+        # flight is Nagle's: Linux holds a partial segment until its last partial segment is
+        # acknowledged (Minshall's variant), so that ACK covers a small segment.
         return "w"
     i = c.pos[ack.index]
     while i >= 0:
@@ -418,6 +428,19 @@ def _why_held(p: _Pkt, c: _Conn, ack: _Pkt, left: float, initcwnd: int) -> str:
             return "w"
         i -= 1
     return "s"
+
+
+def _acks_a_small_segment(c: _Conn, ack: _Pkt) -> bool:
+    """Did this ACK newly acknowledge a server data segment shorter than the connection's
+    largest so far (a partial segment, which Nagle waits for)?"""
+    i = c.pos[ack.index]
+    before = c.up[i - 1].rel_ack if i else 0
+    for q in reversed(c.down_data):
+        if q.rel_end <= before:
+            break
+        if q.rel_end <= ack.rel_ack and len(q.seg.payload) < c.mss:
+            return True
+    return False
 
 
 def _window_full(p: _Pkt, c: _Conn, i: int, initcwnd: int) -> bool:
