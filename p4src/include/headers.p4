@@ -176,6 +176,11 @@ struct impairment_t {
     prob_t        loss4_p32;
     prob_t        loss4_p23;
     prob_t        loss4_p14;
+    duration_ns_t slot_delay_ns;
+    duration_ns_t slot_span_ns;
+    bit<8>        slot_dist;
+    bit<32>       slot_packets;
+    bit<32>       slot_bytes;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */

@@ -45,7 +45,12 @@ control ProfileLookup(inout headers_t hdr,
                           prob_t        loss4_p31,
                           prob_t        loss4_p32,
                           prob_t        loss4_p23,
-                          prob_t        loss4_p14) {
+                          prob_t        loss4_p14,
+                          duration_ns_t slot_delay_ns,
+                          duration_ns_t slot_span_ns,
+                          bit<8>        slot_dist,
+                          bit<32>       slot_packets,
+                          bit<32>       slot_bytes) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -78,6 +83,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.loss4_p32 = loss4_p32;
         meta.imp.loss4_p23 = loss4_p23;
         meta.imp.loss4_p14 = loss4_p14;
+        meta.imp.slot_delay_ns = slot_delay_ns;
+        meta.imp.slot_span_ns = slot_span_ns;
+        meta.imp.slot_dist = slot_dist;
+        meta.imp.slot_packets = slot_packets;
+        meta.imp.slot_bytes = slot_bytes;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -129,6 +139,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.loss4_p32 = 0;
         meta.imp.loss4_p23 = 0;
         meta.imp.loss4_p14 = 0;
+        meta.imp.slot_delay_ns = 0;
+        meta.imp.slot_span_ns = 0;
+        meta.imp.slot_dist = SLOT_RANGE;
+        meta.imp.slot_packets = 0;
+        meta.imp.slot_bytes = 0;
         profile.apply();
     }
 }

@@ -6,7 +6,7 @@
 //! contract's registers (so the control plane reads and writes the same values the P4 program
 //! would) or, for the rate queue's departure times, inside the stage.
 //!
-//! Order (contract "Stage semantics"): radio, loss, duplication, corruption, rate, delay. A
+//! Order (contract "Stage semantics"): radio, loss, duplication, corruption, rate, delay, slot. A
 //! duplicate runs corruption, rate and delay as a packet of its own (p4src: PASS_DUP), from the
 //! ready time the radio gave the original. The radio stage takes the profile's radio parameters
 //! ([`RadioParams`]) instead of its impairment, and runs only for profiles that have a radio.
@@ -18,6 +18,7 @@ pub mod loss;
 pub mod radio;
 pub mod rate;
 pub mod red;
+pub mod slot;
 
 use crate::contract::DropReason;
 use crate::parse::IpHdr;
@@ -31,6 +32,7 @@ pub use duplicate::Duplicate;
 pub use loss::Loss;
 pub use radio::{Radio, RadioEvent};
 pub use rate::Rate;
+pub use slot::Slot;
 
 /// What every stage sees besides the packet.
 pub struct Ctx<'a> {
@@ -63,6 +65,9 @@ pub struct Pkt {
     pub ready: u64,
     pub departure: u64,
     pub release: u64,
+    /// Set by the delay stage: the packet skipped the delay line (netem "reorder"), so it does
+    /// not wait for a slot either.
+    pub skipped_line: bool,
 }
 
 impl Pkt {
@@ -142,6 +147,7 @@ pub struct Impairments {
     pub corrupt: Corrupt,
     pub rate: Rate,
     pub delay: Delay,
+    pub slot: Slot,
 }
 
 impl Impairments {
@@ -153,13 +159,14 @@ impl Impairments {
             corrupt: Corrupt,
             rate: Rate::new(pds, max_queue),
             delay: Delay,
+            slot: Slot,
         }
     }
 
     /// The stages after the radio (which takes [`RadioParams`]), in contract order.
     #[inline]
-    fn after_radio(&mut self) -> [&mut dyn Stage; 5] {
-        [&mut self.loss, &mut self.duplicate, &mut self.corrupt, &mut self.rate, &mut self.delay]
+    fn after_radio(&mut self) -> [&mut dyn Stage; 6] {
+        [&mut self.loss, &mut self.duplicate, &mut self.corrupt, &mut self.rate, &mut self.delay, &mut self.slot]
     }
 
     /// Runs a packet (original or copy) through the stages after the radio; the first drop ends it.

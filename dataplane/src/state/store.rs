@@ -162,6 +162,8 @@ pub struct Registers {
     pub codel: Box<[PdCodel]>,
     /// Per-pd RED variables (the `red_*` registers; stage/red.rs).
     pub red: Box<[PdRed]>,
+    /// Per-pd slot state (the `slot_*` registers; stage/slot.rs).
+    pub slot: Box<[PdSlot]>,
     /// The built-in distribution tables, restored by a reset.
     initial_dist: Box<[i16]>,
     initial_seed: u64,
@@ -271,6 +273,54 @@ impl PdRed {
 }
 
 const RED_REGISTERS: [u32; 3] = [REG_RED_QAVG, REG_RED_COUNT, REG_RED_QR];
+
+/// One pd's slot state (netem `slot`, stage/slot.rs): the contract's `slot_*` registers are views
+/// of these fields.
+#[derive(Default)]
+pub struct PdSlot {
+    pub next_ns: AtomicU64,
+    pub used_pkts: AtomicU32,
+    pub used_bytes: AtomicU32,
+}
+
+impl PdSlot {
+    #[inline]
+    pub fn load(&self) -> crate::stage::slot::Vars {
+        crate::stage::slot::Vars {
+            next_ns: self.next_ns.load(Relaxed),
+            used_pkts: self.used_pkts.load(Relaxed),
+            used_bytes: self.used_bytes.load(Relaxed),
+        }
+    }
+
+    #[inline]
+    pub fn store(&self, v: &crate::stage::slot::Vars) {
+        self.next_ns.store(v.next_ns, Relaxed);
+        self.used_pkts.store(v.used_pkts, Relaxed);
+        self.used_bytes.store(v.used_bytes, Relaxed);
+    }
+
+    fn read(&self, reg_id: u32) -> Option<u128> {
+        Some(match reg_id {
+            REG_SLOT_NEXT_NS => self.next_ns.load(Relaxed) as u128,
+            REG_SLOT_USED_PKTS => self.used_pkts.load(Relaxed) as u128,
+            REG_SLOT_USED_BYTES => self.used_bytes.load(Relaxed) as u128,
+            _ => return None,
+        })
+    }
+
+    fn write(&self, reg_id: u32, value: u128) -> bool {
+        match reg_id {
+            REG_SLOT_NEXT_NS => self.next_ns.store(value as u64, Relaxed),
+            REG_SLOT_USED_PKTS => self.used_pkts.store(value as u32, Relaxed),
+            REG_SLOT_USED_BYTES => self.used_bytes.store(value as u32, Relaxed),
+            _ => return false,
+        }
+        true
+    }
+}
+
+const SLOT_REGISTERS: [u32; 3] = [REG_SLOT_NEXT_NS, REG_SLOT_USED_PKTS, REG_SLOT_USED_BYTES];
 
 const CODEL_REGISTERS: [u32; 6] = [
     REG_CODEL_FIRST_ABOVE_NS,
@@ -409,6 +459,7 @@ impl Registers {
             radio: RadioRegisters::new(caps),
             codel: atomics(pds, PdCodel::default),
             red: atomics(pds, PdRed::default),
+            slot: atomics(pds, PdSlot::default),
             initial_dist,
             initial_seed: seed,
         };
@@ -440,6 +491,7 @@ impl Registers {
             REG_RNG_SEED => self.rng_seed.load(Relaxed) as u128,
             id if CODEL_REGISTERS.contains(&id) => self.codel[i].read(id).expect("a codel register"),
             id if RED_REGISTERS.contains(&id) => self.red[i].read(id).expect("a red register"),
+            id if SLOT_REGISTERS.contains(&id) => self.slot[i].read(id).expect("a slot register"),
             id => self.radio.read(id, i).expect("check_index validated the id"),
         })
     }
@@ -472,6 +524,9 @@ impl Registers {
             id if RED_REGISTERS.contains(&id) => {
                 self.red[i].write(id, value);
             }
+            id if SLOT_REGISTERS.contains(&id) => {
+                self.slot[i].write(id, value);
+            }
             id => {
                 let written = self.radio.write(id, i, value);
                 debug_assert!(written, "check_index validated the id");
@@ -488,6 +543,7 @@ impl Registers {
             REG_RNG_SEED => 1,
             id if CODEL_REGISTERS.contains(&id) => self.codel.len() as u32,
             id if RED_REGISTERS.contains(&id) => self.red.len() as u32,
+            id if SLOT_REGISTERS.contains(&id) => self.slot.len() as u32,
             id if self.radio.size(id).is_some() => self.radio.size(id).unwrap_or(0) as u32,
             _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
         })
@@ -519,6 +575,9 @@ impl Registers {
             c.store(&Default::default());
         }
         for r in self.red.iter() {
+            r.store(&Default::default());
+        }
+        for r in self.slot.iter() {
             r.store(&Default::default());
         }
         self.radio.reset();

@@ -44,6 +44,12 @@ pub struct Impairment {
     pub loss4_p32: u32,
     pub loss4_p23: u32,
     pub loss4_p14: u32,
+    /// netem's slots (stage/slot.rs): on when slot_delay_ns or slot_span_ns is non-zero.
+    pub slot_delay_ns: u64,
+    pub slot_span_ns: u64,
+    pub slot_dist: u8,
+    pub slot_packets: u32,
+    pub slot_bytes: u32,
 }
 
 impl Impairment {
@@ -83,6 +89,11 @@ impl Impairment {
             loss4_p32: g(imp::LOSS4_P32) as u32,
             loss4_p23: g(imp::LOSS4_P23) as u32,
             loss4_p14: g(imp::LOSS4_P14) as u32,
+            slot_delay_ns: g(imp::SLOT_DELAY_NS) as u64,
+            slot_span_ns: g(imp::SLOT_SPAN_NS) as u64,
+            slot_dist: g(imp::SLOT_DIST) as u8,
+            slot_packets: g(imp::SLOT_PACKETS) as u32,
+            slot_bytes: g(imp::SLOT_BYTES) as u32,
         }
     }
 
@@ -90,6 +101,12 @@ impl Impairment {
     #[inline]
     pub fn has_rate(&self) -> bool {
         self.ns_per_byte_q16 != 0
+    }
+
+    /// True when packets wait for netem-style slots (as the kernel: MIN, MAX or jitter non-zero).
+    #[inline]
+    pub fn has_slots(&self) -> bool {
+        self.slot_delay_ns != 0 || self.slot_span_ns != 0
     }
 }
 
@@ -175,6 +192,11 @@ mod tests {
             ("loss4_p32", i.loss4_p32 as u64),
             ("loss4_p23", i.loss4_p23 as u64),
             ("loss4_p14", i.loss4_p14 as u64),
+            ("slot_delay_ns", i.slot_delay_ns),
+            ("slot_span_ns", i.slot_span_ns),
+            ("slot_dist", i.slot_dist as u64),
+            ("slot_packets", i.slot_packets as u64),
+            ("slot_bytes", i.slot_bytes as u64),
         ];
         for (name, got) in fields {
             assert_eq!(got, by_name(name), "{name}");
