@@ -181,6 +181,11 @@ struct impairment_t {
     bit<8>        slot_dist;
     bit<32>       slot_packets;
     bit<32>       slot_bytes;
+    bit<32>       trace_base;
+    bit<32>       trace_len;
+    bit<32>       trace_ms_base;
+    bit<32>       trace_period_ms;
+    bit<64>       trace_period_recip;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */

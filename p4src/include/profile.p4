@@ -50,7 +50,12 @@ control ProfileLookup(inout headers_t hdr,
                           duration_ns_t slot_span_ns,
                           bit<8>        slot_dist,
                           bit<32>       slot_packets,
-                          bit<32>       slot_bytes) {
+                          bit<32>       slot_bytes,
+                          bit<32>       trace_base,
+                          bit<32>       trace_len,
+                          bit<32>       trace_ms_base,
+                          bit<32>       trace_period_ms,
+                          bit<64>       trace_period_recip) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -88,6 +93,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.slot_dist = slot_dist;
         meta.imp.slot_packets = slot_packets;
         meta.imp.slot_bytes = slot_bytes;
+        meta.imp.trace_base = trace_base;
+        meta.imp.trace_len = trace_len;
+        meta.imp.trace_ms_base = trace_ms_base;
+        meta.imp.trace_period_ms = trace_period_ms;
+        meta.imp.trace_period_recip = trace_period_recip;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -144,6 +154,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.slot_dist = SLOT_RANGE;
         meta.imp.slot_packets = 0;
         meta.imp.slot_bytes = 0;
+        meta.imp.trace_base = 0;
+        meta.imp.trace_len = 0;
+        meta.imp.trace_ms_base = 0;
+        meta.imp.trace_period_ms = 0;
+        meta.imp.trace_period_recip = 0;
         profile.apply();
     }
 }

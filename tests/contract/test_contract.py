@@ -364,7 +364,7 @@ REJECTED = {
     "digest without struct type": ("forwarding.p4", "digest<mac_learn_digest_t>(", "digest(",
                                    "explicit struct type"),
     "default action outside the list": ("profile.p4", "default_action = NoAction();",
-                                        "default_action = set_impairment(0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0);\n"
+                                        "default_action = set_impairment(0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0);\n"
                                         "        /* */", None),
 }
 

@@ -26,7 +26,8 @@ from .fields import (Delay48, LinkRate, Overhead16, PositiveProbability, Probabi
 from .gilbert_elliott import GilbertElliott
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
 
-__all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LossState", "Slot", "LinkParams"]
+__all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LossState", "Slot", "TracePlacement",
+           "LinkParams"]
 
 # CoDel times: the control law scales the interval as a 32-bit count of ns (as Linux does).
 CodelTime = duration(1_000, 2**32 - 1)
@@ -363,6 +364,26 @@ class Slot(BaseModel):
         return self
 
 
+TraceCount = integer(1, 2**32 - 1, "opportunities")
+TracePeriod = integer(1, 2**32 - 1, "ms")
+TraceCell = integer(0, 2**32 - 1, "cells")
+
+
+class TracePlacement(BaseModel):
+    """A Mahimahi trace the data plane plays itself (exact delivery, docs/control.md): `opportunities`
+    timestamps repeating every `period` ms, loaded by the controller into the switch's trace
+    registers at `cells` (trace_opportunity_ms) and `index_cells` (trace_first_at). Written by
+    `Controller.load_trace` / `p4netem trace load`, which find the free cells; a profile file names
+    a trace by these only when the switch already holds it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    opportunities: TraceCount
+    period: TracePeriod
+    cells: TraceCell = 0
+    index_cells: TraceCell = 0
+
+
 class LinkParams(BaseModel):
     """Impairment of one direction. Defaults are "no impairment" for every field."""
 
@@ -381,6 +402,7 @@ class LinkParams(BaseModel):
     gilbert_elliott: GilbertElliott | None = None
     loss_state: LossState | None = None
     slot: Slot | None = None
+    trace: TracePlacement | None = None
     duplicate: Probability = Percent(0)
     corrupt: Probability = Percent(0)
 
@@ -425,7 +447,7 @@ class LinkParams(BaseModel):
         if self.reorder.probability and not (self.delay or self.jitter):
             problems.append(Problem("reorder.probability", f"{self.reorder.probability} has no "
                                     "effect without a delay or jitter to skip"))
-        if self.rate == 0 and not self.queue.unlimited:
+        if self.rate == 0 and self.trace is None and not self.queue.unlimited:
             problems.append(Problem("queue", "a queue limit needs a rate (without one the rate "
                                     "queue is always empty)"))
         if self.rate == 0 and self.aqm.kind is not AqmKind.TAIL_DROP:
@@ -437,6 +459,12 @@ class LinkParams(BaseModel):
         if self.rate == 0 and self.overhead:
             problems.append(Problem("overhead", f"{self.overhead} bytes needs a rate (overhead "
                                     "only counts in the rate computation)"))
+        if self.trace is not None and self.rate:
+            problems.append(Problem("rate", f"{self.rate} is not used with a trace: the trace's delivery "
+                                    "opportunities are the link (leave rate out)"))
+        if self.trace is not None and self.aqm.kind is not AqmKind.TAIL_DROP:
+            problems.append(Problem("aqm", f"{self.aqm.kind.value} manages the rate queue's clock; a trace-driven "
+                                    "queue is drop-tail (Mahimahi's default)"))
         if self.loss_state is not None and (self.loss or self.gilbert_elliott is not None):
             problems.append(Problem("loss_state", "is a loss model of its own: leave loss and gilbert_elliott "
                                     "out (the data plane uses one model per direction)"))
@@ -465,4 +493,4 @@ class LinkParams(BaseModel):
 
 
 KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Queue.model_fields, Aqm.model_fields,
-                    LossState.model_fields, Slot.model_fields)
+                    LossState.model_fields, Slot.model_fields, TracePlacement.model_fields)
