@@ -183,8 +183,8 @@ def print_table(res: dict) -> None:
         ("timeline_step_error_ms_p50", "ms"), ("timeline_step_error_ms_max", "ms"),
         ("timeline_wire_error_ms_p50", "ms"), ("timeline_wire_error_ms_p99", "ms"),
         ("timeline_wire_error_ms_max", "ms"),
-        ("throughput_ratio_vs_bridge_af_packet", ""), ("rate_1g_dataplane_busy_pct_af_packet", "%"),
-        ("rate_1g_error_pct_af_packet", "%"),
+        ("throughput_ratio_vs_bridge_af_xdp", ""), ("rate_1g_dataplane_busy_pct_af_xdp", "%"),
+        ("rate_1g_error_pct_af_xdp", "%"),
         ("reval_pipelined_packets_ratio", ""), ("reval_pipelined_packets_ratio_unbuffered", ""),
     ]
     for key, unit in extra:
@@ -269,7 +269,6 @@ def main() -> int:
                            log_path=ROOT / "build" / "bench-switch.log")
         with sw:
             res["config"]["switch"] = {"cmd": " ".join(sw.command()), "log": str(sw.log_path)}
-            res["config"]["switch_io"] = io_paths.ports_io(sw.log_path)
             ctl = control.Control(sw.grpc_addr, sw.device_id)
             ctl.start()
             try:
@@ -294,19 +293,20 @@ def main() -> int:
                 step("timeline", lambda: timeline.measure(t, sw.grpc_addr, sw.device_id))
             finally:
                 ctl.close()
+        res["config"]["switch_io"] = io_paths.ports_io(sw.log_path)  # its "port up" lines
         if "io_paths" in only:
-            # Issue 14: the switch above runs on its default path (AF_XDP where available, see
-            # config.switch_io); the same figures on the AF_PACKET fallback, in the same run, on
-            # the same veths: the comparison between the two paths.
+            # Issue 14: the switch above runs on its default path (AF_PACKET, see
+            # config.switch_io); the same figures on AF_XDP, in the same run, on the same veths:
+            # the comparison between the two paths.
             sw3 = SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,
-                                log_path=ROOT / "build" / "bench-switch-af-packet.log",
-                                extra_args=["--io", "af_packet"])
+                                log_path=ROOT / "build" / f"bench-switch-{io_paths.OTHER}.log",
+                                extra_args=["--io", io_paths.OTHER])
             with sw3:
                 ctl3 = control.Control(sw3.grpc_addr, sw3.device_id)
                 ctl3.start()
                 try:
                     step("io_paths", lambda: io_paths.measure(t, ctl3, sw3.proc.pid, bridge, figures),
-                         label="io paths (af_packet)")
+                         label=f"io paths ({io_paths.OTHER})")
                 finally:
                     ctl3.close()
         if "radio" in only and "radio" not in errors:

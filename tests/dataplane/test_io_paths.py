@@ -1,5 +1,5 @@
-"""Both packet I/O paths of p4netem-switch (issue 14): AF_XDP in copy mode (the default where the
-kernel and the interface allow it) and AF_PACKET rings (the fallback). On each, forced with --io:
+"""Both packet I/O paths of p4netem-switch (issue 14): AF_PACKET rings (the default, and the
+fallback of --io auto) and AF_XDP in copy mode. On each, forced with --io:
 the path is reported (log line, p4netem_switch_port_io metric), TCP and ICMP cross, a shaper holds
 its rate with counters that conserve, and a delay holds. --io auto falls back to AF_PACKET, logged
 and reported, on an interface AF_XDP cannot serve; a forced --io af_xdp there fails the start with

@@ -15,8 +15,9 @@ use super::afxdp::AfXdp;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoMode {
     /// AF_XDP, falling back to AF_PACKET (logged) where it cannot be set up.
-    #[default]
     Auto,
+    /// The default (see main.rs --io for the measurement behind it).
+    #[default]
     AfPacket,
     AfXdp,
 }
