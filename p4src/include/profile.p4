@@ -45,7 +45,10 @@ control ProfileLookup(inout headers_t hdr,
                           prob_t        loss4_p31,
                           prob_t        loss4_p32,
                           prob_t        loss4_p23,
-                          prob_t        loss4_p14) {
+                          prob_t        loss4_p14,
+                          bit<8>        bearer_sched,
+                          bit<32>       bearer_quantum_bytes,
+                          bit<8>        bearer_pf_halflife_log2) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -78,6 +81,9 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.loss4_p32 = loss4_p32;
         meta.imp.loss4_p23 = loss4_p23;
         meta.imp.loss4_p14 = loss4_p14;
+        meta.imp.bearer_sched = bearer_sched;
+        meta.imp.bearer_quantum_bytes = bearer_quantum_bytes;
+        meta.imp.bearer_pf_halflife_log2 = bearer_pf_halflife_log2;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -129,6 +135,9 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.loss4_p32 = 0;
         meta.imp.loss4_p23 = 0;
         meta.imp.loss4_p14 = 0;
+        meta.imp.bearer_sched = BEARER_FIFO;
+        meta.imp.bearer_quantum_bytes = 0;
+        meta.imp.bearer_pf_halflife_log2 = 0;
         profile.apply();
     }
 }

@@ -162,6 +162,10 @@ pub struct Registers {
     pub codel: Box<[PdCodel]>,
     /// Per-pd RED variables (the `red_*` registers; stage/red.rs).
     pub red: Box<[PdRed]>,
+    /// Per-bearer state, index `ue * 2 + direction` (stage/bearer.rs), allocated lazily.
+    pub bearers: LazyArray<UeBearer>,
+    /// `bearer_turn`, `bearer_last_turn`, `bearer_pf_best` per pd (v1model's, see above).
+    bearer_pd: Box<[[AtomicU64; 3]]>,
     /// The built-in distribution tables, restored by a reset.
     initial_dist: Box<[i16]>,
     initial_seed: u64,
@@ -284,6 +288,87 @@ const CODEL_REGISTERS: [u32; 6] = [
 fn atomics<T>(n: u32, f: impl Fn() -> T) -> Box<[T]> {
     (0..n).map(|_| f()).collect()
 }
+
+/// The per-bearer registers (index `ue * 2 + direction`), see stage/bearer.rs.
+pub const BEARER_UE_REGISTERS: [u32; 7] = [
+    REG_BEARER_BACKLOG_BYTES,
+    REG_BEARER_BACKLOG_PKTS,
+    REG_BEARER_DEFICIT,
+    REG_BEARER_HEAD_SEQ,
+    REG_BEARER_TAIL_SEQ,
+    REG_BEARER_PF_AVG,
+    REG_BEARER_PF_AT_NS,
+];
+
+/// One bearer (a UE's queue in one direction of a cell): the contract's per-bearer registers are
+/// views of the first seven fields; `head`/`tail` link the waiting packets through the bearer
+/// stage's per-buffer `next` array (pool handles + 1, 0 = none: all-zero is an empty bearer).
+#[repr(C, align(16))]
+pub struct UeBearer {
+    pub pf_avg: AtomicU64,
+    pub pf_at_ns: AtomicU64,
+    pub backlog_bytes: AtomicU32,
+    pub backlog_pkts: AtomicU32,
+    pub deficit: AtomicU32,
+    pub head_seq: AtomicU32,
+    pub tail_seq: AtomicU32,
+    pub head: AtomicU32,
+    pub tail: AtomicU32,
+}
+
+// SAFETY: integer atomics only: all-zero bytes are valid.
+unsafe impl ZeroValid for UeBearer {}
+
+impl UeBearer {
+    fn cell32(&self, reg_id: u32) -> Option<&AtomicU32> {
+        Some(match reg_id {
+            REG_BEARER_BACKLOG_BYTES => &self.backlog_bytes,
+            REG_BEARER_BACKLOG_PKTS => &self.backlog_pkts,
+            REG_BEARER_DEFICIT => &self.deficit,
+            REG_BEARER_HEAD_SEQ => &self.head_seq,
+            REG_BEARER_TAIL_SEQ => &self.tail_seq,
+            _ => return None,
+        })
+    }
+
+    fn read(&self, reg_id: u32) -> u128 {
+        match reg_id {
+            REG_BEARER_PF_AVG => self.pf_avg.load(Relaxed) as u128,
+            REG_BEARER_PF_AT_NS => self.pf_at_ns.load(Relaxed) as u128,
+            id => self.cell32(id).map_or(0, |c| c.load(Relaxed) as u128),
+        }
+    }
+
+    fn write(&self, reg_id: u32, value: u128) {
+        match reg_id {
+            REG_BEARER_PF_AVG => self.pf_avg.store(value as u64, Relaxed),
+            REG_BEARER_PF_AT_NS => self.pf_at_ns.store(value as u64, Relaxed),
+            id => {
+                if let Some(c) = self.cell32(id) {
+                    c.store(value as u32, Relaxed)
+                }
+            }
+        }
+    }
+
+    /// Zero the registers; the packet links stay (the packets are still waiting: see bearer.rs).
+    fn reset(&self) {
+        for c in [&self.pf_avg, &self.pf_at_ns] {
+            if c.load(Relaxed) != 0 {
+                c.store(0, Relaxed);
+            }
+        }
+        for c in [&self.backlog_bytes, &self.backlog_pkts, &self.deficit, &self.head_seq, &self.tail_seq] {
+            if c.load(Relaxed) != 0 {
+                c.store(0, Relaxed);
+            }
+        }
+    }
+}
+
+/// The per-pd arbitration registers of v1model's bearer scheduler (bearer.p4); p4netem-switch
+/// sees every bearer at once and never needs them, so they only hold what a client writes.
+const BEARER_PD_REGISTERS: [u32; 3] = [REG_BEARER_TURN, REG_BEARER_LAST_TURN, REG_BEARER_PF_BEST];
 
 /// One UE's radio registers, in one cache line: a packet reads and writes only its own UE's line
 /// (the contract's per-UE registers are views of these fields). `radio_state_time_ns`, written
@@ -409,6 +494,11 @@ impl Registers {
             radio: RadioRegisters::new(caps),
             codel: atomics(pds, PdCodel::default),
             red: atomics(pds, PdRed::default),
+            bearers: LazyArray::new(
+                caps.register_size(REG_BEARER_BACKLOG_BYTES).expect("contract register") as usize,
+                false,
+            ),
+            bearer_pd: atomics(pds, Default::default),
             initial_dist,
             initial_seed: seed,
         };
@@ -440,6 +530,11 @@ impl Registers {
             REG_RNG_SEED => self.rng_seed.load(Relaxed) as u128,
             id if CODEL_REGISTERS.contains(&id) => self.codel[i].read(id).expect("a codel register"),
             id if RED_REGISTERS.contains(&id) => self.red[i].read(id).expect("a red register"),
+            id if BEARER_UE_REGISTERS.contains(&id) => self.bearers[i].read(id),
+            id if BEARER_PD_REGISTERS.contains(&id) => {
+                let k = BEARER_PD_REGISTERS.iter().position(|&r| r == id).unwrap_or(0);
+                self.bearer_pd[i][k].load(Relaxed) as u128
+            }
             id => self.radio.read(id, i).expect("check_index validated the id"),
         })
     }
@@ -472,6 +567,11 @@ impl Registers {
             id if RED_REGISTERS.contains(&id) => {
                 self.red[i].write(id, value);
             }
+            id if BEARER_UE_REGISTERS.contains(&id) => self.bearers[i].write(id, value),
+            id if BEARER_PD_REGISTERS.contains(&id) => {
+                let k = BEARER_PD_REGISTERS.iter().position(|&r| r == id).unwrap_or(0);
+                self.bearer_pd[i][k].store(value as u64, Relaxed);
+            }
             id => {
                 let written = self.radio.write(id, i, value);
                 debug_assert!(written, "check_index validated the id");
@@ -488,6 +588,8 @@ impl Registers {
             REG_RNG_SEED => 1,
             id if CODEL_REGISTERS.contains(&id) => self.codel.len() as u32,
             id if RED_REGISTERS.contains(&id) => self.red.len() as u32,
+            id if BEARER_UE_REGISTERS.contains(&id) => self.bearers.len() as u32,
+            id if BEARER_PD_REGISTERS.contains(&id) => self.bearer_pd.len() as u32,
             id if self.radio.size(id).is_some() => self.radio.size(id).unwrap_or(0) as u32,
             _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
         })
@@ -520,6 +622,14 @@ impl Registers {
         }
         for r in self.red.iter() {
             r.store(&Default::default());
+        }
+        for b in self.bearers.iter() {
+            b.reset();
+        }
+        for cells in self.bearer_pd.iter() {
+            for c in cells {
+                c.store(0, Relaxed);
+            }
         }
         self.radio.reset();
         self.restore_dist();

@@ -44,6 +44,10 @@ pub struct Impairment {
     pub loss4_p32: u32,
     pub loss4_p23: u32,
     pub loss4_p14: u32,
+    /// Bearer queues of a cell (stage/bearer.rs): `BEARER_FIFO` (none), `BEARER_DRR`, `BEARER_PF`.
+    pub bearer_sched: u8,
+    pub bearer_quantum_bytes: u32,
+    pub bearer_pf_halflife_log2: u8,
 }
 
 impl Impairment {
@@ -83,6 +87,9 @@ impl Impairment {
             loss4_p32: g(imp::LOSS4_P32) as u32,
             loss4_p23: g(imp::LOSS4_P23) as u32,
             loss4_p14: g(imp::LOSS4_P14) as u32,
+            bearer_sched: g(imp::BEARER_SCHED) as u8,
+            bearer_quantum_bytes: g(imp::BEARER_QUANTUM_BYTES) as u32,
+            bearer_pf_halflife_log2: g(imp::BEARER_PF_HALFLIFE_LOG2) as u8,
         }
     }
 
@@ -175,6 +182,9 @@ mod tests {
             ("loss4_p32", i.loss4_p32 as u64),
             ("loss4_p23", i.loss4_p23 as u64),
             ("loss4_p14", i.loss4_p14 as u64),
+            ("bearer_sched", i.bearer_sched as u64),
+            ("bearer_quantum_bytes", i.bearer_quantum_bytes as u64),
+            ("bearer_pf_halflife_log2", i.bearer_pf_halflife_log2 as u64),
         ];
         for (name, got) in fields {
             assert_eq!(got, by_name(name), "{name}");
