@@ -27,6 +27,7 @@
 #include "include/red.p4"
 #include "include/bearer.p4"
 #include "include/rate.p4"
+#include "include/slot.p4"
 #include "include/delay.p4"
 #include "include/ingress.p4"
 #include "include/egress.p4"

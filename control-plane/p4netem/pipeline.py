@@ -55,6 +55,8 @@ CODEL_REGISTERS = tuple(f"{INGRESS}.codel_{n}" for n in ("first_above_ns", "drop
 RED_REGISTERS = tuple(f"{INGRESS}.red_{n}" for n in ("qavg", "count", "qr"))
 # netem 4-state loss per pd (0 reads as state 1, TX_IN_GAP).
 LOSS4_STATE = f"{INGRESS}.loss4_state"
+# netem slots per pd (all zero: no slot opened yet).
+SLOT_REGISTERS = tuple(f"{INGRESS}.slot_{n}" for n in ("next_ns", "used_pkts", "used_bytes"))
 # Every per-UE radio register (all zero: a UE never seen, IDLE).
 RADIO_REGISTERS = (RADIO_STATE, RADIO_LAST_ACTIVITY_NS, RADIO_PROMO_DONE_NS, RADIO_FACH_FREE_NS,
                    RADIO_DRX_REF_NS, RADIO_STATE_SINCE_NS, RADIO_STATE_TIME_NS, RADIO_PROMO_PKTS)
@@ -93,6 +95,10 @@ class JitterDist(IntEnum):
     PARETO = 3
     PARETONORMAL = 4
     USER = 5
+
+
+# set_impairment's slot_dist for netem's `slot MIN [MAX]` (1..5 are the JitterDist shapes).
+SLOT_RANGE = 0
 
 
 class Aqm(IntEnum):

@@ -145,6 +145,10 @@ pub const JITTER_PARETO: u8 = 3;
 pub const JITTER_PARETONORMAL: u8 = 4;
 pub const JITTER_USER: u8 = 5;
 
+/// `slot_dist` of `set_impairment`: netem's `slot MIN [MAX]` (a uniform range); 1..5 are
+/// `slot distribution` with the `JITTER_*` shapes.
+pub const SLOT_RANGE: u8 = 0;
+
 /// `aqm` values of `set_impairment`.
 pub const AQM_TAIL_DROP: u8 = 0;
 pub const AQM_CODEL: u8 = 1;

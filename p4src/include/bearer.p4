@@ -62,46 +62,46 @@ control BearerQueues(inout headers_t hdr,
      * sequence numbers of its head and of the next packet admitted, the PF average and
      * when it was last updated. */
     @name(".P4netemIngress.bearer_backlog_bytes")
-    @id(0x16000030)
+    @id(0x16000040)
     register<bit<32>>(BEARER_SIZE) bearer_backlog_bytes;
 
     @name(".P4netemIngress.bearer_backlog_pkts")
-    @id(0x16000031)
+    @id(0x16000041)
     register<bit<32>>(BEARER_SIZE) bearer_backlog_pkts;
 
     @name(".P4netemIngress.bearer_deficit")
-    @id(0x16000032)
+    @id(0x16000042)
     register<bit<32>>(BEARER_SIZE) bearer_deficit;
 
     @name(".P4netemIngress.bearer_head_seq")
-    @id(0x16000033)
+    @id(0x16000043)
     register<bit<32>>(BEARER_SIZE) bearer_head_seq;
 
     @name(".P4netemIngress.bearer_tail_seq")
-    @id(0x16000034)
+    @id(0x16000044)
     register<bit<32>>(BEARER_SIZE) bearer_tail_seq;
 
     @name(".P4netemIngress.bearer_pf_avg")
-    @id(0x16000035)
+    @id(0x16000045)
     register<bit<64>>(BEARER_SIZE) bearer_pf_avg;
 
     @name(".P4netemIngress.bearer_pf_at_ns")
-    @id(0x16000036)
+    @id(0x16000046)
     register<time_ns_t>(BEARER_SIZE) bearer_pf_at_ns;
 
     /* Per cell (pd), v1model's arbitration between recirculating heads: the UE + 1 holding the
      * turn (DRR) or with the lowest average seen while the link was busy (PF), 0 = nobody;
      * the UE + 1 that last gave the turn up; that lowest average. */
     @name(".P4netemIngress.bearer_turn")
-    @id(0x16000037)
+    @id(0x16000047)
     register<bit<32>>(PD_COUNT) bearer_turn;
 
     @name(".P4netemIngress.bearer_last_turn")
-    @id(0x16000038)
+    @id(0x16000048)
     register<bit<32>>(PD_COUNT) bearer_last_turn;
 
     @name(".P4netemIngress.bearer_pf_best")
-    @id(0x16000039)
+    @id(0x16000049)
     register<bit<64>>(PD_COUNT) bearer_pf_best;
 
     PfDecay() pf_decay;

@@ -102,6 +102,10 @@
 #define DIST_USER            5
 /* Table samples are in units of sigma / NETEM_DIST_SCALE (netem's scale, 8192 = 2^13). */
 #define NETEM_DIST_SCALE_SHIFT 13
+/* slot_dist: 0 is netem's `slot MIN [MAX]` (uniform in [slot_delay_ns, slot_delay_ns +
+ * slot_span_ns]); 1..5 are `slot distribution` with the DIST_* shapes (mean slot_delay_ns,
+ * jitter slot_span_ns). */
+#define SLOT_RANGE           0
 
 /* ---- radio (set_radio.model, the state enum, promotion kinds) ---- */
 #define RADIO_NONE           0

@@ -16,6 +16,9 @@
  *   tables (2..5):    dist_table[(dist-2)*4096 + u] * jitter_ns / 8192, u uniform
  *                     in [0, 4096), samples int16 in units of sigma/8192 (netem).
  * Any other jitter_dist means no jitter.
+ *
+ * A packet on the delay line then waits for its slot (slot.p4, netem's `slot`); one that
+ * skipped the line does not (netem puts it at the head of its queue, outside the slots).
  */
 #ifndef P4NETEM_DELAY_P4
 #define P4NETEM_DELAY_P4
@@ -33,6 +36,8 @@ control DelayStage(inout headers_t hdr,
     @name(".P4netemIngress.dist_table")
     @id(0x16000006)
     register<bit<16>>(DIST_TABLE_SIZE) dist_table;
+
+    SlotGate() slot_gate;
 
     apply {
         /* A packet in a bearer gets its release time on the pass that gives it the link. */
@@ -93,6 +98,20 @@ control DelayStage(inout headers_t hdr,
                 }
                 last_release_ns.write(meta.pd, release);
                 meta.release_ns = release;
+
+                /* The slot stage may open up to two slots for this packet (one it starts, one
+                 * after it uses a slot up); their table samples are read here, with the table. */
+                bit<16> sample_open = 0;
+                bit<16> sample_next = 0;
+                if (meta.imp.slot_dist >= DIST_NORMAL && meta.imp.slot_dist <= DIST_USER) {
+                    bit<32> slot_base = (bit<32>)(meta.imp.slot_dist - DIST_NORMAL) << DIST_INDEX_BITS;
+                    bit<32> at;
+                    random<bit<32>>(at, 0, DIST_TABLE_LEN - 1);
+                    dist_table.read(sample_open, slot_base + at);
+                    random<bit<32>>(at, 0, DIST_TABLE_LEN - 1);
+                    dist_table.read(sample_next, slot_base + at);
+                }
+                slot_gate.apply(meta, standard_metadata.packet_length, sample_open, sample_next);
             }
         }
     }

@@ -176,6 +176,11 @@ struct impairment_t {
     prob_t        loss4_p32;
     prob_t        loss4_p23;
     prob_t        loss4_p14;
+    duration_ns_t slot_delay_ns;
+    duration_ns_t slot_span_ns;
+    bit<8>        slot_dist;
+    bit<32>       slot_packets;
+    bit<32>       slot_bytes;
     bit<8>        bearer_sched;
     bit<32>       bearer_quantum_bytes;
     bit<8>        bearer_pf_halflife_log2;

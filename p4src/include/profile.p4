@@ -46,6 +46,11 @@ control ProfileLookup(inout headers_t hdr,
                           prob_t        loss4_p32,
                           prob_t        loss4_p23,
                           prob_t        loss4_p14,
+                          duration_ns_t slot_delay_ns,
+                          duration_ns_t slot_span_ns,
+                          bit<8>        slot_dist,
+                          bit<32>       slot_packets,
+                          bit<32>       slot_bytes,
                           bit<8>        bearer_sched,
                           bit<32>       bearer_quantum_bytes,
                           bit<8>        bearer_pf_halflife_log2) {
@@ -81,6 +86,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.loss4_p32 = loss4_p32;
         meta.imp.loss4_p23 = loss4_p23;
         meta.imp.loss4_p14 = loss4_p14;
+        meta.imp.slot_delay_ns = slot_delay_ns;
+        meta.imp.slot_span_ns = slot_span_ns;
+        meta.imp.slot_dist = slot_dist;
+        meta.imp.slot_packets = slot_packets;
+        meta.imp.slot_bytes = slot_bytes;
         meta.imp.bearer_sched = bearer_sched;
         meta.imp.bearer_quantum_bytes = bearer_quantum_bytes;
         meta.imp.bearer_pf_halflife_log2 = bearer_pf_halflife_log2;
@@ -135,6 +145,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.loss4_p32 = 0;
         meta.imp.loss4_p23 = 0;
         meta.imp.loss4_p14 = 0;
+        meta.imp.slot_delay_ns = 0;
+        meta.imp.slot_span_ns = 0;
+        meta.imp.slot_dist = SLOT_RANGE;
+        meta.imp.slot_packets = 0;
+        meta.imp.slot_bytes = 0;
         meta.imp.bearer_sched = BEARER_FIFO;
         meta.imp.bearer_quantum_bytes = 0;
         meta.imp.bearer_pf_halflife_log2 = 0;

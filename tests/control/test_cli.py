@@ -284,8 +284,8 @@ def test_netem_options_apply_and_convert(bare_switch: SwitchProcess, tmp_path) -
     are named and change nothing."""
     addr = bare_switch.grpc_addr
     options = "delay 100ms 10ms distribution normal loss gemodel 1% 20% 70% rate 1mbit 24 limit 300"
-    r = cli("apply", "--netem", options, "--netem-downlink", "delay 20ms rate 8mbit", "--name", "from-tc",
-            "--json", addr=addr)
+    r = cli("apply", "--netem", options, "--netem-downlink", "delay 20ms rate 8mbit slot 2ms 4ms packets 8",
+            "--name", "from-tc", "--json", addr=addr)
     assert r.returncode == 0, r.stderr
     shown = json.loads(cli("show", "--json", addr=addr).stdout)["rules"]
     assert len(shown) == 1
@@ -293,20 +293,22 @@ def test_netem_options_apply_and_convert(bare_switch: SwitchProcess, tmp_path) -
                                   "reorder": {"keep_order": False}, "rate": "1Mbit", "overhead": 24,
                                   "queue": {"packets": 300},
                                   "gilbert_elliott": {"p": "1%", "r": "20%", "loss_bad": "70%"}}
-    assert shown[0]["downlink"] == {"delay": "20ms", "rate": "8Mbit", "queue": {"packets": 1000}}
+    assert shown[0]["downlink"] == {"delay": "20ms", "rate": "8Mbit", "queue": {"packets": 1000},
+                                    "slot": {"min": "2ms", "max": "4ms", "packets": 8}}
 
     out = tmp_path / "from-tc.yaml"
-    r = cli("profiles", "from-netem", options, "--downlink", "delay 20ms rate 8mbit", "--name", "from-tc",
-            "-o", str(out))
+    r = cli("profiles", "from-netem", options, "--downlink", "delay 20ms rate 8mbit slot 2ms 4ms packets 8",
+            "--name", "from-tc", "-o", str(out))
     assert r.returncode == 0 and out.exists(), r.stderr
     named = json.loads(cli("show", "--json", "--profiles", str(out), addr=addr).stdout)["rules"][0]
     assert named["profile"] == "from-tc" and named["modified"] == []  # the file is what the switch holds
-    printed = cli("profiles", "from-netem", options, "--downlink", "delay 20ms rate 8mbit", "--name", "from-tc")
+    printed = cli("profiles", "from-netem", options, "--downlink", "delay 20ms rate 8mbit slot 2ms 4ms packets 8",
+                  "--name", "from-tc")
     assert printed.returncode == 0 and printed.stdout == out.read_text()
 
-    r = cli("apply", "--netem", "delay 100ms 10ms 25% slot 1ms", addr=addr)
+    r = cli("apply", "--netem", "delay 100ms 10ms 25% slot 5ms 1ms", addr=addr)
     assert r.returncode == 1, r.stderr
-    assert 'delay: correlation "25%" is not supported' in r.stderr and "slot: netem's slotted delivery" in r.stderr
+    assert 'delay: correlation "25%" is not supported' in r.stderr and 'slot max_delay: "1ms" is below' in r.stderr
     r = cli("profiles", "from-netem", "delay 5ms frob")
     assert r.returncode == 1 and '"frob" is not a netem option p4netem knows' in r.stderr, r.stderr
     assert cli("apply", "lan", "--netem", "delay 1ms", addr=addr).returncode == 2

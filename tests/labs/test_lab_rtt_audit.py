@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab_env import SMALL, TWO_ORIGINS, delay_profile
+from lab_env import BIG, SMALL, TWO_ORIGINS, delay_profile
 from p4netem_studies.harness.round_trips import minimum_round_trips
 from p4netem_studies.web.nginx import NginxConfig, NginxServer
 
@@ -110,3 +110,23 @@ def test_the_buffering_server_coalesces_pipelined_answers(lossless, buffering_se
     assert {r["status"] for r in buffering_server.requests()} == {304}
     n, a = _server_data_segments(nginx), _server_data_segments(apache)
     assert n >= 9 and a <= n - 4, f"server data segments: nginx {n}, apache {a}"
+
+
+def test_on_a_jittery_rate_limited_link_the_audit_finds_the_stall_and_only_it(
+        lossless, stalling_nginx):
+    """The builtin HSPA profile (3 Mbit/s down with a queue, 0.37 Mbit/s up, 100 ms RTT with
+    3.5 ms delay jitter): the jitter bunches queued packets, the slow uplink makes clients send
+    requests again, and the queue drops. A clean 300 KB page through it has no stall; the
+    Nagle stall is still found. Before the audit applied Karn's rule, read the downlink rate
+    over runs of packets and left waits with data in flight to the window, E5 flagged 20-55 %
+    of cellular loads."""
+    try:
+        lossless.set("hspa", iw=10)
+        clean = lossless.load("h1.1", BIG, tls=False)
+        assert clean.report["ok"], clean.report["errors"]
+        assert clean.wire.stalls == 0, _explain(clean)
+        nagle = lossless.load("h1.1", SMALL, tls=False, port=18080)
+        assert nagle.report["ok"], nagle.report["errors"]
+        assert nagle.wire.stalls >= 1, _explain(nagle)
+    finally:
+        lossless.set(delay_profile(RTT_MS), iw=LARGE_IW)

@@ -104,6 +104,53 @@ def test_a_full_congestion_window_is_a_window_wait_not_a_stall():
     assert (b.stalls, b.window_waits) == (1, 0)
 
 
+def test_a_resent_request_gives_no_rtt_sample():
+    """Karn's rule: a request sent again (the uplink was slow, the client's timer fired) and
+    answered right after its second copy (the answer was already on its way to the first) must
+    not make the RTT look like 8 ms; else the response's queued packets, in pairs 10 ms apart on a slow
+    downlink with the client ACKing each pair, each look released by an ACK: stalls. An HSPA load
+    showed 10 such stalls, none real."""
+    w = Wire()
+    w.handshake(0.0)
+    req = w.client(RTT + 2e-5, 300)
+    w.cseq -= 300                                          # the same request, sent again
+    w.client(RTT + 0.3, 300)
+    t = RTT + 0.308                                        # the answer to the first copy
+    for i in range(8):                                     # in pairs (jitter bunches them)
+        w.server(t + i * 0.010, MSS, MSS)
+        w.ack(t + i * 0.010 + 3e-5)
+    assert req.seq == w.segs[-26].seq                      # both copies carry one sequence range
+    a = audit(w.segs, CLIENT)
+    assert (a.rtts, a.stalls) == (2, 0), a.stall_events
+
+
+def test_a_paced_send_with_data_in_flight_is_no_stall():
+    """BBR (the labs' default) paces: a packet that follows an ACK after a silence while the
+    server still had data in flight waited for its pacer or window, not for the ACK of all it
+    sent: a window wait. The same silence with everything acknowledged is a stall, and so is
+    one whose ACK acknowledged a partial segment with full ones still in flight (Linux's Nagle,
+    Minshall's variant, holds a partial segment until the last partial one is acknowledged)."""
+    def load(first: int, acked_all: bool) -> list[Segment]:
+        w = Wire()
+        w.handshake(0.0)
+        w.client(RTT + 2e-5, 300)
+        t = 2 * RTT + 1e-4
+        w.server(t, first, MSS)
+        acked_first = w.sseq
+        w.server(t + 0.060, MSS, MSS)                      # still in flight when the ACK comes
+        acked = w.sseq if acked_all else acked_first
+        w.segs.append(Segment(t + 0.061, CLIENT, w.port, SERVER, 80, ACK, w.cseq, acked, 1000,
+                              b"", 66, None, None))
+        w.server(t + 0.061 + RTT, 700)                     # right when that ACK reached it
+        return w.segs
+    paced = audit(load(MSS, acked_all=False), CLIENT)
+    assert (paced.stalls, paced.window_waits) == (0, 1)
+    held = audit(load(MSS, acked_all=True), CLIENT)
+    assert (held.stalls, held.window_waits) == (1, 0)
+    nagle = audit(load(200, acked_all=False), CLIENT)
+    assert (nagle.stalls, nagle.window_waits) == (1, 0)
+
+
 def test_a_second_origin_costs_its_handshake():
     w1, w2 = Wire(40000), Wire(40002, "10.0.1.2")
     w1.handshake(0.0)

@@ -28,8 +28,8 @@ from .fields import (Delay48, LinkRate, Overhead16, PositiveProbability, Probabi
 from .gilbert_elliott import GilbertElliott
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
 
-__all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LossState", "BearerScheduler", "Bearers",
-           "LinkParams"]
+__all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LossState", "Slot", "BearerScheduler",
+           "Bearers", "LinkParams"]
 
 # CoDel times: the control law scales the interval as a 32-bit count of ns (as Linux does).
 CodelTime = duration(1_000, 2**32 - 1)
@@ -42,6 +42,11 @@ GentleFlag = flag("gentle RED: the marking probability rises from max_p at max t
 RED_DEFAULT_PROBABILITY = Percent(2)  # tc-red's default
 RED_DEFAULT_AVPKT = ByteSize(1000)  # tc-red's default
 _RED_FIELDS = ("min", "max", "probability", "avpkt", "wlog", "gentle")
+# netem slots: times up to a minute (slot_delay_ns + slot_span_ns stay far inside 48 bits); the
+# limits are netem's (s32 in struct tc_netem_slot).
+SlotTime = duration(0, 60 * 10**9)
+SlotPackets = integer(0, 2**31 - 1, "packets", zero_word="unlimited")
+SlotBytes = byte_size(0, 2**31 - 1, zero_word="unlimited")
 
 
 def red_wlog_for_burst(min_bytes: int, burst: int, avpkt: int) -> int:
@@ -300,6 +305,67 @@ class LossState(BaseModel):
         return self
 
 
+class Slot(BaseModel):
+    """netem's slotted delivery (tc-netem(8) `slot`): packets that are due wait for the next slot and
+    leave together, at most `packets` packets and `bytes` bytes per slot (0 = unlimited; the packet
+    that reaches the byte limit still goes). A used-up slot is followed by the next one a slot delay
+    later; a packet due after the current slot opened waits one slot delay from its due time.
+    The slot delay is either uniform in [min, max] (`slot MIN [MAX]`; max defaults to min) or drawn
+    from a distribution with mean `delay` and scale `jitter` (`slot distribution TYPE DELAY JITTER`).
+    Shorthand: `slot: 10ms` is `{min: 10ms}`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min: SlotTime | None = None
+    max: SlotTime | None = None
+    distribution: Distribution | None = None
+    delay: SlotTime | None = None
+    jitter: SlotTime | None = None
+    packets: SlotPackets = 0
+    bytes: SlotBytes = ByteSize(0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, (str, int)) and not isinstance(data, bool):
+            return {"min": data}
+        if isinstance(data, (Mapping, Slot)):
+            return data
+        raise ValueError(f"{quote(data)} is not a slot block ({{min, max, packets, bytes}} or "
+                         "{distribution, delay, jitter, packets, bytes}) or a slot time")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "Slot":
+        problems = []
+        if self.distribution is None:
+            problems += [Problem(f, "belongs to the distribution form (give distribution, delay and jitter), "
+                                 "not to min/max") for f in ("delay", "jitter") if getattr(self, f) is not None]
+            if self.min is None:
+                problems.append(Problem("min", "is needed: slot {min, max} (uniform slot delays) or "
+                                        "{distribution, delay, jitter}"))
+            else:
+                if self.max is None:
+                    object.__setattr__(self, "max", self.min)
+                elif self.max < self.min:
+                    problems.append(Problem("max", f"{self.max} must be at least min {self.min}"))
+                if self.min == 0 and self.max == 0:
+                    problems.append(Problem("min", "and max are 0: netem turns slotting off; leave slot out"))
+        else:
+            problems += [Problem(f, "belongs to the min/max form, not to the distribution form")
+                         for f in ("min", "max") if getattr(self, f) is not None]
+            if self.distribution is JitterDistribution.NONE:
+                problems.append(Problem("distribution", "none is not a slot distribution; allowed uniform, "
+                                        "normal, pareto, paretonormal, user"))
+            if self.delay is None:
+                object.__setattr__(self, "delay", Duration(0))
+            if not self.jitter:
+                problems.append(Problem("jitter", "must be above 0 (tc refuses a non-positive slot jitter); for "
+                                        "fixed slots use {min: DELAY}"))
+        if problems:
+            raise FieldProblems(problems)
+        return self
+
+
 class BearerScheduler(str, Enum):
     """How a cell shares its rate between the UEs' bearer queues (`code`: bearer_sched)."""
 
@@ -409,6 +475,7 @@ class LinkParams(BaseModel):
     loss: Probability = Percent(0)
     gilbert_elliott: GilbertElliott | None = None
     loss_state: LossState | None = None
+    slot: Slot | None = None
     bearers: Bearers = Bearers()
     duplicate: Probability = Percent(0)
     corrupt: Probability = Percent(0)
@@ -500,4 +567,5 @@ class LinkParams(BaseModel):
 
 
 KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Queue.model_fields, Aqm.model_fields,
-                    LossState.model_fields, Bearers.model_fields)
+                    LossState.model_fields, Slot.model_fields,
+                    Bearers.model_fields)

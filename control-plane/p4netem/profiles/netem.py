@@ -8,7 +8,7 @@ may be abbreviated to any prefix, tried in tc's order (`d` is delay, `di` distri
 time is microseconds; a bare rate is bit/s and `bps` means BYTES per second (`kbps` = 8000
 bit/s, `KiBps` = 8192); a percentage may omit the `%`; a leading `tc qdisc add dev X root netem`
 is skipped. What each option becomes, and where p4netem differs, is in docs/profiles.md
-("From netem"). An option the pipeline does not have (correlation, slot, ecn, cellsize, gap > 1)
+("From netem"). An option the pipeline does not have (correlation, ecn, cellsize, gap > 1)
 is an error that names the token and says
 what is allowed: a profile that silently did less than the netem command would be worse than
 none. One netem qdisc shapes one direction: the same options go to both directions unless
@@ -53,7 +53,9 @@ _ALLOWED = ("delay TIME [JITTER [0]] [distribution uniform|normal|pareto|pareton
             "loss [random] PERCENT [0], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [P32 [P23 [P14]]]], "
             "duplicate PERCENT [0], corrupt PERCENT [0], reorder PERCENT [0] [gap 1], "
             "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS, codel [target TIME] [interval TIME] [ecn], "
-            "red [limit BYTES] [min BYTES] max BYTES [avpkt BYTES] [burst PACKETS] [probability P] [ecn] [gentle]")
+            "red [limit BYTES] [min BYTES] max BYTES [avpkt BYTES] [burst PACKETS] [probability P] [ecn] [gentle], "
+            "slot MIN [MAX] [packets N] [bytes B], "
+            "slot distribution uniform|normal|pareto|paretonormal|FILE.dist DELAY JITTER [packets N] [bytes B]")
 
 # tc_util.c get_time64: case-insensitive units; a bare number is microseconds.
 _TIME_UNITS = {"s": 10**9, "sec": 10**9, "secs": 10**9, "ms": 10**6, "msec": 10**6, "msecs": 10**6,
@@ -250,7 +252,11 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                 if name in _DISTRIBUTIONS:
                     distribution = name
                 else:
-                    user_table = _user_table(name)
+                    table = _user_table(name)
+                    if user_table is not None and user_table.values != table.values:
+                        raise _Bad("distribution", f"{table.source} and the slot's {user_table.source} are "
+                                                   "different tables; the switch has one user table")
+                    user_table = table
                     distribution = "user"
             elif keyword == "rate":
                 _rate_option(tokens, out)
@@ -262,8 +268,12 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
             elif keyword == "red":
                 out["aqm"], red_limit = _red(tokens, warnings)
             elif keyword == "slot":
-                raise _Bad("slot", "netem's slotted delivery (slot MIN [MAX] [packets N] [bytes B]) is not in "
-                                   "p4netem's pipeline; use rate and delay, or a radio model for wake-up delays")
+                out["slot"], table = _slot(tokens)
+                if table is not None:
+                    if user_table is not None and user_table.values != table.values:
+                        raise _Bad("slot distribution", f"{table.source} and the delay's {user_table.source} are "
+                                                        "different tables; the switch has one user table")
+                    user_table = table
             elif keyword == "seed":
                 raise _Bad("seed", "a p4netem switch has one PRNG seed for everything "
                                    "(p4netem-switch --seed / p4netem switch --seed), not one per profile")
@@ -306,6 +316,48 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
     if problems:
         raise ProfileError(problems, f"netem {quote(' '.join(words))}")
     return NetemLink(out, warnings, " ".join(words), user_table)
+
+
+def _slot(tokens: _Tokens) -> tuple[dict[str, Any], DistTable | None]:
+    """`slot MIN [MAX] [packets N] [bytes B]` or `slot distribution TYPE DELAY JITTER [packets N]
+    [bytes B]`, read as iproute2's q_netem.c reads them (MAX defaults to MIN and may not be below
+    it; the distribution form needs a jitter above 0). Returns the slot block and the user table a
+    `distribution FILE` names."""
+    table = None
+    if tokens.next_is_number():
+        low = tokens.take("MIN_DELAY", "slot")
+        slot: dict[str, Any] = {"min": _time(low, "slot min_delay")}
+        if tokens.next_is_number():
+            high = tokens.take("MAX_DELAY", "slot")
+            slot["max"] = _time(high, "slot max_delay")
+            if int(slot["max"][:-2]) < int(slot["min"][:-2]):
+                raise _Bad("slot max_delay", f"{quote(high)} is below MIN_DELAY {quote(low)} (tc refuses it too)")
+    else:
+        word = tokens.take("MIN_DELAY or distribution", "slot")
+        if word != "distribution":
+            raise _Bad("slot", f"{quote(word)} is not a slot parameter; allowed: slot MIN_DELAY [MAX_DELAY] "
+                               "or slot distribution TYPE DELAY JITTER, then [packets N] [bytes B]")
+        name = tokens.take("a distribution", "slot distribution")
+        if name in _DISTRIBUTIONS:
+            dist = name
+        else:
+            table, dist = _user_table(name, "slot distribution"), "user"
+        slot = {"distribution": dist,
+                "delay": _time(tokens.take("DELAY", "slot distribution"), "slot delay"),
+                "jitter": _time(tokens.take("JITTER", "slot distribution"), "slot jitter")}
+        if slot["jitter"] == "0ns":
+            raise _Bad("slot jitter", "must be above 0 (tc: Non-positive jitter)")
+    # tc reads `packets` and then `bytes`, each once, in that order (matches(): any prefix).
+    for option in ("packets", "bytes"):
+        if tokens.more() and tokens.words[tokens.i] and option.startswith(tokens.words[tokens.i]) \
+                and _keyword(tokens.words[tokens.i]) is None:
+            tokens.take(option, "slot")
+            raw = tokens.take(f"a number of {option}", f"slot {option}")
+            value = _packets(raw, "slot packets") if option == "packets" else _size(raw, "slot bytes")
+            if value < 0:
+                raise _Bad(f"slot {option}", f"{quote(raw)} is negative")
+            slot[option] = value
+    return slot, table
 
 
 def _codel(tokens: _Tokens) -> dict[str, Any]:
@@ -377,22 +429,22 @@ def _red(tokens: _Tokens, warnings: list[str]) -> tuple[dict[str, Any], int | No
     return aqm, got.get("limit")
 
 
-def _user_table(name: str) -> DistTable:
+def _user_table(name: str, where: str = "distribution") -> DistTable:
     """The table of `distribution NAME` when NAME is not one the switch has built in: a .dist
     file (a path, or NAME.dist in tc's library directory, as tc looks it up), checked now so that
     a bad table is refused before anything is written."""
     path = find_netem_dist(name)
     if path is None:
-        raise _Bad("distribution", f"{quote(name)} is not a built-in distribution ({', '.join(_DISTRIBUTIONS)}) "
+        raise _Bad(where, f"{quote(name)} is not a built-in distribution ({', '.join(_DISTRIBUTIONS)}) "
                                    "and there is no such table in tc's library directory; give the path of a "
                                    ".dist file (e.g. ./mine.dist), which is loaded into the switch's user table")
     try:
         return load_dist(path)
     except ProfileError as exc:
         detail = "; ".join(str(p) for p in exc.problems)
-        raise _Bad("distribution", f"{path}: {detail}") from None
+        raise _Bad(where, f"{path}: {detail}") from None
     except OSError as exc:
-        raise _Bad("distribution", f"cannot read {path}: {exc.strerror or exc}") from None
+        raise _Bad(where, f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:

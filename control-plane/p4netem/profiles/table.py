@@ -133,6 +133,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         "ecn": int(link.aqm.ecn),
         **_encode_red(link, rate_to_ns_per_byte_q16(link.rate)),
         **_encode_loss_state(link),
+        **_encode_slot(link),
         **_encode_bearers(link),
     }
     _PARAMS.check_encoded(params)
@@ -148,6 +149,9 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
     if values["jitter_dist"] > 5:
         problems.append(Problem("jitter_dist", f"{values['jitter_dist']} is not a distribution "
                                 "code; allowed 0..5"))
+    if values["slot_dist"] > 5:
+        problems.append(Problem("slot_dist", f"{values['slot_dist']} is not a slot distribution code; "
+                                "allowed 0 (min/max) or 1..5 (uniform, normal, pareto, paretonormal, user)"))
     if values["reorder_mode"] not in (REORDER_KEEP_ORDER, REORDER_ALLOW):
         problems.append(Problem("reorder_mode", f"{values['reorder_mode']} out of range 0..1"))
     if problems:
@@ -170,6 +174,7 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         "loss": prob_to_percent(values["loss_prob"]),
         "gilbert_elliott": ge,
         "loss_state": _decode_loss_state(values),
+        "slot": _decode_slot(values),
         "duplicate": prob_to_percent(values["dup_prob"]),
         "corrupt": prob_to_percent(values["corrupt_prob"]),
         "aqm": _decode_aqm(values),
@@ -228,6 +233,30 @@ def _decode_loss_state(values: Mapping[str, int]) -> dict[str, Any] | None:
     return {n: prob_to_percent(values[f"loss4_{n}"]) for n in _LOSS4}
 
 
+def _encode_slot(link: LinkParams) -> dict[str, int]:
+    s = link.slot
+    if s is None:
+        return {"slot_delay_ns": 0, "slot_span_ns": 0, "slot_dist": 0, "slot_packets": 0, "slot_bytes": 0}
+    if s.distribution is None:  # slot MIN [MAX]: uniform in [MIN, MAX]
+        delay, span, dist = int(s.min), int(s.max) - int(s.min), pl.SLOT_RANGE
+    else:  # slot distribution TYPE DELAY JITTER
+        delay, span, dist = int(s.delay), int(s.jitter), s.distribution.code
+    return {"slot_delay_ns": delay, "slot_span_ns": span, "slot_dist": dist,
+            "slot_packets": int(s.packets), "slot_bytes": int(s.bytes)}
+
+
+def _decode_slot(values: Mapping[str, int]) -> dict[str, Any] | None:
+    # The data plane has slots when slot_delay_ns or slot_span_ns is non-zero (as netem).
+    delay, span = values["slot_delay_ns"], values["slot_span_ns"]
+    if not (delay or span):
+        return None
+    limits = {"packets": values["slot_packets"], "bytes": ByteSize(values["slot_bytes"])}
+    if values["slot_dist"] == pl.SLOT_RANGE:
+        return {"min": Duration(delay), "max": Duration(delay + span), **limits}
+    return {"distribution": JitterDistribution.from_code(values["slot_dist"]), "delay": Duration(delay),
+            "jitter": Duration(span), **limits}
+
+
 def _encode_bearers(link: LinkParams) -> dict[str, int]:
     b = link.bearers
     return {
@@ -276,9 +305,12 @@ _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_b
                    "aqm.interval": "codel_interval_ns", "aqm.ecn": "ecn", "aqm.min": "red_min_bytes",
                    "aqm.max": "red_max_bytes", "aqm.probability": "red_max_prob", "aqm.wlog": "red_wlog",
                    "aqm.avpkt": "red_idle_q48", "aqm.gentle": "red_gentle",
+                   **{f"loss_state.{n}": f"loss4_{n}" for n in _LOSS4},
+                   "slot.min": "slot_delay_ns", "slot.delay": "slot_delay_ns", "slot.max": "slot_span_ns",
+                   "slot.jitter": "slot_span_ns", "slot.distribution": "slot_dist",
+                   "slot.packets": "slot_packets", "slot.bytes": "slot_bytes",
                    "bearers.scheduler": "bearer_sched", "bearers.quantum": "bearer_quantum_bytes",
-                   "bearers.halflife": "bearer_pf_halflife_log2",
-                   **{f"loss_state.{n}": f"loss4_{n}" for n in _LOSS4}}
+                   "bearers.halflife": "bearer_pf_halflife_log2"}
 
 
 def _to_param_names(problems: list[Problem]) -> list[Problem]:

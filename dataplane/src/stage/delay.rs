@@ -15,8 +15,14 @@ pub struct Delay;
 /// The signed jitter sample in ns for one packet.
 #[inline]
 pub fn jitter_sample(imp: &Impairment, ctx: &mut Ctx) -> (bool, u64) {
-    let scale = imp.jitter_ns;
-    match imp.jitter_dist {
+    dist_sample(imp.jitter_dist, imp.jitter_ns, ctx)
+}
+
+/// A signed sample (negative?, magnitude in ns) of distribution `dist` (the `jitter_dist` codes)
+/// with scale `scale`; the slot stage draws its slot delays with it too.
+#[inline]
+pub fn dist_sample(dist: u8, scale: u64, ctx: &mut Ctx) -> (bool, u64) {
+    match dist {
         JITTER_UNIFORM => {
             let u = ctx.rng.up_to(scale << 1);
             if u >= scale {
@@ -41,6 +47,7 @@ impl Stage for Delay {
     fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         if imp.reorder_prob != 0 && ctx.rng.chance(imp.reorder_prob) {
             pkt.release = pkt.departure;
+            pkt.skipped_line = true;
             return Verdict::Pass;
         }
         let (neg, mag) = if imp.jitter_ns != 0 { jitter_sample(imp, ctx) } else { (false, 0) };

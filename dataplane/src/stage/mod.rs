@@ -6,7 +6,7 @@
 //! contract's registers (so the control plane reads and writes the same values the P4 program
 //! would) or, for the rate queue's departure times, inside the stage.
 //!
-//! Order (contract "Stage semantics"): radio, loss, duplication, corruption, rate, delay. A
+//! Order (contract "Stage semantics"): radio, loss, duplication, corruption, rate, delay, slot. A
 //! duplicate runs corruption, rate and delay as a packet of its own (p4src: PASS_DUP), from the
 //! ready time the radio gave the original. The radio stage takes the profile's radio parameters
 //! ([`RadioParams`]) instead of its impairment, and runs only for profiles that have a radio.
@@ -19,6 +19,7 @@ pub mod loss;
 pub mod radio;
 pub mod rate;
 pub mod red;
+pub mod slot;
 
 use crate::contract::DropReason;
 use crate::parse::IpHdr;
@@ -33,6 +34,7 @@ pub use duplicate::Duplicate;
 pub use loss::Loss;
 pub use radio::{Radio, RadioEvent};
 pub use rate::Rate;
+pub use slot::Slot;
 
 /// What every stage sees besides the packet.
 pub struct Ctx<'a> {
@@ -65,6 +67,9 @@ pub struct Pkt {
     pub ready: u64,
     pub departure: u64,
     pub release: u64,
+    /// Set by the delay stage: the packet skipped the delay line (netem "reorder"), so it does
+    /// not wait for a slot either.
+    pub skipped_line: bool,
 }
 
 impl Pkt {
@@ -149,6 +154,7 @@ pub struct Impairments {
     pub rate: Rate,
     pub delay: Delay,
     pub bearers: Bearers,
+    pub slot: Slot,
 }
 
 impl Impairments {
@@ -161,13 +167,14 @@ impl Impairments {
             rate: Rate::new(pds, max_queue),
             delay: Delay,
             bearers: Bearers::new(pds, max_queue),
+            slot: Slot,
         }
     }
 
     /// The stages after the radio (which takes [`RadioParams`]), in contract order.
     #[inline]
-    fn after_radio(&mut self) -> [&mut dyn Stage; 5] {
-        [&mut self.loss, &mut self.duplicate, &mut self.corrupt, &mut self.rate, &mut self.delay]
+    fn after_radio(&mut self) -> [&mut dyn Stage; 6] {
+        [&mut self.loss, &mut self.duplicate, &mut self.corrupt, &mut self.rate, &mut self.delay, &mut self.slot]
     }
 
     /// Runs a packet (original or copy) through the stages after the radio; the first drop ends
@@ -194,9 +201,15 @@ impl Impairments {
         self.bearers.serve(now, regs, imp_of, out);
     }
 
-    /// The stages after the rate (delay), for a packet a cell gave the link.
+    /// The stages after the rate (delay, slot), for a packet a cell gave the link.
     pub fn after_link(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
-        self.delay.enqueue(imp, ctx, pkt)
+        for s in [&mut self.delay as &mut dyn Stage, &mut self.slot] {
+            match s.enqueue(imp, ctx, pkt) {
+                Verdict::Pass => {}
+                v => return v,
+            }
+        }
+        Verdict::Pass
     }
 
     /// When the cells next need [`serve`](Self::serve) (the loop sleeps no longer).

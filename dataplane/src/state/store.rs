@@ -166,6 +166,8 @@ pub struct Registers {
     pub bearers: LazyArray<UeBearer>,
     /// `bearer_turn`, `bearer_last_turn`, `bearer_pf_best` per pd (v1model's, see above).
     bearer_pd: Box<[[AtomicU64; 3]]>,
+    /// Per-pd slot state (the `slot_*` registers; stage/slot.rs).
+    pub slot: Box<[PdSlot]>,
     /// The built-in distribution tables, restored by a reset.
     initial_dist: Box<[i16]>,
     initial_seed: u64,
@@ -275,6 +277,54 @@ impl PdRed {
 }
 
 const RED_REGISTERS: [u32; 3] = [REG_RED_QAVG, REG_RED_COUNT, REG_RED_QR];
+
+/// One pd's slot state (netem `slot`, stage/slot.rs): the contract's `slot_*` registers are views
+/// of these fields.
+#[derive(Default)]
+pub struct PdSlot {
+    pub next_ns: AtomicU64,
+    pub used_pkts: AtomicU32,
+    pub used_bytes: AtomicU32,
+}
+
+impl PdSlot {
+    #[inline]
+    pub fn load(&self) -> crate::stage::slot::Vars {
+        crate::stage::slot::Vars {
+            next_ns: self.next_ns.load(Relaxed),
+            used_pkts: self.used_pkts.load(Relaxed),
+            used_bytes: self.used_bytes.load(Relaxed),
+        }
+    }
+
+    #[inline]
+    pub fn store(&self, v: &crate::stage::slot::Vars) {
+        self.next_ns.store(v.next_ns, Relaxed);
+        self.used_pkts.store(v.used_pkts, Relaxed);
+        self.used_bytes.store(v.used_bytes, Relaxed);
+    }
+
+    fn read(&self, reg_id: u32) -> Option<u128> {
+        Some(match reg_id {
+            REG_SLOT_NEXT_NS => self.next_ns.load(Relaxed) as u128,
+            REG_SLOT_USED_PKTS => self.used_pkts.load(Relaxed) as u128,
+            REG_SLOT_USED_BYTES => self.used_bytes.load(Relaxed) as u128,
+            _ => return None,
+        })
+    }
+
+    fn write(&self, reg_id: u32, value: u128) -> bool {
+        match reg_id {
+            REG_SLOT_NEXT_NS => self.next_ns.store(value as u64, Relaxed),
+            REG_SLOT_USED_PKTS => self.used_pkts.store(value as u32, Relaxed),
+            REG_SLOT_USED_BYTES => self.used_bytes.store(value as u32, Relaxed),
+            _ => return false,
+        }
+        true
+    }
+}
+
+const SLOT_REGISTERS: [u32; 3] = [REG_SLOT_NEXT_NS, REG_SLOT_USED_PKTS, REG_SLOT_USED_BYTES];
 
 const CODEL_REGISTERS: [u32; 6] = [
     REG_CODEL_FIRST_ABOVE_NS,
@@ -499,6 +549,7 @@ impl Registers {
                 false,
             ),
             bearer_pd: atomics(pds, Default::default),
+            slot: atomics(pds, PdSlot::default),
             initial_dist,
             initial_seed: seed,
         };
@@ -535,6 +586,7 @@ impl Registers {
                 let k = BEARER_PD_REGISTERS.iter().position(|&r| r == id).unwrap_or(0);
                 self.bearer_pd[i][k].load(Relaxed) as u128
             }
+            id if SLOT_REGISTERS.contains(&id) => self.slot[i].read(id).expect("a slot register"),
             id => self.radio.read(id, i).expect("check_index validated the id"),
         })
     }
@@ -572,6 +624,9 @@ impl Registers {
                 let k = BEARER_PD_REGISTERS.iter().position(|&r| r == id).unwrap_or(0);
                 self.bearer_pd[i][k].store(value as u64, Relaxed);
             }
+            id if SLOT_REGISTERS.contains(&id) => {
+                self.slot[i].write(id, value);
+            }
             id => {
                 let written = self.radio.write(id, i, value);
                 debug_assert!(written, "check_index validated the id");
@@ -590,6 +645,7 @@ impl Registers {
             id if RED_REGISTERS.contains(&id) => self.red.len() as u32,
             id if BEARER_UE_REGISTERS.contains(&id) => self.bearers.len() as u32,
             id if BEARER_PD_REGISTERS.contains(&id) => self.bearer_pd.len() as u32,
+            id if SLOT_REGISTERS.contains(&id) => self.slot.len() as u32,
             id if self.radio.size(id).is_some() => self.radio.size(id).unwrap_or(0) as u32,
             _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
         })
@@ -630,6 +686,9 @@ impl Registers {
             for c in cells {
                 c.store(0, Relaxed);
             }
+        }
+        for r in self.slot.iter() {
+            r.store(&Default::default());
         }
         self.radio.reset();
         self.restore_dist();

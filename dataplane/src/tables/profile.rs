@@ -48,6 +48,12 @@ pub struct Impairment {
     pub bearer_sched: u8,
     pub bearer_quantum_bytes: u32,
     pub bearer_pf_halflife_log2: u8,
+    /// netem's slots (stage/slot.rs): on when slot_delay_ns or slot_span_ns is non-zero.
+    pub slot_delay_ns: u64,
+    pub slot_span_ns: u64,
+    pub slot_dist: u8,
+    pub slot_packets: u32,
+    pub slot_bytes: u32,
 }
 
 impl Impairment {
@@ -90,6 +96,11 @@ impl Impairment {
             bearer_sched: g(imp::BEARER_SCHED) as u8,
             bearer_quantum_bytes: g(imp::BEARER_QUANTUM_BYTES) as u32,
             bearer_pf_halflife_log2: g(imp::BEARER_PF_HALFLIFE_LOG2) as u8,
+            slot_delay_ns: g(imp::SLOT_DELAY_NS) as u64,
+            slot_span_ns: g(imp::SLOT_SPAN_NS) as u64,
+            slot_dist: g(imp::SLOT_DIST) as u8,
+            slot_packets: g(imp::SLOT_PACKETS) as u32,
+            slot_bytes: g(imp::SLOT_BYTES) as u32,
         }
     }
 
@@ -97,6 +108,12 @@ impl Impairment {
     #[inline]
     pub fn has_rate(&self) -> bool {
         self.ns_per_byte_q16 != 0
+    }
+
+    /// True when packets wait for netem-style slots (as the kernel: MIN, MAX or jitter non-zero).
+    #[inline]
+    pub fn has_slots(&self) -> bool {
+        self.slot_delay_ns != 0 || self.slot_span_ns != 0
     }
 }
 
@@ -185,6 +202,11 @@ mod tests {
             ("bearer_sched", i.bearer_sched as u64),
             ("bearer_quantum_bytes", i.bearer_quantum_bytes as u64),
             ("bearer_pf_halflife_log2", i.bearer_pf_halflife_log2 as u64),
+            ("slot_delay_ns", i.slot_delay_ns),
+            ("slot_span_ns", i.slot_span_ns),
+            ("slot_dist", i.slot_dist as u64),
+            ("slot_packets", i.slot_packets as u64),
+            ("slot_bytes", i.slot_bytes as u64),
         ];
         for (name, got) in fields {
             assert_eq!(got, by_name(name), "{name}");

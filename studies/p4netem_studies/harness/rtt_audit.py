@@ -50,6 +50,7 @@ from ..web.capture import ACK, FIN, RST, SYN, Segment
 RELEASE_MS = 2.0        # an ACK-released packet leaves within this of the ACK's arrival
 CAPTURE_EPS_MS = 0.3    # timestamp noise allowed when asking "had it arrived yet?"
 GAP_FLOOR_MS = 1.0      # a silence shorter than this never ends a burst (a LAN's RTT is less)
+RATE_RUN = 6            # packets per run when estimating the downlink's rate (see _downlink_rate)
 
 
 @dataclass
@@ -119,6 +120,7 @@ class _Conn:
         self.up_data_times: list[float] = []
         self.down_data: list[_Pkt] = []        # server data sent so far, in time order
         self.top = 0                           # highest server sequence number sent so far
+        self.mss = 0                           # the largest server segment so far
         self.client_closed = False
 
 
@@ -148,9 +150,20 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
         c.pkts.append(p)
     if not pkts:
         return Audit()
+    deltas: list[float] = []
     for c in conns.values():
         _relative(c)
-        c.rtt, c.spread = _rtt(c)
+        c.rtt, c.spread, samples = _rtt(c)
+        deltas += [x - c.rtt for x in samples[1:]]
+    # The link's jitter, from every connection's samples: a download's connection has two
+    # samples (SYN, request) of its own, too few to see the jitter that bunches its packets.
+    # Their median above each connection's minimum: on HSPA (3.5 ms of one-way jitter, a
+    # slow uplink) a Nagle-held body came 14.6 ms later than the minimum RTT says, and the
+    # lower quartile (6 ms) let it pass for a packet nothing released.
+    deltas.sort()
+    pooled = deltas[len(deltas) // 2] if len(deltas) >= 4 else 0.0
+    for c in conns.values():
+        c.spread = max(c.spread, pooled)
     rtts_known = [c.rtt for c in conns.values() if c.rtt]
     fallback = min(rtts_known) if rtts_known else None
     for c in conns.values():
@@ -177,7 +190,7 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
             continue
         if c.rtt is None or c.server_isn is None or c.client_closed:
             continue      # what a server sends after the client closed is not part of the load
-        queued = _queued(p, last_any, rate)
+        queued = _queued(p, last_any, rate, _jitter_s(c))
         _server_depth(p, c, prev_data.get(p.conn), initcwnd, result, queued)
         last_any = p
         if p.meaningful and p.depth is not None:
@@ -186,6 +199,7 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
         if p.data:
             prev_data[p.conn] = p
             c.down_data.append(p)
+            c.mss = max(c.mss, len(p.seg.payload))
             c.top = max(c.top, p.rel_end)
 
     deepest = None
@@ -211,16 +225,25 @@ def _relative(c: _Conn) -> None:
             p.rel_ack = _rel(s.ack, other)
 
 
-def _rtt(c: _Conn) -> tuple[float | None, float]:
+def _rtt(c: _Conn) -> tuple[float | None, float, list[float]]:
     """The smallest client-packet-to-acknowledging-server-packet gap on the connection
-    (seconds), and how far the samples' lower quartile lies above it (a profile's delay
-    jitter: how uncertain "when did this packet leave the server" is)."""
+    (seconds), how far the samples' lower quartile lies above it (a profile's delay jitter:
+    how uncertain "when did this packet leave the server" is), and the samples, sorted."""
     samples = []
     pending: list[_Pkt] = []
+    sent_up_to = None                  # the highest client sequence number sent so far
     for p in c.pkts:
         if p.up:
             if p.seg.flags & SYN or p.data:
-                pending.append(p)
+                if sent_up_to is not None and p.rel_seq < sent_up_to:
+                    # Sent again (a lost request or SYN repaired): an ACK covering it may answer
+                    # the first copy, so neither copy gives a sample (Karn's rule). A lossy
+                    # link's retransmitted request acknowledged a few ms after its copy made
+                    # the RTT look tiny, and every queued burst after it a stall.
+                    pending = [q for q in pending if q.rel_end <= p.rel_seq]
+                else:
+                    pending.append(p)
+                sent_up_to = max(sent_up_to or 0, p.rel_end)
             continue
         if not p.seg.flags & ACK:
             continue
@@ -232,9 +255,9 @@ def _rtt(c: _Conn) -> tuple[float | None, float]:
                 keep.append(q)
         pending = keep
     if not samples:
-        return None, 0.0
+        return None, 0.0, []
     samples.sort()
-    return samples[0], samples[len(samples) // 4] - samples[0]
+    return samples[0], samples[len(samples) // 4] - samples[0], samples
 
 
 def _client_depth(p: _Pkt, first_syn: _Pkt | None, last_down: _Pkt | None,
@@ -272,24 +295,34 @@ def _arrived(c: _Conn, before: float, rcv_nxt: int) -> _Pkt | None:
 
 def _downlink_rate(pkts: list[_Pkt]) -> float | None:
     """Bytes per second of the client's downlink when it is the bottleneck: packets that
-    queued there arrive spaced by their serialisation time. The 75th percentile of
-    wire bytes / gap over consecutive server packets (a queue's back-to-back packets dominate a
-    rate-limited load; on an unlimited link the figure is huge and never matters)."""
+    queued there arrive spaced by their serialisation time. The 75th percentile, over runs of
+    RATE_RUN consecutive server packets, of the wire bytes after the run's first packet / the
+    time the run took (a queue's back-to-back packets dominate a rate-limited load; on an
+    unlimited link the figure is huge and never matters). Runs, not single gaps: a link with
+    delay jitter delivers its queue in bunches (two packets at one instant, then a double
+    gap), and single gaps put the rate so high that nothing looked queued."""
     down = [p for p in pkts if not p.up]
-    rates = sorted(b.seg.wire_len / (b.ts - a.ts) for a, b in zip(down, down[1:])
-                   if b.ts > a.ts and b.seg.wire_len >= 1000)
+    rates = []
+    for i in range(len(down) - RATE_RUN):
+        run = down[i:i + RATE_RUN + 1]
+        took = run[-1].ts - run[0].ts
+        wire = sum(p.seg.wire_len for p in run[1:])
+        if took > 0 and wire >= 1000 * RATE_RUN:
+            rates.append(wire / took)
     if len(rates) < 4:
         return None
+    rates.sort()
     return rates[(3 * len(rates)) // 4]
 
 
-def _queued(p: _Pkt, prev: _Pkt | None, rate: float | None) -> bool:
-    """Did p arrive right behind the previous server packet, at the downlink's rate? Then it
-    waited in the bottleneck's queue, and when it left the server cannot be told from when it
-    arrived: no release by an ACK can be read into its timing."""
+def _queued(p: _Pkt, prev: _Pkt | None, rate: float | None, jitter: float = 0.0) -> bool:
+    """Did p arrive right behind the previous server packet, at the downlink's rate (give or
+    take the link's delay jitter, which bunches a queue's packets and widens the gaps between
+    the bunches)? Then it waited in the bottleneck's queue, and when it left the server cannot
+    be told from when it arrived: no release by an ACK can be read into its timing."""
     if prev is None or rate is None:
         return False
-    return p.ts - prev.ts <= 1.5 * p.seg.wire_len / rate
+    return p.ts - prev.ts <= 1.5 * p.seg.wire_len / rate + jitter
 
 
 def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: Audit,
@@ -353,8 +386,17 @@ def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: A
 def _release_s(c: _Conn) -> float:
     """How soon after an ACK's arrival a packet it released leaves: RELEASE_MS, less on a LAN
     (a quarter of the RTT), where ACKs arrive every few hundred microseconds; more on a link
-    with delay jitter (twice the RTT samples' spread), where arrival times blur departures."""
-    return max(min(RELEASE_MS / 1000.0, c.rtt / 4), 2 * c.spread)
+    with delay jitter (twice the RTT samples' spread), where arrival times blur departures, but
+    never more than a quarter RTT: behind a rate-limited queue the samples also spread by the
+    queueing delay (66 ms on an HSPA load), and a packet a retransmission timer sent 130 ms
+    after the last ACK then passed for one that ACK released."""
+    return max(min(RELEASE_MS / 1000.0, c.rtt / 4), _jitter_s(c))
+
+
+def _jitter_s(c: _Conn) -> float:
+    """How much the link's delay jitter may move one packet's arrival: twice the RTT samples'
+    spread, at most a quarter RTT (the samples also spread by queueing delay; see _release_s)."""
+    return min(2 * c.spread, c.rtt / 4) if c.rtt else 0.0
 
 
 def _new_ack(c: _Conn, ack: _Pkt) -> bool:
@@ -367,21 +409,46 @@ def _new_ack(c: _Conn, ack: _Pkt) -> bool:
 def _why_held(p: _Pkt, c: _Conn, ack: _Pkt, left: float, initcwnd: int) -> str:
     """'l' a retransmission, 'w' the congestion or receive window was full before an ACK that
     arrived just before p left (any of them, when several did: the benefit of the doubt goes to
-    the window), 's' a stall: the data could have left earlier."""
+    the window), or the server still had data in flight, 's' a stall: the data could have left
+    earlier."""
     if p.rel_seq < c.top:
         return "l"
+    # The ACKs that may have released p: a quarter RTT back, which of several did is a matter
+    # of milliseconds of jitter.
+    recent = []
     i = c.pos[ack.index]
     while i >= 0:
         q = c.up[i]
-        # A quarter RTT back: which of several ACKs released p is a matter of milliseconds
-        # of jitter, and a window that was full before any of them explains the wait (a Nagle
-        # stall has one or two packets in flight, so this never hides one).
         if q.ts < left - max(_release_s(c), c.rtt / 4):
             break
-        if not q.data and _window_full(p, c, i, initcwnd):
-            return "w"
+        if not q.data:
+            recent.append(i)
         i -= 1
+    if ack.rel_ack < c.top and not any(_acks_a_small_segment(c, j) for j in recent):
+        # The server still had data in flight after those ACKs, and sent p only then: its
+        # congestion window or its pacing held p (BBR, the labs' default, paces a connection
+        # that a 25 ms LTE RTT and ACKs for two packets leave 13 ms apart). A stall with data in
+        # flight is Nagle's: Linux holds a partial segment until its last partial segment is
+        # acknowledged (Minshall's variant), so one of those ACKs covers a small segment (and
+        # the next, 0.1 ms behind it, may cover only full ones).
+        return "w"
+    # A window full before any of them explains the wait (a Nagle stall has one or two packets
+    # in flight, so this never hides one).
+    if any(_window_full(p, c, j, initcwnd) for j in recent):
+        return "w"
     return "s"
+
+
+def _acks_a_small_segment(c: _Conn, i: int) -> bool:
+    """Did the client packet c.up[i] newly acknowledge a server data segment shorter than the
+    connection's largest so far (a partial segment, which Nagle waits for)?"""
+    before = c.up[i - 1].rel_ack if i else 0
+    for q in reversed(c.down_data):
+        if q.rel_end <= before:
+            break
+        if q.rel_end <= c.up[i].rel_ack and len(q.seg.payload) < c.mss:
+            return True
+    return False
 
 
 def _window_full(p: _Pkt, c: _Conn, i: int, initcwnd: int) -> bool:
