@@ -40,6 +40,7 @@ import loss  # noqa: E402
 import p4rt_writes  # noqa: E402
 import radio  # noqa: E402
 import slot  # noqa: E402
+import trace_delivery  # noqa: E402
 import rate  # noqa: E402
 import throughput  # noqa: E402
 import timeline  # noqa: E402
@@ -50,7 +51,7 @@ from p4netem.paths import switch_binary  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 CLASSIFIER_CAPACITY = 65536  # the switch's default --classifier-entries
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "slot", "aqm", "bearers", "p4rt", "radio", "timeline",
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "slot", "trace", "aqm", "bearers", "p4rt", "radio", "timeline",
                 "endpoints", "dashboard")
 
 # (key, bar, comparison, unit, what)
@@ -61,6 +62,8 @@ BARS = (
     ("loss_error_sigma", 3.0, "<=", "sigma", "loss error at 1%, 1e5 packets"),
     ("loss4_error_sigma", 3.0, "<=", "sigma", "netem 4-state loss (loss state 2% 40% 20% 50% 1%): loss rate and "
      "mean burst vs theory, worse of the two, 2e5 packets"),
+    ("trace_delivery_ratio", 0.995, ">=", "", "exact trace delivery: frames delivered / opportunities in one "
+     "period of examples/traces/walk-cellular.trace, saturating flow"),
     ("slot_error_us_p99", 50.0, "<=", "us", "netem slots (slot 5ms packets 4, 2x backlog): release times against "
      "the slot grid, 4000 packets"),
     ("codel_sojourn_ms_p50", 7.0, "<=", "ms", "CoDel sojourn p50 (5 +/- 2 ms; tail drop: taildrop_sojourn_ms_p50), "
@@ -283,6 +286,7 @@ def main() -> int:
                 step("ge", lambda: ge.measure_ge(t, ctl))
                 step("loss4", lambda: loss4.measure_loss4(t, ctl))
                 step("slot", lambda: slot.measure(t, ctl))
+                step("trace", lambda: trace_delivery.measure(t, ctl))
                 step("aqm", lambda: aqm.measure(t, ctl))
                 step("bearers", lambda: bearers.measure(t, ctl))
                 step("p4rt", lambda: p4rt_writes.measure(ctl))

@@ -57,6 +57,11 @@ RED_REGISTERS = tuple(f"{INGRESS}.red_{n}" for n in ("qavg", "count", "qr"))
 LOSS4_STATE = f"{INGRESS}.loss4_state"
 # netem slots per pd (all zero: no slot opened yet).
 SLOT_REGISTERS = tuple(f"{INGRESS}.slot_{n}" for n in ("next_ns", "used_pkts", "used_bytes"))
+# Exact trace delivery: the trace cells the controller loads, and the per-pd state (all zero: not
+# started).
+TRACE_OPPORTUNITY_MS = f"{INGRESS}.trace_opportunity_ms"
+TRACE_FIRST_AT = f"{INGRESS}.trace_first_at"
+TRACE_REGISTERS = tuple(f"{INGRESS}.trace_{n}" for n in ("cycle_ns", "pos", "left"))
 # Every per-UE radio register (all zero: a UE never seen, IDLE).
 RADIO_REGISTERS = (RADIO_STATE, RADIO_LAST_ACTIVITY_NS, RADIO_PROMO_DONE_NS, RADIO_FACH_FREE_NS,
                    RADIO_DRX_REF_NS, RADIO_STATE_SINCE_NS, RADIO_STATE_TIME_NS, RADIO_PROMO_PKTS)

@@ -106,6 +106,15 @@
  * slot_span_ns]); 1..5 are `slot distribution` with the DIST_* shapes (mean slot_delay_ns,
  * jitter slot_span_ns). */
 #define SLOT_RANGE           0
+/* Exact trace delivery (trace.p4): cells of the trace registers, Mahimahi's opportunity size
+ * (PACKET_SIZE: a 1500-byte IP packet + the 4-byte TUN header), what a frame counts less than its
+ * length (14 Ethernet - 4 TUN), and floor(2^64 / 10^6) for ns -> ms. */
+#define TRACE_CELLS          1048576
+#define TRACE_MS_CELLS       1048576
+#define TRACE_OPPORTUNITY    1504
+#define TRACE_FRAME_ADJUST   10
+#define NS_PER_MS            1000000
+#define TRACE_RECIP_MS       18446744073709
 
 /* ---- radio (set_radio.model, the state enum, promotion kinds) ---- */
 #define RADIO_NONE           0

@@ -181,6 +181,11 @@ struct impairment_t {
     bit<8>        slot_dist;
     bit<32>       slot_packets;
     bit<32>       slot_bytes;
+    bit<32>       trace_base;
+    bit<32>       trace_len;
+    bit<32>       trace_ms_base;
+    bit<32>       trace_period_ms;
+    bit<64>       trace_period_recip;
     bit<8>        bearer_sched;
     bit<32>       bearer_quantum_bytes;
     bit<8>        bearer_pf_halflife_log2;

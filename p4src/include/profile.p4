@@ -51,6 +51,11 @@ control ProfileLookup(inout headers_t hdr,
                           bit<8>        slot_dist,
                           bit<32>       slot_packets,
                           bit<32>       slot_bytes,
+                          bit<32>       trace_base,
+                          bit<32>       trace_len,
+                          bit<32>       trace_ms_base,
+                          bit<32>       trace_period_ms,
+                          bit<64>       trace_period_recip,
                           bit<8>        bearer_sched,
                           bit<32>       bearer_quantum_bytes,
                           bit<8>        bearer_pf_halflife_log2) {
@@ -91,6 +96,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.slot_dist = slot_dist;
         meta.imp.slot_packets = slot_packets;
         meta.imp.slot_bytes = slot_bytes;
+        meta.imp.trace_base = trace_base;
+        meta.imp.trace_len = trace_len;
+        meta.imp.trace_ms_base = trace_ms_base;
+        meta.imp.trace_period_ms = trace_period_ms;
+        meta.imp.trace_period_recip = trace_period_recip;
         meta.imp.bearer_sched = bearer_sched;
         meta.imp.bearer_quantum_bytes = bearer_quantum_bytes;
         meta.imp.bearer_pf_halflife_log2 = bearer_pf_halflife_log2;
@@ -150,6 +160,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.slot_dist = SLOT_RANGE;
         meta.imp.slot_packets = 0;
         meta.imp.slot_bytes = 0;
+        meta.imp.trace_base = 0;
+        meta.imp.trace_len = 0;
+        meta.imp.trace_ms_base = 0;
+        meta.imp.trace_period_ms = 0;
+        meta.imp.trace_period_recip = 0;
         meta.imp.bearer_sched = BEARER_FIFO;
         meta.imp.bearer_quantum_bytes = 0;
         meta.imp.bearer_pf_halflife_log2 = 0;

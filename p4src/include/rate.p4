@@ -19,13 +19,16 @@
  * With aqm = AQM_RED, RED (red.p4) decides first, as the packet arrives: dropped
  * (aqm_drop), marked CE, or passed on to the limits.
  *
- * With bearer_sched != BEARER_FIFO the profile-direction is a cell with a queue per UE
- * (bearer.p4): admitted packets wait there (counted in backlog_bytes/backlog_pkts
- * until they take the link) and get their departure when the cell's scheduler gives
- * them the link; the AQM does not apply to bearers.
+ * With trace_len != 0 the departure is the trace's (trace.p4, exact Mahimahi delivery) and
+ * the queue is drop-tail (no AQM); ns_per_byte_q16 is not used.
  *
- * With no rate (ns_per_byte_q16 = 0) the stage does nothing: departure = ready and
- * the queue is always empty.
+ * With bearer_sched != BEARER_FIFO (and a rate) the profile-direction is a cell with a
+ * queue per UE (bearer.p4): admitted packets wait there (counted in backlog_bytes/
+ * backlog_pkts until they take the link) and get their departure when the cell's
+ * scheduler gives them the link; the AQM does not apply to bearers.
+ *
+ * With no rate (ns_per_byte_q16 = 0) and no trace the stage does nothing: departure = ready
+ * and the queue is always empty.
  */
 #ifndef P4NETEM_RATE_P4
 #define P4NETEM_RATE_P4
@@ -48,6 +51,7 @@ control RateStage(inout headers_t hdr,
 
     BearerQueues() bearers;
     CodelAqm() codel;
+    TraceSchedule() trace_schedule;
     RedAqm() red;
     MarkCe() mark_ce;
 
@@ -57,7 +61,7 @@ control RateStage(inout headers_t hdr,
         bit<32> queued_pkts;
 
         bool cell = meta.in_bearer == 1 || (meta.pass_kind != PASS_HOLD &&
-            meta.imp.ns_per_byte_q16 != 0 && meta.imp.bearer_sched != BEARER_FIFO);
+            meta.imp.ns_per_byte_q16 != 0 && meta.imp.trace_len == 0 && meta.imp.bearer_sched != BEARER_FIFO);
         if (cell) {
             /* A cell (bearer.p4): the first pass puts the packet into its UE's bearer, a later
              * one gives it the link when the cell's scheduler lets it. */
@@ -110,7 +114,7 @@ control RateStage(inout headers_t hdr,
             }
             meta.departure_ns = ready;
             meta.in_backlog = 0;
-            if (meta.imp.ns_per_byte_q16 != 0) {
+            if (meta.imp.ns_per_byte_q16 != 0 || meta.imp.trace_len != 0) {
                 bit<32> wire = standard_metadata.packet_length + (bit<32>)meta.imp.overhead_bytes;
                 backlog_bytes.read(queued_bytes, meta.pd);
                 backlog_pkts.read(queued_pkts, meta.pd);
@@ -128,44 +132,63 @@ control RateStage(inout headers_t hdr,
                     begin_ns = free_at;
                 }
                 bit<2> aqm = CODEL_PASS;
-                if (meta.imp.aqm == AQM_RED) {
-                    /* RED decides as the packet arrives, before the limits (Linux: sch_red
-                     * before its child fifo); the link was idle since free_at if it is free. */
-                    red.apply(hdr, meta, queued_bytes, free_at <= ready, ready - free_at, aqm);
-                }
-                if (aqm == CODEL_DROP) {
-                    /* Dropped before the queue: it takes no link time and leaves no backlog. */
-                    meta.drop = 1;
-                    meta.drop_reason = DROP_AQM_DROP;
-                } else if (bytes_full || pkts_full) {
-                    meta.drop = 1;
-                    meta.drop_reason = DROP_QUEUE_FULL;
-                } else if (meta.imp.aqm == AQM_CODEL) {
-                    /* At the packet's dequeue instant (begin_ns), after begin - ready in the
-                     * queue behind queued_bytes; it was queued when the last drop happened if
-                     * it was waiting then (ready <= free_at). */
-                    codel.apply(hdr, meta, begin_ns, begin_ns - ready, queued_bytes,
-                                ready <= free_at, aqm);
+                if (meta.imp.trace_len != 0) {
+                    /* Exact trace delivery (trace.p4): the trace's opportunities instead of the
+                     * clock; a drop-tail queue (no AQM). */
+                    if (bytes_full || pkts_full) {
+                        meta.drop = 1;
+                        meta.drop_reason = DROP_QUEUE_FULL;
+                    } else {
+                        time_ns_t scheduled;
+                        trace_schedule.apply(meta, ready, standard_metadata.packet_length, scheduled);
+                        meta.departure_ns = scheduled;
+                        if (scheduled > now) {
+                            backlog_bytes.write(meta.pd, queued_bytes + wire);
+                            backlog_pkts.write(meta.pd, queued_pkts + 1);
+                            meta.wire_len = wire;
+                            meta.in_backlog = 1;
+                        }
+                    }
+                } else {
+                    if (meta.imp.aqm == AQM_RED) {
+                        /* RED decides as the packet arrives, before the limits (Linux: sch_red
+                         * before its child fifo); the link was idle since free_at if it is free. */
+                        red.apply(hdr, meta, queued_bytes, free_at <= ready, ready - free_at, aqm);
+                    }
                     if (aqm == CODEL_DROP) {
-                        /* Dropped at dequeue: it takes no link time and leaves no backlog. */
+                        /* Dropped before the queue: it takes no link time and leaves no backlog. */
                         meta.drop = 1;
                         meta.drop_reason = DROP_AQM_DROP;
+                    } else if (bytes_full || pkts_full) {
+                        meta.drop = 1;
+                        meta.drop_reason = DROP_QUEUE_FULL;
+                    } else if (meta.imp.aqm == AQM_CODEL) {
+                        /* At the packet's dequeue instant (begin_ns), after begin - ready in the
+                         * queue behind queued_bytes; it was queued when the last drop happened if
+                         * it was waiting then (ready <= free_at). */
+                        codel.apply(hdr, meta, begin_ns, begin_ns - ready, queued_bytes,
+                                    ready <= free_at, aqm);
+                        if (aqm == CODEL_DROP) {
+                            /* Dropped at dequeue: it takes no link time and leaves no backlog. */
+                            meta.drop = 1;
+                            meta.drop_reason = DROP_AQM_DROP;
+                        }
                     }
-                }
-                if (meta.drop == 0 && aqm == CODEL_MARK) {
-                    mark_ce.apply(hdr, meta);
-                }
-                if (meta.drop == 0) {
-                    time_ns_t service = ((time_ns_t)wire * (time_ns_t)meta.imp.ns_per_byte_q16)
-                                        >> RATE_FRACTION_BITS;
-                    time_ns_t departure = begin_ns + service;
-                    next_free_ns.write(meta.pd, departure);
-                    meta.departure_ns = departure;
-                    if (departure > now) {
-                        backlog_bytes.write(meta.pd, queued_bytes + wire);
-                        backlog_pkts.write(meta.pd, queued_pkts + 1);
-                        meta.wire_len = wire;
-                        meta.in_backlog = 1;
+                    if (meta.drop == 0 && aqm == CODEL_MARK) {
+                        mark_ce.apply(hdr, meta);
+                    }
+                    if (meta.drop == 0) {
+                        time_ns_t service = ((time_ns_t)wire * (time_ns_t)meta.imp.ns_per_byte_q16)
+                                            >> RATE_FRACTION_BITS;
+                        time_ns_t departure = begin_ns + service;
+                        next_free_ns.write(meta.pd, departure);
+                        meta.departure_ns = departure;
+                        if (departure > now) {
+                            backlog_bytes.write(meta.pd, queued_bytes + wire);
+                            backlog_pkts.write(meta.pd, queued_pkts + 1);
+                            meta.wire_len = wire;
+                            meta.in_backlog = 1;
+                        }
                     }
                 }
             }

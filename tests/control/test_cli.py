@@ -342,3 +342,30 @@ def test_trace_check_and_run(bare_switch: SwitchProcess, tmp_path) -> None:
     assert r.returncode == 1 and "line 3: 'three' is not a whole number of milliseconds" in r.stderr, r.stderr
     r = cli("trace", "check", "--downlink", str(trace), "--window", "0.1ms")
     assert r.returncode == 1 and "--window: 0.1ms out of range 1ms..10s" in r.stderr, r.stderr
+
+
+def test_trace_load_plays_a_trace_in_the_data_plane(bare_switch: SwitchProcess, tmp_path) -> None:
+    """`trace load` writes traces into free cells of the trace registers and applies the profile with
+    each traced direction's `trace` (its rate left out, its queue kept); a second load finds the
+    cells after the first, from what the switch's entries name."""
+    addr = bare_switch.grpc_addr
+    traces = Path(__file__).resolve().parents[2] / "examples" / "traces"
+    base = tmp_path / "base.yaml"
+    base.write_text("name: base\nboth: {delay: 5ms, rate: 2mbit, queue: 50}\n")
+    r = cli("trace", "load", "--downlink", str(traces / "constant-6mbit.trace"), "--profile", str(base), "--json",
+            addr=addr)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["downlink"] == {"source": str(traces / "constant-6mbit.trace"), "opportunities": 1000,
+                                                "period": 2000, "cells": 0, "index_cells": 0}
+    (rule,) = json.loads(cli("show", "--json", addr=addr).stdout)["rules"]
+    assert rule["downlink"] == {"delay": "5ms", "queue": {"packets": 50},
+                                "trace": {"opportunities": 1000, "period": 2000}}
+    assert rule["uplink"] == {"delay": "5ms", "rate": "2Mbit", "queue": {"packets": 50}}
+    r = cli("trace", "load", "--uplink", str(traces / "steps-12-3mbit.trace"), "--downlink",
+            str(traces / "constant-6mbit.trace"), "--json", addr=addr)
+    assert r.returncode == 0, r.stderr
+    placed = json.loads(r.stdout)
+    # The first load's cells are still named by the rule until the new profile replaces it.
+    assert placed["uplink"]["cells"] == 1000 and placed["uplink"]["index_cells"] == 2001
+    assert placed["downlink"]["cells"] == 3500 and placed["downlink"]["index_cells"] == 6002
+    assert cli("trace", "load", addr=addr).returncode == 1

@@ -312,7 +312,7 @@ def test_defaults_are_pass_through():
     assert profile.uplink.passthrough and profile.downlink.passthrough
     params = profile.to_table_params("uplink")
     assert set(params.values()) == {0}  # every param of "no impairment" is 0 ...
-    assert len(params) == len(IMPAIRMENT_PARAMS) == 40  # ... and all are present
+    assert len(params) == len(IMPAIRMENT_PARAMS) == 45  # ... and all are present
 
 
 def test_jitter_distribution_defaults_to_normal_only_with_jitter():
@@ -373,6 +373,8 @@ def test_encoding_of_each_field():
         "red_gentle": 0, "red_idle_q48": 0,  # RED's params are zero for CoDel (tests/unit/test_aqm_profile.py)
         "loss4_p13": 0, "loss4_p31": 0, "loss4_p32": 0, "loss4_p23": 0, "loss4_p14": 0,  # test_loss_state.py
             "slot_delay_ns": 0, "slot_span_ns": 0, "slot_dist": 0, "slot_packets": 0, "slot_bytes": 0,  # test_slot_profile.py
+            "trace_base": 0, "trace_len": 0, "trace_ms_base": 0, "trace_period_ms": 0,
+            "trace_period_recip": 0,  # tests/unit/test_trace_exact_profile.py
             "bearer_sched": 0, "bearer_quantum_bytes": 0, "bearer_pf_halflife_log2": 0,  # test_bearers_encode_and_read_back
     }
     assert params == expected

@@ -1,7 +1,7 @@
 """The `p4netem` command line (typer). One module per command group; this module only assembles
 them, so each group's options and help live next to the code they drive.
 
-Commands: switch, apply, set, reset, show, stats, web, replay, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check), profiles
+Commands: switch, apply, set, reset, show, stats, web, replay, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check, load), profiles
 (list, show, validate, from-netem); with the studies package installed (studies/, package
 p4netem_studies), also lab (Mininet labs), measure (page loads; docs/labs.md) and experiment (the
 studies E1-E5; docs/experiments.md), which join through the entry-point group `p4netem.commands`:

@@ -11,7 +11,7 @@ import typer
 
 from ..control.controller import resolve_profile
 from ..control.trace import MahimahiTrace, load_trace, trace_duration, trace_timeline, window_rates
-from ..profiles import ProfileError, builtin_profiles
+from ..profiles import Profile, ProfileError, builtin_profiles
 from ..profiles.errors import Problem
 from ..profiles.units import Duration, Rate, UnitError
 from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, gather_profiles, gather_rules
@@ -131,3 +131,57 @@ def run(
     if result.interrupted:
         error(f"interrupted after {len(result.events)} changes; the switch keeps the last rate")
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+@app.command("load")
+@guarded
+def load(
+    uplink: UplinkOpt = None,
+    downlink: DownlinkOpt = None,
+    profile: BaseOpt = None,
+    rule: RuleOpt = None,
+    rules_file: RulesFile = None,
+    profiles: ProfilesOpt = None,
+    as_json: Json = False,
+    addr: SwitchAddr = DEFAULT_ADDR,
+    device_id: DeviceId = 1,
+    election_id: ElectionId = 1,
+) -> None:
+    """Play Mahimahi traces exactly, in the data plane (default rules: ports 1 and 2).
+
+    The traces are written into the switch's trace registers and the rules get the profile
+    (--profile, default none) with each traced direction's `trace` set: every delivery
+    opportunity carries its 1504 bytes at its millisecond, as Mahimahi's mm-link, repeating
+    (docs/control.md#exact-delivery-in-the-data-plane). The profile's rate and AQM do not apply to
+    a traced direction; its queue limit does (mm-link's default queue is unlimited)."""
+    if uplink is None and downlink is None:
+        raise ProfileError([Problem("", "no trace: give --uplink FILE, --downlink FILE or both")])
+    traces = {d: load_trace(p) for d, p in (("uplink", uplink), ("downlink", downlink)) if p is not None}
+    known = {p.name: p for p in gather_profiles(profiles)}
+    base = resolve_profile(profile, {**builtin_profiles(), **known}) if profile else None
+    rules = gather_rules(rule, rules_file)
+    with connect(addr, device_id, election_id, profiles=list(known.values())) as ctl:
+        placed: dict = {}
+        for d, t in traces.items():
+            placed[d] = ctl.load_trace(t, reserved=list(placed.values()))
+        base = base or Profile.parse({"name": "trace"})
+        doc = {"name": f"{base.name}-exact", "radio": base.to_dict().get("radio")}
+        for d in ("uplink", "downlink"):
+            link = base.link(d).model_dump(mode="json", exclude_defaults=True)
+            if d in placed:
+                link.pop("rate", None)
+                link.pop("aqm", None)
+                link["trace"] = placed[d].model_dump()
+            doc[d] = link
+        if doc["radio"] is None:
+            del doc["radio"]
+        ctl.apply(Profile.parse(doc), rules or None)
+    if as_json:
+        typer.echo(json.dumps({d: {"source": traces[d].source, **where.model_dump()} for d, where in placed.items()},
+                              indent=2))
+    else:
+        for d, where in placed.items():
+            t = traces[d]
+            console.print(f"{d}: {t.source}: {where.opportunities} opportunities over {where.period} ms "
+                          f"(mean {_kbit(t.mean_rate_bps)}), in the data plane at cells {where.cells}",
+                          highlight=False)

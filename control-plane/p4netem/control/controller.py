@@ -38,7 +38,7 @@ from ..p4rt import GrpcTls, P4Info, P4RuntimeClient
 from ..paths import p4info_path
 from ..profiles import Profile
 from ..profiles.distribution import DistTable
-from ..profiles.link import JitterDistribution
+from ..profiles.link import JitterDistribution, TracePlacement
 from ..radio.idle import IdledUe
 from .catalog import ProfileCatalog, profile_differences, resolve_profile
 from .distributions import Distributions
@@ -49,6 +49,8 @@ from .rules import Rule
 from .session import Session
 from .state import ManagedRule, SwitchState
 from .switching import DEFAULT_RULE, ApplyResult, ProfileSwitch, ProfileSwitching
+from .trace import MahimahiTrace
+from .trace_tables import TraceTables
 
 __all__ = ["Controller", "AppliedRule", "ApplyResult", "ProfileSwitch", "LinkStats", "SwitchStats",
            "DEFAULT_RULE", "resolve_profile", "profile_differences"]
@@ -64,7 +66,8 @@ class Controller:
       forwarding   port map and L2 entries (forwarding.py)
       switching    apply / set / prepare+commit, remove, reset (switching.py)
       readback     applied rules, statistics, radio (readback.py)
-      distributions  the jitter tables of dist_table (distributions.py)"""
+      distributions  the jitter tables of dist_table (distributions.py)
+      traces       Mahimahi traces in the trace registers, for exact delivery (trace_tables.py)"""
 
     def __init__(self, client: P4RuntimeClient, *, profiles: Iterable[Profile] = (), owns_client: bool = False,
                  max_atomicity: str = "DATAPLANE_ATOMIC"):
@@ -74,6 +77,7 @@ class Controller:
         self.readback = Readback(self.session, self.catalog)
         self.switching = ProfileSwitching(self.session, self.catalog, self.readback)
         self.distributions = Distributions(self.session)
+        self.traces = TraceTables(self.session)
 
     # ---- connection -------------------------------------------------------------------------------
 
@@ -249,3 +253,10 @@ class Controller:
 
     def distribution(self, which: str | JitterDistribution = JitterDistribution.USER) -> tuple[int, ...]:
         return self.distributions.read(which)
+
+    # ---- tables: traces ---------------------------------------------------------------------------
+
+    def load_trace(self, trace: MahimahiTrace, reserved: Sequence[TracePlacement] = ()) -> TracePlacement:
+        """Load a Mahimahi trace into free trace cells (not those of `reserved`, loaded but not yet
+        applied); its placement goes into a direction's `trace` to play it exactly."""
+        return self.traces.load(trace, reserved)

@@ -28,8 +28,8 @@ from .fields import (Delay48, LinkRate, Overhead16, PositiveProbability, Probabi
 from .gilbert_elliott import GilbertElliott
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
 
-__all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LossState", "Slot", "BearerScheduler",
-           "Bearers", "LinkParams"]
+__all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LossState", "Slot", "TracePlacement",
+           "BearerScheduler", "Bearers", "LinkParams"]
 
 # CoDel times: the control law scales the interval as a 32-bit count of ns (as Linux does).
 CodelTime = duration(1_000, 2**32 - 1)
@@ -366,6 +366,26 @@ class Slot(BaseModel):
         return self
 
 
+TraceCount = integer(1, 2**32 - 1, "opportunities")
+TracePeriod = integer(1, 2**32 - 1, "ms")
+TraceCell = integer(0, 2**32 - 1, "cells")
+
+
+class TracePlacement(BaseModel):
+    """A Mahimahi trace the data plane plays itself (exact delivery, docs/control.md): `opportunities`
+    timestamps repeating every `period` ms, loaded by the controller into the switch's trace
+    registers at `cells` (trace_opportunity_ms) and `index_cells` (trace_first_at). Written by
+    `Controller.load_trace` / `p4netem trace load`, which find the free cells; a profile file names
+    a trace by these only when the switch already holds it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    opportunities: TraceCount
+    period: TracePeriod
+    cells: TraceCell = 0
+    index_cells: TraceCell = 0
+
+
 class BearerScheduler(str, Enum):
     """How a cell shares its rate between the UEs' bearer queues (`code`: bearer_sched)."""
 
@@ -477,6 +497,7 @@ class LinkParams(BaseModel):
     loss_state: LossState | None = None
     slot: Slot | None = None
     bearers: Bearers = Bearers()
+    trace: TracePlacement | None = None
     duplicate: Probability = Percent(0)
     corrupt: Probability = Percent(0)
 
@@ -521,7 +542,7 @@ class LinkParams(BaseModel):
         if self.reorder.probability and not (self.delay or self.jitter):
             problems.append(Problem("reorder.probability", f"{self.reorder.probability} has no "
                                     "effect without a delay or jitter to skip"))
-        if self.rate == 0 and not self.queue.unlimited:
+        if self.rate == 0 and self.trace is None and not self.queue.unlimited:
             problems.append(Problem("queue", "a queue limit needs a rate (without one the rate "
                                     "queue is always empty)"))
         if self.rate == 0 and self.aqm.kind is not AqmKind.TAIL_DROP:
@@ -539,6 +560,12 @@ class LinkParams(BaseModel):
         if self.rate == 0 and self.overhead:
             problems.append(Problem("overhead", f"{self.overhead} bytes needs a rate (overhead "
                                     "only counts in the rate computation)"))
+        if self.trace is not None and self.rate:
+            problems.append(Problem("rate", f"{self.rate} is not used with a trace: the trace's delivery "
+                                    "opportunities are the link (leave rate out)"))
+        if self.trace is not None and self.aqm.kind is not AqmKind.TAIL_DROP:
+            problems.append(Problem("aqm", f"{self.aqm.kind.value} manages the rate queue's clock; a trace-driven "
+                                    "queue is drop-tail (Mahimahi's default)"))
         if self.loss_state is not None and (self.loss or self.gilbert_elliott is not None):
             problems.append(Problem("loss_state", "is a loss model of its own: leave loss and gilbert_elliott "
                                     "out (the data plane uses one model per direction)"))
@@ -567,5 +594,4 @@ class LinkParams(BaseModel):
 
 
 KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Queue.model_fields, Aqm.model_fields,
-                    LossState.model_fields, Slot.model_fields,
-                    Bearers.model_fields)
+                    LossState.model_fields, Slot.model_fields, TracePlacement.model_fields, Bearers.model_fields)

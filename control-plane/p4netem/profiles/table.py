@@ -134,6 +134,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         **_encode_red(link, rate_to_ns_per_byte_q16(link.rate)),
         **_encode_loss_state(link),
         **_encode_slot(link),
+        **_encode_trace(link),
         **_encode_bearers(link),
     }
     _PARAMS.check_encoded(params)
@@ -175,6 +176,7 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         "gilbert_elliott": ge,
         "loss_state": _decode_loss_state(values),
         "slot": _decode_slot(values),
+        "trace": _decode_trace(values),
         "duplicate": prob_to_percent(values["dup_prob"]),
         "corrupt": prob_to_percent(values["corrupt_prob"]),
         "aqm": _decode_aqm(values),
@@ -257,6 +259,25 @@ def _decode_slot(values: Mapping[str, int]) -> dict[str, Any] | None:
             "jitter": Duration(span), **limits}
 
 
+MS = 1_000_000
+
+
+def _encode_trace(link: LinkParams) -> dict[str, int]:
+    t = link.trace
+    if t is None:
+        return {"trace_base": 0, "trace_len": 0, "trace_ms_base": 0, "trace_period_ms": 0, "trace_period_recip": 0}
+    # The data plane divides by the period as a multiplication by this (floor, one correction).
+    return {"trace_base": int(t.cells), "trace_len": int(t.opportunities), "trace_ms_base": int(t.index_cells),
+            "trace_period_ms": int(t.period), "trace_period_recip": min(2**64 // (int(t.period) * MS), 2**64 - 1)}
+
+
+def _decode_trace(values: Mapping[str, int]) -> dict[str, Any] | None:
+    if not values["trace_len"]:
+        return None
+    return {"opportunities": values["trace_len"], "period": values["trace_period_ms"],
+            "cells": values["trace_base"], "index_cells": values["trace_ms_base"]}
+
+
 def _encode_bearers(link: LinkParams) -> dict[str, int]:
     b = link.bearers
     return {
@@ -309,6 +330,8 @@ _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_b
                    "slot.min": "slot_delay_ns", "slot.delay": "slot_delay_ns", "slot.max": "slot_span_ns",
                    "slot.jitter": "slot_span_ns", "slot.distribution": "slot_dist",
                    "slot.packets": "slot_packets", "slot.bytes": "slot_bytes",
+                   "trace.opportunities": "trace_len", "trace.period": "trace_period_ms", "trace.cells": "trace_base",
+                   "trace.index_cells": "trace_ms_base",
                    "bearers.scheduler": "bearer_sched", "bearers.quantum": "bearer_quantum_bytes",
                    "bearers.halflife": "bearer_pf_halflife_log2"}
 

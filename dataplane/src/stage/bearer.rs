@@ -51,10 +51,11 @@ pub fn bearer_index(ue: u32, pd: u32, bearers: usize) -> usize {
     }
 }
 
-/// Whether the profile makes its pd a cell with bearers.
+/// Whether the profile makes its pd a cell with bearers (a rate, not a trace: the control plane
+/// refuses a trace with a rate).
 #[inline]
 pub fn is_cell(imp: &Impairment) -> bool {
-    imp.has_rate() && imp.bearer_sched != BEARER_FIFO
+    imp.has_rate() && !imp.has_trace() && imp.bearer_sched != BEARER_FIFO
 }
 
 /// Whether the packet fits its bearer's limits (the profile's queue limits, per bearer).

@@ -20,6 +20,7 @@ pub mod radio;
 pub mod rate;
 pub mod red;
 pub mod slot;
+pub mod trace;
 
 use crate::contract::DropReason;
 use crate::parse::IpHdr;

@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{bearer, codel, red, Ctx, Impairment, Pkt, Stage, Verdict};
+use super::{bearer, codel, red, trace, Ctx, Impairment, Pkt, Stage, Verdict};
 use crate::contract::{DropReason, AQM_CODEL, AQM_RED};
 use crate::state::Registers;
 
@@ -92,7 +92,7 @@ impl Rate {
 impl Stage for Rate {
     /// Makes sure pd's ring can hold what `imp` allows (allocates only when it must grow).
     fn provision(&mut self, pd: u32, imp: &Impairment) {
-        if !imp.has_rate() || bearer::is_cell(imp) {
+        if (!imp.has_rate() && !imp.has_trace()) || bearer::is_cell(imp) {
             return;
         }
         let cap = self.capacity_for(imp);
@@ -120,7 +120,7 @@ impl Stage for Rate {
     fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         // A packet enters the rate queue when the radio can carry it (its ready time).
         pkt.departure = pkt.ready;
-        if !imp.has_rate() {
+        if !imp.has_rate() && !imp.has_trace() {
             return Verdict::Pass;
         }
         let pd = ctx.pd as usize;
@@ -140,6 +140,15 @@ impl Stage for Rate {
         let pkts = regs.backlog_pkts[pd].load(Relaxed);
         let bytes_full = imp.queue_limit_bytes != 0 && bytes + wire > imp.queue_limit_bytes as u64;
         let pkts_full = imp.queue_limit_pkts != 0 && pkts >= imp.queue_limit_pkts;
+        if imp.has_trace() {
+            // Exact trace delivery (trace.rs): the trace's opportunities instead of the clock; a
+            // drop-tail queue (no AQM).
+            if bytes_full || pkts_full {
+                return Verdict::Drop(DropReason::QueueFull);
+            }
+            let departure = trace::departure(imp, regs, pd, pkt.ready, pkt.len);
+            return self.admit(imp, ctx, pkt, departure, wire, bytes, pkts);
+        }
         let free_at = regs.next_free_ns[pd].load(Relaxed);
         let begin = pkt.ready.max(free_at);
         let ect = pkt.ip.is_some_and(|ip| ip.ect());
@@ -179,6 +188,22 @@ impl Stage for Rate {
         }
         let service = ((wire as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
         let departure = begin.saturating_add(service);
+        let verdict = self.admit(imp, ctx, pkt, departure, wire, bytes, pkts);
+        if verdict == Verdict::Pass {
+            regs.next_free_ns[pd].store(departure, Relaxed);
+        }
+        verdict
+    }
+}
+
+impl Rate {
+    /// Queues an admitted packet until `departure` (backlog registers and the ring of departures).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn admit(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt, departure: u64, wire: u64, bytes: u64,
+             pkts: u32) -> Verdict {
+        let pd = ctx.pd as usize;
+        let regs = ctx.regs;
         if departure > ctx.now {
             if self.queues[pd].capacity() == 0 {
                 // Default-action rate: first packet of this pd (see module docs).
@@ -194,7 +219,6 @@ impl Stage for Rate {
             regs.backlog_bytes[pd].store((bytes + wire).min(u32::MAX as u64) as u32, Relaxed);
             regs.backlog_pkts[pd].store(pkts.saturating_add(1), Relaxed);
         }
-        regs.next_free_ns[pd].store(departure, Relaxed);
         pkt.departure = departure;
         Verdict::Pass
     }

@@ -226,6 +226,23 @@ impl TableStore {
                 )));
             }
         }
+        // A trace must lie inside the trace registers: the data plane reads its cells without checks
+        // (p4src cannot check them either).
+        if call.action_id == ACTION_SET_IMPAIRMENT && call.params[imp::TRACE_LEN] != 0 {
+            let g = |i: usize| call.params[i];
+            let (base, len, ms_base, period) =
+                (g(imp::TRACE_BASE), g(imp::TRACE_LEN), g(imp::TRACE_MS_BASE), g(imp::TRACE_PERIOD_MS));
+            if period == 0
+                || base + len > REG_TRACE_OPPORTUNITY_MS_SIZE as u128
+                || ms_base + period + 1 > REG_TRACE_FIRST_AT_SIZE as u128
+            {
+                return Err(StateError::OutOfRange(format!(
+                    "{}: trace_base {base} + trace_len {len} must stay within {} cells and trace_ms_base \
+                     {ms_base} + trace_period_ms {period} + 1 (above 0) within {}",
+                    adef.name, REG_TRACE_OPPORTUNITY_MS_SIZE, REG_TRACE_FIRST_AT_SIZE
+                )));
+            }
+        }
         if call.action_id == ACTION_SET_RADIO && call.params[rp::MODEL] > radio_model::GPRS as u128 {
             return Err(invalid(format!(
                 "{}.model {} is not a radio model (0 none, 1 umts, 2 lte, 3 gprs)",

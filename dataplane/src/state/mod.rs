@@ -132,7 +132,7 @@ impl Capacities {
         use crate::contract::*;
         let r = register(reg_id)?;
         Some(match reg_id {
-            REG_DIST_TABLE | REG_RNG_SEED => r.size,
+            REG_DIST_TABLE | REG_RNG_SEED | REG_TRACE_OPPORTUNITY_MS | REG_TRACE_FIRST_AT => r.size,
             REG_RADIO_FACH_FREE_NS => self.ue_ids * RADIO_DIRECTIONS,
             id if crate::state::BEARER_UE_REGISTERS.contains(&id) => self.ue_ids * RADIO_DIRECTIONS,
             REG_RADIO_STATE_TIME_NS => self.ue_ids * RADIO_STATE_STRIDE,

@@ -168,6 +168,10 @@ pub struct Registers {
     bearer_pd: Box<[[AtomicU64; 3]]>,
     /// Per-pd slot state (the `slot_*` registers; stage/slot.rs).
     pub slot: Box<[PdSlot]>,
+    /// Per-pd trace state and the loaded traces' cells (stage/trace.rs).
+    pub trace: Box<[PdTrace]>,
+    pub trace_opportunity_ms: Box<[AtomicU32]>,
+    pub trace_first_at: Box<[AtomicU32]>,
     /// The built-in distribution tables, restored by a reset.
     initial_dist: Box<[i16]>,
     initial_seed: u64,
@@ -325,6 +329,54 @@ impl PdSlot {
 }
 
 const SLOT_REGISTERS: [u32; 3] = [REG_SLOT_NEXT_NS, REG_SLOT_USED_PKTS, REG_SLOT_USED_BYTES];
+
+/// One pd's trace state (exact trace delivery, stage/trace.rs): the contract's per-pd `trace_*`
+/// registers are views of these fields.
+#[derive(Default)]
+pub struct PdTrace {
+    pub cycle_ns: AtomicU64,
+    pub pos: AtomicU32,
+    pub left: AtomicU32,
+}
+
+impl PdTrace {
+    #[inline]
+    pub fn load(&self) -> crate::stage::trace::Vars {
+        crate::stage::trace::Vars {
+            cycle_ns: self.cycle_ns.load(Relaxed),
+            pos: self.pos.load(Relaxed),
+            left: self.left.load(Relaxed),
+        }
+    }
+
+    #[inline]
+    pub fn store(&self, v: &crate::stage::trace::Vars) {
+        self.cycle_ns.store(v.cycle_ns, Relaxed);
+        self.pos.store(v.pos, Relaxed);
+        self.left.store(v.left, Relaxed);
+    }
+
+    fn read(&self, reg_id: u32) -> Option<u128> {
+        Some(match reg_id {
+            REG_TRACE_CYCLE_NS => self.cycle_ns.load(Relaxed) as u128,
+            REG_TRACE_POS => self.pos.load(Relaxed) as u128,
+            REG_TRACE_LEFT => self.left.load(Relaxed) as u128,
+            _ => return None,
+        })
+    }
+
+    fn write(&self, reg_id: u32, value: u128) -> bool {
+        match reg_id {
+            REG_TRACE_CYCLE_NS => self.cycle_ns.store(value as u64, Relaxed),
+            REG_TRACE_POS => self.pos.store(value as u32, Relaxed),
+            REG_TRACE_LEFT => self.left.store(value as u32, Relaxed),
+            _ => return false,
+        }
+        true
+    }
+}
+
+const TRACE_REGISTERS: [u32; 3] = [REG_TRACE_CYCLE_NS, REG_TRACE_POS, REG_TRACE_LEFT];
 
 const CODEL_REGISTERS: [u32; 6] = [
     REG_CODEL_FIRST_ABOVE_NS,
@@ -550,6 +602,9 @@ impl Registers {
             ),
             bearer_pd: atomics(pds, Default::default),
             slot: atomics(pds, PdSlot::default),
+            trace: atomics(pds, PdTrace::default),
+            trace_opportunity_ms: atomics(REG_TRACE_OPPORTUNITY_MS_SIZE, || AtomicU32::new(0)),
+            trace_first_at: atomics(REG_TRACE_FIRST_AT_SIZE, || AtomicU32::new(0)),
             initial_dist,
             initial_seed: seed,
         };
@@ -587,6 +642,9 @@ impl Registers {
                 self.bearer_pd[i][k].load(Relaxed) as u128
             }
             id if SLOT_REGISTERS.contains(&id) => self.slot[i].read(id).expect("a slot register"),
+            id if TRACE_REGISTERS.contains(&id) => self.trace[i].read(id).expect("a trace register"),
+            REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms[i].load(Relaxed) as u128,
+            REG_TRACE_FIRST_AT => self.trace_first_at[i].load(Relaxed) as u128,
             id => self.radio.read(id, i).expect("check_index validated the id"),
         })
     }
@@ -627,6 +685,11 @@ impl Registers {
             id if SLOT_REGISTERS.contains(&id) => {
                 self.slot[i].write(id, value);
             }
+            id if TRACE_REGISTERS.contains(&id) => {
+                self.trace[i].write(id, value);
+            }
+            REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms[i].store(value as u32, Relaxed),
+            REG_TRACE_FIRST_AT => self.trace_first_at[i].store(value as u32, Relaxed),
             id => {
                 let written = self.radio.write(id, i, value);
                 debug_assert!(written, "check_index validated the id");
@@ -646,6 +709,9 @@ impl Registers {
             id if BEARER_UE_REGISTERS.contains(&id) => self.bearers.len() as u32,
             id if BEARER_PD_REGISTERS.contains(&id) => self.bearer_pd.len() as u32,
             id if SLOT_REGISTERS.contains(&id) => self.slot.len() as u32,
+            id if TRACE_REGISTERS.contains(&id) => self.trace.len() as u32,
+            REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms.len() as u32,
+            REG_TRACE_FIRST_AT => self.trace_first_at.len() as u32,
             id if self.radio.size(id).is_some() => self.radio.size(id).unwrap_or(0) as u32,
             _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
         })
@@ -689,6 +755,12 @@ impl Registers {
         }
         for r in self.slot.iter() {
             r.store(&Default::default());
+        }
+        for r in self.trace.iter() {
+            r.store(&Default::default());
+        }
+        for c in self.trace_opportunity_ms.iter().chain(self.trace_first_at.iter()) {
+            c.store(0, Relaxed);
         }
         self.radio.reset();
         self.restore_dist();

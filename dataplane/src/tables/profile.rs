@@ -54,6 +54,12 @@ pub struct Impairment {
     pub slot_dist: u8,
     pub slot_packets: u32,
     pub slot_bytes: u32,
+    /// Exact trace delivery (stage/trace.rs): on when trace_len is non-zero.
+    pub trace_base: u32,
+    pub trace_len: u32,
+    pub trace_ms_base: u32,
+    pub trace_period_ms: u32,
+    pub trace_period_recip: u64,
 }
 
 impl Impairment {
@@ -101,6 +107,11 @@ impl Impairment {
             slot_dist: g(imp::SLOT_DIST) as u8,
             slot_packets: g(imp::SLOT_PACKETS) as u32,
             slot_bytes: g(imp::SLOT_BYTES) as u32,
+            trace_base: g(imp::TRACE_BASE) as u32,
+            trace_len: g(imp::TRACE_LEN) as u32,
+            trace_ms_base: g(imp::TRACE_MS_BASE) as u32,
+            trace_period_ms: g(imp::TRACE_PERIOD_MS) as u32,
+            trace_period_recip: g(imp::TRACE_PERIOD_RECIP) as u64,
         }
     }
 
@@ -108,6 +119,12 @@ impl Impairment {
     #[inline]
     pub fn has_rate(&self) -> bool {
         self.ns_per_byte_q16 != 0
+    }
+
+    /// True when the rate queue plays a trace (exact Mahimahi delivery) instead of its clock.
+    #[inline]
+    pub fn has_trace(&self) -> bool {
+        self.trace_len != 0
     }
 
     /// True when packets wait for netem-style slots (as the kernel: MIN, MAX or jitter non-zero).
@@ -207,6 +224,11 @@ mod tests {
             ("slot_dist", i.slot_dist as u64),
             ("slot_packets", i.slot_packets as u64),
             ("slot_bytes", i.slot_bytes as u64),
+            ("trace_base", i.trace_base as u64),
+            ("trace_len", i.trace_len as u64),
+            ("trace_ms_base", i.trace_ms_base as u64),
+            ("trace_period_ms", i.trace_period_ms as u64),
+            ("trace_period_recip", i.trace_period_recip),
         ];
         for (name, got) in fields {
             assert_eq!(got, by_name(name), "{name}");

@@ -1,0 +1,187 @@
+//! Exact trace delivery: a Mahimahi `mm-link` trace played by the rate queue itself.
+//!
+//! A trace is a list of millisecond timestamps, one per delivery opportunity of `OPPORTUNITY_BYTES`
+//! (one 1500-byte IP packet with the 4-byte header Mahimahi's TUN frames carry), repeating with the
+//! period of its last timestamp. Mahimahi's link queue (`LinkQueue::rationalize`) serves its FIFO
+//! at each opportunity: the bytes of one opportunity go to the packets queued by then, several small
+//! packets share one, a packet that does not fit finishes in the next opportunity (it leaves when its
+//! last byte does), and bytes no queued packet can use are lost. A packet counts `len - 10` bytes
+//! (the frame without its 14-byte Ethernet header, plus Mahimahi's 4), at least 1 and at most one
+//! opportunity.
+//!
+//! The trace lives in two contract registers the controller fills: `trace_opportunity_ms` (the
+//! timestamps, `trace_len` cells from `trace_base`) and `trace_first_at` (for each millisecond m of
+//! the period, `trace_period_ms + 1` cells from `trace_ms_base`: the index of the first opportunity
+//! at or after m), so that finding the first opportunity after an idle time is one lookup (p4src has
+//! no loops). Per pd the state is `trace_cycle_ns` (when the current period began; 0: not started),
+//! `trace_pos` (the current opportunity) and `trace_left` (its bytes not yet used). For a packet
+//! ready at `t` (departures are computed at arrival: the queue is a FIFO, so this is exact):
+//!
+//! ```text
+//! cur = cycle + ms[pos] * 1e6
+//! if cycle == 0:              cycle = t, then as "cur < t"
+//! if left > 0 and cur >= t:   share the current opportunity (the packet was queued by then)
+//! elif cur >= t:              the next opportunity (pos + 1, wrapping into the next period), left = full
+//! else (cur < t):             skip whole periods, then pos = first_at[ceil((t - cycle) / 1e6)], left = full
+//! if left >= size: left -= size  else: the rest goes into the next opportunity (left = full - rest)
+//! departure = cycle + ms[pos] * 1e6
+//! ```
+use super::Impairment;
+use crate::state::Registers;
+
+/// Bytes of one delivery opportunity: Mahimahi's PACKET_SIZE (a 1500-byte IP packet + 4).
+pub const OPPORTUNITY_BYTES: u32 = 1504;
+/// What a frame counts against an opportunity: its length minus this (14 Ethernet - 4 TUN).
+pub const FRAME_ADJUST: u32 = 10;
+const MS: u64 = 1_000_000;
+
+/// One pd's trace state (the `trace_*` per-pd registers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Vars {
+    pub cycle_ns: u64,
+    pub pos: u32,
+    pub left: u32,
+}
+
+/// The trace's timestamp of opportunity `pos` in ms (a cell outside the register reads 0, as an
+/// out-of-range register read on v1model).
+#[inline]
+fn ms_of(regs: &Registers, imp: &Impairment, pos: u32) -> u64 {
+    let i = imp.trace_base as usize + pos as usize;
+    regs.trace_opportunity_ms.get(i).map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed) as u64)
+}
+
+#[inline]
+fn first_at(regs: &Registers, imp: &Impairment, ms: u64) -> u32 {
+    let i = imp.trace_ms_base as usize + ms as usize;
+    regs.trace_first_at.get(i).map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+#[inline]
+fn advance(v: &mut Vars, imp: &Impairment, period_ns: u64) {
+    v.pos += 1;
+    if v.pos >= imp.trace_len {
+        v.pos = 0;
+        v.cycle_ns += period_ns;
+    }
+}
+
+/// The departure time of a packet of frame length `len` ready at `t`, updating pd's trace state.
+#[inline]
+pub fn departure(imp: &Impairment, regs: &Registers, pd: usize, t: u64, len: u32) -> u64 {
+    let cell = &regs.trace[pd];
+    let mut v = cell.load();
+    let period_ns = imp.trace_period_ms as u64 * MS;
+    let size = len.saturating_sub(FRAME_ADJUST).clamp(1, OPPORTUNITY_BYTES);
+    let fresh = v.cycle_ns == 0;
+    if fresh {
+        v.cycle_ns = t;
+    }
+    let cur = v.cycle_ns + ms_of(regs, imp, v.pos) * MS;
+    if !fresh && v.left > 0 && cur >= t {
+        // Shares the opportunity the packet before it left in: it was queued by then.
+    } else if !fresh && cur >= t {
+        advance(&mut v, imp, period_ns);
+        v.left = OPPORTUNITY_BYTES;
+    } else {
+        // The link was idle (or never used): the first opportunity at or after t.
+        let mut d = t - v.cycle_ns;
+        if d >= period_ns && period_ns != 0 {
+            // Whole periods passed: k = d / period with the controller's reciprocal, then one
+            // correction (the reciprocal is rounded down, so k is at most one short).
+            let k = ((d as u128 * imp.trace_period_recip as u128) >> 64) as u64;
+            let mut kp = k.wrapping_mul(period_ns).min(d);
+            if d - kp >= period_ns {
+                kp = kp.wrapping_add(period_ns).min(d);
+            }
+            v.cycle_ns += kp;
+            d -= kp;
+        }
+        v.pos = first_at(regs, imp, d.div_ceil(MS));
+        v.left = OPPORTUNITY_BYTES;
+    }
+    if v.left >= size {
+        v.left -= size;
+    } else {
+        let rest = size - v.left;
+        advance(&mut v, imp, period_ns);
+        v.left = OPPORTUNITY_BYTES - rest;
+    }
+    cell.store(&v);
+    v.cycle_ns + ms_of(regs, imp, v.pos) * MS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Capacities, Registers};
+    use std::sync::atomic::Ordering::Relaxed;
+
+    /// Registers with `ms` loaded at cells 100.. and its index at 50.., and the profile naming them.
+    fn load(ms: &[u32]) -> (Registers, Impairment) {
+        let caps = Capacities { profiles: 4, ..Default::default() };
+        let regs = Registers::new(&caps, crate::dist::builtin_tables(), 1);
+        let period = *ms.last().unwrap();
+        for (i, v) in ms.iter().enumerate() {
+            regs.trace_opportunity_ms[100 + i].store(*v, Relaxed);
+        }
+        for m in 0..=period {
+            let first = ms.iter().position(|&v| v >= m).unwrap() as u32;
+            regs.trace_first_at[50 + m as usize].store(first, Relaxed);
+        }
+        let imp = Impairment {
+            trace_base: 100,
+            trace_len: ms.len() as u32,
+            trace_ms_base: 50,
+            trace_period_ms: period,
+            trace_period_recip: (u64::MAX as u128 + 1).div_euclid(period as u128 * MS as u128) as u64,
+            ..Default::default()
+        };
+        (regs, imp)
+    }
+
+    fn run(regs: &Registers, imp: &Impairment, pkts: &[(u64, u32)]) -> Vec<u64> {
+        pkts.iter().map(|&(t, len)| departure(imp, regs, 1, t, len) - T0).collect()
+    }
+
+    const T0: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_backlog_of_full_packets_takes_one_opportunity_each_and_the_trace_repeats() {
+        let (regs, imp) = load(&[1, 1, 2, 5]);
+        let got = run(&regs, &imp, &[(T0, 1514); 9]);
+        let want: Vec<u64> = [1, 1, 2, 5, 6, 6, 7, 10, 11].iter().map(|m| m * MS).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn small_packets_share_an_opportunity_and_one_that_does_not_fit_ends_in_the_next() {
+        // 500-byte frames count 490 bytes: three fit in 1504 (34 left), the fourth takes those 34
+        // and 456 of the next opportunity, whose 1048 left carry two more and 68 bytes of a third.
+        let (regs, imp) = load(&[1, 3, 4]);
+        let got = run(&regs, &imp, &[(T0, 500); 7]);
+        let want: Vec<u64> = [1, 1, 1, 3, 3, 3, 4].iter().map(|m| m * MS).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn bytes_nobody_was_queued_for_are_lost_and_an_idle_link_resumes_at_the_next_opportunity() {
+        let (regs, imp) = load(&[2, 4, 6, 10]);
+        // A small packet at t0 leaves at 2 ms with most of the opportunity unused; one arriving at
+        // 2.5 ms cannot use those bytes: it takes the opportunity at 4 ms.
+        assert_eq!(run(&regs, &imp, &[(T0, 100), (T0 + 2_500_000, 100)]), vec![2 * MS, 4 * MS]);
+        // Idle over two periods: 26.5 ms is 6.5 ms into the third period, whose next opportunity is
+        // its 10 ms mark (30 ms).
+        assert_eq!(run(&regs, &imp, &[(T0 + 26_500_000, 1514)]), vec![30 * MS]);
+        // Exactly on an opportunity: it takes it.
+        assert_eq!(run(&regs, &imp, &[(T0 + 42 * MS, 1514)]), vec![42 * MS]);
+    }
+
+    #[test]
+    fn a_frame_counts_its_ip_packet_plus_four_bytes() {
+        // 1514-byte frames (a 1500-byte IP packet) take exactly one 1504-byte opportunity; a
+        // 1515-byte one is counted as a full opportunity too (never more than one).
+        let (regs, imp) = load(&[1, 2]);
+        assert_eq!(run(&regs, &imp, &[(T0, 1514), (T0, 1515), (T0, 60)]), vec![MS, 2 * MS, 3 * MS]);
+    }
+}

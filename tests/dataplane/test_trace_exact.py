@@ -1,0 +1,73 @@
+"""Exact trace delivery on the wire: the data plane plays a Mahimahi trace loaded into its trace
+registers. A backlog of full-size frames leaves one per opportunity at the trace's timestamps (the
+trace repeating), small frames share an opportunity's 1504 bytes, and a queue limit drops the
+rest (queue_full)."""
+
+from __future__ import annotations
+
+from wirestats import MS, ms, settled_counters
+
+from p4netem import pipeline as pl
+from p4netem.control.trace import MahimahiTrace
+from p4netem.control.trace_tables import first_at_index
+from p4netem.lab import TwoHostLab
+from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, run_probe
+from p4netem.pipeline import UPLINK, DropReason
+
+
+def _load(lab: TwoHostLab, ms_list: list[int], **extra: int) -> None:
+    trace = MahimahiTrace(tuple(ms_list), "test")
+    c = lab.client
+    for i, v in enumerate(trace.opportunities_ms):
+        c.write_register(pl.TRACE_OPPORTUNITY_MS, 7 + i, v)
+    for m, i in enumerate(first_at_index(trace)):
+        c.write_register(pl.TRACE_FIRST_AT, 3 + m, i)
+    lab.impair(UPLINK, trace_base=7, trace_len=len(ms_list), trace_ms_base=3, trace_period_ms=ms_list[-1],
+               trace_period_recip=2**64 // (ms_list[-1] * MS), **extra)
+
+
+def _offsets(result) -> list[int]:
+    """Receive times relative to the first frame's, in arrival order of sequence numbers."""
+    rx = dict(zip(result.seq, result.rx_ns))
+    first = min(rx.values())
+    return [rx[i] - first for i in sorted(rx)]
+
+
+def _near(got: list[int], want_ms: list[int], tol: int = MS // 2) -> bool:
+    return len(got) == len(want_ms) and all(abs(g - w * MS) <= tol for g, w in zip(got, want_ms))
+
+
+def test_a_backlog_leaves_at_the_traces_opportunities(lab: TwoHostLab) -> None:
+    # Opportunities at 10, 10, 20 and 50 ms, repeating every 50 ms. Twelve 1514-byte frames sent
+    # back to back (a 1500-byte IP packet is one 1504-byte opportunity): the first arrives when the
+    # trace starts, so they leave at 10, 10, 20, 50, 60, 60, 70, 100, 110, 110, 120, 150 ms.
+    _load(lab, [10, 10, 20, 50], queue_limit_pkts=100)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=12, rate=20000, size=1514 - UDP_IP_ETH_OVERHEAD,
+                       port=9080)
+    assert result.lost == 0 and result.reordered == 0
+    got = _offsets(result)
+    want = [w - 10 for w in (10, 10, 20, 50, 60, 60, 70, 100, 110, 110, 120, 150)]
+    assert _near(got, want), [ms(g) for g in got]
+
+
+def test_small_frames_share_an_opportunity(lab: TwoHostLab) -> None:
+    # 500-byte frames count 490 bytes: three fit in one opportunity, the fourth finishes in the next.
+    _load(lab, [5, 25, 45], queue_limit_pkts=100)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=7, rate=20000, size=500 - UDP_IP_ETH_OVERHEAD,
+                       port=9081)
+    assert result.lost == 0
+    assert _near(_offsets(result), [0, 0, 0, 20, 20, 20, 40]), [ms(g) for g in _offsets(result)]
+
+
+def test_the_queue_limit_drops_what_the_trace_cannot_carry(lab: TwoHostLab) -> None:
+    # One opportunity every 10 ms and a 5-packet queue: of 40 frames sent within a few ms, the first
+    # leaves at the first opportunity and 5 wait; the rest find the queue full.
+    _load(lab, [10], queue_limit_pkts=5)
+    n = 40
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=20000, size=1514 - UDP_IP_ETH_OVERHEAD,
+                       port=9082)
+    c = settled_counters(lab, UPLINK)
+    assert c.drops[DropReason.QUEUE_FULL] == result.lost == n - result.received
+    assert 5 <= result.received <= 8, result.received  # the sender may straddle an opportunity
+    gaps = [b - a for a, b in zip(_offsets(result), _offsets(result)[1:])]
+    assert all(abs(g - 10 * MS) <= MS // 2 for g in gaps), [ms(g) for g in gaps]
