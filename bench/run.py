@@ -32,6 +32,7 @@ import control  # noqa: E402
 import dashboard  # noqa: E402
 import full_tables  # noqa: E402
 import hoststats  # noqa: E402
+import io_paths  # noqa: E402
 import delay  # noqa: E402
 import endpoints  # noqa: E402
 import ge  # noqa: E402
@@ -51,8 +52,8 @@ from p4netem.paths import switch_binary  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 CLASSIFIER_CAPACITY = 65536  # the switch's default --classifier-entries
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "slot", "trace", "aqm", "bearers", "p4rt", "radio", "timeline",
-                "endpoints", "dashboard")
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "slot", "trace", "aqm", "bearers", "p4rt", "radio",
+                "timeline", "endpoints", "dashboard", "io_paths")
 
 # (key, bar, comparison, unit, what)
 BARS = (
@@ -186,6 +187,8 @@ def print_table(res: dict) -> None:
         ("timeline_step_error_ms_p50", "ms"), ("timeline_step_error_ms_max", "ms"),
         ("timeline_wire_error_ms_p50", "ms"), ("timeline_wire_error_ms_p99", "ms"),
         ("timeline_wire_error_ms_max", "ms"),
+        ("throughput_ratio_vs_bridge_af_packet", ""), ("rate_1g_dataplane_busy_pct_af_packet", "%"),
+        ("rate_1g_error_pct_af_packet", "%"),
         ("reval_pipelined_packets_ratio", ""), ("reval_pipelined_packets_ratio_unbuffered", ""),
     ]
     for key, unit in extra:
@@ -270,6 +273,7 @@ def main() -> int:
                            log_path=ROOT / "build" / "bench-switch.log")
         with sw:
             res["config"]["switch"] = {"cmd": " ".join(sw.command()), "log": str(sw.log_path)}
+            res["config"]["switch_io"] = io_paths.ports_io(sw.log_path)
             ctl = control.Control(sw.grpc_addr, sw.device_id)
             ctl.start()
             try:
@@ -295,6 +299,21 @@ def main() -> int:
                 step("timeline", lambda: timeline.measure(t, sw.grpc_addr, sw.device_id))
             finally:
                 ctl.close()
+        if "io_paths" in only:
+            # Issue 14: the switch above runs on its default path (AF_XDP where available, see
+            # config.switch_io); the same figures on the AF_PACKET fallback, in the same run, on
+            # the same veths: the comparison between the two paths.
+            sw3 = SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,
+                                log_path=ROOT / "build" / "bench-switch-af-packet.log",
+                                extra_args=["--io", "af_packet"])
+            with sw3:
+                ctl3 = control.Control(sw3.grpc_addr, sw3.device_id)
+                ctl3.start()
+                try:
+                    step("io_paths", lambda: io_paths.measure(t, ctl3, sw3.proc.pid, bridge, figures),
+                         label="io paths (af_packet)")
+                finally:
+                    ctl3.close()
         if "radio" in only and "radio" not in errors:
             # The burst method needs an RX ring that holds a whole burst: a switch of its own.
             sw2 = SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,

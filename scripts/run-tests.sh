@@ -13,7 +13,8 @@ echo "==> cargo test --release (dataplane)"
 rust_rc=${PIPESTATUS[0]}
 
 echo "==> pytest tests/"
-.venv/bin/python -m pytest tests -rfEs "$@" 2>&1 | tee "$logs/pytest.log"
+# The 20 slowest tests are listed at the end: make test must stay under about 30 minutes.
+.venv/bin/python -m pytest tests -rfEs --durations=20 "$@" 2>&1 | tee "$logs/pytest.log"
 py_rc=${PIPESTATUS[0]}
 
 # Sum the per-binary "test result:" lines of cargo.

@@ -20,7 +20,7 @@ use crate::contract::{DropReason, DIGEST_MAC_LEARN, DIGEST_RADIO_STATE};
 use crate::health::Health;
 use crate::io::afpacket::FRAME_SIZE;
 use crate::io::pcap::PcapWriter;
-use crate::io::{ethtool, AfPacket, RingConfig};
+use crate::io::{ethtool, IoMode, PortIo, RingConfig};
 use crate::learn::LearnFilter;
 use crate::parse::parse;
 use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
@@ -69,10 +69,12 @@ pub struct DataPlaneConfig {
     pub rt_priority: i32,
     /// One TX thread per port doing the `sendto`s (see io/kicker.rs); false: the loop does them.
     pub tx_threads: bool,
+    /// Packet I/O path of the ports (io/port.rs).
+    pub io: IoMode,
 }
 
 struct Port {
-    io: AfPacket,
+    io: PortIo,
     number: u16,
     /// Packets waiting for TX ring space, in order (pool handles).
     backlog: VecDeque<Handle>,
@@ -101,7 +103,7 @@ impl Port {
     fn refresh_mtu(&mut self) {
         match self.io.mtu() {
             Ok(mtu) => self.max_frame = mtu as usize + ETH_HEADER,
-            Err(e) => tracing::debug!(iface = %self.io.ifname, "MTU query failed: {e}"),
+            Err(e) => tracing::debug!(iface = %self.io.ifname(), "MTU query failed: {e}"),
         }
     }
 }
@@ -174,7 +176,7 @@ impl DataPlane {
                 bail!("port number {} given twice", spec.number);
             }
             port_index[spec.number as usize] = i as u16;
-            let mut io = AfPacket::open(&spec.ifname, &rings).with_context(|| format!("opening port {}", spec.number))?;
+            let mut io = PortIo::open(&spec.ifname, &rings, cfg.io).with_context(|| format!("opening port {}", spec.number))?;
             if cfg.tx_threads {
                 io.start_tx_thread().with_context(|| format!("TX thread of port {}", spec.number))?;
             }
@@ -199,12 +201,14 @@ impl DataPlane {
                 tx_failing: false,
                 max_frame: mtu as usize + ETH_HEADER,
             });
-            tracing::info!(port = spec.number, iface = %spec.ifname, "port up");
+            let io = &ports[ports.len() - 1].io;
+            tracing::info!(port = spec.number, iface = %spec.ifname, io = io.kind(), "port up: {} ({})", io.kind(), io.detail());
         }
         let now = monotonic_ns();
         let pds = link.caps.pds() as usize;
         let seed_generation = link.registers.rng_seed_generation.load(Ordering::Acquire);
         let seed = link.registers.rng_seed.load(Ordering::Relaxed);
+        let health = Arc::new(Health::new(ports.iter().map(|p| (p.number, p.io.ifname().to_string(), p.io.kind()))));
         Ok(DataPlane {
             ports,
             port_index,
@@ -223,7 +227,7 @@ impl DataPlane {
             wall_offset_ns: clock_ns(libc::CLOCK_REALTIME) as i64 - now as i64,
             busy_poll_ns: cfg.busy_poll_ns,
             rt_priority: cfg.rt_priority,
-            health: Arc::new(Health::new(cfg.ports.iter().map(|p| (p.number, p.ifname.clone())))),
+            health,
             link,
         })
     }
@@ -288,11 +292,11 @@ impl DataPlane {
                 match port.io.tx_flush() {
                     Err(e) if !port.tx_failing => {
                         port.tx_failing = true; // log once per failure episode, not per loop turn
-                        tracing::warn!(iface = %port.io.ifname, "tx failing: {e}");
+                        tracing::warn!(iface = %port.io.ifname(), "tx failing: {e}");
                     }
                     Ok(()) if port.tx_failing => {
                         port.tx_failing = false;
-                        tracing::info!(iface = %port.io.ifname, "tx works again");
+                        tracing::info!(iface = %port.io.ifname(), "tx works again");
                     }
                     _ => {}
                 }
@@ -341,7 +345,7 @@ impl DataPlane {
     /// Add the kernel's receive-ring statistics of every port (reset by each read) to the health
     /// counters: once a second and at shutdown.
     fn read_ring_stats(&mut self) {
-        for (i, p) in self.ports.iter().enumerate() {
+        for (i, p) in self.ports.iter_mut().enumerate() {
             let (rx, drops) = p.io.rx_stats();
             self.health.port_stats(i, rx.into(), drops.into());
         }
@@ -415,13 +419,13 @@ impl DataPlane {
             let port = &mut self.ports[pi];
             if truncated && !port.warned_truncated {
                 port.warned_truncated = true;
-                tracing::warn!(iface = %port.io.ifname, len = f.len,
+                tracing::warn!(iface = %port.io.ifname(), len = f.len,
                     "frames larger than {} bytes arrive (GRO/GSO/TSO on, or MTU above 1500?): dropped as malformed",
                     f.snaplen);
             }
             if f.status & crate::io::afpacket::CSUM_NOT_READY != 0 && !port.warned_csum {
                 port.warned_csum = true;
-                tracing::warn!(iface = %port.io.ifname,
+                tracing::warn!(iface = %port.io.ifname(),
                     "frames arrive with checksums not yet computed: turn tx checksum offload off on the sender (the veth peer)");
             }
             if let Some(w) = &mut port.pcap_in {
@@ -431,7 +435,7 @@ impl DataPlane {
             // Time of arrival: the kernel's RX timestamp (wall clock) when it is plausible, so that
             // delay and rate count from when the frame reached the port, not from when this loop
             // got to it.
-            let stamp = f.timestamp_ns as i64 - self.wall_offset_ns;
+            let stamp = if f.monotonic { f.timestamp_ns as i64 } else { f.timestamp_ns as i64 - self.wall_offset_ns };
             let arrival = if stamp > 0 && (stamp as u64) <= now && now - (stamp as u64) < MAX_SLEEP_NS {
                 stamp as u64
             } else {
@@ -666,7 +670,7 @@ impl DataPlane {
         let port = &mut self.ports[out as usize];
         if !port.warned_mtu {
             port.warned_mtu = true;
-            tracing::warn!(iface = %port.io.ifname, len, max = port.max_frame,
+            tracing::warn!(iface = %port.io.ifname(), len, max = port.max_frame,
                 "frames longer than the egress MTU allows: dropped as tx_error (raise the MTU of this port or lower the sender's)");
         }
     }

@@ -4,6 +4,8 @@
 //! on `--metrics-addr` (metrics.rs); `p4netem web` re-exports it on its own /metrics and
 //! /api/health.
 //!
+//! Each port's packet I/O path (AF_XDP or the AF_PACKET fallback) is an info metric.
+//!
 //! The data-plane thread writes plain relaxed atomics once per loop turn with work (and the
 //! ring statistics once a second), never per packet; the scrape reads them. P4Runtime latency
 //! is a prometheus-client histogram per RPC, observed by the gRPC handlers.
@@ -21,6 +23,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 pub struct PortHealth {
     pub number: u16,
     pub ifname: String,
+    /// The port's packet I/O path: "af_xdp" or "af_packet" (io/port.rs).
+    pub io: &'static str,
     pub kernel_rx: AtomicU64,
     pub ring_drops: AtomicU64,
 }
@@ -58,7 +62,7 @@ pub struct Health {
 }
 
 impl Health {
-    pub fn new(ports: impl IntoIterator<Item = (u16, String)>) -> Health {
+    pub fn new(ports: impl IntoIterator<Item = (u16, String, &'static str)>) -> Health {
         Health {
             started: Instant::now(),
             dataplane_busy_ns: AtomicU64::new(0),
@@ -66,7 +70,7 @@ impl Health {
             held_packets: AtomicU64::new(0),
             free_buffers: AtomicU64::new(0),
             buffers: AtomicU64::new(0),
-            ports: ports.into_iter().map(|(number, ifname)| PortHealth { number, ifname, ..Default::default() }).collect(),
+            ports: ports.into_iter().map(|(number, ifname, io)| PortHealth { number, ifname, io, ..Default::default() }).collect(),
             // 50 us .. ~3 s: a counter read of one rule takes ~100 us, a full-table Read seconds.
             p4rt_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(50e-6, 2.0, 17))),
         }
@@ -98,7 +102,7 @@ mod tests {
 
     #[test]
     fn ring_stats_accumulate_per_port() {
-        let h = Health::new([(1, "a".to_string()), (2, "b".to_string())]);
+        let h = Health::new([(1, "a".to_string(), "af_xdp"), (2, "b".to_string(), "af_packet")]);
         h.port_stats(0, 10, 1);
         h.port_stats(0, 5, 2);
         h.port_stats(1, 7, 0);

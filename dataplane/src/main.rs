@@ -13,6 +13,7 @@ use clap::Parser;
 use p4netem_switch::contract::{self, ACTION_SET_EGRESS_PORT, TABLE_PORT_MAP};
 use p4netem_switch::dataplane::{DataPlane, DataPlaneConfig, PortSpec};
 use p4netem_switch::io::afpacket::TX_MAX_FRAME;
+use p4netem_switch::io::IoMode;
 use p4netem_switch::p4rt;
 use p4netem_switch::metrics;
 use p4netem_switch::state::{ActionCall, Capacities, ControlConfig, FieldMatch, SwitchControl, TableEntry, UpdateKind};
@@ -128,6 +129,12 @@ struct Args {
     /// doing them on the data-plane thread; it may pay off with spare cores.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     tx_threads: bool,
+
+    /// Packet I/O path of the ports: auto (AF_XDP in copy mode where the kernel and interface
+    /// allow it, else AF_PACKET, logged), af_xdp or af_packet (either forced: failing to open it
+    /// fails the start). Each port's path is logged and served as p4netem_switch_port_io.
+    #[arg(long, default_value = "auto", env = "P4NETEM_SWITCH_IO", value_name = "auto|af_xdp|af_packet")]
+    io: IoMode,
 
     /// PRNG seed (also settable at run time through the rng_seed register). Default: from the clock.
     #[arg(long)]
@@ -273,6 +280,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         busy_poll_ns: args.busy_poll_us * 1000,
         rt_priority: args.rt_priority.clamp(0, 99),
         tx_threads: args.tx_threads,
+        io: args.io,
     };
     let dp = DataPlane::open(&cfg, link, shutdown.clone())?;
     let health = dp.health();

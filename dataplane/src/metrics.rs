@@ -54,6 +54,14 @@ impl Collector for HealthCollector {
                 ConstCounter::new(get(p)).encode(family.encode_family(&labels)?)?;
             }
         }
+        // Which packet path each port runs on: a gauge at 1 with the path as a label (as *_info
+        // metrics do), so a scrape or `p4netem web`'s /api/health shows a fallback.
+        let probe = ConstGauge::new(1i64);
+        let mut family = encoder.encode_descriptor("p4netem_switch_port_io", "Packet I/O path of a port (label io: af_xdp or af_packet); always 1", None, probe.metric_type())?;
+        for p in &h.ports {
+            let labels = [("port", p.number.to_string()), ("iface", p.ifname.clone()), ("io", p.io.to_string())];
+            ConstGauge::new(1i64).encode(family.encode_family(&labels)?)?;
+        }
         let family = encoder.encode_descriptor("p4netem_switch_p4runtime_request_seconds",
                                                "Time the P4Runtime server took to answer a request, by RPC", None,
                                                h.p4rt_seconds.metric_type())?;
@@ -107,7 +115,7 @@ mod tests {
 
     #[test]
     fn health_renders_as_openmetrics() {
-        let h = Arc::new(Health::new([(1, "veth1".to_string())]));
+        let h = Arc::new(Health::new([(1, "veth1".to_string(), "af_xdp")]));
         h.busy_turn(1_500_000_000);
         h.port_stats(0, 100, 3);
         h.observe_rpc(Rpc::Write, std::time::Instant::now());
@@ -115,6 +123,7 @@ mod tests {
         assert!(text.contains("p4netem_switch_dataplane_busy_seconds_total 1.5"), "{text}");
         assert!(text.contains("p4netem_switch_ring_drops_total{port=\"1\",iface=\"veth1\"} 3"), "{text}");
         assert!(text.contains("p4netem_switch_p4runtime_request_seconds_count{rpc=\"Write\"} 1"), "{text}");
+        assert!(text.contains("p4netem_switch_port_io{port=\"1\",iface=\"veth1\",io=\"af_xdp\"} 1"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -79,6 +79,9 @@ def test_switch_health_moves_with_traffic_and_requests(health_lab, tmp_path):
         status, health = web.request("GET", "/api/health")
         assert status == 200, health
         assert [p["port"] for p in health["ports"]] == [1, 2] and health["ports"][0]["kernel_rx"] >= 100
+        io = {p["iface"]: p["io"] for p in health["ports"]}
+        assert set(io.values()) <= {"af_xdp", "af_packet"} and len(io) == 2, health["ports"]
+        assert _get(after, "p4netem_switch_port_io", port="1", io=io[lab.switch.ports[1]]) == 1
         assert 0 <= health["dataplane_busy_fraction"] <= 1 and health["buffers"] > 0
         assert health["p4runtime"]["Read"]["requests"] >= 1 and health["p4runtime"]["Read"]["mean_ms"] > 0
     finally:

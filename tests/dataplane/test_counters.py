@@ -79,8 +79,8 @@ def test_frames_longer_than_the_egress_mtu_are_drops_not_sends(lab: TwoHostLab) 
         lab.impair(UPLINK, delay_ns=delay_ns)
         before = lab.counters(UPLINK)
         capture = Capture(lab.h2.ns, lab.h2.iface, seconds=3.0)
-        for marker, (length, vlan, _) in enumerate(cases):
-            send_raw(lab.h1.ns, lab.h1.iface, frame(length, marker, vlan), 3)
+        # One sender for all cases: a Python started per case could outlast the capture at load 10+.
+        send_raw(lab.h1.ns, lab.h1.iface, [frame(length, marker, vlan) for marker, (length, vlan, _) in enumerate(cases)], 3)
         arrived = [f for f in capture.frames() if f[6:12] == h1 and b"p4netem-mtu" in f]
         got = sorted({f[f.index(b"p4netem-mtu") + 11] for f in arrived})
         after = settled_counters(lab, UPLINK)

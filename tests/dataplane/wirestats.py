@@ -86,8 +86,11 @@ class Capture:
         return [bytes.fromhex(h) for h in json.loads(out)]
 
 
-def send_raw(ns: Namespace, iface: str, frame: bytes, count: int = 1) -> None:
-    ns.run([sys.executable, str(RAWFRAMES), "send", iface, frame.hex(), str(count)])
+def send_raw(ns: Namespace, iface: str, frame: bytes | list[bytes], count: int = 1) -> None:
+    """Send a frame (or several, in order) `count` times each, from one process: a test that
+    captures for a fixed window must not spend it starting a Python per frame on a loaded host."""
+    frames = [frame] if isinstance(frame, bytes) else frame
+    ns.run([sys.executable, str(RAWFRAMES), "send", iface, ",".join(f.hex() for f in frames), str(count)])
 
 
 def ping(src: Host, dst: Host, count: int = 5) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """Raw Ethernet frames in a namespace (AF_PACKET), for tests that need frames no socket API makes.
 
-    python rawframes.py send IFACE HEX [COUNT]           send the frame (hex) COUNT times
+    python rawframes.py send IFACE HEX[,HEX...] [COUNT]  send each frame (hex) COUNT times, in order
     python rawframes.py capture IFACE SECONDS [ETHERTYPE] print JSON list of captured frames (hex)
 
 `capture` prints "ready" on stderr once its socket is bound, and keeps only frames received (not
@@ -18,12 +18,13 @@ ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 
 
-def send(iface: str, frame: bytes, count: int) -> None:
+def send(iface: str, frames: list[bytes], count: int) -> None:
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
         s.bind((iface, 0))
-        for _ in range(count):
-            s.send(frame)
-            time.sleep(0.001)
+        for frame in frames:
+            for _ in range(count):
+                s.send(frame)
+                time.sleep(0.001)
 
 
 def capture(iface: str, seconds: float, ethertype: int | None) -> list[str]:
@@ -49,7 +50,7 @@ def capture(iface: str, seconds: float, ethertype: int | None) -> list[str]:
 if __name__ == "__main__":
     mode, iface = sys.argv[1], sys.argv[2]
     if mode == "send":
-        send(iface, bytes.fromhex(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 1)
+        send(iface, [bytes.fromhex(h) for h in sys.argv[3].split(",")], int(sys.argv[4]) if len(sys.argv) > 4 else 1)
     elif mode == "capture":
         etype = int(sys.argv[4], 0) if len(sys.argv) > 4 else None
         json.dump(capture(iface, float(sys.argv[3]), etype), sys.stdout)

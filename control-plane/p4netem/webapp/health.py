@@ -1,5 +1,5 @@
 """The switch's own health, as p4netem-switch serves it on `--metrics-addr` (dataplane/src/health.rs:
-data-plane loop busy time, kernel ring drops per port, packet buffers, delay-line occupancy,
+data-plane loop busy time, kernel ring drops and packet I/O path (AF_XDP or AF_PACKET) per port, packet buffers, delay-line occupancy,
 P4Runtime request latency per RPC), read by `p4netem web --switch-metrics URL` for its /metrics
 (the families re-exported as they are) and /api/health (a summary in JSON).
 
@@ -53,6 +53,10 @@ class SwitchHealth:
                 if s.name.endswith("_total"):
                     p = ports.setdefault(s.labels["port"], {"port": int(s.labels["port"]), "iface": s.labels["iface"]})
                     p[key] = int(s.value)
+        # Each port's packet path (issue 14): "af_xdp", or "af_packet" when the switch fell back.
+        for s in fams["p4netem_switch_port_io"].samples if "p4netem_switch_port_io" in fams else []:
+            if s.value == 1 and s.labels["port"] in ports:
+                ports[s.labels["port"]]["io"] = s.labels["io"]
         return {
             "uptime_s": round(uptime, 3),
             "dataplane_busy_fraction": round((busy - since[1]) / (uptime - since[0]), 4) if uptime > since[0] else None,

@@ -20,6 +20,10 @@ pub const FRAME_SIZE: usize = 2048;
 const BLOCK_SIZE: usize = 1 << 16;
 /// Largest frame the TX ring takes.
 pub const TX_MAX_FRAME: usize = FRAME_SIZE - TX_DATA_OFFSET;
+/// Largest frame the RX ring holds whole: the kernel puts the frame at tp_mac = 66 (V2 header and
+/// sockaddr_ll, 52, plus 16 for a link header, aligned to 16, minus the 14-byte Ethernet header).
+/// Longer frames arrive truncated and are dropped as malformed; the AF_XDP path does the same.
+pub const RX_MAX_FRAME: usize = FRAME_SIZE - 66;
 
 /// RX status bits the data plane looks at.
 pub const VLAN_VALID: u32 = TP_STATUS_VLAN_VALID;
@@ -66,8 +70,9 @@ pub struct RxFrame {
     pub status: u32,
     pub vlan_tci: u16,
     pub vlan_tpid: u16,
-    /// Kernel receive time (CLOCK_REALTIME, ns).
+    /// Kernel receive time in ns (0: none): CLOCK_REALTIME, or CLOCK_MONOTONIC when `monotonic`.
     pub timestamp_ns: u64,
+    pub monotonic: bool,
 }
 
 pub struct AfPacket {
@@ -197,6 +202,7 @@ impl AfPacket {
                 vlan_tci: h.tp_vlan_tci,
                 vlan_tpid: h.tp_vlan_tpid,
                 timestamp_ns: h.tp_sec as u64 * 1_000_000_000 + h.tp_nsec as u64,
+                monotonic: false,
             });
         }
     }

@@ -1,9 +1,14 @@
-//! Packet I/O: AF_PACKET rings per port, offload checks, pcap capture, the wake-up eventfd.
+//! Packet I/O: per port AF_XDP (with its XDP program) or AF_PACKET rings, offload checks, pcap
+//! capture, the wake-up eventfd.
 pub mod afpacket;
+pub mod afxdp;
 pub mod ethtool;
 mod kicker;
+pub mod port;
 pub mod pcap;
 mod sys;
 pub mod wake;
+mod xdp_prog;
 
 pub use afpacket::{AfPacket, RingConfig, RxFrame};
+pub use port::{IoMode, PortIo};

@@ -1,0 +1,37 @@
+"""Issue 14: the switch's two packet I/O paths side by side in one bench run. The main switch of
+the run uses its default (`--io auto`: AF_XDP in copy mode where available); this step starts a
+second switch forced onto the AF_PACKET fallback (`--io af_packet`) on the same veths and measures
+what the issue's figures measure on it: iperf3 TCP against the same run's bridge baseline, and the
+data-plane thread's CPU while it shapes 1 Gbit/s under 2x overload (with that rate's error)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import rate
+import throughput
+import topo as topology
+
+
+def ports_io(log_path: Path | None) -> dict[str, str]:
+    """{iface: io} from the switch's "port up: <io>" log lines."""
+    if log_path is None or not Path(log_path).exists():
+        return {}
+    text = Path(log_path).read_text(errors="replace")
+    return {m.group(2): m.group(1) for m in re.finditer(r"port up: (\w+) .*?iface=(\S+)", text)}
+
+
+def measure(t: topology.Topo, ctl, switch_pid: int, bridge: dict, figures: dict) -> dict:
+    out: dict = {}
+    if bridge:
+        sw = throughput.through_switch(t)
+        out["throughput_switch_af_packet_gbit_s"] = sw["gbit_s"]
+        out["throughput_ratio_vs_bridge_af_packet"] = sw["gbit_s"] / bridge["gbit_s"]
+    ctl.classify_by_ingress_port()
+    line = rate.one_line_rate(t, ctl, rate.LINE_RATES[0], switch_pid)
+    out["rate_1g_dataplane_busy_pct_af_packet"] = line["dp_thread_cpu_pct"]
+    out["rate_1g_error_pct_af_packet"] = line["error_pct"]
+    out["io_paths_config"] = {"af_packet_line_rate": line,
+                              "default_path_figures": {k: figures.get(k) for k in (
+                                  "throughput_ratio_vs_bridge", "rate_1g_dataplane_busy_pct")}}
+    return out

@@ -1,0 +1,135 @@
+"""Both packet I/O paths of p4netem-switch (issue 14): AF_XDP in copy mode (the default where the
+kernel and the interface allow it) and AF_PACKET rings (the fallback). On each, forced with --io:
+the path is reported (log line, p4netem_switch_port_io metric), TCP and ICMP cross, a shaper holds
+its rate with counters that conserve, and a delay holds. --io auto falls back to AF_PACKET, logged
+and reported, on an interface AF_XDP cannot serve; a forced --io af_xdp there fails the start with
+a one-line reason. (The whole tests/dataplane suite runs on either path with P4NETEM_SWITCH_IO.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from wirestats import MS, median, ms, ns_per_byte_q16, ping, settled_counters, wait_listening
+
+from p4netem.lab import SwitchProcess, TwoHostLab, unique_token
+from p4netem.lab.free import free_tcp_port
+from p4netem.lab.netns import run
+from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, run_probe
+from p4netem.pipeline import UPLINK, DropReason
+
+PATHS = ("af_xdp", "af_packet")
+
+
+def _port_io(url: str) -> dict[str, str]:
+    """{port: io} from the switch's p4netem_switch_port_io samples."""
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    return {s.labels["port"]: s.labels["io"] for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name == "p4netem_switch_port_io" and s.value == 1}
+
+
+@pytest.fixture(params=PATHS)
+def path_lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path) -> Iterator[tuple[TwoHostLab, str, str]]:
+    if os.geteuid() != 0:
+        pytest.fail("wire tests need root (network namespaces, raw sockets)", pytrace=False)
+    port = free_tcp_port("127.0.0.1")
+    lab = TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log",
+                     switch_args=("--io", request.param, "--metrics-addr", f"127.0.0.1:{port}")).start()
+    try:
+        yield lab, request.param, f"http://127.0.0.1:{port}/metrics"
+    finally:
+        call = getattr(request.node, "rep_call", None)
+        if call is not None and call.failed and lab.switch is not None:
+            print(f"\n---- end of switch log ({lab.switch.log_path}) ----\n{lab.switch.log_tail(60)}")
+        lab.close()
+
+
+def test_forwarding_on_each_path(path_lab) -> None:
+    lab, io, url = path_lab
+    assert _port_io(url) == {"1": io, "2": io}
+    log = lab.switch.log_tail(100)
+    assert f"port up: {io}" in log and "AF_XDP unavailable" not in log, log
+    assert ping(lab.h1, lab.h2) == (5, 5)
+    assert ping(lab.h2, lab.h1) == (5, 5)
+    server = lab.h2.ns.popen(["iperf3", "-s", "-1", "-p", "5201"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    wait_listening(lab.h2.ns, 5201)
+    out = lab.h1.ns.run(["iperf3", "-c", lab.h2.ip, "-p", "5201", "-t", "2", "-J"], timeout=30).stdout
+    server.wait(timeout=10)
+    result = json.loads(out)
+    assert "error" not in result, result.get("error")
+    received = result["end"]["sum_received"]
+    assert received["bytes"] > 1_000_000, f"only {received['bytes']} bytes crossed on {io}"
+    c = settled_counters(lab, UPLINK)
+    assert c.profile_in > 1000 and c.conservation_gap() == 0, c
+
+
+RATE = 10_000_000  # bit/s
+SIZE = 1000
+FRAME_BITS = (SIZE + UDP_IP_ETH_OVERHEAD) * 8
+
+
+def test_shaping_and_delay_on_each_path(path_lab) -> None:
+    """1.5x a 10 Mbit/s shaper for 3 s, then a 20 ms delay: the shaped rate (median gap between
+    arrivals), tail drops equal to the frames lost, conservation, and the added delay."""
+    lab, io, _ = path_lab
+    offered_pps = 1.5 * RATE / FRAME_BITS
+    n = int(offered_pps * 3)
+    lab.impair(UPLINK, ns_per_byte_q16=ns_per_byte_q16(RATE), queue_limit_bytes=20_000)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=offered_pps, size=SIZE, port=9060)
+    gaps = [b - a for a, b in zip(result.rx_ns, result.rx_ns[1:])]
+    shaped = FRAME_BITS / median(gaps) * 1e9
+    assert abs(shaped - RATE) <= 0.02 * RATE, f"{io}: shaped {shaped / 1e6:.3f} Mbit/s, configured {RATE / 1e6}"
+    c = settled_counters(lab, UPLINK)
+    assert c.profile_in == n
+    assert c.drops[DropReason.QUEUE_FULL] == result.lost == c.dropped, (c.drops, result.lost)
+    assert 0.2 * n <= result.lost <= 0.45 * n, f"{io}: {result.lost} of {n} tail-dropped"
+    assert c.conservation_gap() == 0
+
+    lab.impair(UPLINK, delay_ns=20 * MS)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=200, rate=200, size=200, port=9061)
+    assert result.lost == 0
+    typical = median(result.delays_ns)
+    assert 20 * MS <= typical <= 22 * MS, f"{io}: median one-way delay {ms(typical)} for 20 ms"
+
+
+@pytest.fixture
+def multiqueue_veth() -> Iterator[tuple[str, str]]:
+    """A veth pair whose ends have two receive queues (AF_XDP binds one: the switch refuses it)."""
+    a, b = f"p4nq{unique_token()}a", None
+    b = a[:-1] + "b"
+    run(["ip", "link", "add", a, "numrxqueues", "2", "numtxqueues", "2", "type", "veth", "peer", "name", b,
+         "numrxqueues", "2", "numtxqueues", "2"])
+    try:
+        for dev in (a, b):
+            for feat in ("tx", "rx", "gso", "tso", "gro"):
+                run(["ethtool", "-K", dev, feat, "off"], check=False)
+            run(["ip", "link", "set", dev, "up"])
+        yield a, b
+    finally:
+        run(["ip", "link", "del", a], check=False)
+
+
+def test_auto_falls_back_to_af_packet_and_says_so(multiqueue_veth, switch_bin, tmp_path) -> None:
+    a, _ = multiqueue_veth
+    port = free_tcp_port("127.0.0.1")
+    sw = SwitchProcess({1: a}, binary=switch_bin, log_path=tmp_path / "auto.log",
+                       extra_args=["--io", "auto", "--metrics-addr", f"127.0.0.1:{port}"])
+    with sw:
+        assert _port_io(f"http://127.0.0.1:{port}/metrics") == {"1": "af_packet"}
+        log = sw.log_tail(50)
+    assert "AF_XDP unavailable" in log and "2 receive queues" in log and "port up: af_packet" in log, log
+
+    forced = subprocess.run([switch_bin, "-i", f"1@{a}", "--io", "af_xdp", "--grpc-addr",
+                             f"127.0.0.1:{free_tcp_port('127.0.0.1')}"], capture_output=True, text=True, timeout=30)
+    assert forced.returncode == 1
+    assert "opening port 1" in forced.stderr and "2 receive queues" in forced.stderr, forced.stderr
+
+    bad = subprocess.run([switch_bin, "--io", "dpdk"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "auto, af_packet or af_xdp" in bad.stderr, bad.stderr
