@@ -86,3 +86,34 @@ def test_a_download_to_one_ue_does_not_hold_back_another_ues_ping(lab: TwoHostLa
     span = (max(bulk.rx_ns) - min(bulk.rx_ns)) / 1e9
     rate = (bulk.received - 1) * FRAME * 8 / span
     assert rate >= 0.93 * RATE, f"download got {rate / 1e6:.2f} Mbit/s of the 2 Mbit/s cell"
+
+
+def test_a_ue_waiting_for_its_radio_holds_back_only_its_own_packets(lab: TwoHostLab) -> None:
+    """UE 1's first packet waits 500 ms for its radio's promotion; UE 0's packets sent meanwhile
+    (its radio awake) pass it: with bearers they wait for nothing."""
+    classify_ping_as_ue_1(lab)
+    promotion = 500 * MS
+    lab.apply_profile(Profile.parse({"name": "cell-radio", "downlink": {"rate": "10Mbit", "bearers": "drr"},
+                                     "radio": {"model": "lte", "promotion": "500ms", "tail": "10s",
+                                               "drx_inactivity": 0}}))
+    # UE 0's radio is woken first and stays awake (tail 10 s).
+    woken = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=1, rate=1, port=BULK_PORT, idle=1.0)
+    assert woken.received == 1
+    # Then, together: UE 0 gets 30 packets over 1.5 s, UE 1 (asleep) one packet 0.3 s into them.
+    awake: list[ProbeResult] = []
+    ue0 = threading.Thread(target=lambda: awake.append(run_probe(
+        lab.h2.ns, lab.h1.ns, lab.h1.ip, count=0, rate=0, port=BULK_PORT, idle=2.0,
+        at=[0.5 + i / 20 for i in range(30)])))
+    ue0.start()
+    try:
+        asleep = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=0, rate=0, port=PING_PORT, idle=2.0, at=[0.8])
+    finally:
+        ue0.join()
+    a = awake[0]
+    assert asleep.received == 1 and a.lost == 0
+    assert promotion <= asleep.delays_ns[0] <= promotion + 100 * MS, ms(asleep.delays_ns[0])
+    t0, t1 = asleep.tx_ns[0], asleep.rx_ns[0]
+    # UE 0's packets sent while UE 1's packet waited for its radio.
+    during = [d for s, tx, d in zip(a.seq, a.tx_ns, a.delays_ns) if t0 < tx < t1 - 10 * MS]
+    assert len(during) >= 3, f"only {len(during)} of UE 0's packets were sent during UE 1's promotion"
+    assert median(during) < 5 * MS and sum(d < 10 * MS for d in during) >= len(during) - 1, [ms(d) for d in during]
