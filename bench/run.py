@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import aqm  # noqa: E402
+import bearers  # noqa: E402
 import control  # noqa: E402
 import dashboard  # noqa: E402
 import full_tables  # noqa: E402
@@ -51,7 +52,7 @@ from p4netem.paths import switch_binary  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 CLASSIFIER_CAPACITY = 65536  # the switch's default --classifier-entries
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "slot", "trace", "aqm", "p4rt", "radio",
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "slot", "trace", "aqm", "bearers", "p4rt", "radio",
                 "timeline", "endpoints", "dashboard", "io_paths")
 
 # (key, bar, comparison, unit, what)
@@ -73,6 +74,9 @@ BARS = (
     ("red_sojourn_ms_p50", 72.0, "<=", "ms", "RED sojourn p50, same flows: below max's 72 ms "
      "(min 30 KB, max 90 KB, max_p 10 %; tail drop: taildrop_sojourn_ms_p50)"),
     ("gentle_red_sojourn_ms_p50", 144.0, "<=", "ms", "gentle RED sojourn p50: below 2 max's 144 ms"),
+    ("bearer_fairness_pct_err", 2.0, "<=", "pp", "two backlogged UEs (1514- and 514-byte frames) on one 10 Mbit/s "
+     "cell with DRR bearers: worse |byte share - 50 %| (theory 0: 50 % each)"),
+    ("bearer_alone_pct", 98.0, ">=", "%", "one backlogged UE alone on that cell: its rate / 10 Mbit/s (theory 100 %)"),
     ("throughput_ratio_full_tables", 0.9, ">=", "", "TCP throughput, 64k ternary classifier entries / empty table"),
     ("p4rt_writes_per_s", 100_000.0, ">=", "/s", "classifier inserts, batches of 500"),
     ("p4rt_modify_rtt_ms_p99", 1.0, "<=", "ms", "one-entry classifier MODIFY round trip, 20k entries"),
@@ -287,6 +291,7 @@ def main() -> int:
                 step("slot", lambda: slot.measure(t, ctl))
                 step("trace", lambda: trace_delivery.measure(t, ctl))
                 step("aqm", lambda: aqm.measure(t, ctl))
+                step("bearers", lambda: bearers.measure(t, ctl))
                 step("p4rt", lambda: p4rt_writes.measure(ctl))
                 step("radio", lambda: radio.promotion_accuracy(t, ctl), label="radio (promotion)")
                 # Last: its controller takes the primary role from the bench's own client.

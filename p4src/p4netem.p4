@@ -26,6 +26,7 @@
 #include "include/codel.p4"
 #include "include/red.p4"
 #include "include/trace.p4"
+#include "include/bearer.p4"
 #include "include/rate.p4"
 #include "include/slot.p4"
 #include "include/delay.p4"

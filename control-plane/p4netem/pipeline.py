@@ -114,6 +114,17 @@ class Aqm(IntEnum):
     RED = 2
 
 
+class BearerSched(IntEnum):
+    """set_impairment's `bearer_sched`: one rate queue, or a queue per UE (stage 6a)."""
+
+    FIFO = 0
+    DRR = 1
+    PF = 2
+
+
+BEARER_DEFAULT_QUANTUM = 1514  # bearer_quantum_bytes 0 reads as this
+
+
 class RadioModel(IntEnum):
     """set_radio's `model`."""
 

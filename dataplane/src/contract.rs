@@ -154,6 +154,13 @@ pub const AQM_TAIL_DROP: u8 = 0;
 pub const AQM_CODEL: u8 = 1;
 pub const AQM_RED: u8 = 2;
 
+/// `bearer_sched` values of `set_impairment` (stage/bearer.rs).
+pub const BEARER_FIFO: u8 = 0;
+pub const BEARER_DRR: u8 = 1;
+pub const BEARER_PF: u8 = 2;
+/// `bearer_quantum_bytes` 0 reads as this (one Ethernet frame).
+pub const BEARER_DEFAULT_QUANTUM: u32 = 1514;
+
 /// `set_radio.model` values.
 pub mod radio_model {
     pub const NONE: u8 = 0;

@@ -26,7 +26,7 @@ use crate::parse::parse;
 use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
 use crate::rng::Prng;
 
-use crate::stage::{Ctx, Edits, Impairment, Impairments, Pkt, Stage, Verdict};
+use crate::stage::{Ctx, Edits, Impairment, Impairments, Pkt, Served, Stage, Verdict};
 use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
 use crate::tables::{Forward, Snapshot};
 use crate::wheel::Wheel;
@@ -115,6 +115,8 @@ pub struct DataPlane {
     pool: Pool,
     wheel: Wheel,
     due: Vec<Handle>,
+    /// Packets the cells gave the link this turn (reused buffer, as `due`).
+    served: Vec<Served>,
     stages: Impairments,
     rng: Prng,
     seed_generation: u64,
@@ -213,6 +215,7 @@ impl DataPlane {
             pool: Pool::new(cfg.buffers, cfg.buffer_size),
             wheel: Wheel::new(cfg.buffers, now),
             due: Vec::with_capacity(cfg.buffers),
+            served: Vec::with_capacity(cfg.buffers),
             stages: Impairments::new(pds, cfg.buffers),
             rng: Prng::new(seed),
             seed_generation,
@@ -279,6 +282,7 @@ impl DataPlane {
                 self.read_ring_stats();
             }
             self.stages.tick(now, &self.link.registers);
+            work += self.serve_cells(&snap, now);
             work += self.release_due(now);
             let mut backlog = false;
             for pi in 0..self.ports.len() {
@@ -315,7 +319,11 @@ impl DataPlane {
                 // Follow NTP slewing of the wall clock (RX timestamps are wall-clock).
                 self.wall_offset_ns = clock_ns(libc::CLOCK_REALTIME) as i64 - monotonic_ns() as i64;
             }
-            let wait = self.wheel.next_deadline_ns().map_or(MAX_SLEEP_NS, |d| d.saturating_sub(now));
+            let deadline = match (self.wheel.next_deadline_ns(), self.stages.next_event(&self.link.registers)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let wait = deadline.map_or(MAX_SLEEP_NS, |d| d.saturating_sub(now));
             if wait <= SPIN_NS {
                 std::hint::spin_loop();
                 continue;
@@ -487,8 +495,11 @@ impl DataPlane {
         let imp = imp.copied().unwrap_or_default();
         let mut pkt = Pkt::new(len as u32, now);
         pkt.ip = parsed.ip;
-        if let Some(radio) = radio {
+        if radio.is_some() || imp.bearer_sched != 0 {
+            // The UE owns the radio and, in a cell, the bearer.
             pkt.ue = sel.ue(parsed.key.ipv4_src, parsed.key.ipv4_dst);
+        }
+        if let Some(radio) = radio {
             let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
             let verdict = self.stages.radio.enqueue(radio, &mut ctx, &mut pkt);
             self.report_radio_events();
@@ -507,6 +518,7 @@ impl DataPlane {
         match self.stages.run(imp, &mut ctx, &mut pkt) {
             Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
             Verdict::Pass => self.emit(out, pd, in_port, frame, pkt.edits(), pkt.release, now),
+            Verdict::Held => self.hold_in_bearer(imp, out, pd, in_port, frame, pkt),
         }
         // The copy exists from the duplication stage on, whatever happens to the original after.
         if pkt.duplicate {
@@ -515,8 +527,48 @@ impl DataPlane {
             match self.stages.run(imp, &mut ctx, &mut copy) {
                 Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
                 Verdict::Pass => self.emit(out, pd, in_port, frame, copy.edits(), copy.release, now),
+                Verdict::Held => self.hold_in_bearer(imp, out, pd, in_port, frame, copy),
             }
         }
+    }
+
+    /// A packet a cell's bearer holds (stage 6a): into a pool buffer (with its edits) and its bearer.
+    fn hold_in_bearer(&mut self, imp: &Impairment, out: u16, pd: u32, in_port: u16, frame: &[u8], pkt: Pkt) {
+        let Some(h) = self.pool.alloc() else {
+            return self.drop_pkt(pd, DropReason::BufferExhausted, frame.len());
+        };
+        self.pool.fill(h, frame, PktMeta { len: 0, out, in_port, pd });
+        pkt.edits().apply(self.pool.frame_mut(h));
+        self.stages.hold(pd, imp, h, pkt, &self.link.registers);
+    }
+
+    /// The cells' links: packets given the link get their release time (the stages after the
+    /// rate) and wait in the wheel, or go now if it has come.
+    fn serve_cells(&mut self, snap: &Snapshot, now: u64) -> usize {
+        let mut served = std::mem::take(&mut self.served);
+        self.stages.serve(now, &self.link.registers, |pd| snap.impairment(pd).copied().unwrap_or_default(), &mut served);
+        let n = served.len();
+        for s in served.iter_mut() {
+            let imp = snap.impairment(s.pd).copied().unwrap_or_default();
+            let mut ctx =
+                Ctx { now, pd: s.pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
+            match self.stages.after_link(&imp, &mut ctx, &mut s.pkt) {
+                Verdict::Pass | Verdict::Held => {}
+                Verdict::Drop(reason) => {
+                    self.drop_pkt(s.pd, reason, self.pool.meta(s.handle).len as usize);
+                    self.pool.free(s.handle);
+                    continue;
+                }
+            }
+            if s.pkt.release <= now {
+                self.send_held(s.handle);
+            } else {
+                self.wheel.insert(s.handle, s.pkt.release);
+            }
+        }
+        served.clear();
+        self.served = served;
+        n
     }
 
     /// Radio state changes of the last packet become `radio_state_digest_t` messages (only when a

@@ -57,6 +57,8 @@
 /* radio_promotions: index ue * RADIO_PROMO_KINDS + kind. */
 #define RADIO_PROMO_KINDS    4
 #define RADIO_PROMO_COUNTER_SIZE (UE_COUNT * RADIO_PROMO_KINDS)
+/* Per-UE bearer queues (bearer.p4): index ue * 2 + direction. */
+#define BEARER_SIZE          (UE_COUNT * 2)
 
 /* ---- drop reasons (index within a pd's block of the drops counter) ---- */
 #define DROP_LOSS_RANDOM     0
@@ -76,6 +78,16 @@
 #define CODEL_DROPPING       1
 #define CODEL_RECHECK_DROPPING 2
 #define CODEL_RECHECK_FIRST  4
+
+/* ---- bearer queues of a shared cell (set_impairment.bearer_sched) ---- */
+#define BEARER_FIFO          0   /* one rate queue per profile-direction */
+#define BEARER_DRR           1   /* a queue per UE, deficit round robin by bytes */
+#define BEARER_PF            2   /* a queue per UE, proportional fair */
+/* bearer_quantum_bytes 0 reads as one Ethernet frame of 1514 bytes. */
+#define BEARER_DEFAULT_QUANTUM 1514
+/* v1model: a UE that gave up the turn takes it again only after the link stayed free this long
+ * (longer than one recirculation), so that another UE's waiting head claims it first. */
+#define BEARER_CLAIM_WAIT_NS 20000
 
 /* ---- parser_errors counter index ---- */
 #define PARSER_ERROR_OTHER            0

@@ -40,7 +40,8 @@ control DelayStage(inout headers_t hdr,
     SlotGate() slot_gate;
 
     apply {
-        if (meta.pass_kind != PASS_HOLD) {
+        /* A packet in a bearer gets its release time on the pass that gives it the link. */
+        if ((meta.pass_kind != PASS_HOLD && meta.in_bearer == 0) || meta.bearer_served == 1) {
             bool skip_line = false;
             if (meta.imp.reorder_prob != 0) {
                 bit<32> draw;

@@ -186,6 +186,9 @@ struct impairment_t {
     bit<32>       trace_ms_base;
     bit<32>       trace_period_ms;
     bit<64>       trace_period_recip;
+    bit<8>        bearer_sched;
+    bit<32>       bearer_quantum_bytes;
+    bit<8>        bearer_pf_halflife_log2;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */
@@ -270,6 +273,9 @@ struct metadata_t {
     @field_list(PRESERVE_FL) bit<1>    corrupt_pending;
     @field_list(PRESERVE_FL) bit<32>   corrupt_byte;
     @field_list(PRESERVE_FL) bit<8>    corrupt_mask;
+    /* Waiting in its UE's bearer queue (bearer.p4): position bearer_seq in it. */
+    @field_list(PRESERVE_FL) bit<1>    in_bearer;
+    @field_list(PRESERVE_FL) bit<32>   bearer_seq;
 
     /* Radio: when the radio can carry the packet (rate and delay start from it). */
     @field_list(PRESERVE_FL) time_ns_t radio_ready_ns;
@@ -313,6 +319,8 @@ struct metadata_t {
     bit<4> drop_reason;
     /* The AQM marked this packet CE on this pass (counted in profile_ecn_mark). */
     bit<1> ecn_marked;
+    /* The packet left its bearer queue for the link on this pass: the delay stage runs now. */
+    bit<1> bearer_served;
 
     impairment_t imp;
     radio_params_t rp;

@@ -5,8 +5,10 @@
  *                route -> profile -> radio (ready time) -> loss -> duplication ->
  *                corruption (decide) -> rate (admit) -> delay (release time)
  *   PASS_DUP:    profile -> corruption (decide) -> rate (admit) -> delay
- *   PASS_HOLD:   corruption (flip, if pending) -> rate (leave the queue once
- *                departed) -> radio (next pending digest) -> back to egress, which
+ *   PASS_HOLD:   [profile, if waiting in a bearer] -> corruption (flip, if
+ *                pending) -> rate (leave the queue once departed; a bearer's
+ *                packet: take the link if the cell's scheduler lets it, then
+ *                delay) -> radio (next pending digest) -> back to egress, which
  *                holds or transmits
  *
  * Each stage control is applied from exactly one place and picks its work from
@@ -57,6 +59,7 @@ control P4netemIngress(inout headers_t hdr,
         meta.drop_reason = 0;
         meta.bypass = 0;
         meta.digest_used = 0;
+        meta.bearer_served = 0;
 
         if (meta.pass_kind == PASS_FIRST) {
             if (standard_metadata.parser_error != error.NoError) {
@@ -89,7 +92,8 @@ control P4netemIngress(inout headers_t hdr,
         }
 
         if (meta.bypass == 0) {
-            if (meta.drop == 0 && meta.pass_kind != PASS_HOLD) {
+            /* A packet waiting in a bearer needs its cell's parameters on every pass. */
+            if (meta.drop == 0 && (meta.pass_kind != PASS_HOLD || meta.in_bearer == 1)) {
                 profile_lookup.apply(hdr, meta, standard_metadata);
             }
             /* Every pass: the first computes the ready time, each pass sends one pending digest. */

@@ -55,7 +55,10 @@ control ProfileLookup(inout headers_t hdr,
                           bit<32>       trace_len,
                           bit<32>       trace_ms_base,
                           bit<32>       trace_period_ms,
-                          bit<64>       trace_period_recip) {
+                          bit<64>       trace_period_recip,
+                          bit<8>        bearer_sched,
+                          bit<32>       bearer_quantum_bytes,
+                          bit<8>        bearer_pf_halflife_log2) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -98,6 +101,9 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.trace_ms_base = trace_ms_base;
         meta.imp.trace_period_ms = trace_period_ms;
         meta.imp.trace_period_recip = trace_period_recip;
+        meta.imp.bearer_sched = bearer_sched;
+        meta.imp.bearer_quantum_bytes = bearer_quantum_bytes;
+        meta.imp.bearer_pf_halflife_log2 = bearer_pf_halflife_log2;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -159,6 +165,9 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.trace_ms_base = 0;
         meta.imp.trace_period_ms = 0;
         meta.imp.trace_period_recip = 0;
+        meta.imp.bearer_sched = BEARER_FIFO;
+        meta.imp.bearer_quantum_bytes = 0;
+        meta.imp.bearer_pf_halflife_log2 = 0;
         profile.apply();
     }
 }

@@ -22,6 +22,11 @@
  * With trace_len != 0 the departure is the trace's (trace.p4, exact Mahimahi delivery) and
  * the queue is drop-tail (no AQM); ns_per_byte_q16 is not used.
  *
+ * With bearer_sched != BEARER_FIFO (and a rate) the profile-direction is a cell with a
+ * queue per UE (bearer.p4): admitted packets wait there (counted in backlog_bytes/
+ * backlog_pkts until they take the link) and get their departure when the cell's
+ * scheduler gives them the link; the AQM does not apply to bearers.
+ *
  * With no rate (ns_per_byte_q16 = 0) and no trace the stage does nothing: departure = ready
  * and the queue is always empty.
  */
@@ -44,6 +49,7 @@ control RateStage(inout headers_t hdr,
     @id(0x16000005)
     register<bit<32>>(PD_COUNT) backlog_pkts;
 
+    BearerQueues() bearers;
     CodelAqm() codel;
     TraceSchedule() trace_schedule;
     RedAqm() red;
@@ -54,7 +60,37 @@ control RateStage(inout headers_t hdr,
         bit<32> queued_bytes;
         bit<32> queued_pkts;
 
-        if (meta.pass_kind == PASS_HOLD) {
+        bool cell = meta.in_bearer == 1 || (meta.pass_kind != PASS_HOLD &&
+            meta.imp.ns_per_byte_q16 != 0 && meta.imp.trace_len == 0 && meta.imp.bearer_sched != BEARER_FIFO);
+        if (cell) {
+            /* A cell (bearer.p4): the first pass puts the packet into its UE's bearer, a later
+             * one gives it the link when the cell's scheduler lets it. */
+            bit<1> was_waiting = meta.in_bearer;
+            bit<32> wire = meta.wire_len;
+            if (was_waiting == 0) {
+                wire = standard_metadata.packet_length + (bit<32>)meta.imp.overhead_bytes;
+                meta.in_backlog = 0;
+            }
+            time_ns_t free_at;
+            next_free_ns.read(free_at, meta.pd);
+            bool served;
+            time_ns_t begin_ns;
+            bearers.apply(hdr, meta, now, wire, free_at, served, begin_ns);
+            backlog_bytes.read(queued_bytes, meta.pd);
+            backlog_pkts.read(queued_pkts, meta.pd);
+            if (served) {
+                /* Saturating: the controller may have reset the registers meanwhile. */
+                backlog_bytes.write(meta.pd, queued_bytes |-| wire);
+                backlog_pkts.write(meta.pd, queued_pkts |-| 1);
+                time_ns_t service = ((time_ns_t)wire * (time_ns_t)meta.imp.ns_per_byte_q16)
+                                    >> RATE_FRACTION_BITS;
+                meta.departure_ns = begin_ns + service;
+                next_free_ns.write(meta.pd, meta.departure_ns);
+            } else if (was_waiting == 0 && meta.drop == 0) {
+                backlog_bytes.write(meta.pd, queued_bytes + wire);
+                backlog_pkts.write(meta.pd, queued_pkts + 1);
+            }
+        } else if (meta.pass_kind == PASS_HOLD) {
             if (meta.in_backlog == 1 && now >= meta.departure_ns) {
                 backlog_bytes.read(queued_bytes, meta.pd);
                 backlog_pkts.read(queued_pkts, meta.pd);

@@ -353,6 +353,10 @@ def test_diff_catches_source_change(mutation, file_model):
 # the extractor refuses what p4c would refuse (so a broken program cannot slip through as "equal")
 # ---------------------------------------------------------------------------------------------
 
+# One 0 per set_impairment param, however many the P4Info lists.
+_SET_IMPAIRMENT_PARAMS = next(len(a.params) for a in parse_p4info(P4INFO_FILE.read_text()).actions
+                              if a.preamble.name.endswith(".set_impairment"))
+
 REJECTED = {
     "reserved word as a name": ("headers.p4", "    bit<8>      ttl;", "    bit<8>      state;", "reserved word"),
     "wrong @id prefix": ("forwarding.p4", "@id(0x02000001)", "@id(0x01000009)", "wrong 8-bit prefix"),
@@ -364,7 +368,7 @@ REJECTED = {
     "digest without struct type": ("forwarding.p4", "digest<mac_learn_digest_t>(", "digest(",
                                    "explicit struct type"),
     "default action outside the list": ("profile.p4", "default_action = NoAction();",
-                                        "default_action = set_impairment(0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0);\n"
+                                        "default_action = set_impairment(" + ",".join("0" * _SET_IMPAIRMENT_PARAMS) + ");\n"
                                         "        /* */", None),
 }
 

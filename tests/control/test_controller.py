@@ -416,11 +416,13 @@ def test_pipeline_is_verified(bare_switch: SwitchProcess, p4info) -> None:
 
 
 def _change_under_backlog(lab: TwoHostLab, ctl: Controller, port: int, change):
-    """A 0.5 Mbit/s uplink gets a burst of 60 full-size datagrams (1.45 s of backlog); once the
+    """A 0.25 Mbit/s uplink gets a burst of 60 full-size datagrams (2.8 s of backlog); once the
     switch has counted all of them, `change(ctl)` changes the rule, then 20 small datagrams
     follow. Returns (rule before, rule after, ApplyResult, virtual clock of the rule's uplink pd
-    before and after the change, burst probe, later probe)."""
-    base = Profile.parse({"name": "backlogged", "uplink": {"rate": "500kbit", "queue": 80}})
+    before and after the change, burst probe, later probe). The backlog must outlast the change
+    and the start of the later probe: with 1.45 s of it, a profile switch on a machine at load
+    20 took long enough for the backlog to drain first (CI, 2026-11-26)."""
+    base = Profile.parse({"name": "backlogged", "uplink": {"rate": "250kbit", "queue": 80}})
     ctl.apply(base)
     (before,) = ctl.applied()
     pd = pl.pd_index(before.profile_id, pl.UPLINK)
@@ -449,7 +451,7 @@ def test_in_place_change_keeps_the_queue_a_switch_starts_a_new_one(lab: TwoHostL
         lab, ctl, 9460, lambda c: c.set({"uplink.rate": "1Mbit"}))
     assert (result.modified, result.switched, result.added) == (1, 0, 0)
     assert after.profile_id == before.profile_id and after.spare_id == before.spare_id
-    assert after.label == "backlogged (modified)" and after.modified == ("uplink.rate: 500kbit -> 1Mbit",)
+    assert after.label == "backlogged (modified)" and after.modified == ("uplink.rate: 250kbit -> 1Mbit",)
     assert clock1 == clock0 > 0  # no register reset: the backlog's virtual clock carries on
     assert burst.lost == 0 and later.lost == 0
     assert min(later.rx_ns) > max(burst.rx_ns), "a packet sent after the in-place change overtook the backlog"

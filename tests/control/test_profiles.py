@@ -251,6 +251,16 @@ BAD_INPUTS = [
     ({"uplink": {"reorder": "25%"}}, "uplink.reorder.probability", ["25%", "delay"]),
     ({"uplink": {"loss": "1%", "gilbert_elliott": {"p": 1, "r": 30}}}, "uplink.loss",
      ["1%", "gilbert_elliott"]),
+    # bearers (a queue per UE in a cell)
+    ({"downlink": {"rate": "1Mbit", "bearers": "rr"}}, "downlink.bearers.scheduler", ['"rr"', "fifo, drr, pf"]),
+    ({"downlink": {"rate": "1Mbit", "bearers": {"scheduler": "drr", "quantum": 10}}}, "downlink.bearers.quantum",
+     ["10B", "64B..1MiB"]),
+    ({"downlink": {"rate": "1Mbit", "bearers": {"scheduler": "pf", "halflife": "1ns"}}}, "downlink.bearers.halflife",
+     ["1ns", "1.024us.."]),
+    ({"downlink": {"rate": "1Mbit", "bearers": {"scheduler": "pf", "quantum": 1514}}}, "downlink.bearers.quantum",
+     ["DRR setting", "pf"]),
+    ({"downlink": {"bearers": "drr"}}, "downlink.bearers", ["drr", "needs a rate"]),
+    ({"downlink": {"rate": "1Mbit", "bearers": "drr", "aqm": "codel"}}, "downlink.aqm", ["codel", "bearers"]),
 ]
 
 
@@ -302,7 +312,7 @@ def test_defaults_are_pass_through():
     assert profile.uplink.passthrough and profile.downlink.passthrough
     params = profile.to_table_params("uplink")
     assert set(params.values()) == {0}  # every param of "no impairment" is 0 ...
-    assert len(params) == len(IMPAIRMENT_PARAMS) == 42  # ... and all are present
+    assert len(params) == len(IMPAIRMENT_PARAMS) == 45  # ... and all are present
 
 
 def test_jitter_distribution_defaults_to_normal_only_with_jitter():
@@ -365,6 +375,7 @@ def test_encoding_of_each_field():
             "slot_delay_ns": 0, "slot_span_ns": 0, "slot_dist": 0, "slot_packets": 0, "slot_bytes": 0,  # test_slot_profile.py
             "trace_base": 0, "trace_len": 0, "trace_ms_base": 0, "trace_period_ms": 0,
             "trace_period_recip": 0,  # tests/unit/test_trace_exact_profile.py
+            "bearer_sched": 0, "bearer_quantum_bytes": 0, "bearer_pf_halflife_log2": 0,  # test_bearers_encode_and_read_back
     }
     assert params == expected
     assert LinkParams.from_table_params(params) == link
@@ -438,6 +449,22 @@ def test_random_profiles_round_trip_through_the_table():
         assert all(0 <= v < 2 ** WIDTHS[k] for k, v in params.items())
         assert decode_link(params) == link
         assert encode_link(decode_link(params)) == params
+
+
+def test_bearers_encode_and_read_back():
+    drr = Profile.parse({"name": "cell", "downlink": {"rate": "10Mbit", "queue": 50, "bearers": "drr"}}).downlink
+    assert drr.bearers.quantum == 1514
+    params = encode_link(drr)
+    assert (params["bearer_sched"], params["bearer_quantum_bytes"], params["bearer_pf_halflife_log2"]) == (1, 1514, 0)
+    assert decode_link(params) == drr
+    pf = Profile.parse({"name": "cell", "downlink": {"rate": "10Mbit", "bearers": {"scheduler": "pf", "halflife": "100ms"}}})
+    # The switch halves per 2^k ns: the profile holds the half-life it really gets.
+    assert int(pf.downlink.bearers.halflife) == 2**27
+    params = encode_link(pf.downlink)
+    assert (params["bearer_sched"], params["bearer_quantum_bytes"], params["bearer_pf_halflife_log2"]) == (2, 0, 27)
+    assert decode_link(params) == pf.downlink
+    fifo = encode_link(Profile.parse({"name": "x", "downlink": {"rate": "10Mbit"}}).downlink)
+    assert (fifo["bearer_sched"], fifo["bearer_quantum_bytes"], fifo["bearer_pf_halflife_log2"]) == (0, 0, 0)
 
 
 # ---- radio -----------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ hold anything a P4Runtime client wrote, and it must still be shown as it is.
 
 from __future__ import annotations
 
+import math
+
 from enum import Enum
 from typing import Annotated, Any, Mapping
 
@@ -27,7 +29,7 @@ from .gilbert_elliott import GilbertElliott
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
 
 __all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LossState", "Slot", "TracePlacement",
-           "LinkParams"]
+           "BearerScheduler", "Bearers", "LinkParams"]
 
 # CoDel times: the control law scales the interval as a 32-bit count of ns (as Linux does).
 CodelTime = duration(1_000, 2**32 - 1)
@@ -384,6 +386,98 @@ class TracePlacement(BaseModel):
     index_cells: TraceCell = 0
 
 
+class BearerScheduler(str, Enum):
+    """How a cell shares its rate between the UEs' bearer queues (`code`: bearer_sched)."""
+
+    FIFO = "fifo"  # no bearers: one rate queue for every UE of the profile-direction
+    DRR = "drr"  # deficit round robin by bytes
+    PF = "pf"  # proportional fair (one channel quality for every UE)
+
+    @property
+    def code(self) -> int:
+        return int(pl.BearerSched[self.name])
+
+    @classmethod
+    def from_code(cls, code: int) -> "BearerScheduler":
+        for s in cls:
+            if s.code == code:
+                return s
+        raise ValueError(f"bearer_sched {code} is not a scheduler of the contract (0 fifo, 1 drr, 2 pf)")
+
+
+# DRR quantum: wire bytes per turn (bearer_quantum_bytes bit<32>; at least a minimal frame).
+BearerQuantum = byte_size(64, 2**20)
+# PF half-life: a power of two of ns on the switch (bearer_pf_halflife_log2), 2^10 ns .. 2^40 ns.
+PF_HALFLIFE_LOG2 = (10, 40)
+PfHalflife = duration(2**PF_HALFLIFE_LOG2[0], 2**PF_HALFLIFE_LOG2[1])
+PF_DEFAULT_HALFLIFE_LOG2 = 27  # 134.217728 ms: about 100 LTE subframes, the usual PF window
+_BEARER_SCHEDULERS = ", ".join(s.value for s in BearerScheduler)
+
+
+class Bearers(BaseModel):
+    """A queue per UE (its bearer) in a shared cell. The direction's rate is the cell's capacity,
+    shared between the UEs with packets waiting; the queue limits apply to each bearer alone; a
+    UE waiting for its radio's promotion holds back only its own packets.
+
+    `bearers: drr` is deficit round robin by bytes with a quantum of one 1514-byte frame;
+    `bearers: {scheduler: pf, halflife: 100ms}` is proportional fair: the UE whose average
+    served bytes (halving every `halflife`, which the switch takes as the nearest power of two
+    of nanoseconds) is lowest goes next. `fifo` (the default) keeps one queue for every UE."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scheduler: BearerScheduler = BearerScheduler.FIFO
+    quantum: BearerQuantum | None = None
+    halflife: PfHalflife | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"scheduler": data}
+        if isinstance(data, (Mapping, Bearers)):
+            return data
+        raise ValueError(f"{quote(data)} is not a bearers block ({{scheduler, quantum, halflife}}) "
+                         f"or one of {_BEARER_SCHEDULERS}")
+
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _scheduler(cls, data: Any) -> Any:
+        if isinstance(data, BearerScheduler):
+            return data
+        if not isinstance(data, str) or data.strip().lower() not in {s.value for s in BearerScheduler}:
+            raise ValueError(f"{quote(data)} is not a bearer scheduler; allowed {_BEARER_SCHEDULERS}")
+        return BearerScheduler(data.strip().lower())
+
+    @model_validator(mode="after")
+    def _defaults(self) -> "Bearers":
+        problems = []
+        if self.quantum is not None and self.scheduler is not BearerScheduler.DRR:
+            problems.append(Problem("quantum", f"is a DRR setting; scheduler {self.scheduler.value} has none"))
+        if self.halflife is not None and self.scheduler is not BearerScheduler.PF:
+            problems.append(Problem("halflife", f"is a PF setting; scheduler {self.scheduler.value} has none"))
+        if problems:
+            raise FieldProblems(problems)
+        if self.scheduler is BearerScheduler.DRR and self.quantum is None:
+            object.__setattr__(self, "quantum", ByteSize(pl.BEARER_DEFAULT_QUANTUM))
+        if self.scheduler is BearerScheduler.PF:
+            wlog = pf_halflife_log2(self.halflife)
+            object.__setattr__(self, "halflife", Duration(2**wlog))
+        return self
+
+    @property
+    def on(self) -> bool:
+        return self.scheduler is not BearerScheduler.FIFO
+
+
+def pf_halflife_log2(halflife: Duration | None) -> int:
+    """The switch's bearer_pf_halflife_log2 for a half-life: the nearest power of two of ns."""
+    if halflife is None:
+        return PF_DEFAULT_HALFLIFE_LOG2
+    lo, hi = PF_HALFLIFE_LOG2
+    return min(max(round(math.log2(int(halflife))), lo), hi)
+
+
 class LinkParams(BaseModel):
     """Impairment of one direction. Defaults are "no impairment" for every field."""
 
@@ -402,6 +496,7 @@ class LinkParams(BaseModel):
     gilbert_elliott: GilbertElliott | None = None
     loss_state: LossState | None = None
     slot: Slot | None = None
+    bearers: Bearers = Bearers()
     trace: TracePlacement | None = None
     duplicate: Probability = Percent(0)
     corrupt: Probability = Percent(0)
@@ -453,6 +548,12 @@ class LinkParams(BaseModel):
         if self.rate == 0 and self.aqm.kind is not AqmKind.TAIL_DROP:
             problems.append(Problem("aqm", f"{self.aqm.kind.value} needs a rate (without one the rate "
                                     "queue is always empty)"))
+        if self.rate == 0 and self.bearers.on:
+            problems.append(Problem("bearers", f"{self.bearers.scheduler.value} needs a rate (the cell's capacity "
+                                    "that the UEs share)"))
+        if self.bearers.on and self.aqm.kind is not AqmKind.TAIL_DROP:
+            problems.append(Problem("aqm", f"{self.aqm.kind.value} manages the single rate queue; with bearers each "
+                                    "UE's queue is tail drop (leave aqm out, or bearers fifo)"))
         if self.aqm.ecn and self.aqm.kind is AqmKind.TAIL_DROP:
             problems.append(Problem("aqm.ecn", "marks only where an AQM would drop; pick aqm codel or red "
                                     "(a full queue always drops)"))
@@ -493,4 +594,4 @@ class LinkParams(BaseModel):
 
 
 KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Queue.model_fields, Aqm.model_fields,
-                    LossState.model_fields, Slot.model_fields, TracePlacement.model_fields)
+                    LossState.model_fields, Slot.model_fields, TracePlacement.model_fields, Bearers.model_fields)

@@ -28,7 +28,7 @@ from .. import pipeline as pl
 from .. import schema
 from .action_params import ParamWidths
 from .errors import Problem, ProfileError, problems_from_validation_error
-from .link import AqmKind, JitterDistribution, LinkParams
+from .link import AqmKind, BearerScheduler, JitterDistribution, LinkParams, pf_halflife_log2
 from .units import (ByteSize, Duration, ns_per_byte_q16_to_rate, percent_to_prob, prob_to_percent,
                     rate_to_ns_per_byte_q16)
 
@@ -135,6 +135,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         **_encode_loss_state(link),
         **_encode_slot(link),
         **_encode_trace(link),
+        **_encode_bearers(link),
     }
     _PARAMS.check_encoded(params)
     return params
@@ -179,6 +180,7 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         "duplicate": prob_to_percent(values["dup_prob"]),
         "corrupt": prob_to_percent(values["corrupt_prob"]),
         "aqm": _decode_aqm(values),
+        "bearers": _decode_bearers(values),
     }
     try:
         return LinkParams.model_validate(data, context={"lenient": True})
@@ -276,6 +278,27 @@ def _decode_trace(values: Mapping[str, int]) -> dict[str, Any] | None:
             "cells": values["trace_base"], "index_cells": values["trace_ms_base"]}
 
 
+def _encode_bearers(link: LinkParams) -> dict[str, int]:
+    b = link.bearers
+    return {
+        "bearer_sched": b.scheduler.code,
+        "bearer_quantum_bytes": int(b.quantum) if b.scheduler is BearerScheduler.DRR else 0,
+        "bearer_pf_halflife_log2": pf_halflife_log2(b.halflife) if b.scheduler is BearerScheduler.PF else 0,
+    }
+
+
+def _decode_bearers(values: Mapping[str, int]) -> dict[str, Any]:
+    try:
+        scheduler = BearerScheduler.from_code(values["bearer_sched"])
+    except ValueError:
+        return {"scheduler": str(values["bearer_sched"])}  # the scheduler field's validator names it
+    if scheduler is BearerScheduler.DRR:
+        return {"scheduler": scheduler, "quantum": ByteSize(values["bearer_quantum_bytes"] or pl.BEARER_DEFAULT_QUANTUM)}
+    if scheduler is BearerScheduler.PF:
+        return {"scheduler": scheduler, "halflife": Duration(2 ** values["bearer_pf_halflife_log2"])}
+    return {}
+
+
 def _decode_aqm(values: Mapping[str, int]) -> dict[str, Any]:
     try:
         kind = AqmKind.from_code(values["aqm"])
@@ -308,7 +331,9 @@ _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_b
                    "slot.jitter": "slot_span_ns", "slot.distribution": "slot_dist",
                    "slot.packets": "slot_packets", "slot.bytes": "slot_bytes",
                    "trace.opportunities": "trace_len", "trace.period": "trace_period_ms", "trace.cells": "trace_base",
-                   "trace.index_cells": "trace_ms_base"}
+                   "trace.index_cells": "trace_ms_base",
+                   "bearers.scheduler": "bearer_sched", "bearers.quantum": "bearer_quantum_bytes",
+                   "bearers.halflife": "bearer_pf_halflife_log2"}
 
 
 def _to_param_names(problems: list[Problem]) -> list[Problem]:

@@ -10,6 +10,7 @@
 //! duplicate runs corruption, rate and delay as a packet of its own (p4src: PASS_DUP), from the
 //! ready time the radio gave the original. The radio stage takes the profile's radio parameters
 //! ([`RadioParams`]) instead of its impairment, and runs only for profiles that have a radio.
+pub mod bearer;
 pub mod codel;
 pub mod corrupt;
 pub mod delay;
@@ -27,6 +28,7 @@ use crate::rng::Prng;
 use crate::state::{Counters, Registers};
 pub use crate::tables::{Impairment, RadioParams};
 
+pub use bearer::{Bearers, Served};
 pub use corrupt::Corrupt;
 pub use delay::Delay;
 pub use duplicate::Duplicate;
@@ -121,6 +123,10 @@ impl Pkt {
 pub enum Verdict {
     Pass,
     Drop(DropReason),
+    /// The packet waits in a bearer of a cell (stage 6a): the loop stores it and hands it to
+    /// [`Impairments::hold`]; the stages after the rate run when the cell gives it the link
+    /// ([`Impairments::serve`], [`Impairments::after_link`]).
+    Held,
 }
 
 /// Every stage: the profile's parameters (`P`), the shared context, the packet. A stage implements
@@ -148,6 +154,7 @@ pub struct Impairments {
     pub corrupt: Corrupt,
     pub rate: Rate,
     pub delay: Delay,
+    pub bearers: Bearers,
     pub slot: Slot,
 }
 
@@ -160,6 +167,7 @@ impl Impairments {
             corrupt: Corrupt,
             rate: Rate::new(pds, max_queue),
             delay: Delay,
+            bearers: Bearers::new(pds, max_queue),
             slot: Slot,
         }
     }
@@ -170,20 +178,53 @@ impl Impairments {
         [&mut self.loss, &mut self.duplicate, &mut self.corrupt, &mut self.rate, &mut self.delay, &mut self.slot]
     }
 
-    /// Runs a packet (original or copy) through the stages after the radio; the first drop ends it.
+    /// Runs a packet (original or copy) through the stages after the radio; the first drop ends
+    /// it, and so does a cell's bearer holding it (Verdict::Held).
     pub fn run(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         for s in self.after_radio() {
-            if let v @ Verdict::Drop(_) = s.enqueue(imp, ctx, pkt) {
-                return v;
+            match s.enqueue(imp, ctx, pkt) {
+                Verdict::Pass => {}
+                v => return v,
             }
         }
         Verdict::Pass
+    }
+
+    /// A packet the rate stage held (Verdict::Held), now in pool buffer `h`: into its bearer.
+    pub fn hold(&mut self, pd: u32, imp: &Impairment, h: crate::pool::Handle, pkt: Pkt, regs: &Registers) {
+        self.bearers.push(pd, imp, h, pkt, regs);
+    }
+
+    /// The cells' scheduling at `now`: the packets that got the link are appended to `out`, with
+    /// their departure; run [`after_link`](Self::after_link) on each.
+    #[inline]
+    pub fn serve(&mut self, now: u64, regs: &Registers, imp_of: impl Fn(u32) -> Impairment, out: &mut Vec<Served>) {
+        self.bearers.serve(now, regs, imp_of, out);
+    }
+
+    /// The stages after the rate (delay, slot), for a packet a cell gave the link.
+    pub fn after_link(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
+        for s in [&mut self.delay as &mut dyn Stage, &mut self.slot] {
+            match s.enqueue(imp, ctx, pkt) {
+                Verdict::Pass => {}
+                v => return v,
+            }
+        }
+        Verdict::Pass
+    }
+
+    /// When the cells next need [`serve`](Self::serve) (the loop sleeps no longer).
+    pub fn next_event(&self, regs: &Registers) -> Option<u64> {
+        self.bearers.next_event(regs)
     }
 
     /// Every stage's `provision` for one installed profile entry.
     pub fn provision(&mut self, pd: u32, imp: &Impairment) {
         for s in self.after_radio() {
             s.provision(pd, imp);
+        }
+        if bearer::is_cell(imp) {
+            self.bearers.provision(pd);
         }
     }
 

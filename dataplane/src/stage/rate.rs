@@ -1,5 +1,7 @@
 //! Rate stage: a virtual clock per pd and a finite, drop-tail queue, optionally managed by an AQM
-//! (RED as a packet arrives, red.rs; CoDel at its dequeue instant, codel.rs).
+//! (RED as a packet arrives, red.rs; CoDel at its dequeue instant, codel.rs). A profile with
+//! bearers (`bearer_sched`) makes the pd a cell instead: the packet is checked against its UE's
+//! bearer limits here and held (Verdict::Held) for the cell's scheduler (bearer.rs).
 //!
 //! `wire = len + overhead_bytes`; `departure = max(ready, next_free_ns[pd]) + wire * q16 / 2^16`
 //! (ready = arrival time unless the radio stage makes the packet wait);
@@ -17,7 +19,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{codel, red, trace, Ctx, Impairment, Pkt, Stage, Verdict};
+use super::{bearer, codel, red, trace, Ctx, Impairment, Pkt, Stage, Verdict};
 use crate::contract::{DropReason, AQM_CODEL, AQM_RED};
 use crate::state::Registers;
 
@@ -90,7 +92,7 @@ impl Rate {
 impl Stage for Rate {
     /// Makes sure pd's ring can hold what `imp` allows (allocates only when it must grow).
     fn provision(&mut self, pd: u32, imp: &Impairment) {
-        if !imp.has_rate() && !imp.has_trace() {
+        if (!imp.has_rate() && !imp.has_trace()) || bearer::is_cell(imp) {
             return;
         }
         let cap = self.capacity_for(imp);
@@ -122,9 +124,18 @@ impl Stage for Rate {
             return Verdict::Pass;
         }
         let pd = ctx.pd as usize;
-        self.drain(ctx.pd, ctx.now, ctx.regs);
         let wire = pkt.len as u64 + imp.overhead_bytes as u64;
         let regs = ctx.regs;
+        if bearer::is_cell(imp) {
+            // A cell: the packet waits in its UE's bearer (bearer.rs); the loop stores it and
+            // the cell's scheduler gives it the link later. Only the bearer's own limits apply.
+            let b = &regs.bearers[bearer::bearer_index(pkt.ue, ctx.pd, regs.bearers.len())];
+            if !bearer::admits(imp, b, wire) {
+                return Verdict::Drop(DropReason::QueueFull);
+            }
+            return Verdict::Held;
+        }
+        self.drain(ctx.pd, ctx.now, ctx.regs);
         let bytes = regs.backlog_bytes[pd].load(Relaxed) as u64;
         let pkts = regs.backlog_pkts[pd].load(Relaxed);
         let bytes_full = imp.queue_limit_bytes != 0 && bytes + wire > imp.queue_limit_bytes as u64;

@@ -11,7 +11,7 @@ mod store;
 
 pub use control::{ControlConfig, DataPlaneLink, SwitchControl};
 pub use entries::TableStore;
-pub use store::{CounterArray, Counters, RadioRegisters, Registers, UeRadio};
+pub use store::{CounterArray, Counters, RadioRegisters, Registers, UeBearer, UeRadio, BEARER_UE_REGISTERS};
 
 /// One key of a table entry, already decoded to integers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -134,6 +134,7 @@ impl Capacities {
         Some(match reg_id {
             REG_DIST_TABLE | REG_RNG_SEED | REG_TRACE_OPPORTUNITY_MS | REG_TRACE_FIRST_AT => r.size,
             REG_RADIO_FACH_FREE_NS => self.ue_ids * RADIO_DIRECTIONS,
+            id if crate::state::BEARER_UE_REGISTERS.contains(&id) => self.ue_ids * RADIO_DIRECTIONS,
             REG_RADIO_STATE_TIME_NS => self.ue_ids * RADIO_STATE_STRIDE,
             REG_RADIO_STATE | REG_RADIO_LAST_ACTIVITY_NS | REG_RADIO_PROMO_DONE_NS | REG_RADIO_DRX_REF_NS
             | REG_RADIO_STATE_SINCE_NS | REG_RADIO_PROMO_PKTS => self.ue_ids,

@@ -162,6 +162,10 @@ pub struct Registers {
     pub codel: Box<[PdCodel]>,
     /// Per-pd RED variables (the `red_*` registers; stage/red.rs).
     pub red: Box<[PdRed]>,
+    /// Per-bearer state, index `ue * 2 + direction` (stage/bearer.rs), allocated lazily.
+    pub bearers: LazyArray<UeBearer>,
+    /// `bearer_turn`, `bearer_last_turn`, `bearer_pf_best` per pd (v1model's, see above).
+    bearer_pd: Box<[[AtomicU64; 3]]>,
     /// Per-pd slot state (the `slot_*` registers; stage/slot.rs).
     pub slot: Box<[PdSlot]>,
     /// Per-pd trace state and the loaded traces' cells (stage/trace.rs).
@@ -387,6 +391,87 @@ fn atomics<T>(n: u32, f: impl Fn() -> T) -> Box<[T]> {
     (0..n).map(|_| f()).collect()
 }
 
+/// The per-bearer registers (index `ue * 2 + direction`), see stage/bearer.rs.
+pub const BEARER_UE_REGISTERS: [u32; 7] = [
+    REG_BEARER_BACKLOG_BYTES,
+    REG_BEARER_BACKLOG_PKTS,
+    REG_BEARER_DEFICIT,
+    REG_BEARER_HEAD_SEQ,
+    REG_BEARER_TAIL_SEQ,
+    REG_BEARER_PF_AVG,
+    REG_BEARER_PF_AT_NS,
+];
+
+/// One bearer (a UE's queue in one direction of a cell): the contract's per-bearer registers are
+/// views of the first seven fields; `head`/`tail` link the waiting packets through the bearer
+/// stage's per-buffer `next` array (pool handles + 1, 0 = none: all-zero is an empty bearer).
+#[repr(C, align(16))]
+pub struct UeBearer {
+    pub pf_avg: AtomicU64,
+    pub pf_at_ns: AtomicU64,
+    pub backlog_bytes: AtomicU32,
+    pub backlog_pkts: AtomicU32,
+    pub deficit: AtomicU32,
+    pub head_seq: AtomicU32,
+    pub tail_seq: AtomicU32,
+    pub head: AtomicU32,
+    pub tail: AtomicU32,
+}
+
+// SAFETY: integer atomics only: all-zero bytes are valid.
+unsafe impl ZeroValid for UeBearer {}
+
+impl UeBearer {
+    fn cell32(&self, reg_id: u32) -> Option<&AtomicU32> {
+        Some(match reg_id {
+            REG_BEARER_BACKLOG_BYTES => &self.backlog_bytes,
+            REG_BEARER_BACKLOG_PKTS => &self.backlog_pkts,
+            REG_BEARER_DEFICIT => &self.deficit,
+            REG_BEARER_HEAD_SEQ => &self.head_seq,
+            REG_BEARER_TAIL_SEQ => &self.tail_seq,
+            _ => return None,
+        })
+    }
+
+    fn read(&self, reg_id: u32) -> u128 {
+        match reg_id {
+            REG_BEARER_PF_AVG => self.pf_avg.load(Relaxed) as u128,
+            REG_BEARER_PF_AT_NS => self.pf_at_ns.load(Relaxed) as u128,
+            id => self.cell32(id).map_or(0, |c| c.load(Relaxed) as u128),
+        }
+    }
+
+    fn write(&self, reg_id: u32, value: u128) {
+        match reg_id {
+            REG_BEARER_PF_AVG => self.pf_avg.store(value as u64, Relaxed),
+            REG_BEARER_PF_AT_NS => self.pf_at_ns.store(value as u64, Relaxed),
+            id => {
+                if let Some(c) = self.cell32(id) {
+                    c.store(value as u32, Relaxed)
+                }
+            }
+        }
+    }
+
+    /// Zero the registers; the packet links stay (the packets are still waiting: see bearer.rs).
+    fn reset(&self) {
+        for c in [&self.pf_avg, &self.pf_at_ns] {
+            if c.load(Relaxed) != 0 {
+                c.store(0, Relaxed);
+            }
+        }
+        for c in [&self.backlog_bytes, &self.backlog_pkts, &self.deficit, &self.head_seq, &self.tail_seq] {
+            if c.load(Relaxed) != 0 {
+                c.store(0, Relaxed);
+            }
+        }
+    }
+}
+
+/// The per-pd arbitration registers of v1model's bearer scheduler (bearer.p4); p4netem-switch
+/// sees every bearer at once and never needs them, so they only hold what a client writes.
+const BEARER_PD_REGISTERS: [u32; 3] = [REG_BEARER_TURN, REG_BEARER_LAST_TURN, REG_BEARER_PF_BEST];
+
 /// One UE's radio registers, in one cache line: a packet reads and writes only its own UE's line
 /// (the contract's per-UE registers are views of these fields). `radio_state_time_ns`, written
 /// only at state changes, is kept apart.
@@ -511,6 +596,11 @@ impl Registers {
             radio: RadioRegisters::new(caps),
             codel: atomics(pds, PdCodel::default),
             red: atomics(pds, PdRed::default),
+            bearers: LazyArray::new(
+                caps.register_size(REG_BEARER_BACKLOG_BYTES).expect("contract register") as usize,
+                false,
+            ),
+            bearer_pd: atomics(pds, Default::default),
             slot: atomics(pds, PdSlot::default),
             trace: atomics(pds, PdTrace::default),
             trace_opportunity_ms: atomics(REG_TRACE_OPPORTUNITY_MS_SIZE, || AtomicU32::new(0)),
@@ -546,6 +636,11 @@ impl Registers {
             REG_RNG_SEED => self.rng_seed.load(Relaxed) as u128,
             id if CODEL_REGISTERS.contains(&id) => self.codel[i].read(id).expect("a codel register"),
             id if RED_REGISTERS.contains(&id) => self.red[i].read(id).expect("a red register"),
+            id if BEARER_UE_REGISTERS.contains(&id) => self.bearers[i].read(id),
+            id if BEARER_PD_REGISTERS.contains(&id) => {
+                let k = BEARER_PD_REGISTERS.iter().position(|&r| r == id).unwrap_or(0);
+                self.bearer_pd[i][k].load(Relaxed) as u128
+            }
             id if SLOT_REGISTERS.contains(&id) => self.slot[i].read(id).expect("a slot register"),
             id if TRACE_REGISTERS.contains(&id) => self.trace[i].read(id).expect("a trace register"),
             REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms[i].load(Relaxed) as u128,
@@ -582,6 +677,11 @@ impl Registers {
             id if RED_REGISTERS.contains(&id) => {
                 self.red[i].write(id, value);
             }
+            id if BEARER_UE_REGISTERS.contains(&id) => self.bearers[i].write(id, value),
+            id if BEARER_PD_REGISTERS.contains(&id) => {
+                let k = BEARER_PD_REGISTERS.iter().position(|&r| r == id).unwrap_or(0);
+                self.bearer_pd[i][k].store(value as u64, Relaxed);
+            }
             id if SLOT_REGISTERS.contains(&id) => {
                 self.slot[i].write(id, value);
             }
@@ -606,6 +706,8 @@ impl Registers {
             REG_RNG_SEED => 1,
             id if CODEL_REGISTERS.contains(&id) => self.codel.len() as u32,
             id if RED_REGISTERS.contains(&id) => self.red.len() as u32,
+            id if BEARER_UE_REGISTERS.contains(&id) => self.bearers.len() as u32,
+            id if BEARER_PD_REGISTERS.contains(&id) => self.bearer_pd.len() as u32,
             id if SLOT_REGISTERS.contains(&id) => self.slot.len() as u32,
             id if TRACE_REGISTERS.contains(&id) => self.trace.len() as u32,
             REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms.len() as u32,
@@ -642,6 +744,14 @@ impl Registers {
         }
         for r in self.red.iter() {
             r.store(&Default::default());
+        }
+        for b in self.bearers.iter() {
+            b.reset();
+        }
+        for cells in self.bearer_pd.iter() {
+            for c in cells {
+                c.store(0, Relaxed);
+            }
         }
         for r in self.slot.iter() {
             r.store(&Default::default());

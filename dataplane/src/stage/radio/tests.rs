@@ -42,6 +42,7 @@ impl Harness {
         match v {
             Verdict::Pass => Ok(pkt.ready),
             Verdict::Drop(r) => Err(r),
+            Verdict::Held => unreachable!("the radio never holds a packet"),
         }
     }
 

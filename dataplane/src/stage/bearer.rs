@@ -1,0 +1,472 @@
+//! Bearer queues of a shared cell (contract stage 6a, `bearer_sched` != FIFO): each UE of a
+//! profile-direction has its own FIFO (its bearer, index `ue * 2 + direction`), and the profile's
+//! rate is the cell's link, shared by the bearers whose head packet is ready.
+//!
+//! Unlike the FIFO rate queue (rate.rs), whose departures are known when a packet arrives, a
+//! cell's departures depend on which UEs will have packets when the link frees, so the packets
+//! wait here, in their pool buffers, and the decision is taken at the instant the link becomes
+//! free ([`Bearers::serve`], called by the loop every turn and woken at [`Bearers::next_event`]):
+//! the scheduler picks one ready head, whose departure is `max(next_free_ns, ready) + service`
+//! (the same virtual clock as the FIFO, so a UE alone is paced exactly as before), and the loop
+//! runs the stages after the link (delay) on it. A head still waiting for its UE's radio
+//! (ready > now) is passed over: it holds back its own UE's packets only.
+//!
+//! Schedulers: deficit round robin by wire bytes (Linux sch_drr's loop: a bearer joining the
+//! round gets one quantum; the head goes if the deficit covers it, else the bearer gets another
+//! quantum and goes to the end of the round), or proportional fair for UEs of one channel
+//! quality (the ready bearer with the lowest decaying average of served bytes; ties in round
+//! order).
+//!
+//! Memory: the waiting packets are linked through two arrays indexed by pool handle (allocated
+//! once, with the pool's size), each bearer's head and tail are in its registers' cell
+//! (state::UeBearer, lazily mapped per UE like the radio's), and each cell's round is a ring of
+//! bearer indices reserved at provisioning for as many bearers as there are buffers (a bearer in
+//! the round holds at least one). Nothing is allocated or locked per packet.
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::{Impairment, Pkt};
+use crate::contract::{BEARER_DEFAULT_QUANTUM, BEARER_FIFO, BEARER_PF, RADIO_DIRECTIONS};
+use crate::pool::Handle;
+use crate::state::{Registers, UeBearer};
+
+/// A packet that got the link: the loop runs the stages after the rate on it and holds it until
+/// its release.
+#[derive(Debug, Clone, Copy)]
+pub struct Served {
+    pub pd: u32,
+    pub handle: Handle,
+    pub pkt: Pkt,
+}
+
+/// The bearer index of a packet: `ue * 2 + direction`; UE ids beyond the arrays use UE 0's.
+#[inline]
+pub fn bearer_index(ue: u32, pd: u32, bearers: usize) -> usize {
+    let dirs = RADIO_DIRECTIONS as usize;
+    let i = ue as usize * dirs + (pd & 1) as usize;
+    if i < bearers {
+        i
+    } else {
+        (pd & 1) as usize
+    }
+}
+
+/// Whether the profile makes its pd a cell with bearers (a rate, not a trace: the control plane
+/// refuses a trace with a rate).
+#[inline]
+pub fn is_cell(imp: &Impairment) -> bool {
+    imp.has_rate() && !imp.has_trace() && imp.bearer_sched != BEARER_FIFO
+}
+
+/// Whether the packet fits its bearer's limits (the profile's queue limits, per bearer).
+#[inline]
+pub fn admits(imp: &Impairment, b: &UeBearer, wire: u64) -> bool {
+    let bytes = b.backlog_bytes.load(Relaxed) as u64;
+    let pkts = b.backlog_pkts.load(Relaxed);
+    !(imp.queue_limit_bytes != 0 && bytes + wire > imp.queue_limit_bytes as u64
+        || imp.queue_limit_pkts != 0 && pkts >= imp.queue_limit_pkts)
+}
+
+#[inline]
+fn wire_of(imp: &Impairment, pkt: &Pkt) -> u32 {
+    pkt.len + imp.overhead_bytes as u32
+}
+
+/// The PF average decayed from `at` to `now`: halves every 2^wlog ns, linear between halvings.
+#[inline]
+pub fn pf_decay(avg: u64, at: u64, now: u64, wlog: u8) -> u64 {
+    let dt = now.saturating_sub(at);
+    let wlog = wlog.min(63) as u32;
+    let halvings = dt >> wlog;
+    if halvings >= 64 {
+        return 0;
+    }
+    let a = avg >> halvings;
+    let rest = dt & ((1u64 << wlog) - 1);
+    a - ((a as u128 * rest as u128) >> (wlog + 1)) as u64
+}
+
+pub struct Bearers {
+    /// Per pool handle: the waiting packet (its ready time, length, UE) and the next one in its
+    /// bearer (handle + 1, 0 = none).
+    pkts: Vec<Pkt>,
+    next: Vec<u32>,
+    /// Per pd: the round (bearer indices with waiting packets, in round order).
+    rounds: Vec<VecDeque<u32>>,
+    /// The pds provisioned as cells (a short list: the loop visits them every turn).
+    cells: Vec<u32>,
+    max_queued: usize,
+}
+
+impl Bearers {
+    pub fn new(pds: usize, buffers: usize) -> Self {
+        Bearers {
+            pkts: vec![Pkt::default(); buffers],
+            next: vec![0; buffers],
+            rounds: (0..pds).map(|_| VecDeque::new()).collect(),
+            cells: Vec::new(),
+            max_queued: buffers.max(1),
+        }
+    }
+
+    /// Makes pd a cell: its round can hold every bearer that can have a packet.
+    pub fn provision(&mut self, pd: u32) {
+        let Some(r) = self.rounds.get_mut(pd as usize) else { return };
+        if r.capacity() < self.max_queued {
+            r.reserve_exact(self.max_queued - r.len());
+        }
+        if !self.cells.contains(&pd) {
+            self.cells.push(pd);
+        }
+    }
+
+    /// Packets waiting in every bearer of `pd`.
+    pub fn waiting_bearers(&self, pd: u32) -> usize {
+        self.rounds.get(pd as usize).map_or(0, |r| r.len())
+    }
+
+    /// Queues the packet in buffer `h` in its bearer (limits were checked by the rate stage).
+    pub fn push(&mut self, pd: u32, imp: &Impairment, h: Handle, pkt: Pkt, regs: &Registers) {
+        if self.rounds[pd as usize].capacity() == 0 {
+            // A cell only through the profile table's default action: first packet (rate.rs does
+            // the same for its rings).
+            self.provision(pd);
+        }
+        let bi = bearer_index(pkt.ue, pd, regs.bearers.len());
+        let b = &regs.bearers[bi];
+        let wire = wire_of(imp, &pkt);
+        self.pkts[h as usize] = Pkt { len: wire, ..pkt };
+        self.next[h as usize] = 0;
+        let tail = b.tail.load(Relaxed);
+        if tail == 0 || b.head.load(Relaxed) == 0 {
+            b.head.store(h + 1, Relaxed);
+            // Joins the end of the round with one quantum (sch_drr).
+            b.deficit.store(quantum(imp), Relaxed);
+            self.rounds[pd as usize].push_back(bi as u32);
+        } else {
+            self.next[(tail - 1) as usize] = h + 1;
+        }
+        b.tail.store(h + 1, Relaxed);
+        b.tail_seq.store(b.tail_seq.load(Relaxed).wrapping_add(1), Relaxed);
+        b.backlog_bytes.store(b.backlog_bytes.load(Relaxed).saturating_add(wire), Relaxed);
+        b.backlog_pkts.store(b.backlog_pkts.load(Relaxed).saturating_add(1), Relaxed);
+        let p = pd as usize;
+        regs.backlog_bytes[p].store(regs.backlog_bytes[p].load(Relaxed).saturating_add(wire), Relaxed);
+        regs.backlog_pkts[p].store(regs.backlog_pkts[p].load(Relaxed).saturating_add(1), Relaxed);
+    }
+
+    /// Gives every free cell link to the packets the scheduler picks, as of `now`; `imp_of` is
+    /// the pd's current profile (the rate at the moment of service). Appends to `out`.
+    pub fn serve(&mut self, now: u64, regs: &Registers, imp_of: impl Fn(u32) -> Impairment, out: &mut Vec<Served>) {
+        for ci in 0..self.cells.len() {
+            let pd = self.cells[ci];
+            if self.rounds[pd as usize].is_empty() {
+                continue;
+            }
+            let imp = imp_of(pd);
+            while regs.next_free_ns[pd as usize].load(Relaxed) <= now {
+                let picked = if imp.bearer_sched == BEARER_PF {
+                    self.pick_pf(pd, &imp, now, regs)
+                } else {
+                    self.pick_drr(pd, &imp, now, regs)
+                };
+                let Some(h) = picked else { break };
+                out.push(self.leave(pd, h, &imp, regs));
+            }
+        }
+    }
+
+    /// The next instant at which [`serve`](Self::serve) has something to do: the link frees
+    /// with a ready head waiting, or a waiting head becomes ready.
+    pub fn next_event(&self, regs: &Registers) -> Option<u64> {
+        let mut next: Option<u64> = None;
+        for &pd in &self.cells {
+            let round = &self.rounds[pd as usize];
+            let Some(ready) = round.iter().filter_map(|&bi| self.head(regs, bi)).map(|h| self.pkts[h as usize].ready).min()
+            else {
+                continue;
+            };
+            let t = ready.max(regs.next_free_ns[pd as usize].load(Relaxed));
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+        next
+    }
+
+    #[inline]
+    fn head(&self, regs: &Registers, bi: u32) -> Option<Handle> {
+        match regs.bearers[bi as usize].head.load(Relaxed) {
+            0 => None,
+            h => Some(h - 1),
+        }
+    }
+
+    /// Deficit round robin: the head of the round's first bearer goes if its deficit covers it;
+    /// else that bearer gets a quantum and goes to the end. A bearer whose head is not ready
+    /// is passed over without a quantum; None when no head is ready.
+    fn pick_drr(&mut self, pd: u32, imp: &Impairment, now: u64, regs: &Registers) -> Option<Handle> {
+        let q = quantum(imp);
+        let round = &mut self.rounds[pd as usize];
+        let mut passed_over = 0;
+        while passed_over < round.len() {
+            let bi = *round.front()?;
+            let b = &regs.bearers[bi as usize];
+            let Some(h) = (match b.head.load(Relaxed) {
+                0 => None,
+                h => Some(h - 1),
+            }) else {
+                round.pop_front(); // emptied by a reset or a client's register write
+                continue;
+            };
+            let pkt = &self.pkts[h as usize];
+            if pkt.ready > now {
+                round.rotate_left(1);
+                passed_over += 1;
+                continue;
+            }
+            let deficit = b.deficit.load(Relaxed);
+            if deficit >= pkt.len {
+                b.deficit.store(deficit - pkt.len, Relaxed);
+                return Some(h);
+            }
+            b.deficit.store(deficit.saturating_add(q), Relaxed);
+            round.rotate_left(1);
+            passed_over = 0;
+        }
+        None
+    }
+
+    /// Proportional fair: the ready head whose bearer's decayed average is lowest (the first in
+    /// round order on a tie); the served bearer goes to the end of the round.
+    fn pick_pf(&mut self, pd: u32, imp: &Impairment, now: u64, regs: &Registers) -> Option<Handle> {
+        let round = &mut self.rounds[pd as usize];
+        let mut best: Option<(u64, usize, Handle)> = None;
+        for (i, &bi) in round.iter().enumerate() {
+            let b = &regs.bearers[bi as usize];
+            let Some(h) = b.head.load(Relaxed).checked_sub(1) else { continue };
+            if self.pkts[h as usize].ready > now {
+                continue;
+            }
+            let avg = pf_decay(b.pf_avg.load(Relaxed), b.pf_at_ns.load(Relaxed), now, imp.bearer_pf_halflife_log2);
+            if best.is_none_or(|(a, _, _)| avg < a) {
+                best = Some((avg, i, h));
+            }
+        }
+        let (avg, i, h) = best?;
+        let bi = round.remove(i)?;
+        round.push_back(bi);
+        let b = &regs.bearers[bi as usize];
+        b.pf_avg.store(avg.saturating_add(self.pkts[h as usize].len as u64), Relaxed);
+        b.pf_at_ns.store(now, Relaxed);
+        Some(h)
+    }
+
+    /// Takes head `h` out of its bearer and puts it on the link.
+    fn leave(&mut self, pd: u32, h: Handle, imp: &Impairment, regs: &Registers) -> Served {
+        let mut pkt = self.pkts[h as usize];
+        let wire = pkt.len;
+        let bi = bearer_index(pkt.ue, pd, regs.bearers.len());
+        let b = &regs.bearers[bi];
+        let next = self.next[h as usize];
+        b.head.store(next, Relaxed);
+        if next == 0 {
+            b.tail.store(0, Relaxed);
+            b.deficit.store(0, Relaxed);
+            let round = &mut self.rounds[pd as usize];
+            if let Some(i) = round.iter().position(|&x| x as usize == bi) {
+                round.remove(i);
+            }
+        }
+        b.head_seq.store(b.head_seq.load(Relaxed).wrapping_add(1), Relaxed);
+        b.backlog_bytes.store(b.backlog_bytes.load(Relaxed).saturating_sub(wire), Relaxed);
+        b.backlog_pkts.store(b.backlog_pkts.load(Relaxed).saturating_sub(1), Relaxed);
+        let p = pd as usize;
+        regs.backlog_bytes[p].store(regs.backlog_bytes[p].load(Relaxed).saturating_sub(wire), Relaxed);
+        regs.backlog_pkts[p].store(regs.backlog_pkts[p].load(Relaxed).saturating_sub(1), Relaxed);
+        let free = regs.next_free_ns[p].load(Relaxed);
+        let service = ((wire as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
+        let departure = free.max(pkt.ready).saturating_add(service);
+        regs.next_free_ns[p].store(departure, Relaxed);
+        pkt.departure = departure;
+        pkt.len = wire - imp.overhead_bytes.min(wire as u16) as u32;
+        Served { pd, handle: h, pkt }
+    }
+}
+
+#[inline]
+fn quantum(imp: &Impairment) -> u32 {
+    if imp.bearer_quantum_bytes == 0 {
+        BEARER_DEFAULT_QUANTUM
+    } else {
+        imp.bearer_quantum_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::BEARER_DRR;
+    use crate::state::Capacities;
+
+    fn regs() -> Registers {
+        let caps = Capacities { profiles: 4, ue_ids: 64, ..Default::default() };
+        Registers::new(&caps, vec![0; 16384].into(), 1)
+    }
+
+    /// 10 Mbit/s = 800 ns/byte.
+    fn cell(sched: u8) -> Impairment {
+        Impairment {
+            ns_per_byte_q16: 800 << 16,
+            bearer_sched: sched,
+            bearer_quantum_bytes: 1514,
+            bearer_pf_halflife_log2: 27,
+            ..Default::default()
+        }
+    }
+
+    /// Runs `n` packets of `len` bytes per UE, all arriving at 0, through a cell and returns the
+    /// (UE, departure) order.
+    fn run(imp: &Impairment, arrivals: &[(u32, u32, u64)]) -> Vec<(u32, u64)> {
+        let regs = regs();
+        let mut b = Bearers::new(8, 4096);
+        b.provision(2);
+        let mut out = Vec::new();
+        let mut next_h = 0;
+        let mut now = 0;
+        let mut order = Vec::new();
+        let mut pending: Vec<_> = arrivals.to_vec();
+        pending.sort_by_key(|a| a.2);
+        let mut pi = 0;
+        loop {
+            while pi < pending.len() && pending[pi].2 <= now {
+                let (ue, len, at) = pending[pi];
+                let mut pkt = Pkt::new(len, at);
+                pkt.ue = ue;
+                b.push(2, imp, next_h, pkt, &regs);
+                next_h += 1;
+                pi += 1;
+            }
+            b.serve(now, &regs, |_| *imp, &mut out);
+            for s in out.drain(..) {
+                order.push((s.pkt.ue, s.pkt.departure));
+            }
+            let next = [b.next_event(&regs), pending.get(pi).map(|p| p.2)].into_iter().flatten().min();
+            match next {
+                Some(t) => now = t.max(now + 1),
+                None => break,
+            }
+        }
+        order
+    }
+
+    #[test]
+    fn two_backlogged_ues_alternate_and_a_lone_ue_gets_the_whole_link() {
+        let imp = cell(BEARER_DRR);
+        let mut arrivals: Vec<(u32, u32, u64)> = (0..100).map(|_| (1, 1500, 0)).collect();
+        arrivals.extend((0..100).map(|_| (2, 1500, 0)));
+        let order = run(&imp, &arrivals);
+        assert_eq!(order.len(), 200);
+        // Byte shares over the first 100 packets (both backlogged): 50 each.
+        let a = order[..100].iter().filter(|o| o.0 == 1).count();
+        assert_eq!(a, 50, "{order:?}");
+        // Back to back at the link rate: 1500 * 800 ns each.
+        for (i, o) in order.iter().enumerate() {
+            assert_eq!(o.1, (i as u64 + 1) * 1_200_000);
+        }
+        let alone = run(&imp, &(0..50).map(|_| (3, 1500, 0)).collect::<Vec<_>>());
+        assert_eq!(alone.last().unwrap().1, 50 * 1_200_000, "a lone UE has the whole rate");
+    }
+
+    #[test]
+    fn drr_shares_bytes_not_packets() {
+        // UE 1 sends 1500-byte packets, UE 2 500-byte ones: equal bytes while both are backlogged.
+        let imp = cell(BEARER_DRR);
+        let mut arrivals: Vec<(u32, u32, u64)> = (0..200).map(|_| (1, 1500, 0)).collect();
+        arrivals.extend((0..600).map(|_| (2, 500, 0)));
+        let order = run(&imp, &arrivals);
+        let (mut bytes1, mut bytes2) = (0u64, 0u64);
+        for o in order.iter().take(400) {
+            if o.0 == 1 {
+                bytes1 += 1500
+            } else {
+                bytes2 += 500
+            }
+        }
+        let share = bytes1 as f64 / (bytes1 + bytes2) as f64;
+        assert!((share - 0.5).abs() < 0.01, "share {share}");
+    }
+
+    #[test]
+    fn a_new_ue_waits_at_most_for_the_packet_on_the_link() {
+        let imp = cell(BEARER_DRR);
+        let mut arrivals: Vec<(u32, u32, u64)> = (0..100).map(|_| (1, 1500, 0)).collect();
+        arrivals.push((2, 100, 10_500_000)); // a ping in the middle of UE 1's download
+        let order = run(&imp, &arrivals);
+        let ping = order.iter().find(|o| o.0 == 2).unwrap().1;
+        // UE 1's packet on the link at 10.5 ms ends at 10.8 ms; the ping's own service is 80 us.
+        assert_eq!(ping, 10_800_000 + 80_000);
+    }
+
+    #[test]
+    fn a_head_waiting_for_its_radio_holds_back_only_its_own_ue() {
+        let imp = cell(BEARER_DRR);
+        let regs = regs();
+        let mut b = Bearers::new(8, 64);
+        b.provision(0);
+        let mut asleep = Pkt::new(1500, 0);
+        asleep.ue = 1;
+        asleep.ready = 2_000_000_000; // promotion takes 2 s
+        b.push(0, &imp, 0, asleep, &regs);
+        let mut awake = Pkt::new(1500, 0);
+        awake.ue = 2;
+        b.push(0, &imp, 1, awake, &regs);
+        let mut out = Vec::new();
+        b.serve(0, &regs, |_| imp, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].pkt.ue, out[0].pkt.departure), (2, 1_200_000));
+        assert_eq!(b.next_event(&regs), Some(2_000_000_000));
+        out.clear();
+        b.serve(2_000_000_000, &regs, |_| imp, &mut out);
+        assert_eq!((out[0].pkt.ue, out[0].pkt.departure), (1, 2_001_200_000));
+    }
+
+    #[test]
+    fn per_bearer_limits() {
+        let imp = Impairment { queue_limit_pkts: 2, ..cell(BEARER_DRR) };
+        let regs = regs();
+        let mut b = Bearers::new(8, 64);
+        for (h, ue) in [(0, 1), (1, 1), (2, 2)] {
+            let bi = bearer_index(ue, 0, regs.bearers.len());
+            assert!(admits(&imp, &regs.bearers[bi], 1500));
+            let mut p = Pkt::new(1500, 0);
+            p.ue = ue;
+            b.push(0, &imp, h, p, &regs);
+        }
+        assert!(!admits(&imp, &regs.bearers[bearer_index(1, 0, regs.bearers.len())], 1500));
+        assert!(admits(&imp, &regs.bearers[bearer_index(2, 0, regs.bearers.len())], 1500));
+        assert_eq!(regs.backlog_pkts[0].load(Relaxed), 3);
+    }
+
+    #[test]
+    fn pf_favours_the_ue_that_was_served_least() {
+        // UE 1 downloads alone for 50 ms, then UE 2 starts: PF serves UE 2 alone until the averages
+        // meet; DRR would alternate at once.
+        let imp = cell(BEARER_PF);
+        let mut arrivals: Vec<(u32, u32, u64)> = (0..200).map(|_| (1, 1500, 0)).collect();
+        arrivals.extend((0..100).map(|_| (2, 1500, 50_000_000)));
+        let order = run(&imp, &arrivals);
+        let after: Vec<u32> = order.iter().filter(|o| o.1 > 50_400_000).map(|o| o.0).take(20).collect();
+        assert!(after.iter().take(10).all(|&u| u == 2), "{after:?}");
+        let drr = run(&cell(BEARER_DRR), &arrivals);
+        let after: Vec<u32> = drr.iter().filter(|o| o.1 > 50_400_000).map(|o| o.0).take(10).collect();
+        assert!(after.contains(&1) && after.contains(&2), "{after:?}");
+    }
+
+    #[test]
+    fn pf_decay_halves_per_halflife() {
+        assert_eq!(pf_decay(1 << 20, 0, 0, 10), 1 << 20);
+        assert_eq!(pf_decay(1 << 20, 0, 1 << 10, 10), 1 << 19);
+        assert_eq!(pf_decay(1 << 20, 0, 3 << 10, 10), 1 << 17);
+        assert_eq!(pf_decay(1 << 20, 0, 1 << 9, 10), 3 << 18); // linear between halvings
+        assert_eq!(pf_decay(u64::MAX, 0, u64::MAX, 10), 0);
+    }
+}
