@@ -33,7 +33,11 @@ def _offsets(result) -> list[int]:
     return [rx[i] - first for i in sorted(rx)]
 
 
-def _near(got: list[int], want_ms: list[int], tol: int = MS // 2) -> bool:
+def _near(got: list[int], want_ms: list[int], tol: int = 3 * MS) -> bool:
+    # 3 ms either way: the trace's opportunities here are 10 ms or more apart, so a frame at the
+    # wrong opportunity (or not sharing one it should) is off by 10 ms or more, while the data-plane
+    # thread of a loaded 2-core machine releases now and then a few ms late (0.5 ms failed in a
+    # fresh-clone make test at load 2).
     return len(got) == len(want_ms) and all(abs(g - w * MS) <= tol for g, w in zip(got, want_ms))
 
 
