@@ -7,7 +7,6 @@ a one-line reason. (The whole tests/dataplane suite runs on either path with P4N
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import urllib.request
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
-from wirestats import MS, median, ms, ns_per_byte_q16, ping, settled_counters, wait_listening
+from wirestats import MS, iperf3_tcp, median, ms, ns_per_byte_q16, ping, settled_counters
 
 from p4netem.lab import SwitchProcess, TwoHostLab, unique_token
 from p4netem.lab.free import free_tcp_port
@@ -57,14 +56,7 @@ def test_forwarding_on_each_path(path_lab) -> None:
     assert f"port up: {io}" in log and "AF_XDP unavailable" not in log, log
     assert ping(lab.h1, lab.h2) == (5, 5)
     assert ping(lab.h2, lab.h1) == (5, 5)
-    server = lab.h2.ns.popen(["iperf3", "-s", "-1", "-p", "5201"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    wait_listening(lab.h2.ns, 5201)
-    out = lab.h1.ns.run(["iperf3", "-c", lab.h2.ip, "-p", "5201", "-t", "2", "-J"], timeout=30).stdout
-    server.wait(timeout=10)
-    result = json.loads(out)
-    assert "error" not in result, result.get("error")
-    received = result["end"]["sum_received"]
+    received = iperf3_tcp(lab.h1, lab.h2)
     assert received["bytes"] > 1_000_000, f"only {received['bytes']} bytes crossed on {io}"
     c = settled_counters(lab, UPLINK)
     assert c.profile_in > 1000 and c.conservation_gap() == 0, c

@@ -109,3 +109,16 @@ def wait_listening(ns: Namespace, port: int, timeout: float = 10.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"nothing listens on port {port} after {timeout} s")
+
+
+def iperf3_tcp(src: Host, dst: Host, seconds: int = 2) -> dict:
+    """One iperf3 TCP run from src to dst (a one-shot server on port 5201); its JSON
+    `end.sum_received`, after checking the run reported no error."""
+    server = dst.ns.popen(["iperf3", "-s", "-1", "-p", "5201"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    wait_listening(dst.ns, 5201)
+    out = src.ns.run(["iperf3", "-c", dst.ip, "-p", "5201", "-t", str(seconds), "-J"], timeout=30).stdout
+    server.wait(timeout=10)
+    result = json.loads(out)
+    assert "error" not in result, result.get("error")
+    return result["end"]["sum_received"]

@@ -84,6 +84,13 @@ def check(uplink: UplinkOpt = None, downlink: DownlinkOpt = None, window: Window
         console.print(_summary(d, t, window_ns, duration_ns), highlight=False)
 
 
+def _base_profile(profile, profiles) -> tuple[dict, Profile | None]:
+    """The profiles of --profiles by name, and --profile resolved among them and the built-ins
+    (None without --profile): what `run` and `load` put the traces on."""
+    known = {p.name: p for p in gather_profiles(profiles)}
+    return known, (resolve_profile(profile, {**builtin_profiles(), **known}) if profile else None)
+
+
 @app.command("run")
 @guarded
 def run(
@@ -107,8 +114,7 @@ def run(
     timeline player. Everything is checked before the first change. Ctrl-C stops it (exit 130)
     and leaves the last rate on."""
     traces, window_ns, duration_ns = _load(uplink, downlink, window, duration)
-    known = {p.name: p for p in gather_profiles(profiles)}
-    base = resolve_profile(profile, {**builtin_profiles(), **known}) if profile else None
+    known, base = _base_profile(profile, profiles)
     timeline = trace_timeline(traces.get("uplink"), traces.get("downlink"), window_ns=window_ns,
                               duration_ns=duration_ns, base=base)
     rules = gather_rules(rule, rules_file)
@@ -157,8 +163,7 @@ def load(
     if uplink is None and downlink is None:
         raise ProfileError([Problem("", "no trace: give --uplink FILE, --downlink FILE or both")])
     traces = {d: load_trace(p) for d, p in (("uplink", uplink), ("downlink", downlink)) if p is not None}
-    known = {p.name: p for p in gather_profiles(profiles)}
-    base = resolve_profile(profile, {**builtin_profiles(), **known}) if profile else None
+    known, base = _base_profile(profile, profiles)
     rules = gather_rules(rule, rules_file)
     with connect(addr, device_id, election_id, profiles=list(known.values())) as ctl:
         placed: dict = {}
