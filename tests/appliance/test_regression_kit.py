@@ -5,8 +5,10 @@ deliberately slowed server fails the comparison with a table of what regressed."
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,9 +25,23 @@ def test_the_doc_shows_the_example_as_it_is():
     assert EXAMPLE.read_text().strip() in doc
 
 
+_runs = 0
+
+
 def _pytest(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(EXAMPLE.parent), *args],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, **(env or {})})
+    # The inner session gets its own --basetemp: without one, pytest chmods /tmp/pytest-of-root
+    # back to 0700 when it starts, and a lab fixture of this session that serves content from
+    # there as www-data (Apache) answers 403 from then on.
+    global _runs
+    _runs += 1
+    basetemp = Path(tempfile.gettempdir()) / f"p4netem-inner-pytest-{os.getpid()}-{_runs}"
+    try:
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                               f"--basetemp={basetemp}", str(EXAMPLE.parent), *args],
+                              capture_output=True, text=True, timeout=600, cwd=ROOT,
+                              env={**os.environ, **(env or {})})
+    finally:
+        shutil.rmtree(basetemp, ignore_errors=True)
 
 
 def test_example_passes_against_its_baseline_and_a_slowed_server_fails(tmp_path):

@@ -175,9 +175,10 @@ def test_switch_command_runs_in_the_foreground_and_stops_on_ctrl_c(switch_bin: s
         hosts._build_hosts()  # namespaces and veths only; the CLI starts the switch
         addr = f"127.0.0.1:{free_tcp_port()}"
         proc = subprocess.Popen(
-            [str(P4NETEM), "switch", "-i", f"1@{hosts.h1.switch_iface}", "-i", f"2@{hosts.h2.switch_iface}",
-             "--switch", addr, "--binary", switch_bin, "--fix-offloads", "--rt-priority", "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+            default_sigint([str(P4NETEM), "switch", "-i", f"1@{hosts.h1.switch_iface}",
+                            "-i", f"2@{hosts.h2.switch_iface}", "--switch", addr, "--binary", switch_bin,
+                            "--fix-offloads", "--rt-priority", "0"]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert proc.stdout is not None
             line = proc.stdout.readline()

@@ -55,7 +55,13 @@ _SINK = textwrap.dedent("""
 """)
 _SOURCE = textwrap.dedent("""
     import socket, sys, time
-    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+    # Reno, not the namespace's default (BBR here): BBR paces to the link and keeps the queue
+    # short, so an AQM may never see a queue worth marking (a RED test saw 0 marks); Reno fills it
+    # until the AQM answers, which is what these tests are about.
+    c = socket.socket()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"reno")
+    c.settimeout(10)
+    c.connect((sys.argv[1], int(sys.argv[2])))
     end, chunk = time.monotonic() + float(sys.argv[3]), b"x" * 65536
     while time.monotonic() < end:
         c.sendall(chunk)

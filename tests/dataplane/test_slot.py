@@ -72,7 +72,10 @@ def test_a_late_packet_waits_a_whole_slot_delay_drawn_in_min_max(lab: TwoHostLab
     fixed = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=30, rate=20, port=9072)
     added = _fresh_waits(fixed, path, 11 * MS)
     assert fixed.lost == 0 and len(added) >= 15, len(added)
-    assert 9.9 * MS <= added[len(added) // 2] <= 11 * MS and added[0] >= 9.8 * MS, [ms(a) for a in added]
+    # A grid model would spread these over 0..10 ms (median 5). The lower bounds leave 0.5 ms for
+    # the base path measured at 20 packets/s, each of which wakes an idle data-plane thread (a CI
+    # run saw every wait 9.81-9.83 ms: the base path 0.18 ms slower than a timer-released packet).
+    assert 9.5 * MS <= added[len(added) // 2] <= 11 * MS and added[0] >= 9.3 * MS, [ms(a) for a in added]
     # slot 2ms 6ms packets 1: each new slot's delay uniform in [2, 6] ms (mean 4 ms, sd 1.15 ms); a
     # packet sent 13 ms after the last one arrives after the slot that followed it (at most 12 ms).
     lab.impair(UPLINK, slot_delay_ns=2 * MS, slot_span_ns=4 * MS, slot_packets=1)

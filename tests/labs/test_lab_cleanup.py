@@ -142,10 +142,9 @@ def test_sigterm_to_lab_up_removes_the_lab():
 
 def test_ctrl_c_to_measure_writes_partial_results_and_removes_the_lab(tmp_path):
     out = tmp_path / "results"
-    proc = subprocess.Popen([P4NETEM, "measure", "--profile", "lte", "--protocol", "h2",
-                             "--reps", "50", "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"},
-                            preexec_fn=default_sigint)
+    proc = subprocess.Popen(default_sigint([P4NETEM, "measure", "--profile", "lte", "--protocol", "h2",
+                                            "--reps", "50", "--out", str(out)]), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})
     try:
         text = _Output(proc).wait_for(r"lte\s+h2 iw10\s+#2", 90)
         prefix = re.search(r"namespaces (p4n[0-9a-z]+)client", text).group(1)
