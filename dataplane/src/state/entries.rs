@@ -5,11 +5,11 @@
 //! rules, duplicates, capacity, profile range); the P4Runtime layer has already turned bytes into
 //! integers. Entries keep their insertion sequence number, which orders reads and breaks
 //! classifier priority ties.
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::contract::{self, *};
+use crate::tables::hash::FxHashMap;
 use crate::tables::{
     ClassKey, ClassOp, Classifier, Forward, Impairment, MacMap, PortMap, ProfileSel, ProfileTable, RadioParams, RadioTable,
     Rule, Snapshot,
@@ -31,7 +31,10 @@ struct Stored {
 struct Table {
     def: &'static TableDef,
     capacity: u32,
-    entries: HashMap<EntryKey, Stored>,
+    /// Fx, not SipHash: hashing a classifier key (ten optional 128-bit matches) with SipHash was
+    /// a tenth of an insert's cost, and the keys come from the authenticated primary controller,
+    /// so HashDoS resistance buys nothing (as for the data plane's maps, tables/hash.rs).
+    entries: FxHashMap<EntryKey, Stored>,
     default: ActionCall,
 }
 
@@ -75,7 +78,7 @@ impl TableStore {
             .map(|def| Table {
                 def,
                 capacity: caps.table_size(def.id).expect("contract table"),
-                entries: HashMap::new(),
+                entries: FxHashMap::default(),
                 default: p4_default(def),
             })
             .collect();
