@@ -27,9 +27,11 @@ lossless path) or the data would not have fit the client's advertised window; a 
 is loss repair. Any other ACK-released packet is a `stall`: a round trip the protocol does not
 need (Nagle holding a partial segment behind an unacknowledged small one, a cork never
 released, a server that writes only when an ACK wakes it), unless it is a full segment: neither
-Nagle nor a cork holds one, so it left when the server wrote it (its think time ended near the
-ACK by chance) and continues the chain of the request it answers. `stall_ms` sums how long each stalled
-packet came after the previous data on its connection.
+Nagle nor a cork holds one, and a server learns of an ACK only through a full window or send
+buffer (window waits), so it left when the server wrote it (its think time ended near the ACK by
+chance) and continues the chain of the request it answers. The price: a server that polled for
+the ACK on purpose and then wrote full segments would pass; none of the labs' servers does.
+`stall_ms` sums how long each stalled packet came after the previous data on its connection.
 
 Packets that arrive right behind one another at the downlink's rate (a rate-limited link's
 queue) tell nothing about when they left the server: they continue their burst, never count as
@@ -368,7 +370,9 @@ def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: A
     ack_release = (prev is not None and p.rel_ack == prev.rel_ack and last is not None
                    and not last.data and not last.seg.flags & (SYN | FIN | RST)
                    and left - last.ts <= _release_s(c) and _new_ack(c, last))
-    kind = _why_held(p, c, last, left, initcwnd) if ack_release and last.depth is not None else None
+    kind = None
+    if ack_release and last.depth is not None:
+        kind = _why_held(p, c, last, left, initcwnd)
     if kind is not None and not (kind == "s" and _full(p, c)):
         p.depth, p.cause, p.kind = last.depth + 1, last, kind
         if kind == "w":
