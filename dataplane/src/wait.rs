@@ -165,7 +165,8 @@ mod tests {
         for _ in 0..2_000 {
             m.observe(3_000); // bare metal: a few us
         }
-        assert!(m.margin_ns() <= 3_000 + STEP_NS + GUARD_NS, "margin {}", m.margin_ns());
+        // It hovers just above the samples (one late sample raises it by UP_NS, then it creeps down).
+        assert!(m.margin_ns() <= 3_000 + UP_NS + GUARD_NS, "margin {}", m.margin_ns());
         assert!(m.margin_ns() >= GUARD_NS);
     }
 
