@@ -1,16 +1,22 @@
 """AQM on the rate queue: CoDel's standing queue against tail drop's on the same link, and ECN.
 
 Profile 1 uplink is a 10 Mbit/s link with a 1000-packet queue, once with tail drop and once with
-CoDel (RFC 8289 defaults: target 5 ms, interval 100 ms). Through it, for SECONDS: one long loss-based (Reno) TCP flow
+CoDel (RFC 8289 defaults: target 5 ms, interval 100 ms). Through it, for SECONDS: one long loss-based TCP flow
 (iperf3) and web-like short flows (a new TCP connection fetching SHORT_BYTES every SHORT_EVERY_S,
 from a second pair of ports), plus a low-rate UDP probe (PROBE_PPS small datagrams) whose one-way
 delay is its sojourn in the queue (the serialisation of a 100-byte frame is 80 us; the switch and
 veths add tens of us). The figure is the probes' median delay over the second half of the run,
 when the TCP flow has filled whatever queue the AQM lets it keep:
 
-  codel_sojourn_ms_p50     bar: within 5 ms +/- 2 ms (CoDel's target)
+  codel_sojourn_ms_p50     bar: within 5 ms +/- 2 ms (CoDel's target); the long flow and the short
+                           ones run CUBIC, Linux's default, which a user's host would run (set as
+                           the sender's route `congctl`: this machine's namespaces may not make it
+                           their default)
   taildrop_sojourn_ms_p50  the same link with tail drop: the standing queue (no bar; shown with it)
-  red_sojourn_ms_p50       RED (min 30 KB, max 90 KB, max_p 10 %, tc's weight): bar: below max's
+  codel_sojourn_ms_p50_reno, taildrop_sojourn_ms_p50_reno
+                           the same two with Reno (no bar; beta 0.5 halves the window at each drop,
+                           which at this BDP empties the queue for a while, see docs/benchmarks.md)
+  red_sojourn_ms_p50       RED with the Reno flows (min 30 KB, max 90 KB, max_p 10 %, tc's weight): bar: below max's
                            sojourn at the link rate, 72 ms (RED keeps the average below max; one
                            Reno flow halving its window often leaves the queue below min, so there
                            is no lower bar)
@@ -22,6 +28,7 @@ SECONDS: `ecn_marks` (profile_ecn_mark) and `ecn_aqm_drops` (drops of reason aqm
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
@@ -30,6 +37,7 @@ from common import PY, one_way_ns, send, sink
 from topo import Topo
 
 from p4netem import pipeline as pl
+from p4netem_studies.web import tcp_tuning
 
 RATE_BPS = 10_000_000
 QUEUE_PKTS = 1000
@@ -40,7 +48,8 @@ SHORT_BYTES = 60_000
 SHORT_EVERY_S = 0.5
 PORT = 5461
 SHORT_PORT = 5462
-CC = "reno"
+CC = "cubic"  # the long flow of the headline figure: Linux's default
+CC_COMPARED = "reno"
 BASE_RTT_MS = 40
 CODEL = {"aqm": pl.Aqm.CODEL, "codel_target_ns": 5_000_000, "codel_interval_ns": 100_000_000}
 RED_MIN, RED_MAX, RED_MAX_P = 30_000, 90_000, 0.10
@@ -85,6 +94,7 @@ def _ns_per_byte_q16(rate_bps: float) -> int:
 
 
 def _iperf3(t: Topo, seconds: int) -> subprocess.CompletedProcess:
+    """iperf3 from h1 to h2 (its JSON names the congestion control the sender ran)."""
     srv = subprocess.Popen(t.netns(t.h2, "iperf3", "-s", "-1", "-p", "5201"),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -136,7 +146,18 @@ def _loaded_sojourn(t: Topo, ctl, **aqm: int) -> dict:
         "aqm_drops": after.drops[pl.DropReason.AQM_DROP] - before.drops[pl.DropReason.AQM_DROP],
         "queue_full_drops": after.drops[pl.DropReason.QUEUE_FULL] - before.drops[pl.DropReason.QUEUE_FULL],
         "iperf3_ok": long_flow.get("r") is not None and long_flow["r"].returncode == 0,
+        "long_flow_cc": _sender_ran(long_flow.get("r")),
     }
+
+
+def _sender_ran(r: subprocess.CompletedProcess | None) -> str | None:
+    """The congestion control iperf3's sending socket reported (TCP_CONGESTION)."""
+    if r is None or r.returncode != 0:
+        return None
+    try:
+        return json.loads(r.stdout)["end"].get("sender_tcp_congestion")
+    except (ValueError, KeyError):
+        return None
 
 
 def _ecn(t: Topo, ctl) -> dict:
@@ -164,21 +185,42 @@ def _sender_cc(t: Topo, cc: str) -> str:
     return old
 
 
+def _cubic_routes(t: Topo, on: bool) -> None:
+    """CUBIC for every connection h1 opens (its routes' congctl), or the namespace default again.
+    The machine's allowed list (reno bbr) keeps CUBIC from being the namespace's default, but a
+    route may name any loaded algorithm (studies/p4netem_studies/web/tcp_tuning.py)."""
+    tcp_tuning.set_route_congestion_control(t.h1.ns, CC if on else None)
+
+
+def _pair(t: Topo, ctl, cc: str) -> tuple[dict, dict]:
+    """Tail drop, then CoDel, with the long and short flows on `cc`; checks the sender ran it."""
+    tail = _loaded_sojourn(t, ctl)
+    codel = _loaded_sojourn(t, ctl, **CODEL)
+    for name, r in (("tail drop", tail), ("CoDel", codel)):
+        if r["long_flow_cc"] not in (cc, None):
+            raise RuntimeError(f"{name} run: the long flow ran {r['long_flow_cc']}, not {cc}")
+    return tail, codel
+
+
 def measure(t: Topo, ctl) -> dict:
-    # A loss-based TCP (Reno; CUBIC is not in this machine's allowed list): what bufferbloat studies and
-    # RFC 8289 are about. New namespaces
-    # default to BBR here, which keeps its own queue short and would hide the standing queue.
-    old_cc = _sender_cc(t, CC)
+    # Loss-based TCP, what bufferbloat studies and RFC 8289 are about: CUBIC (Linux's default, the
+    # headline figure) and Reno. New namespaces default to BBR here, which keeps its own queue short
+    # and would hide the standing queue; Reno is set as h1's default, CUBIC on h1's routes.
+    old_cc = _sender_cc(t, CC_COMPARED)
     # An access link's round trip: the ACK path (downlink) delays BASE_RTT_MS; the uplink (the
     # queue measured) has only the rate. Without it the flow's RTT is the queue alone, and no AQM
     # with RFC 8289's 100 ms interval holds one Reno flow at 5 ms (it needs a drop every few ms).
     ctl.set_impairment(1, pl.DOWNLINK, delay_ns=BASE_RTT_MS * 1_000_000)
     try:
-        tail = _loaded_sojourn(t, ctl)
-        codel = _loaded_sojourn(t, ctl, **CODEL)
+        tail_reno, codel_reno = _pair(t, ctl, CC_COMPARED)
         red = _loaded_sojourn(t, ctl, **_red(gentle=False))
         gentle = _loaded_sojourn(t, ctl, **_red(gentle=True))
         ecn = _ecn(t, ctl)
+        _cubic_routes(t, True)
+        try:
+            tail, codel = _pair(t, ctl, CC)
+        finally:
+            _cubic_routes(t, False)
     finally:
         _sender_cc(t, old_cc)
         ctl.set_impairment(1, pl.UPLINK)
@@ -187,13 +229,17 @@ def measure(t: Topo, ctl) -> dict:
         "codel_sojourn_ms_p50": codel["sojourn_ms_p50"],
         "codel_sojourn_ms_p50_low": codel["sojourn_ms_p50"],  # the same value, checked against 3 ms
         "taildrop_sojourn_ms_p50": tail["sojourn_ms_p50"],
+        "codel_sojourn_ms_p50_reno": codel_reno["sojourn_ms_p50"],
+        "taildrop_sojourn_ms_p50_reno": tail_reno["sojourn_ms_p50"],
         "red_sojourn_ms_p50": red["sojourn_ms_p50"],
         "gentle_red_sojourn_ms_p50": gentle["sojourn_ms_p50"],
         "ecn_marks": ecn["marks"],
         "ecn_aqm_drops": ecn["aqm_drops"],
-        "aqm_config": {"congestion_control": CC, "base_rtt_ms": BASE_RTT_MS, "rate_bps": RATE_BPS, "queue_pkts": QUEUE_PKTS, "seconds": SECONDS,
+        "aqm_config": {"congestion_control": CC, "congestion_control_compared": CC_COMPARED,
+                       "red_congestion_control": CC_COMPARED, "base_rtt_ms": BASE_RTT_MS, "rate_bps": RATE_BPS, "queue_pkts": QUEUE_PKTS, "seconds": SECONDS,
                        "probe_pps": PROBE_PPS, "short_bytes": SHORT_BYTES, "short_every_s": SHORT_EVERY_S,
-                       "codel": codel, "tail_drop": tail, "ecn": ecn,
+                       "codel": codel, "tail_drop": tail, "codel_reno": codel_reno, "tail_drop_reno": tail_reno,
+                       "ecn": ecn,
                        "red": {"min_bytes": RED_MIN, "max_bytes": RED_MAX, "max_p": RED_MAX_P, **red},
                        "gentle_red": gentle},
     }

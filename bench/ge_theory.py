@@ -53,9 +53,9 @@ class Expected:
     bursts: float  # expected number of loss bursts in n packets
 
 
-def _pair_chain(g: GEParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Transition matrix and stationary law of W_t = (S_{t-1}, S_t), S = (state, lost) as index
-    2 * state + lost (state 0 good, 1 bad), and the `lost` flag of each S."""
+def _one_step_chain(g: GEParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Transition matrix and stationary law of S = (state, lost) as index 2 * state + lost
+    (state 0 good, 1 bad), and the `lost` flag of each S."""
     move = np.array([[1 - g.p, g.p], [g.r, 1 - g.r]])
     lose = np.array([g.loss_good, g.loss_bad])
     one = np.zeros((4, 4))
@@ -65,14 +65,7 @@ def _pair_chain(g: GEParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             one[2 * x, 2 * y] = one[2 * x + 1, 2 * y] = move[x, y] * (1 - lose[y])
     bad = g.p / (g.p + g.r)
     pi1 = np.array([(1 - bad) * (1 - lose[0]), (1 - bad) * lose[0], bad * (1 - lose[1]), bad * lose[1]])
-    pair = np.zeros((16, 16))
-    for a in range(4):
-        for b in range(4):
-            for d in range(4):
-                pair[4 * a + b, 4 * b + d] = one[b, d]
-    pi2 = np.array([pi1[a] * one[a, b] for a in range(4) for b in range(4)])
-    lost = np.array([0.0, 1.0, 0.0, 1.0])
-    return pair, pi2, lost
+    return one, pi1, np.array([0.0, 1.0, 0.0, 1.0])
 
 
 def asymptotic_cov(pmat: np.ndarray, pi: np.ndarray, funcs: np.ndarray) -> np.ndarray:
@@ -86,9 +79,22 @@ def asymptotic_cov(pmat: np.ndarray, pi: np.ndarray, funcs: np.ndarray) -> np.nd
 
 
 def expected(g: GEParams, n: int) -> Expected:
-    pmat, pi, lost = _pair_chain(g)
-    prev = np.repeat(lost, 4)  # lost flag of S_{t-1} for each W index
-    cur = np.tile(lost, 4)  # lost flag of S_t
+    return expected_of_chain(*_one_step_chain(g), n)
+
+
+def expected_of_chain(one: np.ndarray, pi1: np.ndarray, lost: np.ndarray, n: int) -> Expected:
+    """Expected figures of n packets of any loss chain (Gilbert-Elliott, netem's 4-state model):
+    its one-step transition matrix, stationary law and each state's lost flag. The figures are
+    functions of pairs of consecutive states W_t = (S_{t-1}, S_t), index k * prev + cur: a burst
+    starts where a kept packet is followed by a lost one and ends the other way round."""
+    k = len(lost)
+    pmat = np.zeros((k * k, k * k))
+    for a in range(k):
+        for b in range(k):
+            pmat[k * a + b, k * b:k * b + k] = one[b]
+    pi = np.array([pi1[a] * one[a, b] for a in range(k) for b in range(k)])
+    prev = np.repeat(lost, k)  # lost flag of S_{t-1} for each W index
+    cur = np.tile(lost, k)  # lost flag of S_t
     funcs = np.column_stack([cur, 1 - cur, (1 - prev) * cur, prev * (1 - cur)])
     mean = pi @ funcs
     cov = asymptotic_cov(pmat, pi, funcs) / n

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ge_theory import Expected, asymptotic_cov
+from ge_theory import Expected, expected_of_chain
 
 
 @dataclass(frozen=True)
@@ -52,27 +52,7 @@ def stationary(pmat: np.ndarray) -> np.ndarray:
 
 def expected(m: State4, n: int) -> Expected:
     one = m.matrix()
-    pi1 = stationary(one)
-    pair = np.zeros((16, 16))
-    for a in range(4):
-        for b in range(4):
-            for d in range(4):
-                pair[4 * a + b, 4 * b + d] = one[b, d]
-    pi = np.array([pi1[a] * one[a, b] for a in range(4) for b in range(4)])
-    prev, cur = np.repeat(LOST, 4), np.tile(LOST, 4)
-    funcs = np.column_stack([cur, 1 - cur, (1 - prev) * cur, prev * (1 - cur)])
-    mean = pi @ funcs
-    cov = asymptotic_cov(pair, pi, funcs) / n
-    loss, kept, starts, ends = mean
-
-    def ratio_se(i: int, j: int) -> float:
-        grad = np.zeros(4)
-        grad[i], grad[j] = 1 / mean[j], -mean[i] / mean[j] ** 2
-        return math.sqrt(grad @ cov @ grad) / (mean[i] / mean[j])
-
-    return Expected(mean_loss=float(loss), mean_burst=float(loss / starts), mean_gap=float(kept / ends),
-                    rel_se_loss=math.sqrt(cov[0, 0]) / loss, rel_se_burst=ratio_se(0, 2),
-                    rel_se_gap=ratio_se(1, 3), bursts=float(n * starts))
+    return expected_of_chain(one, stationary(one), LOST, n)
 
 
 def simulate(m: State4, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -3,7 +3,7 @@
 //
 // Usage: node spdy-server.js CONFIG.json
 //   { "root": DIR, "port": N, "address": "0.0.0.0", "tls": {"cert": PEM, "key": PEM} | null,
-//     "log": FILE, "protocols": ["spdy/3.1", "http/1.1"] }
+//     "log": FILE, "protocols": ["spdy/3.1", "http/1.1"], "nodelay": true }
 // Serves ROOT/<Host header>/<path>, the same tree nginx serves, with Last-Modified and 304s.
 // With TLS the protocol is chosen by ALPN (Node has no NPN any more); without TLS every
 // connection is a spdy/3.1 session.
@@ -142,6 +142,9 @@ function main() {
       socket.setNoDelay(true);
       coalesceWrites(socket);
       spdyServer._handleConnection(socket, 'spdy/3.1');
+      // "nodelay": false puts Nagle back (node-spdy set NODELAY above): a stall on purpose, for
+      // the RTT audit's tests.
+      if (cfg.nodelay === false) socket.setNoDelay(false);
     });
   }
   server.listen(cfg.port, cfg.address || '0.0.0.0', () => {

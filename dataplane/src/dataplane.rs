@@ -1,5 +1,6 @@
 //! The data-plane loop, on its own OS thread: receive batches from every port, run the pipeline,
-//! hold packets in the timing wheel, transmit, sleep in `ppoll` until the next frame or release.
+//! hold packets in the timing wheel, transmit, sleep in `ppoll` until the next frame or until
+//! shortly before the next release, and spin the rest of the way (wait.rs).
 //!
 //! Per packet (contract "Stage semantics"): parse -> l2_learn/l2_fwd/port_map -> classifier ->
 //! profile_in -> route -> profile -> loss -> duplication -> corruption -> rate -> delay -> release.
@@ -29,11 +30,9 @@ use crate::rng::Prng;
 use crate::stage::{Ctx, Edits, Impairment, Impairments, Pkt, Served, Stage, Verdict};
 use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
 use crate::tables::{Forward, Snapshot};
+use crate::wait::{Lateness, WakeMargin};
 use crate::wheel::Wheel;
 
-/// A release closer than this is waited for by spinning instead of sleeping (ppoll wake-up
-/// latency is tens of microseconds even with 1 ns timer slack).
-const SPIN_NS: u64 = 50_000;
 /// Longest sleep: bounds pcap flush delay even when idle.
 const MAX_SLEEP_NS: u64 = 100_000_000;
 /// Frames taken from one port per loop turn, so one busy port cannot starve the others.
@@ -65,6 +64,8 @@ pub struct DataPlaneConfig {
     pub check_offloads: bool,
     /// Keep polling this long after the last work before sleeping (0 = sleep at once).
     pub busy_poll_ns: u64,
+    /// Fixed wake margin before a timed release (None: learnt, wait.rs).
+    pub wake_margin_ns: Option<u64>,
     /// SCHED_FIFO priority for the data-plane thread (0 = normal scheduling).
     pub rt_priority: i32,
     /// One TX thread per port doing the `sendto`s (see io/kicker.rs); false: the loop does them.
@@ -127,8 +128,15 @@ pub struct DataPlane {
     shutdown: Arc<AtomicBool>,
     wall_offset_ns: i64,
     busy_poll_ns: u64,
+    wake_margin_ns: Option<u64>,
     rt_priority: i32,
     health: Arc<Health>,
+    /// When this turn's first wheel release was due (its tick), 0 if none (release_due).
+    first_due_ns: u64,
+    /// How late releases leave: when taken from the wheel (the loop's wait) and after the turn's
+    /// transmit (plus the TX path: on a veth, sendto runs the receiver's stack for each frame).
+    lateness_at_release: Lateness,
+    lateness: Lateness,
 }
 
 pub fn monotonic_ns() -> u64 {
@@ -226,9 +234,13 @@ impl DataPlane {
             shutdown,
             wall_offset_ns: clock_ns(libc::CLOCK_REALTIME) as i64 - now as i64,
             busy_poll_ns: cfg.busy_poll_ns,
+            wake_margin_ns: cfg.wake_margin_ns,
             rt_priority: cfg.rt_priority,
             health,
             link,
+            first_due_ns: 0,
+            lateness: Lateness::default(),
+            lateness_at_release: Lateness::default(),
         })
     }
 
@@ -265,6 +277,8 @@ impl DataPlane {
         let mut last_flush = monotonic_ns();
         let mut last_mtu = last_flush;
         let mut last_work = 0u64;
+        // How long before a deadline the sleep ends (wait.rs): learnt from the wake-ups' lateness.
+        let mut margin = self.wake_margin_ns.map_or_else(WakeMargin::default, WakeMargin::fixed);
         self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
         while !self.shutdown.load(Ordering::Relaxed) {
             let turn_start = monotonic_ns();
@@ -301,6 +315,11 @@ impl DataPlane {
                     _ => {}
                 }
             }
+            if self.first_due_ns != 0 {
+                // After the turn's transmit: what a receiver sees, less the path.
+                self.lateness.observe(monotonic_ns().saturating_sub(self.first_due_ns));
+                self.first_due_ns = 0;
+            }
             if work > 0 || backlog {
                 last_work = now;
                 self.health.busy_turn(monotonic_ns().saturating_sub(turn_start));
@@ -323,18 +342,30 @@ impl DataPlane {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let wait = deadline.map_or(MAX_SLEEP_NS, |d| d.saturating_sub(now));
-            if wait <= SPIN_NS {
-                std::hint::spin_loop();
-                continue;
-            }
+            // Sleep until `margin` before the deadline, then spin through ordinary turns up to it
+            // (wait.rs says why); with no deadline, sleep until a frame or MAX_SLEEP_NS.
+            let sleep = match deadline {
+                Some(d) => {
+                    let wait = d.saturating_sub(now);
+                    if wait <= margin.margin_ns() {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    (wait - margin.margin_ns()).min(MAX_SLEEP_NS)
+                }
+                None => MAX_SLEEP_NS,
+            };
             // A sleeping loop holds no snapshot: the control side reuses the classifier copy
             // this one replaced as soon as nobody reads it (state/entries.rs WHY_TWO_COPIES).
             drop(snap);
-            let sleep = (wait - SPIN_NS).min(MAX_SLEEP_NS);
             let ts = libc::timespec { tv_sec: (sleep / 1_000_000_000) as _, tv_nsec: (sleep % 1_000_000_000) as _ };
             // SAFETY: fds is a valid array of pollfd; ts a valid timespec; no signal mask change.
-            unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+            let ready = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+            if ready == 0 && deadline.is_some() {
+                // Woken by the timeout, not by a frame: how late is what the margin must cover.
+                margin.observe(monotonic_ns().saturating_sub(now + sleep));
+                self.health.wake_margin_ns.store(margin.margin_ns(), Ordering::Relaxed);
+            }
             if fds.last().is_some_and(|f| f.revents != 0) {
                 self.link.waker.drain();
             }
@@ -357,6 +388,12 @@ impl DataPlane {
         for p in &self.health.ports {
             tracing::info!(port = p.number, iface = %p.ifname, kernel_rx = p.kernel_rx.load(Ordering::Relaxed),
                            kernel_ring_drops = p.ring_drops.load(Ordering::Relaxed), "port down");
+        }
+        for (l, when) in [(&self.lateness_at_release, "taken from the wheel"), (&self.lateness, "after the turn's transmit")] {
+            if let (Some(p50), Some(p99), Some(p999)) = (l.quantile_us(0.5), l.quantile_us(0.99), l.quantile_us(0.999)) {
+                tracing::info!(turns = l.turns(), p50_below_us = p50, p99_below_us = p99, p999_below_us = p999,
+                               max_us = l.max_us(), "release lateness, {when} (first wheel release of each turn)");
+            }
         }
         if !self.wheel.is_empty() {
             tracing::info!(held = self.wheel.len(), "packets still in the delay line at shutdown were not sent");
@@ -720,6 +757,10 @@ impl DataPlane {
         let mut due = std::mem::take(&mut self.due);
         self.wheel.poll(now, |h| due.push(h));
         let n = due.len();
+        if let Some(&h) = due.first() {
+            self.first_due_ns = self.wheel.tick_ns(h);
+            self.lateness_at_release.observe(now.saturating_sub(self.first_due_ns));
+        }
         for &h in &due {
             let pd = self.pool.meta(h).pd;
             if pd != NO_PD {

@@ -53,6 +53,8 @@ pub struct Health {
     pub dataplane_busy_turns: AtomicU64,
     /// Packets waiting in the delay line (the timer wheel) at the last turn.
     pub held_packets: AtomicU64,
+    /// How long before a deadline the loop stops sleeping and spins (wait.rs), last value.
+    pub wake_margin_ns: AtomicU64,
     /// Free packet buffers at the last turn, of `buffers`.
     pub free_buffers: AtomicU64,
     pub buffers: AtomicU64,
@@ -68,6 +70,7 @@ impl Health {
             dataplane_busy_ns: AtomicU64::new(0),
             dataplane_busy_turns: AtomicU64::new(0),
             held_packets: AtomicU64::new(0),
+            wake_margin_ns: AtomicU64::new(0),
             free_buffers: AtomicU64::new(0),
             buffers: AtomicU64::new(0),
             ports: ports.into_iter().map(|(number, ifname, io)| PortHealth { number, ifname, io, ..Default::default() }).collect(),

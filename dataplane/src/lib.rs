@@ -13,6 +13,7 @@ pub mod learn;
 pub mod metrics;
 pub mod parse;
 pub mod pool;
+pub mod wait;
 pub mod wheel;
 pub mod p4rt;
 pub mod rng;

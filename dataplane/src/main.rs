@@ -113,6 +113,12 @@ struct Args {
     #[arg(long, default_value_t = 30, value_name = "US")]
     busy_poll_us: u64,
 
+    /// How long before a timed release the data-plane loop stops sleeping and spins: `auto` learns
+    /// it from how late its own wake-ups come (wait.rs, docs/dataplane.md "The loop's wait"), a
+    /// number fixes it (0..=1000; 0 = never spin, trust the timer).
+    #[arg(long, default_value = "auto", value_name = "US|auto", value_parser = parse_wake_margin)]
+    wake_margin_us: WakeMarginArg,
+
     /// Run the data-plane thread with this SCHED_FIFO real-time priority (1..99; 0 = normal
     /// scheduling). Keeps release times accurate when the machine is busy.
     #[arg(long, default_value_t = 10, value_name = "PRIO")]
@@ -280,6 +286,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         tx_frames: args.tx_frames,
         check_offloads: !args.no_offload_check,
         busy_poll_ns: args.busy_poll_us * 1000,
+        wake_margin_ns: args.wake_margin_us.0.map(|us| us * 1000),
         rt_priority: args.rt_priority.clamp(0, 99),
         tx_threads: args.tx_threads,
         io: args.io,
@@ -328,4 +335,18 @@ fn run(args: Args) -> anyhow::Result<()> {
     let _ = dp_thread.join();
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     served.context("P4Runtime server")
+}
+
+/// `--wake-margin-us`: `auto` (None) or microseconds in 0..=1000.
+#[derive(Debug, Clone, Copy)]
+struct WakeMarginArg(Option<u64>);
+
+fn parse_wake_margin(v: &str) -> Result<WakeMarginArg, String> {
+    if v == "auto" {
+        return Ok(WakeMarginArg(None));
+    }
+    match v.parse::<u64>() {
+        Ok(us) if us <= 1000 => Ok(WakeMarginArg(Some(us))),
+        _ => Err(format!("--wake-margin-us must be auto or 0..=1000 microseconds, got {v:?}")),
+    }
 }

@@ -37,6 +37,9 @@ impl Collector for HealthCollector {
                 h.dataplane_busy_turns.load(Ordering::Relaxed) as f64)?;
         gauge(&mut encoder, "p4netem_switch_held_packets", "Packets in the delay line now",
               h.held_packets.load(Ordering::Relaxed) as f64)?;
+        gauge(&mut encoder, "p4netem_switch_wake_margin_seconds",
+              "How long before its next release the data-plane loop stops sleeping and spins (learnt from its wake-ups' lateness)",
+              h.wake_margin_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
         gauge(&mut encoder, "p4netem_switch_free_buffers", "Free packet buffers now",
               h.free_buffers.load(Ordering::Relaxed) as f64)?;
         gauge(&mut encoder, "p4netem_switch_buffers", "Packet buffers in all (--buffers)",

@@ -87,6 +87,13 @@ impl Wheel {
         self.push(h);
     }
 
+    /// The start of the tick `h` was inserted for (its release time, rounded down to 1.024 us):
+    /// valid for a handle just released by `poll`, until it is inserted again.
+    #[inline]
+    pub fn tick_ns(&self, h: Handle) -> u64 {
+        self.when[h as usize] << TICK_SHIFT
+    }
+
     /// (level, slot, first tick of the slot) of the earliest occupied slot.
     #[inline]
     fn next_expiration(&self) -> Option<(usize, usize, u64)> {

@@ -16,6 +16,7 @@ import pytest
 from lab_env import BIG, SMALL, TWO_ORIGINS, delay_profile
 from p4netem_studies.harness.round_trips import minimum_round_trips
 from p4netem_studies.web.nginx import NginxConfig, NginxServer
+from p4netem_studies.web.spdy_server import SpdyConfig, SpdyServer
 
 RTT_MS = 200.0
 LARGE_IW = 32
@@ -74,6 +75,32 @@ def test_an_injected_stall_is_found(lossless, stalling_nginx, proto, port):
         f"trips; {_explain(load)}")
     # Each stall held its data for about a round trip (the client ACKs at once at first).
     assert w.stall_ms / w.stalls >= 0.8 * RTT_MS
+
+
+@pytest.fixture(scope="module")
+def nagle_spdy(lossless, tmp_path_factory):
+    """A second plain node-spdy server on the server with Nagle back on."""
+    cfg = SpdyConfig(lossless.content.site_root, port=18083, tls=False, tcp_nodelay=False)
+    srv = SpdyServer(lossless.lab.ns("server"), cfg, workdir=tmp_path_factory.mktemp("nagle-spdy"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("page", [SMALL, TWO_ORIGINS], ids=["one", "two"])
+def test_nagle_on_the_spdy_server_is_found(lossless, nagle_spdy, page):
+    """node-spdy with Nagle on: a response's tail waits for the ACK of the previous response's
+    partial segment. The audit must find that even though it takes a full segment leaving right
+    after an ACK for the server's own time (what plain SPDY's flagged loads on LTE were,
+    docs/labs.md): Nagle holds partial segments."""
+    load = lossless.load("spdy", page, tls=False, port=18083)
+    assert load.report["ok"], load.report["errors"]
+    assert {r["status"] for r in nagle_spdy.requests()} == {200}
+    minimum = minimum_round_trips("spdy", False, lossless.content.manifests[page])
+    w = load.wire
+    assert w.stalls >= 1 and w.rtts > minimum, (
+        f"spdy against node-spdy with Nagle on: expected a stall and more than {minimum} round "
+        f"trips; {_explain(load)}")
 
 
 @pytest.fixture(scope="module")

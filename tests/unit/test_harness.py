@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from p4netem_studies.harness.environment import with_environment
-from p4netem_studies.harness.metrics import wire_metrics
+from p4netem_studies.harness.metrics import silence_understates, wire_metrics
 from p4netem_studies.harness.plan import Condition, Plan, make_run_plan, matrix
 from p4netem_studies.harness.results import quartiles
 from p4netem_studies.web.capture import ACK, FIN, PSH, SYN, Segment
@@ -52,6 +52,18 @@ def test_silence_ends_the_load():
     assert m.silence_cut and m.plt_ms == pytest.approx(400.0)
     m = wire_metrics(load(20.0, [seg(5.0, False, ACK | PSH, b"late", seq=1510)]), C, silence_s=10)
     assert m.plt_ms == pytest.approx(4000.0)
+
+
+def test_a_silence_cut_the_loader_outlived_is_an_error():
+    # Cut at 0.4 s; a loader whose last byte came at 12.5 s was not done there: the row must
+    # not pass with plt_ms 400. One done at 10.3 s (within the silence) and an uncut load pass.
+    m = wire_metrics(load(20.0, [seg(13.5, False, ACK | PSH, b"late", seq=1510)]), C, silence_s=10)
+    why = silence_understates(m, 12_500.0, 10)
+    assert why is not None and "0.40 s" in why and "12.50 s" in why
+    assert silence_understates(m, 10_300.0, 10) is None
+    assert silence_understates(m, None, 10) is None
+    uncut = wire_metrics(load(1.5), C, silence_s=10)
+    assert silence_understates(uncut, 60_000.0, 10) is None
 
 
 def test_retransmissions_and_unused_connections():

@@ -25,21 +25,21 @@ class Wire:
         self.cseq, self.sseq = 1000, 5000     # next sequence numbers (ISNs below)
         self.segs: list[Segment] = []
 
-    def _seg(self, t, up, flags, payload=b"", wscale=None):
+    def _seg(self, t, up, flags, payload=b"", wscale=None, mss=None):
         if up:
             s = Segment(t, CLIENT, self.port, self.addr, 80, flags, self.cseq, self.sseq, 1000,
-                        payload, 66 + len(payload), None, wscale)
+                        payload, 66 + len(payload), mss, wscale)
             self.cseq += len(payload) + (1 if flags & (SYN | FIN) else 0)
         else:
             s = Segment(t, self.addr, 80, CLIENT, self.port, flags, self.sseq, self.cseq, 1000,
-                        payload, 66 + len(payload), None, wscale)
+                        payload, 66 + len(payload), mss, wscale)
             self.sseq += len(payload) + (1 if flags & (SYN | FIN) else 0)
         self.segs.append(s)
         return s
 
-    def handshake(self, t):
-        self._seg(t, True, SYN, wscale=7)
-        self._seg(t + RTT, False, SYN | ACK, wscale=7)
+    def handshake(self, t, mss=None):
+        self._seg(t, True, SYN, wscale=7, mss=mss)
+        self._seg(t + RTT, False, SYN | ACK, wscale=7, mss=mss)
         self._seg(t + RTT + 1e-5, True, ACK)
 
     def client(self, t, n):
@@ -102,6 +102,31 @@ def test_a_full_congestion_window_is_a_window_wait_not_a_stall():
     # The same wait with a window of 20 the server never filled: a stall.
     b = audit(w.segs, CLIENT, initcwnd=20)
     assert (b.stalls, b.window_waits) == (1, 0)
+
+
+def test_a_full_segment_right_after_an_ack_is_the_servers_time_not_a_stall():
+    """Nagle and corks hold only a partial segment (one that fills leaves at once), so a full
+    segment leaving right when an ACK of everything arrived, the window far from full, was
+    written then: server think time that ended near an ACK (node-spdy's answers on a busy
+    machine; docs/labs.md), not a stall. A partial segment the same way is one (Nagle's), and
+    so is the full one when the handshake gave no MSS to say what full is."""
+    def load(size: int, mss: int | None) -> list[Segment]:
+        w = Wire()
+        w.handshake(0.0, mss=mss)
+        w.client(RTT + 2e-5, 300)                          # two requests in one segment
+        t = 2 * RTT + 1e-4
+        w.server(t, MSS, 600)                              # the first response, a partial tail
+        w.ack(t + 1e-4)                                    # acknowledges all of it
+        w.server(t + 1e-4 + RTT + 5e-4, size, 300)         # the second, right when that ACK came
+        w.ack(t + 2e-4 + RTT + 5e-4)
+        return w.segs
+    full = audit(load(MSS, 1460), CLIENT)
+    assert (full.rtts, full.stalls, full.window_waits, full.rtt_path) == (2, 0, 0, "hr")
+    assert full.server_ms == pytest.approx(RTT * 1000, abs=2)
+    partial = audit(load(1000, 1460), CLIENT)
+    assert (partial.rtts, partial.stalls, partial.rtt_path) == (3, 1, "hrs")
+    unknown = audit(load(MSS, None), CLIENT)
+    assert (unknown.rtts, unknown.stalls) == (3, 1)
 
 
 def test_a_resent_request_gives_no_rtt_sample():

@@ -45,6 +45,7 @@ from p4netem.cli.signals import run_recording
 
 from ..experiments.definition import (ExperimentError, PageloadExperiment, experiment_names,
                                       load_experiment)
+from . import run_options
 
 app = typer.Typer(help="The studies of experiments.md (E1-E5): list, show, run.",
                   no_args_is_help=True)
@@ -149,22 +150,17 @@ def run(
                                    "initcwnd). Repeatable."),
     duration: float = typer.Option(None, "--duration", help="Workload experiments: seconds "
                                    "measured per run (default: the definition's)."),
-    keep_pcaps: bool = typer.Option(False, "--keep-pcaps", help="Keep each load's capture."),
-    target: str = typer.Option("p4netem", "--target", help="p4netem or bmv2."),
-    quiet: bool = typer.Option(False, "--quiet", help="No line per load."),
+    keep_pcaps: bool = run_options.KEEP_PCAPS,
+    target: str = run_options.TARGET,
+    quiet: bool = run_options.QUIET,
     parallel: int = typer.Option(None, "--parallel", min=1, max=64, help="Labs at once "
                                  "(default: from the machine's cores and memory and the "
                                  "conditions' load)."),
     ray: str = typer.Option(None, "--ray", help="Run the labs as Ray actors: 'auto' starts a "
                             "local Ray, HOST:PORT joins a cluster (`ray start --head`)."),
-    baseline: Path = typer.Option(None, "--baseline", metavar="DIR", help="Compare the run's "
-                                  "medians with DIR/baseline.json: exit 1 and a table when one is "
-                                  "worse by more than its tolerance."),
-    save_baseline: bool = typer.Option(False, "--save-baseline", help="Store the run's medians "
-                                       "as --baseline DIR instead of comparing."),
-    tolerance: list[str] = typer.Option([], "--tolerance", metavar="COLUMN=PCT", help="Tolerance "
-                                        "of the medians named (fnmatch), e.g. plt_ms_median=15 "
-                                        "(default 10). Repeatable."),
+    baseline: Path = run_options.BASELINE,
+    save_baseline: bool = run_options.SAVE_BASELINE,
+    tolerance: list[str] = run_options.TOLERANCE,
 ) -> None:
     """Run an experiment: table, CSVs, the comparison plot and experiment.json in --out."""
     from ..experiments.run import prepare, run_experiment
@@ -260,7 +256,7 @@ def resume(directory: Path = typer.Argument(..., help="The --out of a stopped `e
                                       "the code or the machine's TCP settings changed."),
            parallel: int = typer.Option(None, "--parallel", min=1, max=64, help="Labs at once."),
            ray: str = typer.Option(None, "--ray", help="'auto' or HOST:PORT of a Ray cluster."),
-           quiet: bool = typer.Option(False, "--quiet", help="No line per load."),
+           quiet: bool = run_options.QUIET,
            retry_failed: bool = typer.Option(False, "--retry-failed", help="Run the loads "
                                              "stored as failed again too (their records are "
                                              "kept in the store).")) -> None:

@@ -23,6 +23,7 @@ from p4netem.cli.signals import run_recording
 from ..harness.plan import PRESETS, Plan, matrix
 from ..harness.protocols import protocol as protocol_of
 from ..mininet.topology import TopologyError, load_topology
+from . import run_options
 from .lab_cmd import parse_params, split_profile
 
 console = Console()
@@ -85,17 +86,12 @@ def measure(
     silence: float = typer.Option(10.0, "--silence", help="Seconds of silence that end a load."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds before a load is abandoned."),
     out: Path = typer.Option(None, "--out", help="Result directory (default results/NAME-TIME)."),
-    keep_pcaps: bool = typer.Option(False, "--keep-pcaps", help="Keep each load's capture."),
-    target: str = typer.Option("p4netem", "--target", help="p4netem or bmv2."),
-    quiet: bool = typer.Option(False, "--quiet", help="No line per load."),
-    baseline: Path = typer.Option(None, "--baseline", metavar="DIR", help="Compare the run's "
-                                  "medians with DIR/baseline.json: exit 1 and a table when one is "
-                                  "worse by more than its tolerance."),
-    save_baseline: bool = typer.Option(False, "--save-baseline", help="Store the run's medians "
-                                       "as --baseline DIR instead of comparing."),
-    tolerance: list[str] = typer.Option([], "--tolerance", metavar="COLUMN=PCT", help="Tolerance "
-                                        "of the medians named (fnmatch), e.g. plt_ms_median=15 "
-                                        "(default 10). Repeatable."),
+    keep_pcaps: bool = run_options.KEEP_PCAPS,
+    target: str = run_options.TARGET,
+    quiet: bool = run_options.QUIET,
+    baseline: Path = run_options.BASELINE,
+    save_baseline: bool = run_options.SAVE_BASELINE,
+    tolerance: list[str] = run_options.TOLERANCE,
 ) -> None:
     """Load a page under a matrix of conditions in a Mininet lab; table, CSV/JSON and plot."""
     try:

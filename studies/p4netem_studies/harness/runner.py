@@ -24,7 +24,7 @@ from ..mininet.topology import load_topology
 from ..web.capture import Capture, read_pcap
 from ..web.load import run_loader
 from .endpoints import Endpoints, SiteContent
-from .metrics import WireMetrics, wire_metrics
+from .metrics import WireMetrics, silence_understates, wire_metrics
 from .plan import Condition, Plan, resolve_profile
 from .protocols import APACHE_PLAIN, protocol
 from .provenance import command_line, loadavg, run_context
@@ -309,6 +309,8 @@ class PageloadLab:
         if not self.keep_pcaps:
             pcap.unlink(missing_ok=True)
         errors += [str(e) for e in report.get("errors", [])][:20]
+        if report.get("ok") and (cut := silence_understates(wire, report.get("elapsed_ms"), plan.silence_s)):
+            errors.append(cut)
         if not report.get("ok"):
             # Why a server closed a connection is only in its own log (e.g. nginx's send_timeout
             # on a link slower than its timers): keep what it said during this load.

@@ -23,6 +23,10 @@ class SpdyConfig:
     tls: bool = True
     protocols: tuple[str, ...] = ("spdy/3.1", "http/1.1")
     address: str = "0.0.0.0"
+    # Nagle off, as node-spdy sets it (docs/labs.md "Nagle, corking and output buffering");
+    # False turns it back on for plain connections, to put a stall back on purpose (the RTT
+    # audit's lab tests).
+    tcp_nodelay: bool = True
 
 
 class SpdyServer(ServerProcess):
@@ -55,6 +59,7 @@ class SpdyServer(ServerProcess):
             "address": self.config.address,
             "protocols": list(self.config.protocols),
             "log": str(self.log),
+            "nodelay": self.config.tcp_nodelay,
             "tls": ({"cert": str(self.cert.cert), "key": str(self.cert.key)}
                     if self.config.tls and self.cert else None),
         }))
