@@ -323,8 +323,12 @@ impl DataPlane {
             if work > 0 || backlog {
                 last_work = now;
                 self.health.busy_turn(monotonic_ns().saturating_sub(turn_start));
-                self.health.held_packets.store(self.wheel.len() as u64, Ordering::Relaxed);
-                self.health.free_buffers.store(self.pool.available() as u64, Ordering::Relaxed);
+                // Every packet the switch holds is in a pool buffer, wherever it waits: the delay
+                // line (rate, delay, slot and trace release times), a cell's bearer queues, a
+                // port's TX backlog. So the buffers in use are the held packets, all queues counted.
+                let free = self.pool.available();
+                self.health.held_packets.store((self.pool.capacity() - free) as u64, Ordering::Relaxed);
+                self.health.free_buffers.store(free as u64, Ordering::Relaxed);
                 continue;
             }
             let now = monotonic_ns();

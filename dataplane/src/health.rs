@@ -51,7 +51,8 @@ pub struct Health {
     pub dataplane_busy_ns: AtomicU64,
     /// Loop turns that had work.
     pub dataplane_busy_turns: AtomicU64,
-    /// Packets waiting in the delay line (the timer wheel) at the last turn.
+    /// Packets the switch holds at the last turn: in the delay line, bearer queues and TX backlogs
+    /// (the packet buffers in use).
     pub held_packets: AtomicU64,
     /// How long before a deadline the loop stops sleeping and spins (wait.rs), last value.
     pub wake_margin_ns: AtomicU64,

@@ -35,7 +35,8 @@ impl Collector for HealthCollector {
                 h.dataplane_busy_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
         counter(&mut encoder, "p4netem_switch_dataplane_busy_turns", "Data-plane loop turns that had work",
                 h.dataplane_busy_turns.load(Ordering::Relaxed) as f64)?;
-        gauge(&mut encoder, "p4netem_switch_held_packets", "Packets in the delay line now",
+        gauge(&mut encoder, "p4netem_switch_held_packets",
+              "Packets the switch holds now: delay line (rate, delay, slot, trace), bearer queues, TX backlogs",
               h.held_packets.load(Ordering::Relaxed) as f64)?;
         gauge(&mut encoder, "p4netem_switch_wake_margin_seconds",
               "How long before its next release the data-plane loop stops sleeping and spins (learnt from its wake-ups' lateness)",

@@ -5,6 +5,7 @@ it on /metrics and summarizes it on /api/health."""
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.request
 
@@ -14,6 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families as prometheu
 
 from p4netem.control import Controller
 from p4netem.lab import TwoHostLab
+from p4netem.lab.probe import ProbeResult, run_probe
+from p4netem.profiles import Profile
 from p4netem.lab.free import free_tcp_port
 
 from webserver import WebServer
@@ -95,3 +98,28 @@ def test_health_without_switch_metrics_says_how(lab, tmp_path):
         assert status == 404 and "--metrics-addr" in body["error"] and "--switch-metrics" in body["error"]
     finally:
         web.stop()
+
+
+def test_held_packets_counts_the_bearer_queues(health_lab):
+    """`p4netem_switch_held_packets` counts every packet the switch holds, not only the delay line's:
+    a 2 Mbit/s cell with bearer queues (docs/pipeline-contract.md stage 6a) keeps a 3 Mbit/s download
+    waiting in its UE's bearer (limit 100), where only the frame on the link is in the delay line.
+    Counting the delay line alone gave 0-2 here; all of it gives the bearer's backlog. Once the
+    download has drained, nothing is held."""
+    lab, url = health_lab
+    lab.apply_profile(Profile.parse({"name": "cell", "downlink": {"rate": "2Mbit", "queue": 100, "bearers": "drr"}}))
+    done: list[ProbeResult] = []
+    download = threading.Thread(target=lambda: done.append(run_probe(
+        lab.h2.ns, lab.h1.ns, lab.h1.ip, count=1000, rate=250, size=1472, port=9311, idle=2.0)))
+    download.start()
+    try:
+        # After 2.5 s of 1.5x overload the bearer is full (its 100 frames last 0.6 s at 2 Mbit/s).
+        time.sleep(2.5)
+        during = _get(_scrape(url), "p4netem_switch_held_packets")
+    finally:
+        download.join()
+    assert done and done[0].lost > 0, "the download never filled its bearer"
+    assert during >= 50, f"held_packets {during} while the bearer held a full queue (limit 100)"
+    assert during <= 100 + 2, f"held_packets {during}: more than the bearer and the link can hold"
+    after = _get(_scrape(url), "p4netem_switch_held_packets")
+    assert after == 0, f"held_packets {after} after the download drained"

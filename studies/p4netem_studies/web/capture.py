@@ -9,6 +9,7 @@ IPv6, TCP.
 from __future__ import annotations
 
 import ipaddress
+import re
 import struct
 import time
 from dataclasses import dataclass
@@ -78,6 +79,15 @@ class Capture:
             time.sleep(0.02)
         self.proc.stop()
 
+    @property
+    def dropped_by_kernel(self) -> int | None:
+        """Packets the kernel dropped before tcpdump read them, from the summary tcpdump prints
+        when it stops (None before that): a capture with drops undercounts the load's packets and
+        may miss its last ones. libpcap sizes each ring frame for the snapshot length, so `-i any`
+        with the full 262144 bytes holds only ~8 packets in its 2 MB ring and drops under a burst."""
+        m = re.search(r"(\d+) packets? dropped by kernel", self.proc.log_text())
+        return int(m.group(1)) if m else None
+
     def segments(self) -> list[Segment]:
         return read_pcap(self.path)
 
@@ -86,6 +96,9 @@ class Capture:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+LINKTYPES = {1: "Ethernet (1)", 113: "Linux cooked SLL (113)", 276: "Linux cooked SLL2 (276)"}
 
 
 def read_pcap(path: str | Path) -> list[Segment]:
@@ -101,6 +114,9 @@ def read_pcap(path: str | Path) -> list[Segment]:
         raise ValueError(f"{path}: not a pcap file")
     nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
     linktype = struct.unpack(endian + "I", data[20:24])[0]
+    if linktype not in LINKTYPES:
+        # Silently decoding nothing would make every load of the capture look empty.
+        raise ValueError(f"{path}: link type {linktype} is not read (only {', '.join(LINKTYPES.values())})")
     out: list[Segment] = []
     off = 24
     while off + 16 <= len(data):
@@ -124,10 +140,15 @@ def _decode(pkt: bytes, linktype: int, ts: float, wire_len: int) -> Segment | No
             etype = struct.unpack("!H", pkt[16:18])[0]
             off = 18
     elif linktype == 113:      # Linux cooked (any interface)
+        if len(pkt) < 16:
+            return None
         etype = struct.unpack("!H", pkt[14:16])[0]
         off = 16
-    else:
-        return None
+    else:                      # 276, Linux cooked v2 (tcpdump -i any on newer libpcap)
+        if len(pkt) < 20:
+            return None
+        etype = struct.unpack("!H", pkt[0:2])[0]
+        off = 20
     if etype == 0x0800:
         ihl = (pkt[off] & 0x0F) * 4
         total = struct.unpack("!H", pkt[off + 2: off + 4])[0]
