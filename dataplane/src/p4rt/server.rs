@@ -406,6 +406,9 @@ pub async fn serve(
     serve_on(listener, control, cfg, shutdown).await
 }
 
+/// How long a stopping server lets open RPCs finish before it closes their connections.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Run the P4Runtime server on a listener from [`bind`] until `shutdown` completes.
 pub async fn serve_on(
     listener: std::net::TcpListener,
@@ -439,7 +442,29 @@ pub async fn serve_on(
     }
     tracing::info!(addr = %cfg.addr, device_id = cfg.device_id, transport = cfg.transport.describe(),
                    max_message_bytes = limit, "P4Runtime server listening");
-    let result = builder.add_service(service).serve_with_incoming_shutdown(incoming, shutdown).await;
+    // Graceful shutdown waits for every open stream to end, and a controller's StreamChannel
+    // (held for mastership as long as it runs) never does: a switch stopped under a connected
+    // controller hung until the client went away. Unary RPCs in flight get SHUTDOWN_GRACE to
+    // finish; then the server is dropped, closing the remaining connections.
+    let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        let _ = fired_tx.send(());
+    };
+    let serve = builder.add_service(service).serve_with_incoming_shutdown(incoming, signal);
+    tokio::pin!(serve);
+    let result = tokio::select! {
+        r = &mut serve => r,
+        Ok(()) = fired_rx => {
+            tokio::select! {
+                r = &mut serve => r,
+                _ = tokio::time::sleep(SHUTDOWN_GRACE) => {
+                    tracing::info!(grace = ?SHUTDOWN_GRACE, "P4Runtime streams still open at shutdown: closing them");
+                    Ok(())
+                }
+            }
+        }
+    };
     packet_ins.abort();
     digests.abort();
     result.map_err(|e| anyhow::anyhow!("P4Runtime server on {}: {e}", cfg.addr))
