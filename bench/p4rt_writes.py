@@ -32,7 +32,7 @@ import subprocess
 import time
 
 import numpy as np
-from p4netem.control.timeline import _GrpcThreadsRealtime, _Realtime
+from p4netem.control.realtime import GrpcThreadsRealtime, Realtime
 from p4netem.paths import switch_binary
 
 BATCH = 500
@@ -92,7 +92,7 @@ def measure_python(ctl, capacity: int) -> dict:
         ctl.insert_classifier_batch([entry(i) for i in range(start, min(start + BATCH, ENTRIES_PYTHON + fill))])
     inserted = ENTRIES_PYTHON + fill
     try:
-        with _GrpcThreadsRealtime(RT_PRIORITY), _Realtime(RT_PRIORITY):
+        with GrpcThreadsRealtime(RT_PRIORITY), Realtime(RT_PRIORITY):
             rtts = _modify_rtts(ctl, ENTRIES_PYTHON // 2)
     finally:
         t2 = time.perf_counter()

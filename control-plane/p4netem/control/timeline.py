@@ -39,7 +39,6 @@ it records, per change, how late the switch acknowledged it.
 from __future__ import annotations
 
 import gc
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +54,7 @@ from ..profiles.fields import annotate, duration, one_line
 from ..profiles.units import Duration, quote
 from ..profiles.yaml_files import _parse_yaml
 from ..safe_yaml import YamlInputError, read_text
+from .realtime import GrpcThreadsRealtime, Realtime
 from .rules import Rule
 
 __all__ = ["Step", "Timeline", "TimelineError", "Event", "EventResult", "TimelineResult", "TimelinePlayer",
@@ -471,77 +471,6 @@ class TimelineResult:
         return max(self.errors_ms, default=0.0)
 
 
-class _Realtime:
-    """Run the calling thread SCHED_FIFO while inside (root only; otherwise a no-op): the wait for
-    a step's time and its one Write then do not queue behind other runnable processes, which on a
-    busy machine costs milliseconds. Only the short, time-critical part runs like this (a sleep
-    followed by one RPC); preparing the next change runs at normal priority."""
-
-    def __init__(self, priority: int) -> None:
-        self.priority = priority
-        self._saved: tuple[int, os.sched_param] | None = None
-
-    def __enter__(self) -> "_Realtime":
-        if self.priority <= 0:
-            return self
-        try:
-            saved = (os.sched_getscheduler(0), os.sched_getparam(0))
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))
-            self._saved = saved
-        except (PermissionError, OSError, AttributeError):
-            self._saved = None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._saved is not None:
-            policy, param = self._saved
-            os.sched_setscheduler(0, policy, param)
-            self._saved = None
-
-
-# grpcio (C-core) does a call's socket I/O on its own event-engine threads, not on the calling
-# thread: under CPU contention they add up to ~10 ms to a Write unless they run real-time too
-# (measured: flip Write p99 10 ms -> 0.9 ms with three CPU hogs on this 2-core machine).
-_GRPC_THREAD_NAMES = ("event_engine", "grpc_global_tim")
-
-
-class _GrpcThreadsRealtime:
-    """SCHED_FIFO for this process's gRPC I/O threads while inside (root only; no-op otherwise).
-    They sleep unless there is gRPC traffic, so this costs nothing between steps."""
-
-    def __init__(self, priority: int) -> None:
-        self.priority = priority
-        self._saved: list[tuple[int, int, os.sched_param]] = []
-
-    def __enter__(self) -> "_GrpcThreadsRealtime":
-        if self.priority <= 0:
-            return self
-        try:
-            tasks = os.listdir("/proc/self/task")
-        except OSError:
-            return self
-        for task in tasks:
-            try:
-                with open(f"/proc/self/task/{task}/comm") as f:
-                    if f.read().strip() not in _GRPC_THREAD_NAMES:
-                        continue
-                tid = int(task)
-                saved = (tid, os.sched_getscheduler(tid), os.sched_getparam(tid))
-                os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(self.priority))
-                self._saved.append(saved)
-            except (OSError, ValueError):
-                continue  # a thread that ended, or no permission: leave it
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for tid, policy, param in self._saved:
-            try:
-                os.sched_setscheduler(tid, policy, param)
-            except OSError:
-                pass
-        self._saved = []
-
-
 def sleep_until(deadline_ns: int) -> None:
     """Sleep until CLOCK_MONOTONIC reaches deadline_ns. No spinning: a spinning real-time thread
     would take a CPU from the traffic under test right at every change. A sleep overshoots by the
@@ -609,7 +538,7 @@ class TimelinePlayer:
         gc.disable()  # a collection in the middle of a step would cost milliseconds (see below)
         start = time.monotonic_ns() + self.lead_ns
         result = TimelineResult(self.timeline, start, time.time_ns() + self.lead_ns)
-        grpc_threads = _GrpcThreadsRealtime(self.rt_priority).__enter__()
+        grpc_threads = GrpcThreadsRealtime(self.rt_priority).__enter__()
         try:
             for event in events:
                 # Normal priority: preparing (a Read and write A) is not time-critical as long as
@@ -623,7 +552,7 @@ class TimelinePlayer:
                 if self._stopped_before(scheduled - 5_000_000):
                     result.interrupted = True
                     return result
-                with _Realtime(self.rt_priority):
+                with Realtime(self.rt_priority):
                     sleep_until(scheduled)
                     wall = time.time_ns()
                     prepared.commit()
