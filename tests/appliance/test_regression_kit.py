@@ -25,16 +25,11 @@ def test_the_doc_shows_the_example_as_it_is():
     assert EXAMPLE.read_text().strip() in doc
 
 
-_runs = 0
-
-
 def _pytest(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
     # The inner session gets its own --basetemp: without one, pytest chmods /tmp/pytest-of-root
     # back to 0700 when it starts, and a lab fixture of this session that serves content from
     # there as www-data (Apache) answers 403 from then on.
-    global _runs
-    _runs += 1
-    basetemp = Path(tempfile.gettempdir()) / f"p4netem-inner-pytest-{os.getpid()}-{_runs}"
+    basetemp = Path(tempfile.mkdtemp(prefix="p4netem-inner-pytest-"))
     try:
         return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                                f"--basetemp={basetemp}", str(EXAMPLE.parent), *args],

@@ -303,8 +303,8 @@ class PageloadLab:
             report = {"ok": False, "errors": [str(exc)]}
         finally:
             cap.stop()
-        if cap.dropped_by_kernel:
-            errors.append(f"the capture lost {cap.dropped_by_kernel} packets (dropped by the kernel "
+        if dropped := cap.dropped_by_kernel:
+            errors.append(f"the capture lost {dropped} packets (dropped by the kernel "
                           "before tcpdump read them): its figures would undercount the load")
         seen = radio_log.end()
         wire = wire_metrics(read_pcap(pcap), lab.ip(client), plan.silence_s,
