@@ -13,6 +13,7 @@ pub const BPF_MAP_CREATE: libc::c_long = 0;
 pub const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 pub const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 pub const BPF_PROG_LOAD: libc::c_long = 5;
+#[cfg(test)]
 pub const BPF_PROG_TEST_RUN: libc::c_long = 10;
 pub const BPF_LINK_CREATE: libc::c_long = 28;
 
@@ -206,6 +207,7 @@ pub fn link_xdp_generic(prog: &OwnedFd, ifindex: i32) -> io::Result<OwnedFd> {
 
 /// Runs `prog` once on `frame` with an `xdp_md` whose ingress is `ifindex` (BPF_PROG_TEST_RUN):
 /// the program's return value. A redirect is returned, not carried out.
+#[cfg(test)]
 pub fn test_run_xdp(prog: &OwnedFd, frame: &[u8], ifindex: u32) -> io::Result<u32> {
     // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex.
     let ctx: [u32; 6] = [0, frame.len() as u32, 0, ifindex, 0, 0];
