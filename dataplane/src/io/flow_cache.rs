@@ -141,6 +141,12 @@ pub struct FastCounts {
     pds: usize,
 }
 
+impl std::fmt::Debug for FastCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastCounts").field("pds", &self.pds).field("total", &self.total()).finish()
+    }
+}
+
 impl FastCounts {
     /// (bytes, packets) the fast path forwarded for `pd`.
     #[inline]
