@@ -144,6 +144,8 @@ pub struct DataPlane {
     lateness: Lateness,
     /// The kernel fast path, when it is on: unimpaired flows are installed into it.
     fast: Option<FlowCache>,
+    /// Per port: this turn's receive emptied its ring.
+    rx_drained: Vec<bool>,
 }
 
 pub fn monotonic_ns() -> u64 {
@@ -314,6 +316,7 @@ impl DataPlane {
             lateness: Lateness::default(),
             lateness_at_release: Lateness::default(),
             fast: fast.ok(),
+            rx_drained: vec![false; cfg.ports.len()],
         })
     }
 
@@ -360,7 +363,10 @@ impl DataPlane {
             self.sync_control(&snap);
             let mut work = 0;
             for pi in 0..self.ports.len() {
-                work += self.rx_port(pi, &snap, &mut scratch);
+                let n = self.rx_port(pi, &snap, &mut scratch);
+                // A full batch may have left frames in the ring (fast-path installs wait for it).
+                self.rx_drained[pi] = n < RX_BATCH;
+                work += n;
             }
             work += self.packet_outs();
             let now = monotonic_ns();
@@ -403,10 +409,13 @@ impl DataPlane {
                 }
             }
             if let Some(fc) = self.fast.as_mut().filter(|f| f.has_pending()) {
-                // After the turn's transmit, and only towards a port with no backlog: a frame the
-                // kernel forwards from now on cannot overtake one of the same flow this loop sent.
-                let ports = &self.ports;
-                fc.commit(|out| ports[out as usize].backlog.is_empty());
+                // After the turn's transmit, only towards a port with no backlog and from a port
+                // whose RX ring this turn emptied: a frame the kernel forwards from now on cannot
+                // overtake one of the same flow this loop sent or has yet to take from the ring
+                // (but for frames that arrive in the microseconds between the last read and the
+                // map update).
+                let (ports, drained) = (&self.ports, &self.rx_drained);
+                fc.commit(|inp, out| drained[inp as usize] && ports[out as usize].backlog.is_empty());
                 self.health.fast_installs.store(fc.installs, Ordering::Relaxed);
             }
             if self.first_due_ns != 0 {
@@ -491,6 +500,11 @@ impl DataPlane {
                                max_us = l.max_us(), "release lateness, {when} (first wheel release of each turn)");
             }
         }
+        if let Some(fc) = &self.fast {
+            let (bytes, packets) = fc.counts().total();
+            tracing::info!(installs = fc.installs, install_errors = fc.install_errors, packets, bytes,
+                           "fast path: entries installed and packets forwarded in the kernel");
+        }
         if !self.wheel.is_empty() {
             tracing::info!(held = self.wheel.len(), "packets still in the delay line at shutdown were not sent");
         }
@@ -572,7 +586,15 @@ impl DataPlane {
             let arrival = if stamp > 0 && (stamp as u64) <= now && now - (stamp as u64) < MAX_SLEEP_NS {
                 stamp as u64
             } else {
-                now
+                // `now` was read before this batch: a frame that arrived since (the thread can be
+                // interrupted for a millisecond and more by softirq work on its CPU) has a stamp
+                // after it, and `now` would be early. A fresh read is never earlier than the frame.
+                let fresh = monotonic_ns();
+                if stamp > 0 && (stamp as u64) <= fresh && fresh - (stamp as u64) < MAX_SLEEP_NS {
+                    stamp as u64
+                } else {
+                    fresh
+                }
             };
             self.process(snap, number, frame, truncated, arrival);
             self.ports[pi].io.rx_release();
@@ -661,7 +683,7 @@ impl DataPlane {
         let Some(key) = key_of(inp.io.ifindex() as u32, frame) else { return };
         let out_ifindex = outp.io.ifindex();
         if let Some(fc) = &mut self.fast {
-            fc.offer(key, snap.epoch, pd, max_len as u32, out_ifindex, out, now);
+            fc.offer(key, snap.epoch, pd, max_len as u32, out_ifindex, (pi, out), now);
         }
     }
 
