@@ -41,6 +41,8 @@ const PACKET_OUT_BATCH: usize = 64;
 const LEARN_WINDOW_NS: u64 = 100_000_000;
 /// How often each port's MTU is read again (an `ip link set mtu` takes effect within this).
 const MTU_REFRESH_NS: u64 = 1_000_000_000;
+/// How often the wall-to-monotonic offset for RX timestamps is read again (9 vDSO clock reads).
+const WALL_OFFSET_REFRESH_NS: u64 = 10_000_000;
 /// Ethernet header bytes on top of the MTU (the kernel's dev->hard_header_len).
 const ETH_HEADER: usize = 14;
 const NO_PORT: u16 = u16::MAX;
@@ -143,6 +145,30 @@ pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// CLOCK_REALTIME - CLOCK_MONOTONIC now, for turning the kernel's wall-clock RX timestamps into
+/// the loop's monotonic time.
+///
+/// Read as (monotonic, wall, monotonic) three times, keeping the tightest bracket, and taken as
+/// wall minus the *second* monotonic read: a preemption between the reads can then only make the
+/// offset smaller than the truth, which makes arrival times later, never earlier. A packet must never
+/// leave before its sender's time plus the delay; one that leaves a few microseconds late is what
+/// a loop turn costs anyway. (Reading monotonic first and wall much later, as the loop once did at
+/// start, after allocating the buffer pool, made every arrival of the first ~100 ms early by the
+/// pool's allocation time.)
+pub fn wall_offset_ns() -> i64 {
+    let mut best = (u64::MAX, 0i64);
+    for _ in 0..3 {
+        let before = clock_ns(libc::CLOCK_MONOTONIC);
+        let wall = clock_ns(libc::CLOCK_REALTIME);
+        let after = clock_ns(libc::CLOCK_MONOTONIC);
+        let width = after.saturating_sub(before);
+        if width < best.0 {
+            best = (width, wall as i64 - after as i64);
+        }
+    }
+    best.1
+}
+
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a valid timespec to write.
@@ -232,7 +258,7 @@ impl DataPlane {
             learn: LearnFilter::new(LEARN_WINDOW_NS),
             cpu_port: cfg.cpu_port,
             shutdown,
-            wall_offset_ns: clock_ns(libc::CLOCK_REALTIME) as i64 - now as i64,
+            wall_offset_ns: wall_offset_ns(),
             busy_poll_ns: cfg.busy_poll_ns,
             wake_margin_ns: cfg.wake_margin_ns,
             rt_priority: cfg.rt_priority,
@@ -276,6 +302,7 @@ impl DataPlane {
         let mut scratch = vec![0u8; FRAME_SIZE + 8];
         let mut last_flush = monotonic_ns();
         let mut last_mtu = last_flush;
+        let mut last_offset = last_flush;
         let mut last_work = 0u64;
         // How long before a deadline the sleep ends (wait.rs): learnt from the wake-ups' lateness.
         let mut margin = self.wake_margin_ns.map_or_else(WakeMargin::default, WakeMargin::fixed);
@@ -290,6 +317,12 @@ impl DataPlane {
             }
             work += self.packet_outs();
             let now = monotonic_ns();
+            if now.saturating_sub(last_offset) >= WALL_OFFSET_REFRESH_NS {
+                // Follow steps of the wall clock (RX timestamps are wall-clock; a VM's clock can be
+                // set by its host): busy or idle, so a step is followed within this period.
+                last_offset = now;
+                self.wall_offset_ns = wall_offset_ns();
+            }
             if now.saturating_sub(last_mtu) >= MTU_REFRESH_NS {
                 last_mtu = now;
                 self.ports.iter_mut().for_each(Port::refresh_mtu);
@@ -339,8 +372,6 @@ impl DataPlane {
             if now.saturating_sub(last_flush) > MAX_SLEEP_NS {
                 self.flush_pcaps();
                 last_flush = now;
-                // Follow NTP slewing of the wall clock (RX timestamps are wall-clock).
-                self.wall_offset_ns = clock_ns(libc::CLOCK_REALTIME) as i64 - monotonic_ns() as i64;
             }
             let deadline = match (self.wheel.next_deadline_ns(), self.stages.next_event(&self.link.registers)) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -788,5 +819,26 @@ impl DataPlane {
             }
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wall_offset_errs_only_toward_later_arrivals() {
+        for _ in 0..1000 {
+            // Monotonic read first, wall clock after: at least the true offset.
+            let m = monotonic_ns();
+            let upper = clock_ns(libc::CLOCK_REALTIME) as i64 - m as i64;
+            let offset = wall_offset_ns();
+            // Wall clock read first, monotonic after: at most the true offset.
+            let w = clock_ns(libc::CLOCK_REALTIME);
+            let lower = w as i64 - monotonic_ns() as i64;
+            // No step of the wall clock is expected during the test; allow a preempted read.
+            assert!(offset <= upper + 1_000_000, "offset {offset} above {upper}");
+            assert!(offset >= lower - 1_000_000, "offset {offset} below {lower}");
+        }
     }
 }

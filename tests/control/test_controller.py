@@ -132,8 +132,14 @@ def _labels(result: ProbeResult, short_ns: int, long_ns: int) -> dict[int, str]:
     delay must then be that profile's. Measurement noise (a sender descheduled between its
     timestamp and its send) can only add delay, so the checks are one-sided where noise could
     strike: a b packet never arrives before the long delay (a copy that did got a's delay), an a
-    packet arrives before it (one that did not got b's delay, or 55 ms of noise)."""
+    packet arrives before it (one that did not got b's delay, or 55 ms of noise).
+
+    Delays are wall-clock differences (the receiver's kernel timestamp against the sender's): a
+    step of the wall clock during the probe (an NTP client, a VM's host setting its guest's time)
+    moves the delays that span it by the step, which the probe measures and the bounds allow."""
     copies: dict[int, list[int]] = defaultdict(list)
+    step = result.wall_clock_step_ns
+    slack = 0.2 * MS + step
     for seq, delay in zip(result.seq, result.delays_ns):
         copies[seq].append(delay)
     assert result.lost == 0, f"{result.lost} probes lost"
@@ -142,11 +148,11 @@ def _labels(result: ProbeResult, short_ns: int, long_ns: int) -> dict[int, str]:
         assert len(delays) in (1, 2), f"seq {seq}: {len(delays)} copies"
         kind = "b" if len(delays) == 2 else "a"
         if kind == "b":
-            assert all(d >= long_ns - 0.2 * MS for d in delays), \
-                f"seq {seq}: duplicated (profile b) but delays {[ms(d) for d in delays]}"
+            assert all(d >= long_ns - slack for d in delays), \
+                f"seq {seq}: duplicated (profile b) but delays {[ms(d) for d in delays]} (wall clock step {ms(step)})"
         else:
-            assert short_ns - 0.2 * MS <= delays[0] < long_ns - 0.2 * MS, \
-                f"seq {seq}: not duplicated (profile a) but delay {ms(delays[0])}"
+            assert short_ns - slack <= delays[0] < long_ns - 0.2 * MS, \
+                f"seq {seq}: not duplicated (profile a) but delay {ms(delays[0])} (wall clock step {ms(step)})"
         labels[seq] = kind
     return labels
 

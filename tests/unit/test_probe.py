@@ -25,7 +25,12 @@ def test_send_and_receive_over_loopback() -> None:
     # Paced: 300 datagrams at 3000/s take about 0.1 s.
     assert 0.08e9 <= sent["end_ns"] - sent["start_ns"] <= 1e9
     result = ProbeResult(sent=300, size=100, seq=data["seq"], tx_ns=data["tx_ns"], rx_ns=data["rx_ns"],
-                         flips=data["flips"], sizes=data["size"], sports=data["sport"], bad_header=data["bad_header"])
+                         flips=data["flips"], sizes=data["size"], sports=data["sport"], bad_header=data["bad_header"],
+                         sender=sent, wall_offsets_ns=data["wall_offsets_ns"])
+    # Both ends record the wall clock's offset at start and end; nothing steps it on this machine
+    # during a test (a few microseconds of read noise at most).
+    assert len(result.wall_offsets_ns) == 2 and len(sent["wall_offsets_ns"]) == 2
+    assert result.wall_clock_step_ns < 1_000_000
     assert result.lost == 0 and result.duplicates == 0 and result.reordered == 0 and result.corrupted == 0
     # Kernel receive timestamps come after the send timestamps, by little on loopback.
     assert all(0 < d < 50_000_000 for d in result.delays_ns)
@@ -57,3 +62,10 @@ def test_corruption_detection() -> None:
 def test_datagram_layout() -> None:
     d = make_datagram(5, 123, filler(10))
     assert len(d) == HEADER_LEN + 10 and d[:4] == b"P4NP"
+
+
+def test_wall_clock_step_is_the_spread_of_both_ends_offsets() -> None:
+    r = synthetic([0, 1], sent=2, sender={"wall_offsets_ns": [1_000_000, 1_000_400]},
+                  wall_offsets_ns=[1_000_100, 999_800])
+    assert r.wall_clock_step_ns == 600
+    assert synthetic([0], sent=1).wall_clock_step_ns == 0  # an old result without offsets

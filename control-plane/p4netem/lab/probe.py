@@ -48,6 +48,19 @@ def filler(length: int) -> bytes:
     return bytes((i * 31 + 7) & 0xFF for i in range(length))
 
 
+def wall_offset_ns() -> int:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest of three bracketed reads. Sender and
+    receiver record it when they start and stop: a difference says the wall clock (which both
+    timestamps use) was stepped during the probe, so its delays are off by that much."""
+    best = (1 << 62, 0)
+    for _ in range(3):
+        before = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        wall = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        after = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        best = min(best, (after - before, wall - (before + after) // 2))
+    return best[1]
+
+
 def make_datagram(seq: int, tx_ns: int, pad: bytes) -> bytes:
     head = HEADER.pack(MAGIC, seq, tx_ns)
     return head + struct.pack("!I", zlib.crc32(head)) + pad
@@ -74,6 +87,7 @@ def send(dst: str, port: int, count: int, rate: float, size: int, at: list[float
         count = len(at)
     interval = 1.0 / rate if rate > 0 else 0.0
     errors = 0
+    offsets = [wall_offset_ns()]
     start = time.perf_counter()
     start_ns = time.time_ns()
     for seq in range(count):
@@ -100,7 +114,9 @@ def send(dst: str, port: int, count: int, rate: float, size: int, at: list[float
                 errors += 1
                 time.sleep(0.0002)
     end_ns = time.time_ns()
-    return {"sent": count, "size": size, "start_ns": start_ns, "end_ns": end_ns, "send_retries": errors}
+    offsets.append(wall_offset_ns())
+    return {"sent": count, "size": size, "start_ns": start_ns, "end_ns": end_ns, "send_retries": errors,
+            "wall_offsets_ns": offsets}
 
 
 # ---- receiver -------------------------------------------------------------------------------------
@@ -115,6 +131,7 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind((bind, port))
+    offsets = [wall_offset_ns()]
     print("ready", file=sys.stderr, flush=True)
     seqs: list[int] = []
     tx: list[int] = []
@@ -169,8 +186,9 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
         flips.append(nflips)
         sizes.append(len(data))
         sports.append(source[1])
+    offsets.append(wall_offset_ns())
     return {"seq": seqs, "tx_ns": tx, "rx_ns": rx, "flips": flips, "size": sizes, "sport": sports,
-            "bad_header": bad_header}
+            "bad_header": bad_header, "wall_offsets_ns": offsets}
 
 
 # ---- results --------------------------------------------------------------------------------------
@@ -190,6 +208,16 @@ class ProbeResult:
     sports: list[int]
     bad_header: int
     sender: dict = field(default_factory=dict)
+    #: CLOCK_REALTIME - CLOCK_MONOTONIC as sender and receiver saw it at their start and end.
+    wall_offsets_ns: list[int] = field(default_factory=list)
+
+    @property
+    def wall_clock_step_ns(self) -> int:
+        """How far the wall clock moved against the monotonic one during the probe (a step set by
+        an NTP client or a VM's host): every delay that spans the step is off by this much. Noise
+        of a few microseconds from the bracketed reads."""
+        offsets = self.wall_offsets_ns + self.sender.get("wall_offsets_ns", [])
+        return max(offsets) - min(offsets) if offsets else 0
 
     @property
     def received(self) -> int:
@@ -310,6 +338,7 @@ def run_probe(
     return ProbeResult(
         sent=sent["sent"], size=size, seq=data["seq"], tx_ns=data["tx_ns"], rx_ns=data["rx_ns"],
         flips=data["flips"], sizes=data["size"], sports=data["sport"], bad_header=data["bad_header"], sender=sent,
+        wall_offsets_ns=data.get("wall_offsets_ns", []),
     )
 
 

@@ -9,6 +9,8 @@ pub mod pcap;
 mod sys;
 pub mod wake;
 mod xdp_prog;
+mod bpf;
+pub mod flow_cache;
 
 pub use afpacket::{AfPacket, RingConfig, RxFrame};
 pub use port::{IoMode, PortIo};

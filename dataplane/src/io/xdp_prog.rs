@@ -17,38 +17,10 @@
 //! owned by a file descriptor: when the switch exits, however it exits, the kernel detaches the
 //! program (no stale XDP program left on an interface).
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
-const BPF_MAP_CREATE: libc::c_long = 0;
-const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-const BPF_PROG_LOAD: libc::c_long = 5;
-const BPF_LINK_CREATE: libc::c_long = 28;
-const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_XDP: u32 = 37;
-const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+use super::bpf::*;
 
-// Helper function ids (include/uapi/linux/bpf.h, __BPF_FUNC_MAPPER order).
-const FN_KTIME_GET_NS: i32 = 5;
-const FN_REDIRECT_MAP: i32 = 51;
-const FN_XDP_ADJUST_META: i32 = 54;
-const XDP_PASS: i32 = 2;
-
-/// One eBPF instruction: opcode, dst/src registers, offset, immediate.
-const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
-    code as u64 | ((dst as u64 | (src as u64) << 4) << 8) | ((off as u16 as u64) << 16) | ((imm as u32 as u64) << 32)
-}
-const MOV64_X: u8 = 0xbf;
-const MOV64_K: u8 = 0xb7;
-const ADD64_K: u8 = 0x07;
-const CALL: u8 = 0x85;
-const EXIT: u8 = 0x95;
-const JNE_K: u8 = 0x55;
-const JGT_X: u8 = 0x2d;
-const LDX_W: u8 = 0x61;
-const STX_DW: u8 = 0x7b;
-const LD_DW_IMM: u8 = 0x18;
-const PSEUDO_MAP_FD: u8 = 1;
 // struct xdp_md offsets
 const MD_DATA: i16 = 0;
 const MD_DATA_META: i16 = 8;
@@ -79,39 +51,6 @@ fn program(map_fd: i32) -> [u64; 19] {
     ]
 }
 
-/// `union bpf_attr`, large enough for every command used here (the kernel zero-checks the tail).
-#[repr(C, align(8))]
-struct Attr([u8; 128]);
-
-impl Attr {
-    fn new() -> Attr {
-        Attr([0; 128])
-    }
-    fn u32_at(&mut self, off: usize, v: u32) -> &mut Attr {
-        self.0[off..off + 4].copy_from_slice(&v.to_ne_bytes());
-        self
-    }
-    fn u64_at(&mut self, off: usize, v: u64) -> &mut Attr {
-        self.0[off..off + 8].copy_from_slice(&v.to_ne_bytes());
-        self
-    }
-}
-
-fn bpf(cmd: libc::c_long, attr: &mut Attr) -> io::Result<libc::c_long> {
-    // SAFETY: attr is a valid, initialised bpf_attr-sized buffer for the duration of the call.
-    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut Attr, std::mem::size_of::<Attr>() as u32) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn owned(fd: libc::c_long) -> OwnedFd {
-    // SAFETY: fd is a fresh descriptor returned by bpf(2); ownership is taken here only.
-    unsafe { OwnedFd::from_raw_fd(fd as i32) }
-}
-
 /// The program attached to one interface, redirecting queue 0 to one AF_XDP socket. Dropping it
 /// detaches the program (the link fd closes) and frees the map.
 pub struct XdpRedirect {
@@ -124,55 +63,15 @@ impl XdpRedirect {
     /// Loads the program with an XSKMAP holding `xsk_fd` at queue 0 and attaches it to `ifindex`
     /// at the generic XDP hook.
     pub fn attach(ifindex: i32, xsk_fd: i32) -> io::Result<XdpRedirect> {
-        let map = owned(bpf(
-            BPF_MAP_CREATE,
-            Attr::new().u32_at(0, BPF_MAP_TYPE_XSKMAP).u32_at(4, 4).u32_at(8, 4).u32_at(12, 1),
-        )
-        .map_err(|e| io::Error::new(e.kind(), format!("creating the XSKMAP: {e}")))?);
+        let map = map_create(BPF_MAP_TYPE_XSKMAP, 4, 4, 1, 0, "p4netem_xsks")?;
         let (key, value) = (0u32, xsk_fd as u32);
-        let mut upd = Attr::new();
-        upd.u32_at(0, map.as_raw_fd() as u32)
-            .u64_at(8, &key as *const u32 as u64)
-            .u64_at(16, &value as *const u32 as u64);
-        bpf(BPF_MAP_UPDATE_ELEM, &mut upd).map_err(|e| io::Error::new(e.kind(), format!("XSKMAP update: {e}")))?;
-        let insns = program(map.as_raw_fd());
-        let license = c"Dual BSD/GPL";
-        let load = |log: &mut [u8]| {
-            let mut a = Attr::new();
-            a.u32_at(0, BPF_PROG_TYPE_XDP)
-                .u32_at(4, insns.len() as u32)
-                .u64_at(8, insns.as_ptr() as u64)
-                .u64_at(16, license.as_ptr() as u64)
-                .u32_at(24, if log.is_empty() { 0 } else { 1 })
-                .u32_at(28, log.len() as u32)
-                // No buffer at all without a log: a pointer with size 0 is EINVAL.
-                .u64_at(32, if log.is_empty() { 0 } else { log.as_mut_ptr() as u64 })
-                .u32_at(68, BPF_XDP); // expected_attach_type (after prog_name[16], prog_ifindex)
-            a.0[48..48 + 10].copy_from_slice(b"p4netem_xs");
-            bpf(BPF_PROG_LOAD, &mut a)
-        };
-        let prog = match load(&mut []) {
-            Ok(fd) => owned(fd),
-            Err(e) => {
-                // Load again with the verifier's log, for the error message only.
-                let mut log = vec![0u8; 16 * 1024];
-                if let Ok(fd) = load(&mut log) {
-                    drop(owned(fd));
-                }
-                let text = String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)]).trim().to_string();
-                return Err(io::Error::new(e.kind(), format!("loading the XDP program: {e} {text}")));
-            }
-        };
+        map_update(&map, &key.to_ne_bytes(), &value.to_ne_bytes())
+            .map_err(|e| io::Error::new(e.kind(), format!("XSKMAP update: {e}")))?;
+        let prog = prog_load_xdp(&program(map.as_raw_fd()), "p4netem_xs")?;
         // The generic (skb) hook, not the driver's: native XDP on a veth caps the MTU of its peer
         // (the user's host) at what fits a page and switches the pair to NAPI mode, side effects
         // a switch must not have on the hosts it serves. On veth both modes copy the frame anyway.
-        let link = owned(
-            bpf(
-                BPF_LINK_CREATE,
-                Attr::new().u32_at(0, prog.as_raw_fd() as u32).u32_at(4, ifindex as u32).u32_at(8, BPF_XDP).u32_at(12, XDP_FLAGS_SKB_MODE),
-            )
-            .map_err(|e| io::Error::new(e.kind(), format!("attaching XDP (generic mode): {e}")))?,
-        );
+        let link = link_xdp_generic(&prog, ifindex)?;
         Ok(XdpRedirect { _link: link, _prog: prog, _map: map })
     }
 }
