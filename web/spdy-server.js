@@ -120,7 +120,7 @@ function warmUp(spdyServer, sessions, whenDone) {
 }
 
 const WARM_HOST = 'warmup.invalid';
-const DEFAULT_WARMUP = 30;
+const DEFAULT_WARMUP = 10;
 const WARM_BUDGET_MS = 3000;
 const WARM_FILE = { data: Buffer.alloc(2048, 120), lastModified: new Date(0).toUTCString() };
 

@@ -31,7 +31,7 @@ class SpdyConfig:
     # Page-like SPDY sessions (7 requests each) the server answers over loopback before it
     # listens, so that node has compiled node-spdy's code before the first measured request
     # (web/spdy-server.js warmUp; docs/labs.md). 0: start cold.
-    warmup_sessions: int = 30
+    warmup_sessions: int = 10
 
 
 class SpdyServer(ServerProcess):
