@@ -17,6 +17,7 @@ const zlib = require('zlib');
 const crypto = require('crypto');
 const dns = require('dns');
 const spdy = require('spdy');
+const inlineZlib = require('./spdy-inline-zlib');
 
 const ACCEPT = {
   html: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8',
@@ -84,6 +85,9 @@ function warmUp(headers, done) {
 
 function main() {
   const opts = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+  // Header blocks coded inline, as Chromium's SPDY stack does, not through libuv's thread pool
+  // (web/spdy-inline-zlib.js; P4NETEM_SPDY_HEADER_ZLIB=async for node-spdy's own path).
+  if (process.env.P4NETEM_SPDY_HEADER_ZLIB !== 'async') inlineZlib.install();
   if (opts.warmup !== false && !opts._warm) {
     const headers = { host: 'localhost', 'user-agent': opts.user_agent || 'Mozilla/5.0 p4netem-loader/1',
       accept: ACCEPT.html, 'accept-encoding': 'gzip, deflate', 'accept-language': 'en-US,en;q=0.9' };

@@ -13,7 +13,7 @@ import pytest
 from p4netem_studies.web import tcp_tuning
 from p4netem_studies.web.capture import Capture, first_flight
 from p4netem_studies.web.load import run_loader
-from web_env import CLIENT_IF, CLIENT_NS, HTTP, SERVER_IF, SERVER_IP, SERVER_NS
+from web_env import CLIENT_IF, CLIENT_NS, H2C, HTTP, SERVER_IF, SERVER_IP, SERVER_NS
 
 
 def _client_requests(segments):
@@ -152,3 +152,35 @@ def test_initcwnd_sets_first_flight(content, nginx, tmp_path, iw):
     data = [s for s in segs if s.src == SERVER_IP and s.payload]
     assert data and max(len(s.payload) for s in data) <= 1460  # offloads off: wire segments
     assert first_flight(segs, SERVER_IP, HTTP) == iw
+
+
+def _h2_headers_frames(payload: bytes) -> int:
+    """HEADERS frames that start in this client segment (whole frames only)."""
+    if payload.startswith(b"PRI * HTTP/2.0"):
+        payload = payload[24:]
+    n = 0
+    while len(payload) >= 9:
+        length = int.from_bytes(payload[:3], "big")
+        n += payload[3] == 0x1
+        payload = payload[9 + length:]
+    return n
+
+
+def test_h2_requests_found_together_leave_together(content, nginx, tmp_path):
+    """The HTTP/2 loader sends the requests it finds in one piece of HTML in one write, not one
+    segment each: one segment per request used up the client's initial window on pages with
+    10 or more objects per host, and the rest waited a round trip (issue 16, docs/labs.md)."""
+    cap = Capture(CLIENT_NS, CLIENT_IF, tmp_path / "h2c.pcap", f"tcp port {H2C}")
+    try:
+        report = run_loader(CLIENT_NS, "h2", content.demo_path, scheme="http", port=H2C,
+                            resolve=content.resolve(content.demo), timeout_s=30)
+    finally:
+        cap.stop()
+    assert report["ok"], report["errors"]
+    per_segment = [_h2_headers_frames(s.payload) for s in cap.segments()
+                   if s.dst == SERVER_IP and s.payload]
+    carrying = [n for n in per_segment if n]
+    assert sum(carrying) == len(content.demo.objects), per_segment
+    # 31 requests on 2 connections: the HTML's, then its references in a few batches (one per
+    # read of the HTML as it arrives), where one segment per request gave 31 segments.
+    assert max(carrying) >= 5 and len(carrying) <= len(content.demo.objects) // 2, carrying

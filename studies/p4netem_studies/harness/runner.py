@@ -191,8 +191,11 @@ class PageloadLab:
                 mininet_log=self.mininet_log, switch_args=self.switch_args))
             self.on_event("lab", {"lab": self.lab})
             self.on_event("stage", {"text": "starting servers"})
+            # node-spdy servers only where a condition loads over SPDY: each warms up before
+            # it listens (web/spdy-server.js), a second or so of CPU that other plans need not pay.
             self.endpoints = self._stack.enter_context(Endpoints(
                 self.lab, self.content, gzip=plan.gzip, dns=plan.dns,
+                spdy=any(c.protocol == "spdy" for c in plan.conditions),
                                buffering=any(c.server_buffering for c in plan.conditions),
                 workdir=self._work / "endpoints",
                 send_timeout_s=max(60, int(plan.timeout_s))))

@@ -23,4 +23,9 @@ def node_argv(script: str, *args: str) -> list[str]:
         raise RuntimeError(f"{d}/node_modules is missing: run scripts/setup-web.sh (npm ci)")
     node = shutil.which("node") or "/usr/bin/node"
     # node-spdy touches process.binding('http_parser'); the deprecation note is noise in logs.
-    return [node, "--no-deprecation", str(d / script), *args]
+    # --pending-deprecation: node-spdy's buffers (wbuf, http-deceiver) are made with the
+    # deprecated Buffer(), and for each such call from node_modules node walks the JS stack to
+    # decide whether to warn (isInsideNodeModules), up to 10 000 calls a process: 5 a response,
+    # 6-8 % of the SPDY server's CPU in a perf profile. With the flag the first call takes the
+    # warning (silenced by --no-deprecation) and the rest return at once.
+    return [node, "--no-deprecation", "--pending-deprecation", str(d / script), *args]

@@ -8,6 +8,7 @@ numbers for each request, read back through `requests()`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,10 @@ class SpdyConfig:
     # False turns it back on for plain connections, to put a stall back on purpose (the RTT
     # audit's lab tests).
     tcp_nodelay: bool = True
+    # Page-like SPDY sessions (7 requests each) the server answers over loopback before it
+    # listens, so that node has compiled node-spdy's code before the first measured request
+    # (web/spdy-server.js warmUp; docs/labs.md). 0: start cold.
+    warmup_sessions: int = 10
 
 
 class SpdyServer(ServerProcess):
@@ -60,6 +65,7 @@ class SpdyServer(ServerProcess):
             "protocols": list(self.config.protocols),
             "log": str(self.log),
             "nodelay": self.config.tcp_nodelay,
+            "warmup_sessions": self.config.warmup_sessions,
             "tls": ({"cert": str(self.cert.cert), "key": str(self.cert.key)}
                     if self.config.tls and self.cert else None),
         }))
@@ -69,3 +75,9 @@ class SpdyServer(ServerProcess):
 
     def ports(self) -> list[int]:
         return [self.config.port]
+
+    def warmup(self) -> dict | None:
+        """What the warm-up did ({"sessions", "requests", "ms"}), from the server's stdout."""
+        m = re.search(r"warmed up: (\d+) sessions, (\d+) requests in (\d+) ms",
+                      (self.workdir / "stdout.log").read_text(errors="replace"))
+        return dict(zip(("sessions", "requests", "ms"), map(int, m.groups()))) if m else None

@@ -47,10 +47,23 @@ class _H2Conn:
         self.writer: asyncio.StreamWriter | None = None
         self.ready = False
         self.settings_received = False
+        self._start_pending = False
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def submit(self, entry: Entry) -> None:
+        # Requests found together (the references of one received piece of HTML) leave in one
+        # write: started once this turn of the event loop is over, not one send() each. One
+        # small segment per request used up the client's initial congestion window (10
+        # segments with the SETTINGS before them) on pages with 10 or more objects per host,
+        # and the rest waited a round trip for the server's ACK (uniform-12x1000 on lte-200ms:
+        # the 12th request 222 ms after the 11th; docs/labs.md).
         self.queue.append(entry)
+        if not self._start_pending:
+            self._start_pending = True
+            asyncio.get_running_loop().call_soon(self._start_soon)
+
+    def _start_soon(self) -> None:
+        self._start_pending = False
         self._start_streams()
 
     def _start_streams(self) -> None:
