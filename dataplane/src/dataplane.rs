@@ -198,6 +198,24 @@ pub fn check_offloads(ports: &[PortSpec]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A frame's arrival: its kernel stamp `stamp` (monotonic ns) when plausible against `now`, the
+/// clock read before its batch, else a fresh read of `clock`. `now` itself is never used as the
+/// arrival: a frame that arrived after it (the thread can be held up for a millisecond and more by
+/// softirq work on its CPU) has a stamp after `now`, and `now` would make it early.
+#[inline]
+fn arrival_time(stamp: i64, now: u64, clock: impl FnOnce() -> u64) -> u64 {
+    let plausible = |at: u64| stamp > 0 && (stamp as u64) <= at && at - (stamp as u64) < MAX_SLEEP_NS;
+    if plausible(now) {
+        return stamp as u64;
+    }
+    let fresh = clock();
+    if plausible(fresh) {
+        stamp as u64
+    } else {
+        fresh
+    }
+}
+
 /// The kernel fast path for `cfg`, or why there is none. Fails only when `--fast-path on` asks
 /// for it and XDP or BPF maps do not work here; `auto` falls back to off.
 fn open_fast_path(cfg: &DataPlaneConfig, ports: &[Port], link: &DataPlaneLink, pds: u32) -> anyhow::Result<Result<FlowCache, String>> {
@@ -583,19 +601,7 @@ impl DataPlane {
             // delay and rate count from when the frame reached the port, not from when this loop
             // got to it.
             let stamp = if f.monotonic { f.timestamp_ns as i64 } else { f.timestamp_ns as i64 - self.wall_offset_ns };
-            let arrival = if stamp > 0 && (stamp as u64) <= now && now - (stamp as u64) < MAX_SLEEP_NS {
-                stamp as u64
-            } else {
-                // `now` was read before this batch: a frame that arrived since (the thread can be
-                // interrupted for a millisecond and more by softirq work on its CPU) has a stamp
-                // after it, and `now` would be early. A fresh read is never earlier than the frame.
-                let fresh = monotonic_ns();
-                if stamp > 0 && (stamp as u64) <= fresh && fresh - (stamp as u64) < MAX_SLEEP_NS {
-                    stamp as u64
-                } else {
-                    fresh
-                }
-            };
+            let arrival = arrival_time(stamp, now, monotonic_ns);
             self.process(snap, number, frame, truncated, arrival);
             self.ports[pi].io.rx_release();
         }
@@ -930,6 +936,19 @@ impl DataPlane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arrival_is_never_before_the_frame() {
+        // Stamped before the batch's read: the stamp.
+        assert_eq!(arrival_time(1_000, 2_000, || 3_000), 1_000);
+        // Stamped after the batch's read (arrived during the batch): still the stamp, checked
+        // against a fresh read; the batch's read (2_000) would be before the frame existed.
+        assert_eq!(arrival_time(2_500, 2_000, || 3_000), 2_500);
+        // No stamp, one from the future, or one too old: the fresh read, not the batch's.
+        assert_eq!(arrival_time(0, 2_000, || 3_000), 3_000);
+        assert_eq!(arrival_time(4_000, 2_000, || 3_000), 3_000);
+        assert_eq!(arrival_time(1, 2 * MAX_SLEEP_NS, || 2 * MAX_SLEEP_NS + 1), 2 * MAX_SLEEP_NS + 1);
+    }
 
     #[test]
     fn wall_offset_errs_only_toward_later_arrivals() {
