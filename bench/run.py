@@ -57,7 +57,8 @@ MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "slot", "t
 
 # (key, bar, comparison, unit, what)
 BARS = (
-    ("throughput_ratio_vs_bridge", 0.5, ">=", "", "TCP throughput / Linux bridge"),
+    ("throughput_ratio_vs_bridge", 1.0, ">=", "", "TCP throughput / Linux bridge (issue 14; kernel fast path on, "
+     "the default; off: throughput_ratio_vs_bridge_fast_path_off)"),
     ("delay_error_us_p99", 200.0, "<=", "us", "added-delay error p99 (50 ms, 50 Mbit/s load)"),
     ("rate_error_pct_max", 2.0, "<=", "%", "worst rate error, 64k..100 Mbit/s"),
     ("loss_error_sigma", 3.0, "<=", "sigma", "loss error at 1%, 1e5 packets"),
@@ -192,6 +193,7 @@ def print_table(res: dict) -> None:
         ("timeline_wire_error_ms_max", "ms"),
         ("throughput_ratio_vs_bridge_af_xdp", ""), ("rate_1g_dataplane_busy_pct_af_xdp", "%"),
         ("rate_1g_error_pct_af_xdp", "%"),
+        ("throughput_ratio_vs_bridge_fast_path_off", ""), ("throughput_ratio_full_tables_fast_path_off", ""),
         ("reval_pipelined_packets_ratio", ""), ("reval_pipelined_packets_ratio_unbuffered", ""),
     ]
     for key, unit in extra:
@@ -302,6 +304,21 @@ def main() -> int:
             finally:
                 ctl.close()
         res["config"]["switch_io"] = io_paths.ports_io(sw.log_path)  # its "port up" lines
+        if "throughput" in only and bridge and "throughput_switch_gbit_s" in figures:
+            # Issue 14: the switch above runs with its kernel fast path (--fast-path auto, the
+            # default); the same two throughput figures with it off, in the same run, on the same
+            # veths: every packet through the data-plane thread (and the classifier).
+            sw4 = SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,
+                                log_path=ROOT / "build" / "bench-switch-fast-path-off.log",
+                                extra_args=["--fast-path", "off"])
+            with sw4:
+                ctl4 = control.Control(sw4.grpc_addr, sw4.device_id)
+                ctl4.start()
+                try:
+                    step("throughput", lambda: throughput.fast_path_off(t, ctl4, bridge, CLASSIFIER_CAPACITY),
+                         label="throughput (fast path off)")
+                finally:
+                    ctl4.close()
         if "io_paths" in only:
             # Issue 14: the switch above runs on its default path (AF_PACKET, see
             # config.switch_io); the same figures on AF_XDP, in the same run, on the same veths:

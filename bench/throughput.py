@@ -38,3 +38,19 @@ def summarise(bridge: dict, switch: dict) -> dict:
             "retransmits_switch": switch["retransmits"],
         },
     }
+
+
+def fast_path_off(t: topology.Topo, ctl, bridge: dict, capacity: int) -> dict:
+    """The switch `ctl` controls runs with --fast-path off: its throughput against the same run's
+    bridge, and with the full classifier against that (full_tables.py), keys suffixed _fast_path_off."""
+    import full_tables
+
+    r = through_switch(t)
+    out = {
+        "throughput_switch_gbit_s_fast_path_off": r["gbit_s"],
+        "throughput_ratio_vs_bridge_fast_path_off": r["gbit_s"] / bridge["gbit_s"],
+    }
+    full = full_tables.measure(t, ctl, r["gbit_s"], capacity)
+    out["throughput_ratio_full_tables_fast_path_off"] = full["throughput_ratio_full_tables"]
+    out["fast_path_off_config"] = {"retransmits": r["retransmits"], "full_tables": full["full_tables_config"]}
+    return out

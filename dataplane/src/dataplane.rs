@@ -19,7 +19,8 @@ use anyhow::{bail, Context as _};
 
 use crate::contract::{DropReason, DIGEST_MAC_LEARN, DIGEST_RADIO_STATE};
 use crate::health::Health;
-use crate::io::afpacket::FRAME_SIZE;
+use crate::io::afpacket::{FRAME_SIZE, RX_MAX_FRAME};
+use crate::io::flow_cache::{key_of, FastPathMode, FlowCache};
 use crate::io::pcap::PcapWriter;
 use crate::io::{ethtool, IoMode, PortIo, RingConfig};
 use crate::learn::LearnFilter;
@@ -74,6 +75,8 @@ pub struct DataPlaneConfig {
     pub tx_threads: bool,
     /// Packet I/O path of the ports (io/port.rs).
     pub io: IoMode,
+    /// The kernel fast path for unimpaired flows (io/flow_cache.rs).
+    pub fast_path: FastPathMode,
 }
 
 struct Port {
@@ -139,6 +142,10 @@ pub struct DataPlane {
     /// transmit (plus the TX path: on a veth, sendto runs the receiver's stack for each frame).
     lateness_at_release: Lateness,
     lateness: Lateness,
+    /// The kernel fast path, when it is on: unimpaired flows are installed into it.
+    fast: Option<FlowCache>,
+    /// Per port: this turn's receive emptied its ring.
+    rx_drained: Vec<bool>,
 }
 
 pub fn monotonic_ns() -> u64 {
@@ -189,6 +196,32 @@ pub fn check_offloads(ports: &[PortSpec]) -> anyhow::Result<()> {
         bail!("{}", problems.join("\n"));
     }
     Ok(())
+}
+
+/// The kernel fast path for `cfg`, or why there is none. Fails only when `--fast-path on` asks
+/// for it and XDP or BPF maps do not work here; `auto` falls back to off.
+fn open_fast_path(cfg: &DataPlaneConfig, ports: &[Port], link: &DataPlaneLink, pds: u32) -> anyhow::Result<Result<FlowCache, String>> {
+    // Things that must see every packet, or that would let a kernel-forwarded frame overtake one
+    // the data plane has queued, keep the fast path off.
+    let why_not = match cfg.fast_path {
+        FastPathMode::Off => Some("--fast-path off"),
+        _ if cfg.pcap_dir.is_some() => Some("--pcap records every packet of every port"),
+        _ if cfg.tx_threads => Some("--tx-threads sends after the loop's turn"),
+        _ if ports.iter().any(|p| p.io.kind() != "af_packet") => Some("AF_XDP ports run their own XDP program"),
+        _ => None,
+    };
+    if let Some(why) = why_not {
+        return Ok(Err(why.to_string()));
+    }
+    let ifindexes: Vec<i32> = ports.iter().map(|p| p.io.ifindex()).collect();
+    match FlowCache::open(&ifindexes, pds, &link.epoch) {
+        Ok(fc) => Ok(Ok(fc)),
+        Err(e) if cfg.fast_path == FastPathMode::Auto => {
+            tracing::warn!("fast path unavailable ({e}): every packet goes through the data-plane thread");
+            Ok(Err(format!("unavailable: {e}")))
+        }
+        Err(e) => bail!("--fast-path on: {e}"),
+    }
 }
 
 impl DataPlane {
@@ -243,6 +276,21 @@ impl DataPlane {
         let seed_generation = link.registers.rng_seed_generation.load(Ordering::Acquire);
         let seed = link.registers.rng_seed.load(Ordering::Relaxed);
         let health = Arc::new(Health::new(ports.iter().map(|p| (p.number, p.io.ifname().to_string(), p.io.kind()))));
+        let fast = open_fast_path(cfg, &ports, &link, pds as u32)?;
+        match &fast {
+            Ok(fc) => {
+                link.counters.profile_in.add_fast_path(fc.counts());
+                link.counters.profile_out.add_fast_path(fc.counts());
+                let _ = health.fast_counts.set(fc.counts());
+                let _ = health.fast_path.set("on".into());
+                tracing::info!(entries = crate::io::flow_cache::FLOW_ENTRIES,
+                    "fast path: on (XDP flow cache at the generic hook of every port: unimpaired flows are forwarded in the kernel)");
+            }
+            Err(why) => {
+                let _ = health.fast_path.set(format!("off: {why}"));
+                tracing::info!("fast path: off ({why})");
+            }
+        }
         Ok(DataPlane {
             ports,
             port_index,
@@ -267,6 +315,8 @@ impl DataPlane {
             first_due_ns: 0,
             lateness: Lateness::default(),
             lateness_at_release: Lateness::default(),
+            fast: fast.ok(),
+            rx_drained: vec![false; cfg.ports.len()],
         })
     }
 
@@ -313,7 +363,10 @@ impl DataPlane {
             self.sync_control(&snap);
             let mut work = 0;
             for pi in 0..self.ports.len() {
-                work += self.rx_port(pi, &snap, &mut scratch);
+                let n = self.rx_port(pi, &snap, &mut scratch);
+                // A full batch may have left frames in the ring (fast-path installs wait for it).
+                self.rx_drained[pi] = n < RX_BATCH;
+                work += n;
             }
             work += self.packet_outs();
             let now = monotonic_ns();
@@ -325,7 +378,14 @@ impl DataPlane {
             }
             if now.saturating_sub(last_mtu) >= MTU_REFRESH_NS {
                 last_mtu = now;
+                let before: usize = self.ports.iter().map(|p| p.max_frame).sum();
                 self.ports.iter_mut().for_each(Port::refresh_mtu);
+                if self.ports.iter().map(|p| p.max_frame).sum::<usize>() != before {
+                    // Entries carry a length bound taken from the egress MTU.
+                    if let Some(fc) = &mut self.fast {
+                        fc.invalidate();
+                    }
+                }
                 self.read_ring_stats();
             }
             self.stages.tick(now, &self.link.registers);
@@ -347,6 +407,16 @@ impl DataPlane {
                     }
                     _ => {}
                 }
+            }
+            if let Some(fc) = self.fast.as_mut().filter(|f| f.has_pending()) {
+                // After the turn's transmit, only towards a port with no backlog and from a port
+                // whose RX ring this turn emptied: a frame the kernel forwards from now on cannot
+                // overtake one of the same flow this loop sent or has yet to take from the ring
+                // (but for frames that arrive in the microseconds between the last read and the
+                // map update).
+                let (ports, drained) = (&self.ports, &self.rx_drained);
+                fc.commit(|inp, out| drained[inp as usize] && ports[out as usize].backlog.is_empty());
+                self.health.fast_installs.store(fc.installs, Ordering::Relaxed);
             }
             if self.first_due_ns != 0 {
                 // After the turn's transmit: what a receiver sees, less the path.
@@ -430,6 +500,11 @@ impl DataPlane {
                                max_us = l.max_us(), "release lateness, {when} (first wheel release of each turn)");
             }
         }
+        if let Some(fc) = &self.fast {
+            let (bytes, packets) = fc.counts().total();
+            tracing::info!(installs = fc.installs, install_errors = fc.install_errors, packets, bytes,
+                           "fast path: entries installed and packets forwarded in the kernel");
+        }
         if !self.wheel.is_empty() {
             tracing::info!(held = self.wheel.len(), "packets still in the delay line at shutdown were not sent");
         }
@@ -511,7 +586,15 @@ impl DataPlane {
             let arrival = if stamp > 0 && (stamp as u64) <= now && now - (stamp as u64) < MAX_SLEEP_NS {
                 stamp as u64
             } else {
-                now
+                // `now` was read before this batch: a frame that arrived since (the thread can be
+                // interrupted for a millisecond and more by softirq work on its CPU) has a stamp
+                // after it, and `now` would be early. A fresh read is never earlier than the frame.
+                let fresh = monotonic_ns();
+                if stamp > 0 && (stamp as u64) <= fresh && fresh - (stamp as u64) < MAX_SLEEP_NS {
+                    stamp as u64
+                } else {
+                    fresh
+                }
             };
             self.process(snap, number, frame, truncated, arrival);
             self.ports[pi].io.rx_release();
@@ -533,8 +616,10 @@ impl DataPlane {
         }
         // Forwarding: l2_fwd decides on a hit, otherwise port_map (forwarding.p4).
         let mut fwd = None;
+        let mut learns = false;
         if parsed.l2_usable() {
             if snap.learn_on_miss && snap.l2_learn.get(parsed.src_mac).is_none() {
+                learns = true;
                 self.learn_mac(parsed.src_mac, in_port, now);
             }
             fwd = snap.l2_fwd.get(parsed.dst_mac);
@@ -562,6 +647,9 @@ impl DataPlane {
         let imp = snap.impairment(pd);
         let radio = snap.radio(sel.profile_id as u32);
         if imp.is_none() && radio.is_none() {
+            if self.fast.is_some() && out != OUT_CPU && !learns && parsed.error.is_none() {
+                self.offer_fast(snap, in_port, out, pd, frame, now);
+            }
             return self.send_now(out, pd, in_port, frame, Edits::default());
         }
         let imp = imp.copied().unwrap_or_default();
@@ -580,6 +668,23 @@ impl DataPlane {
             }
         }
         self.impair(&imp, out, pd, in_port, frame, pkt, now);
+    }
+
+    /// Offers the kernel fast path an entry for `frame`'s flow: the pipeline forwards it to `out`
+    /// unchanged, counted against `pd`, under this snapshot (the caller checked: no impairment,
+    /// no radio, no learning, not to or from the CPU port).
+    fn offer_fast(&mut self, snap: &Snapshot, in_port: u16, out: u16, pd: u32, frame: &[u8], now: u64) {
+        let Some(&pi) = self.port_index.get(in_port as usize) else { return };
+        let (Some(inp), Some(outp)) = (self.ports.get(pi as usize), self.ports.get(out as usize)) else { return };
+        let max_len = RX_MAX_FRAME.min(outp.max_frame);
+        if frame.len() > max_len {
+            return;
+        }
+        let Some(key) = key_of(inp.io.ifindex() as u32, frame) else { return };
+        let out_ifindex = outp.io.ifindex();
+        if let Some(fc) = &mut self.fast {
+            fc.offer(key, snap.epoch, pd, max_len as u32, out_ifindex, (pi, out), now);
+        }
     }
 
     /// The stages after the radio, for a packet and its duplicate.

@@ -11,11 +11,14 @@
 //! is a prometheus-client histogram per RPC, observed by the gRPC handlers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+
+use crate::io::flow_cache::FastCounts;
 
 /// One port's kernel-side receive statistics, summed since the switch started (the kernel's
 /// PACKET_STATISTICS resets at each read).
@@ -62,6 +65,12 @@ pub struct Health {
     pub ports: Vec<PortHealth>,
     /// Time to answer each P4Runtime request, by RPC.
     pub p4rt_seconds: Family<RpcLabels, Histogram>,
+    /// The kernel fast path (io/flow_cache.rs): "on", or "off: <why>". Set once at start.
+    pub fast_path: OnceLock<String>,
+    /// What the fast path forwarded, when it is on.
+    pub fast_counts: OnceLock<Arc<FastCounts>>,
+    /// Flow-cache entries the data plane installed.
+    pub fast_installs: AtomicU64,
 }
 
 impl Health {
@@ -77,6 +86,9 @@ impl Health {
             ports: ports.into_iter().map(|(number, ifname, io)| PortHealth { number, ifname, io, ..Default::default() }).collect(),
             // 50 us .. ~3 s: a counter read of one rule takes ~100 us, a full-table Read seconds.
             p4rt_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(50e-6, 2.0, 17))),
+            fast_path: OnceLock::new(),
+            fast_counts: OnceLock::new(),
+            fast_installs: AtomicU64::new(0),
         }
     }
 

@@ -13,6 +13,7 @@ use clap::Parser;
 use p4netem_switch::contract::{self, ACTION_SET_EGRESS_PORT, TABLE_PORT_MAP};
 use p4netem_switch::dataplane::{DataPlane, DataPlaneConfig, PortSpec};
 use p4netem_switch::io::afpacket::TX_MAX_FRAME;
+use p4netem_switch::io::flow_cache::FastPathMode;
 use p4netem_switch::io::IoMode;
 use p4netem_switch::p4rt;
 use p4netem_switch::metrics;
@@ -143,6 +144,15 @@ struct Args {
     /// p4netem_switch_port_io.
     #[arg(long, default_value = "af_packet", env = "P4NETEM_SWITCH_IO", value_name = "auto|af_xdp|af_packet")]
     io: IoMode,
+
+    /// Kernel fast path for unimpaired flows: an XDP flow cache on every port forwards, in the
+    /// kernel, the packets of flows the pipeline already decided to forward with no impairment,
+    /// no radio and no learning (docs/dataplane.md). auto: on where XDP works, else off; on: fail
+    /// the start when it cannot be set up; off: every packet through the data-plane thread.
+    /// --pcap, --tx-threads and AF_XDP ports keep it off. Logged at start and served as
+    /// p4netem_switch_fast_path.
+    #[arg(long, default_value = "auto", env = "P4NETEM_SWITCH_FAST_PATH", value_name = "off|on|auto")]
+    fast_path: FastPathMode,
 
     /// PRNG seed (also settable at run time through the rng_seed register). Default: from the clock.
     #[arg(long)]
@@ -290,6 +300,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         rt_priority: args.rt_priority.clamp(0, 99),
         tx_threads: args.tx_threads,
         io: args.io,
+        fast_path: args.fast_path,
     };
     let dp = DataPlane::open(&cfg, link, shutdown.clone())?;
     let health = dp.health();

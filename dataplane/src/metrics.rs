@@ -66,6 +66,19 @@ impl Collector for HealthCollector {
             let labels = [("port", p.number.to_string()), ("iface", p.ifname.clone()), ("io", p.io.to_string())];
             ConstGauge::new(1i64).encode(family.encode_family(&labels)?)?;
         }
+        // The kernel fast path: its state as a label (as port_io), and what it forwarded.
+        let state = h.fast_path.get().map_or("off: not started", String::as_str);
+        let probe = ConstGauge::new(1i64);
+        let mut family = encoder.encode_descriptor("p4netem_switch_fast_path",
+            "Kernel fast path (XDP flow cache) of unimpaired flows (label state: on, or off and why); always 1", None, probe.metric_type())?;
+        ConstGauge::new(1i64).encode(family.encode_family(&[("state", state.to_string())])?)?;
+        drop(family);
+        let (bytes, packets) = h.fast_counts.get().map_or((0, 0), |c| c.total());
+        counter(&mut encoder, "p4netem_switch_fast_path_packets",
+                "Packets the kernel fast path forwarded (also counted in profile_in and profile_out)", packets as f64)?;
+        counter(&mut encoder, "p4netem_switch_fast_path_bytes", "Bytes the kernel fast path forwarded", bytes as f64)?;
+        counter(&mut encoder, "p4netem_switch_fast_path_installs", "Flow-cache entries the data plane installed",
+                h.fast_installs.load(Ordering::Relaxed) as f64)?;
         let family = encoder.encode_descriptor("p4netem_switch_p4runtime_request_seconds",
                                                "Time the P4Runtime server took to answer a request, by RPC", None,
                                                h.p4rt_seconds.metric_type())?;

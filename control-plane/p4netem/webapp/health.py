@@ -1,5 +1,6 @@
 """The switch's own health, as p4netem-switch serves it on `--metrics-addr` (dataplane/src/health.rs:
-data-plane loop busy time, kernel ring drops and packet I/O path (AF_XDP or AF_PACKET) per port, packet buffers, delay-line occupancy,
+data-plane loop busy time, kernel ring drops and packet I/O path (AF_XDP or AF_PACKET) per port, the
+kernel fast path's state and hits, packet buffers, delay-line occupancy,
 P4Runtime request latency per RPC), read by `p4netem web --switch-metrics URL` for its /metrics
 (the families re-exported as they are) and /api/health (a summary in JSON).
 
@@ -57,7 +58,13 @@ class SwitchHealth:
         for s in fams["p4netem_switch_port_io"].samples if "p4netem_switch_port_io" in fams else []:
             if s.value == 1 and s.labels["port"] in ports:
                 ports[s.labels["port"]]["io"] = s.labels["io"]
+        # The kernel fast path (issue 14): "on", or "off: why"; and what it forwarded.
+        fast_state = next((s.labels["state"] for s in fams["p4netem_switch_fast_path"].samples if s.value == 1),
+                          None) if "p4netem_switch_fast_path" in fams else None
         return {
+            "fast_path": {"state": fast_state, "packets": int(value("p4netem_switch_fast_path_packets")),
+                          "bytes": int(value("p4netem_switch_fast_path_bytes")),
+                          "installs": int(value("p4netem_switch_fast_path_installs"))},
             "uptime_s": round(uptime, 3),
             "dataplane_busy_fraction": round((busy - since[1]) / (uptime - since[0]), 4) if uptime > since[0] else None,
             "dataplane_busy_s": round(busy, 6),

@@ -141,6 +141,12 @@ pub struct FastCounts {
     pds: usize,
 }
 
+impl std::fmt::Debug for FastCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastCounts").field("pds", &self.pds).field("total", &self.total()).finish()
+    }
+}
+
 impl FastCounts {
     /// (bytes, packets) the fast path forwarded for `pd`.
     #[inline]
@@ -313,7 +319,8 @@ struct Recent {
 struct Pending {
     key: [u8; KEY_SIZE],
     value: [u8; VALUE_SIZE],
-    out: u16,
+    /// (ingress, egress) port index.
+    ports: (u16, u16),
     slot: usize,
 }
 
@@ -374,11 +381,13 @@ impl FlowCache {
         self.pending.clear();
     }
 
-    /// Queues an entry: frames with `key` go to `out_ifindex` (port index `out`) counted against
+    /// Queues an entry: frames with `key` (from port index `ports.0`) go to `out_ifindex` (port
+    /// index `ports.1`) counted against
     /// `pd`, while the control epoch is `ctl` and the frame is at most `max_len` bytes. Written
     /// into the kernel's map by [`FlowCache::commit`] after the turn's transmit.
     #[inline]
-    pub fn offer(&mut self, key: [u8; KEY_SIZE], ctl: u64, pd: u32, max_len: u32, out_ifindex: i32, out: u16, now: u64) {
+    #[allow(clippy::too_many_arguments)]
+    pub fn offer(&mut self, key: [u8; KEY_SIZE], ctl: u64, pd: u32, max_len: u32, out_ifindex: i32, ports: (u16, u16), now: u64) {
         let slot = slot_of(&key);
         let r = &mut self.recent[slot];
         if r.key == key && r.ctl == ctl && r.dp == self.dp_epoch && now.wrapping_sub(r.at_ns) < RECENT_NS {
@@ -394,14 +403,15 @@ impl FlowCache {
         value[16..20].copy_from_slice(&pd.to_ne_bytes());
         value[20..24].copy_from_slice(&max_len.to_ne_bytes());
         value[24..28].copy_from_slice(&(out_ifindex as u32).to_ne_bytes());
-        self.pending.push(Pending { key, value, out, slot });
+        self.pending.push(Pending { key, value, ports, slot });
     }
 
-    /// Writes the queued entries whose egress port `ready` says has nothing of its own waiting
-    /// (so that a frame the kernel forwards cannot overtake one the data plane still holds).
-    pub fn commit(&mut self, ready: impl Fn(u16) -> bool) {
+    /// Writes the queued entries for which `ready(ingress, egress)` says the data plane holds
+    /// nothing that could still be behind (so that a frame the kernel forwards cannot overtake one
+    /// of the same flow the data plane still has).
+    pub fn commit(&mut self, ready: impl Fn(u16, u16) -> bool) {
         for p in self.pending.drain(..) {
-            if !ready(p.out) {
+            if !ready(p.ports.0, p.ports.1) {
                 self.recent[p.slot].key = [0xff; KEY_SIZE]; // offered again by the flow's next packet
                 continue;
             }
@@ -532,10 +542,10 @@ mod tests {
         let f = ipv4_udp(1000, 2000, 100);
         let key = key_of(lo, &f).unwrap();
         assert_eq!(test_run_xdp(prog, &f, lo).unwrap(), XDP_PASS as u32, "miss");
-        fc.offer(key, 1, 5, f.len() as u32, 1, 0, 10);
-        fc.offer(key, 1, 5, f.len() as u32, 1, 0, 11); // the same flow again: queued once
+        fc.offer(key, 1, 5, f.len() as u32, 1, (0, 0), 10);
+        fc.offer(key, 1, 5, f.len() as u32, 1, (0, 0), 11); // the same flow again: queued once
         assert_eq!(fc.pending.len(), 1);
-        fc.commit(|_| true);
+        fc.commit(|_, _| true);
         assert_eq!(fc.lookup(&key), Some((1, 0, 5, f.len() as u32, 1)));
         let prog = &fc._prog;
         assert_eq!(test_run_xdp(prog, &f, lo).unwrap(), XDP_REDIRECT, "hit");
@@ -547,24 +557,24 @@ mod tests {
         assert_eq!(test_run_xdp(prog, &ipv4_udp(1000, 2000, 101), lo).unwrap(), XDP_PASS as u32);
         // The same frame installed for another ingress port only.
         let g = ipv4_udp(1002, 2000, 100);
-        fc.offer(key_of(lo + 1, &g).unwrap(), 1, 5, g.len() as u32, 1, 0, 10);
-        fc.commit(|_| true);
+        fc.offer(key_of(lo + 1, &g).unwrap(), 1, 5, g.len() as u32, 1, (0, 0), 10);
+        fc.commit(|_, _| true);
         let prog = &fc._prog;
         assert_eq!(test_run_xdp(prog, &g, lo).unwrap(), XDP_PASS as u32, "ingress port is in the key");
         // A publish makes it stale at once.
         ctl.bump();
         assert_eq!(test_run_xdp(prog, &f, lo).unwrap(), XDP_PASS as u32, "control epoch bumped");
-        fc.offer(key, 2, 5, f.len() as u32, 1, 0, 12);
-        fc.commit(|_| true);
+        fc.offer(key, 2, 5, f.len() as u32, 1, (0, 0), 12);
+        fc.commit(|_, _| true);
         assert_eq!(test_run_xdp(&fc._prog, &f, lo).unwrap(), XDP_REDIRECT);
         fc.invalidate();
         assert_eq!(test_run_xdp(&fc._prog, &f, lo).unwrap(), XDP_PASS as u32, "data-plane epoch bumped");
         assert_eq!(fc.counts.get(5), (2 * f.len() as u64, 2), "passes are not counted");
         // A port not ready: nothing installed, and the next offer queues it again.
-        fc.offer(key, 2, 5, f.len() as u32, 1, 3, 13);
-        fc.commit(|out| out != 3);
+        fc.offer(key, 2, 5, f.len() as u32, 1, (0, 3), 13);
+        fc.commit(|_, out| out != 3);
         assert_eq!(fc.lookup(&key).map(|e| e.1), Some(0), "entry of the old data-plane epoch stays");
-        fc.offer(key, 2, 5, f.len() as u32, 1, 3, 14);
+        fc.offer(key, 2, 5, f.len() as u32, 1, (0, 3), 14);
         assert_eq!(fc.pending.len(), 1);
     }
 }

@@ -85,6 +85,10 @@ impl PortIo {
         each!(self, p => &p.ifname)
     }
 
+    pub fn ifindex(&self) -> i32 {
+        each!(self, p => p.ifindex)
+    }
+
     #[inline]
     pub fn rx_peek(&mut self) -> Option<RxFrame> {
         each!(self, p => p.rx_peek())

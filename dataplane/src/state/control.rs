@@ -7,6 +7,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::mpsc;
 
 use super::*;
+use crate::io::flow_cache::Epoch;
 use crate::io::wake::Waker;
 use crate::tables::Snapshot;
 
@@ -58,6 +59,7 @@ struct Inner {
     waker: Arc<Waker>,
     reset_generation: Arc<AtomicU64>,
     radio_digests: Arc<AtomicBool>,
+    epoch: Arc<Epoch>,
 }
 
 /// The data-plane ends of the shared state and queues. Owned by the data-plane thread.
@@ -76,6 +78,8 @@ pub struct DataPlaneLink {
     /// A client enabled `radio_state_digest_t`: only then does the data plane build radio digest
     /// messages (a wake-up of 100k UEs would otherwise queue messages nobody asked for).
     pub radio_digests: Arc<AtomicBool>,
+    /// Bumped at every snapshot publish; the kernel fast path's entries carry it.
+    pub epoch: Arc<Epoch>,
 }
 
 impl SwitchControl {
@@ -90,6 +94,7 @@ impl SwitchControl {
         let waker = Arc::new(Waker::new()?);
         let reset_generation = Arc::new(AtomicU64::new(0));
         let radio_digests = Arc::new(AtomicBool::new(false));
+        let epoch = Arc::new(Epoch::default());
         let link = DataPlaneLink {
             caps,
             snapshot: snapshot.clone(),
@@ -101,6 +106,7 @@ impl SwitchControl {
             waker: waker.clone(),
             reset_generation: reset_generation.clone(),
             radio_digests: radio_digests.clone(),
+            epoch: epoch.clone(),
         };
         let inner = Inner {
             store: Mutex::new(TableStore::new(caps)),
@@ -114,6 +120,7 @@ impl SwitchControl {
             waker,
             reset_generation,
             radio_digests,
+            epoch,
         };
         Ok((SwitchControl { inner: Arc::new(inner) }, link))
     }
@@ -127,7 +134,10 @@ impl SwitchControl {
     fn publish(&self, store: &mut TableStore, touched: &[bool]) {
         if touched.iter().any(|t| *t) {
             let old = self.inner.snapshot.load_full();
-            let new = store.compile(&old, touched, &|| self.inner.waker.wake());
+            let mut new = store.compile(&old, touched, &|| self.inner.waker.wake());
+            // Before the store: from here on the kernel fast path's entries of older snapshots
+            // miss (io/flow_cache.rs says why this is atomic).
+            new.epoch = self.inner.epoch.bump();
             self.inner.snapshot.store(Arc::new(new));
         }
     }

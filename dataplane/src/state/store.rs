@@ -6,9 +6,11 @@
 //! concurrent read-modify-write of the data plane.
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 
 use super::lazy::{LazyArray, ZeroValid};
 use crate::contract::{self, *};
+use crate::io::flow_cache::FastCounts;
 use crate::state::{Capacities, StateError};
 
 /// `n` zeroed atomics (calloc: lazily zeroed pages for large arrays).
@@ -39,13 +41,18 @@ fn clear_u64(cells: &[AtomicU64]) {
 }
 
 /// Counter arrays: bytes at `2 * i`, packets at `2 * i + 1`, so one update touches one cache line.
+///
+/// profile_in and profile_out also count what the kernel fast path forwarded (io/flow_cache.rs):
+/// its counts are added at every read, and a write stores the difference, so every read is
+/// exact and current with no folding step.
 pub struct CounterArray {
     cells: Box<[AtomicU64]>,
+    fast: OnceLock<Arc<FastCounts>>,
 }
 
 impl CounterArray {
     fn new(size: u32) -> Self {
-        CounterArray { cells: zeroed(size as usize * 2) }
+        CounterArray { cells: zeroed(size as usize * 2), fast: OnceLock::new() }
     }
     #[inline]
     pub fn add(&self, index: usize, bytes: u64) {
@@ -61,11 +68,17 @@ impl CounterArray {
         self.cells.is_empty()
     }
     pub fn get(&self, index: usize) -> (u64, u64) {
-        (self.cells[2 * index].load(Relaxed), self.cells[2 * index + 1].load(Relaxed))
+        let (fb, fp) = self.fast.get().map_or((0, 0), |f| f.get(index));
+        (self.cells[2 * index].load(Relaxed).wrapping_add(fb), self.cells[2 * index + 1].load(Relaxed).wrapping_add(fp))
     }
     pub fn set(&self, index: usize, bytes: u64, packets: u64) {
-        self.cells[2 * index].store(bytes, Relaxed);
-        self.cells[2 * index + 1].store(packets, Relaxed);
+        let (fb, fp) = self.fast.get().map_or((0, 0), |f| f.get(index));
+        self.cells[2 * index].store(bytes.wrapping_sub(fb), Relaxed);
+        self.cells[2 * index + 1].store(packets.wrapping_sub(fp), Relaxed);
+    }
+    /// From now on, reads add what the kernel fast path counted (profile_in, profile_out).
+    pub fn add_fast_path(&self, fast: Arc<FastCounts>) {
+        let _ = self.fast.set(fast);
     }
     /// Adds one packet and no bytes (PACKETS counters).
     #[inline]
@@ -76,6 +89,13 @@ impl CounterArray {
     }
     fn clear(&self) {
         clear_u64(&self.cells);
+        if let Some(f) = self.fast.get() {
+            for i in 0..f.len().min(self.len()) {
+                if f.get(i) != (0, 0) {
+                    self.set(i, 0, 0);
+                }
+            }
+        }
     }
 }
 

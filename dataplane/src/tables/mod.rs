@@ -74,6 +74,9 @@ pub struct Snapshot {
     pub radios: Arc<RadioTable>,
     /// Default of `radio_profile`: `None` = NoAction (no radio).
     pub radio_default: Option<RadioParams>,
+    /// The control epoch this snapshot was published under (io/flow_cache.rs): the kernel fast
+    /// path's entries decided with it carry it, and stop matching when the next publish bumps it.
+    pub epoch: u64,
 }
 
 impl Snapshot {
@@ -96,6 +99,7 @@ impl Snapshot {
             profile_default: None,
             radios: Arc::new(RadioTable::new(profiles, [])),
             radio_default: None,
+            epoch: 0,
         }
     }
 
