@@ -74,8 +74,12 @@ def test_radio_profile_through_the_controller_wakes_up_on_the_wire(lab: TwoHostL
     base = statistics.median(awake)
     assert 2 * MS <= base < 10 * MS, f"awake packets took {ms(base)} (profile delay 2 ms)"
     added = statistics.median(wake) - base
-    assert 300 * MS - 1 * MS <= added <= 300 * MS + 10 * MS, f"wake-up added {ms(added)}, promotion 300 ms"
-    assert all(d >= 300 * MS for d in wake), [ms(d) for d in wake]
+    # Against the awake packets, the wake-up adds the promotion; noise in the base (an awake packet
+    # whose sender was descheduled between its timestamp and its send, a CI run saw 1.6 ms) can
+    # only shrink this difference, so its lower bound leaves 5 ms; that no wake-up packet leaves
+    # before its promotion plus the profile's delay is checked on the absolute delays below.
+    assert 300 * MS - 5 * MS <= added <= 300 * MS + 10 * MS, f"wake-up added {ms(added)}, promotion 300 ms"
+    assert all(d >= 302 * MS - 0.2 * MS for d in wake), [ms(d) for d in wake]
 
     # `radio show` and `stats` report the UE of h1 with its promotions; h2's address is never a
     # client here, so UE 102 was never seen and the scan of the rule's 256 UEs finds only 101.
