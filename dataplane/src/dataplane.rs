@@ -106,10 +106,18 @@ impl Port {
             || (len <= self.max_frame + 4 && len >= 14 && matches!(u16::from_be_bytes([frame[12], frame[13]]), 0x8100 | 0x88a8))
     }
 
-    fn refresh_mtu(&mut self) {
+    /// Reads the MTU again; true when the largest frame changed.
+    fn refresh_mtu(&mut self) -> bool {
         match self.io.mtu() {
-            Ok(mtu) => self.max_frame = mtu as usize + ETH_HEADER,
-            Err(e) => tracing::debug!(iface = %self.io.ifname(), "MTU query failed: {e}"),
+            Ok(mtu) => {
+                let before = self.max_frame;
+                self.max_frame = mtu as usize + ETH_HEADER;
+                self.max_frame != before
+            }
+            Err(e) => {
+                tracing::debug!(iface = %self.io.ifname(), "MTU query failed: {e}");
+                false
+            }
         }
     }
 }
@@ -163,11 +171,16 @@ pub fn monotonic_ns() -> u64 {
 /// start, after allocating the buffer pool, made every arrival of the first ~100 ms early by the
 /// pool's allocation time.)
 pub fn wall_offset_ns() -> i64 {
+    wall_offset_from(clock_ns)
+}
+
+/// [`wall_offset_ns`] over any clock reader (the tests script a preempted read).
+fn wall_offset_from(mut read: impl FnMut(libc::clockid_t) -> u64) -> i64 {
     let mut best = (u64::MAX, 0i64);
     for _ in 0..3 {
-        let before = clock_ns(libc::CLOCK_MONOTONIC);
-        let wall = clock_ns(libc::CLOCK_REALTIME);
-        let after = clock_ns(libc::CLOCK_MONOTONIC);
+        let before = read(libc::CLOCK_MONOTONIC);
+        let wall = read(libc::CLOCK_REALTIME);
+        let after = read(libc::CLOCK_MONOTONIC);
         let width = after.saturating_sub(before);
         if width < best.0 {
             best = (width, wall as i64 - after as i64);
@@ -396,13 +409,11 @@ impl DataPlane {
             }
             if now.saturating_sub(last_mtu) >= MTU_REFRESH_NS {
                 last_mtu = now;
-                let before: usize = self.ports.iter().map(|p| p.max_frame).sum();
-                self.ports.iter_mut().for_each(Port::refresh_mtu);
-                if self.ports.iter().map(|p| p.max_frame).sum::<usize>() != before {
-                    // Entries carry a length bound taken from the egress MTU.
-                    if let Some(fc) = &mut self.fast {
-                        fc.invalidate();
-                    }
+                // Every port is read (no short-circuit); fast-path entries carry a length bound
+                // taken from the egress MTU, so any change makes them stale.
+                let changed = self.ports.iter_mut().fold(false, |any, p| p.refresh_mtu() | any);
+                if let (true, Some(fc)) = (changed, &mut self.fast) {
+                    fc.invalidate();
                 }
                 self.read_ring_stats();
             }
@@ -950,19 +961,30 @@ mod tests {
         assert_eq!(arrival_time(1, 2 * MAX_SLEEP_NS, || 2 * MAX_SLEEP_NS + 1), 2 * MAX_SLEEP_NS + 1);
     }
 
+    /// A clock whose wall time is monotonic time + `offset`, every read advancing time by
+    /// `steps[i]` first (a preemption is a large step).
+    fn scripted(offset: u64, steps: Vec<u64>) -> impl FnMut(libc::clockid_t) -> u64 {
+        let (mut t, mut i) = (1_000_000u64, 0);
+        move |clock| {
+            t += steps[i];
+            i += 1;
+            if clock == libc::CLOCK_REALTIME { t + offset } else { t }
+        }
+    }
+
     #[test]
     fn wall_offset_errs_only_toward_later_arrivals() {
-        for _ in 0..1000 {
-            // Monotonic read first, wall clock after: at least the true offset.
-            let m = monotonic_ns();
-            let upper = clock_ns(libc::CLOCK_REALTIME) as i64 - m as i64;
-            let offset = wall_offset_ns();
-            // Wall clock read first, monotonic after: at most the true offset.
-            let w = clock_ns(libc::CLOCK_REALTIME);
-            let lower = w as i64 - monotonic_ns() as i64;
-            // No step of the wall clock is expected during the test; allow a preempted read.
-            assert!(offset <= upper + 1_000_000, "offset {offset} above {upper}");
-            assert!(offset >= lower - 1_000_000, "offset {offset} below {lower}");
-        }
+        let truth = 5_000_000_000u64;
+        // Preempted for 400 us between the wall read and the monotonic read after it, in the
+        // first bracket: the tightest bracket (the second, 20 ns wide) is the one taken.
+        let steps = vec![10, 10, 400_000, 10, 10, 10, 10, 10, 30];
+        assert_eq!(wall_offset_from(scripted(truth, steps)), truth as i64 - 10);
+        // Every bracket preempted: still never above the truth (arrivals late, never early).
+        let steps = vec![10, 10, 300_000, 10, 10, 200_000, 10, 10, 250_000];
+        let offset = wall_offset_from(scripted(truth, steps));
+        assert!(offset <= truth as i64 && offset == truth as i64 - 200_000, "{offset}");
+        // On this machine's clocks: within a millisecond of a plain reading.
+        let plain = clock_ns(libc::CLOCK_REALTIME) as i64 - monotonic_ns() as i64;
+        assert!((wall_offset_ns() - plain).abs() < 1_000_000);
     }
 }

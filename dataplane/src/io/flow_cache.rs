@@ -278,25 +278,11 @@ fn program(flows: i32, epoch: i32, counts: i32, total: u32) -> Vec<u64> {
         .op(LDX_W, 5, 8, 20, 0) // max_len
         .jmp(JGT_X, 9, 5, 0, "pass")
         .op(LDX_W, 5, 8, 16, 0) // pd
-        .op(STX_W, FP, 5, -36, 0)
-        .ld_map(1, counts)
-        .op(MOV64_X, 2, FP, 0, 0)
-        .op(ADD64_K, 2, 0, 0, -36)
-        .op(CALL, 0, 0, 0, FN_MAP_LOOKUP_ELEM)
-        .jmp(JEQ_K, 0, 0, 0, "pass")
-        .op(ATOMIC_DW, 0, 9, 0, 0)
-        .op(MOV64_K, 1, 0, 0, 1)
-        .op(ATOMIC_DW, 0, 1, 8, 0)
-        .op(ST_W, FP, 0, -36, total as i32)
-        .ld_map(1, counts)
-        .op(MOV64_X, 2, FP, 0, 0)
-        .op(ADD64_K, 2, 0, 0, -36)
-        .op(CALL, 0, 0, 0, FN_MAP_LOOKUP_ELEM)
-        .jmp(JEQ_K, 0, 0, 0, "redirect")
-        .op(ATOMIC_DW, 0, 9, 0, 0)
-        .op(MOV64_K, 1, 0, 0, 1)
-        .op(ATOMIC_DW, 0, 1, 8, 0)
-        .label("redirect")
+        .op(STX_W, FP, 5, -36, 0);
+    count_at_fp36(&mut a, counts, "pass");
+    a.op(ST_W, FP, 0, -36, total as i32);
+    count_at_fp36(&mut a, counts, "redirect");
+    a.label("redirect")
         .op(LDX_W, 1, 8, 24, 0) // out_ifindex
         .op(MOV64_K, 2, 0, 0, 0)
         .op(CALL, 0, 0, 0, FN_REDIRECT)
@@ -305,6 +291,19 @@ fn program(flows: i32, epoch: i32, counts: i32, total: u32) -> Vec<u64> {
         .op(MOV64_K, 0, 0, 0, XDP_PASS)
         .op(EXIT, 0, 0, 0, 0);
     a.finish()
+}
+
+/// counts[*(u32 *)(fp - 36)] += (frame length in r9, 1 packet); to `missing` when the index is
+/// out of the array. Clobbers r0-r5.
+fn count_at_fp36(a: &mut Asm, counts: i32, missing: &'static str) {
+    a.ld_map(1, counts)
+        .op(MOV64_X, 2, FP, 0, 0)
+        .op(ADD64_K, 2, 0, 0, -36)
+        .op(CALL, 0, 0, 0, FN_MAP_LOOKUP_ELEM)
+        .jmp(JEQ_K, 0, 0, 0, missing)
+        .op(ATOMIC_DW, 0, 9, 0, 0)
+        .op(MOV64_K, 1, 0, 0, 1)
+        .op(ATOMIC_DW, 0, 1, 8, 0);
 }
 
 #[derive(Clone, Copy)]
