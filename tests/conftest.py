@@ -14,7 +14,7 @@ When a test that used the lab fails, the end of the switch's log is printed with
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -44,14 +44,29 @@ def switch_bin() -> str:
 
 
 @pytest.fixture
-def lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path) -> Iterator[TwoHostLab]:
+def start_lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path) -> Iterator[Callable[..., TwoHostLab]]:
+    """start_lab(*switch_args): a started TwoHostLab (a test may start several, one after the
+    other, and close them itself). Every lab is closed at teardown, and when the test failed the
+    end of each switch's log is printed."""
     if os.geteuid() != 0:
         pytest.fail("wire tests need root (network namespaces, raw sockets)", pytrace=False)
-    the_lab = TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log").start()
+    labs: list[TwoHostLab] = []
+
+    def start(*switch_args: str) -> TwoHostLab:
+        log = tmp_path / ("switch.log" if not labs else f"switch-{len(labs) + 1}.log")
+        labs.append(TwoHostLab(binary=switch_bin, log_path=log, switch_args=switch_args))
+        return labs[-1].start()
+
     try:
-        yield the_lab
+        yield start
     finally:
         call = getattr(request.node, "rep_call", None)
-        if call is not None and call.failed and the_lab.switch is not None:
-            print(f"\n---- end of switch log ({the_lab.switch.log_path}) ----\n{the_lab.switch.log_tail(60)}")
-        the_lab.close()
+        for the_lab in labs:
+            if call is not None and call.failed and the_lab.switch is not None:
+                print(f"\n---- end of switch log ({the_lab.switch.log_path}) ----\n{the_lab.switch.log_tail(60)}")
+            the_lab.close()
+
+
+@pytest.fixture
+def lab(start_lab) -> TwoHostLab:
+    return start_lab()

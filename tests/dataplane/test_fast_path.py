@@ -7,7 +7,6 @@ fast-pathed; --pcap and --fast-path off keep it off; a bad --fast-path value is 
 
 from __future__ import annotations
 
-import os
 import queue
 import struct
 import subprocess
@@ -15,7 +14,6 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
@@ -64,25 +62,15 @@ def metrics(url: str) -> dict[str, object]:
     return out
 
 
-def start_lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path, *args: str) -> tuple[TwoHostLab, str]:
-    if os.geteuid() != 0:
-        pytest.fail("wire tests need root (network namespaces, raw sockets, XDP)", pytrace=False)
+def metrics_lab(start_lab, *args: str) -> tuple[TwoHostLab, str]:
+    """A lab whose switch serves --metrics-addr; (lab, metrics URL)."""
     port = free_tcp_port("127.0.0.1")
-    lab = TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log",
-                     switch_args=("--metrics-addr", f"127.0.0.1:{port}", *args)).start()
-    return lab, f"http://127.0.0.1:{port}/metrics"
+    return start_lab("--metrics-addr", f"127.0.0.1:{port}", *args), f"http://127.0.0.1:{port}/metrics"
 
 
 @pytest.fixture
-def fast_lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path) -> Iterator[tuple[TwoHostLab, str]]:
-    lab, url = start_lab(request, switch_bin, tmp_path)
-    try:
-        yield lab, url
-    finally:
-        call = getattr(request.node, "rep_call", None)
-        if call is not None and call.failed and lab.switch is not None:
-            print(f"\n---- end of switch log ({lab.switch.log_path}) ----\n{lab.switch.log_tail(60)}")
-        lab.close()
+def fast_lab(start_lab) -> tuple[TwoHostLab, str]:
+    return metrics_lab(start_lab)
 
 
 def test_on_by_default_forwards_in_the_kernel_with_counters_that_conserve(fast_lab) -> None:
@@ -244,10 +232,10 @@ def pcap_records(path) -> int:
     return n
 
 
-def test_pcap_and_off_keep_it_off(request, switch_bin, tmp_path) -> None:
+def test_pcap_and_off_keep_it_off(start_lab, tmp_path) -> None:
     pcaps = tmp_path / "pcap"
     for args, why in ((("--pcap", str(pcaps)), "--pcap"), (("--fast-path", "off"), "--fast-path off")):
-        lab, url = start_lab(request, switch_bin, tmp_path, *args)
+        lab, url = metrics_lab(start_lab, *args)
         try:
             m = metrics(url)
             assert m["state"].startswith("off") and why in m["state"], m

@@ -7,7 +7,6 @@ a one-line reason. (The whole tests/dataplane suite runs on either path with P4N
 
 from __future__ import annotations
 
-import os
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -34,19 +33,10 @@ def _port_io(url: str) -> dict[str, str]:
 
 
 @pytest.fixture(params=PATHS)
-def path_lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path) -> Iterator[tuple[TwoHostLab, str, str]]:
-    if os.geteuid() != 0:
-        pytest.fail("wire tests need root (network namespaces, raw sockets)", pytrace=False)
+def path_lab(request: pytest.FixtureRequest, start_lab) -> tuple[TwoHostLab, str, str]:
     port = free_tcp_port("127.0.0.1")
-    lab = TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log",
-                     switch_args=("--io", request.param, "--metrics-addr", f"127.0.0.1:{port}")).start()
-    try:
-        yield lab, request.param, f"http://127.0.0.1:{port}/metrics"
-    finally:
-        call = getattr(request.node, "rep_call", None)
-        if call is not None and call.failed and lab.switch is not None:
-            print(f"\n---- end of switch log ({lab.switch.log_path}) ----\n{lab.switch.log_tail(60)}")
-        lab.close()
+    lab = start_lab("--io", request.param, "--metrics-addr", f"127.0.0.1:{port}")
+    return lab, request.param, f"http://127.0.0.1:{port}/metrics"
 
 
 def test_forwarding_on_each_path(path_lab) -> None:
