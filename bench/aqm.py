@@ -11,7 +11,11 @@ when the TCP flow has filled whatever queue the AQM lets it keep:
   codel_sojourn_ms_p50     bar: within 5 ms +/- 2 ms (CoDel's target); the long flow and the short
                            ones run CUBIC, Linux's default, which a user's host would run (set as
                            the sender's route `congctl`: this machine's namespaces may not make it
-                           their default)
+                           their default). One run's median is a coin toss (its 6 s hold only ~20
+                           of CoDel's drop cycles; single runs gave 0.13-5.11 ms), so the run is
+                           repeated CODEL_ROUNDS times and the figure is the median of the rounds'
+                           medians; each round's, their range and the median of all rounds'
+                           probes pooled are in aqm_config.codel_rounds
   taildrop_sojourn_ms_p50  the same link with tail drop: the standing queue (no bar; shown with it)
   codel_sojourn_ms_p50_reno, taildrop_sojourn_ms_p50_reno
                            the same two with Reno (no bar; beta 0.5 halves the window at each drop,
@@ -29,6 +33,7 @@ SECONDS: `ecn_marks` (profile_ecn_mark) and `ecn_aqm_drops` (drops of reason aqm
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import threading
 import time
@@ -42,6 +47,7 @@ from p4netem_studies.web import tcp_tuning
 RATE_BPS = 10_000_000
 QUEUE_PKTS = 1000
 SECONDS = 12
+CODEL_ROUNDS = 5  # the headline CoDel run, repeated (see the docstring): 5 x ~14 s
 PROBE_PPS = 50
 PROBE_SIZE = 100
 SHORT_BYTES = 60_000
@@ -140,6 +146,7 @@ def _loaded_sojourn(t: Topo, ctl, **aqm: int) -> dict:
         raise RuntimeError("no probe of the second half arrived")
     return {
         "sojourn_ms_p50": late[len(late) // 2] / 1e6,
+        "late_sojourns_ms": [d / 1e6 for d in late],
         "sojourn_ms_p90": late[int(len(late) * 0.9)] / 1e6,
         "probes_sent": n, "probes_received": len(delays),
         "short_flows": int(short_out.strip() or 0),
@@ -192,14 +199,25 @@ def _cubic_routes(t: Topo, on: bool) -> None:
     tcp_tuning.set_route_congestion_control(t.h1.ns, CC if on else None)
 
 
-def _pair(t: Topo, ctl, cc: str) -> tuple[dict, dict]:
-    """Tail drop, then CoDel, with the long and short flows on `cc`; checks the sender ran it."""
+def _pair(t: Topo, ctl, cc: str, codel_rounds: int = 1) -> tuple[dict, list[dict]]:
+    """Tail drop, then CoDel `codel_rounds` times, with the long and short flows on `cc`; checks
+    the sender ran it."""
     tail = _loaded_sojourn(t, ctl)
-    codel = _loaded_sojourn(t, ctl, **CODEL)
-    for name, r in (("tail drop", tail), ("CoDel", codel)):
+    codel = [_loaded_sojourn(t, ctl, **CODEL) for _ in range(codel_rounds)]
+    for name, r in (("tail drop", tail), *(("CoDel", c) for c in codel)):
         if r["long_flow_cc"] not in (cc, None):
             raise RuntimeError(f"{name} run: the long flow ran {r['long_flow_cc']}, not {cc}")
     return tail, codel
+
+
+def _rounds(runs: list[dict]) -> dict:
+    """The rounds' medians, their median (the figure) and range, and the pooled probes' median."""
+    p50s = [r["sojourn_ms_p50"] for r in runs]
+    pooled = sorted(d for r in runs for d in r["late_sojourns_ms"])
+    return {"rounds": len(runs), "p50_ms": p50s, "median_of_rounds_ms": statistics.median(p50s),
+            "min_ms": min(p50s), "max_ms": max(p50s), "pooled_p50_ms": pooled[len(pooled) // 2],
+            "pooled_p90_ms": pooled[int(len(pooled) * 0.9)], "pooled_probes": len(pooled),
+            "aqm_drops": [r["aqm_drops"] for r in runs]}
 
 
 def measure(t: Topo, ctl) -> dict:
@@ -212,22 +230,29 @@ def measure(t: Topo, ctl) -> dict:
     # with RFC 8289's 100 ms interval holds one Reno flow at 5 ms (it needs a drop every few ms).
     ctl.set_impairment(1, pl.DOWNLINK, delay_ns=BASE_RTT_MS * 1_000_000)
     try:
-        tail_reno, codel_reno = _pair(t, ctl, CC_COMPARED)
+        tail_reno, (codel_reno,) = _pair(t, ctl, CC_COMPARED)
         red = _loaded_sojourn(t, ctl, **_red(gentle=False))
         gentle = _loaded_sojourn(t, ctl, **_red(gentle=True))
         ecn = _ecn(t, ctl)
         _cubic_routes(t, True)
         try:
-            tail, codel = _pair(t, ctl, CC)
+            tail, codel_runs = _pair(t, ctl, CC, CODEL_ROUNDS)
         finally:
             _cubic_routes(t, False)
     finally:
         _sender_cc(t, old_cc)
         ctl.set_impairment(1, pl.UPLINK)
         ctl.set_impairment(1, pl.DOWNLINK)
+    rounds = _rounds(codel_runs)
+    codel = codel_runs[rounds["p50_ms"].index(sorted(rounds["p50_ms"])[len(codel_runs) // 2])]  # the median round
+    for r in (tail, tail_reno, codel_reno, red, gentle, *codel_runs):
+        r.pop("late_sojourns_ms")
     return {
-        "codel_sojourn_ms_p50": codel["sojourn_ms_p50"],
-        "codel_sojourn_ms_p50_low": codel["sojourn_ms_p50"],  # the same value, checked against 3 ms
+        "codel_sojourn_ms_p50": rounds["median_of_rounds_ms"],
+        "codel_sojourn_ms_p50_low": rounds["median_of_rounds_ms"],  # the same value, checked against 3 ms
+        "codel_sojourn_ms_p50_min": rounds["min_ms"],
+        "codel_sojourn_ms_p50_max": rounds["max_ms"],
+        "codel_sojourn_ms_p50_pooled": rounds["pooled_p50_ms"],
         "taildrop_sojourn_ms_p50": tail["sojourn_ms_p50"],
         "codel_sojourn_ms_p50_reno": codel_reno["sojourn_ms_p50"],
         "taildrop_sojourn_ms_p50_reno": tail_reno["sojourn_ms_p50"],
@@ -238,7 +263,7 @@ def measure(t: Topo, ctl) -> dict:
         "aqm_config": {"congestion_control": CC, "congestion_control_compared": CC_COMPARED,
                        "red_congestion_control": CC_COMPARED, "base_rtt_ms": BASE_RTT_MS, "rate_bps": RATE_BPS, "queue_pkts": QUEUE_PKTS, "seconds": SECONDS,
                        "probe_pps": PROBE_PPS, "short_bytes": SHORT_BYTES, "short_every_s": SHORT_EVERY_S,
-                       "codel": codel, "tail_drop": tail, "codel_reno": codel_reno, "tail_drop_reno": tail_reno,
+                       "codel": codel, "codel_rounds": {**rounds, "runs": codel_runs}, "tail_drop": tail, "codel_reno": codel_reno, "tail_drop_reno": tail_reno,
                        "ecn": ecn,
                        "red": {"min_bytes": RED_MIN, "max_bytes": RED_MAX, "max_p": RED_MAX_P, **red},
                        "gentle_red": gentle},
