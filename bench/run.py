@@ -186,7 +186,7 @@ def print_table(res: dict) -> None:
         ("delay_reference_us_p50", "us"), ("delay_reference_us_p99", "us"),
         ("loss_measured", ""),
         ("codel_sojourn_ms_p50_min", "ms"), ("codel_sojourn_ms_p50_max", "ms"),
-        ("codel_sojourn_ms_p50_pooled", "ms"),
+        ("codel_sojourn_ms_p50_pooled", "ms"), ("codel_reference_drop_agreement", ""),
         ("taildrop_sojourn_ms_p50", "ms"), ("codel_sojourn_ms_p50_reno", "ms"),
         ("taildrop_sojourn_ms_p50_reno", "ms"), ("ecn_marks", ""), ("bearer_pf_fairness_pct_err", "pp"),
         ("rrc_promotion_error_us_p50", "us"), ("rrc_switch_mpps_1_ue", "Mpps"),

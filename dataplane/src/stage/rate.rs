@@ -320,7 +320,7 @@ mod tests {
     /// 8289's pseudocode with Linux's arithmetic (include/net/codel_impl.h: count, the Newton step
     /// of rec_inv_sqrt in 16 bits, control_law = t + interval * rec_inv_sqrt >> 32) run at the real
     /// dequeue instants of a FIFO, with Linux's backlog test (bytes left behind the packet):
-    /// tests/tools/codel_reference.py replays it step by step; the first drops by hand below.
+    /// bench/codel_reference.py replays it step by step; the first drops by hand below.
     /// 1500-byte packets on 10 Mbit/s (1.2 ms each); target 5 ms, interval 100 ms. Phase A: one
     /// packet per ms for 400 ms (12 Mbit/s: the sojourn grows 0.2 ms per packet), then one per
     /// 3 ms to 697 ms (4 Mbit/s: the queue drains with packets still arriving behind), silence, and

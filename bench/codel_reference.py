@@ -1,11 +1,13 @@
 """CoDel's drop schedule on a FIFO link, replayed step by step from RFC 8289's pseudocode with
-Linux's arithmetic (include/net/codel_impl.h), as an oracle for the switch's unit test
-(dataplane/src/stage/rate.rs, codel_drop_schedule_matches_the_rfc_pseudocode_with_linux_arithmetic).
+Linux's arithmetic (include/net/codel_impl.h): the reference for the switch's unit test
+(dataplane/src/stage/rate.rs, codel_drop_schedule_matches_the_rfc_pseudocode_with_linux_arithmetic)
+and for bench/aqm.py, which replays the arrivals it captured at the switch's port through it.
 
-    python codel_reference.py [--exact] [--no-tail]   prints (dequeue instant ns, arrival ms) of each drop
+    python bench/codel_reference.py [--exact] [--no-tail]   the unit test's pattern: prints
+                                                             (dequeue instant ns, arrival ms) per drop
 
 Independent of the switch's code, which decides each packet's fate when it arrives (its dequeue
-instant is known then): here the link pulls packets at its real dequeue instants, as a qdisc's
+instant is known then): here the link pulls packets at their real dequeue instants, as a qdisc's
 dequeue does, with the RFC's drop loop (a dropped packet takes no link time; the next one is
 looked at in the same instant) and Linux's backlog test (bytes left after the dequeued packet).
 `--exact` uses the RFC's exact interval / sqrt(count) instead of Linux's 16-bit Newton steps.
@@ -30,8 +32,13 @@ def newton_step(count: int, rec_inv_sqrt: int) -> int:
     return (val >> 16) & 0xFFFF
 
 
-def replay(arrivals_ns: list[int], size: int = 1500, ns_per_byte: int = 800, exact: bool = False) -> list[tuple[int, int]]:
-    queue: list[int] = []  # arrival times
+def replay(arrivals_ns: list[int], size: int | list[int] = 1500, ns_per_byte: int = 800,
+           exact: bool = False) -> list[tuple[int, int]]:
+    """Drops of a FIFO served at ns_per_byte with CoDel (target 5 ms, interval 100 ms): one
+    (dequeue instant, index of the packet in `arrivals_ns`) each. `size`: every packet's wire
+    bytes, or one per packet; arrivals in order."""
+    sizes = size if isinstance(size, list) else [size] * len(arrivals_ns)
+    queue: list[int] = []  # indices of waiting packets, in arrival order
     backlog = 0
     v = {"first_above": 0, "drop_next": 0, "count": 0, "lastcount": 0, "rec_inv_sqrt": 0, "dropping": False}
     drops: list[tuple[int, int]] = []
@@ -40,14 +47,14 @@ def replay(arrivals_ns: list[int], size: int = 1500, ns_per_byte: int = 800, exa
         nonlocal backlog
         if not queue:
             return None
-        backlog -= size
+        backlog -= sizes[queue[0]]
         return queue.pop(0)
 
-    def should_drop(arrived: int | None, now: int) -> bool:
-        if arrived is None:
+    def should_drop(i: int | None, now: int) -> bool:
+        if i is None:
             v["first_above"] = 0
             return False
-        if now - arrived < TARGET_NS or backlog <= MTU:
+        if now - arrivals_ns[i] < TARGET_NS or backlog <= MTU:
             v["first_above"] = 0
             return False
         if v["first_above"] == 0:
@@ -73,14 +80,14 @@ def replay(arrivals_ns: list[int], size: int = 1500, ns_per_byte: int = 800, exa
                 while v["dropping"] and now >= v["drop_next"]:
                     v["count"] += 1
                     v["rec_inv_sqrt"] = newton_step(v["count"], v["rec_inv_sqrt"])
-                    drops.append((now, p // MS))
+                    drops.append((now, p))
                     p = dequeue()
                     if not should_drop(p, now):
                         v["dropping"] = False
                     else:
                         v["drop_next"] = control_law(v["drop_next"])
         elif drop:
-            drops.append((now, p // MS))
+            drops.append((now, p))
             p = dequeue()
             should_drop(p, now)
             v["dropping"] = True
@@ -94,16 +101,15 @@ def replay(arrivals_ns: list[int], size: int = 1500, ns_per_byte: int = 800, exa
             v["drop_next"] = control_law(now)
         return p
 
-    pending = sorted(arrivals_ns)
     i, free = 0, 0
-    while i < len(pending) or queue:
-        now = free if queue else max(free, pending[i])
-        while i < len(pending) and pending[i] <= now:
-            queue.append(pending[i])
-            backlog += size
+    while i < len(arrivals_ns) or queue:
+        now = free if queue else max(free, arrivals_ns[i])
+        while i < len(arrivals_ns) and arrivals_ns[i] <= now:
+            queue.append(i)
+            backlog += sizes[i]
             i += 1
-        if codel_dequeue(now) is not None:
-            free = now + size * ns_per_byte
+        if (p := codel_dequeue(now)) is not None:
+            free = now + sizes[p] * ns_per_byte
     return drops
 
 
@@ -120,5 +126,6 @@ if __name__ == "__main__":
     # --no-tail: phase A ends abruptly, where the switch's bytes-ahead backlog rule departs from
     # Linux's bytes-behind one (see the unit test's comment).
     args = sys.argv[1:]
-    for drop in replay(unit_test_pattern(tail="--no-tail" not in args), exact="--exact" in args):
-        print(drop)
+    pattern = unit_test_pattern(tail="--no-tail" not in args)
+    for now, i in replay(pattern, exact="--exact" in args):
+        print((now, pattern[i] // MS))
