@@ -202,9 +202,9 @@ def test_proportional_fair_gives_a_starting_ue_the_cell_until_the_averages_meet(
         after = order[first + alone:first + alone + window]
         assert len(after) == window, f"{scheduler}: only {len(after)} frames after UE 1's first run"
         results[scheduler] = (first, alone, after, rx[first] - rx[0])
-    pf_first, pf_alone, pf_after, ue0_alone_ns = results["pf"]
+    _, pf_alone, pf_after, ue0_alone_ns = results["pf"]
     theory = pf_alone_frames_theory(HALFLIFE_NS, ue0_alone_ns)
-    drr_first, drr_alone, drr_after, _ = results["drr"]
+    _, drr_alone, drr_after, _ = results["drr"]
     summary = (f"PF: UE 1 alone for {pf_alone} frames (theory {theory:.1f}), then UE 1 had "
                f"{sum(pf_after)} of {window} (longest run {longest_run(pf_after)}); DRR: UE 1's first run "
                f"{drr_alone} frames, then {sum(drr_after)} of {window} (longest run {longest_run(drr_after)})")
