@@ -11,7 +11,11 @@ when the TCP flow has filled whatever queue the AQM lets it keep:
   codel_sojourn_ms_p50     bar: within 5 ms +/- 2 ms (CoDel's target); the long flow and the short
                            ones run CUBIC, Linux's default, which a user's host would run (set as
                            the sender's route `congctl`: this machine's namespaces may not make it
-                           their default)
+                           their default). One run's median is a coin toss (its 6 s hold only ~20
+                           of CoDel's drop cycles; single runs gave 0.13-5.11 ms), so the run is
+                           repeated CODEL_ROUNDS times and the figure is the median of the rounds'
+                           medians; each round's, their range and the median of all rounds'
+                           probes pooled are in aqm_config.codel_rounds
   taildrop_sojourn_ms_p50  the same link with tail drop: the standing queue (no bar; shown with it)
   codel_sojourn_ms_p50_reno, taildrop_sojourn_ms_p50_reno
                            the same two with Reno (no bar; beta 0.5 halves the window at each drop,
@@ -21,6 +25,14 @@ when the TCP flow has filled whatever queue the AQM lets it keep:
                            Reno flow halving its window often leaves the queue below min, so there
                            is no lower bar)
   gentle_red_sojourn_ms_p50  the same with gentle RED (bar: below 2 max, 144 ms)
+  codel_reference_drop_agreement
+                           the first headline CoDel round is captured at the switch's two ports
+                           (tcpdump: what enters port 1, what reaches h2); its arrivals, replayed
+                           through bench/codel_reference.py (RFC 8289's dequeue loop with Linux's
+                           arithmetic and backlog rule, on the same 10 Mbit/s FIFO), give the
+                           packets Linux's CoDel would drop: |same packets| / |either's drops|
+                           (1.0: the switch dropped exactly those; no bar; counts in
+                           aqm_config.codel_reference_check)
 
 Then ECN: both hosts with net.ipv4.tcp_ecn=1 and the profile's `ecn` on, one TCP flow for
 SECONDS: `ecn_marks` (profile_ecn_mark) and `ecn_aqm_drops` (drops of reason aqm_drop; the bar is
@@ -28,20 +40,28 @@ SECONDS: `ecn_marks` (profile_ecn_mark) and `ecn_aqm_drops` (drops of reason aqm
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import statistics
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
+import codel_reference
 from common import PY, one_way_ns, send, sink
 from topo import Topo
 
 from p4netem import pipeline as pl
+from p4netem.replay.pcapfile import read_pcap
 from p4netem_studies.web import tcp_tuning
 
 RATE_BPS = 10_000_000
 QUEUE_PKTS = 1000
 SECONDS = 12
+CODEL_ROUNDS = 5  # the headline CoDel run, repeated (see the docstring): 5 x ~14 s
 PROBE_PPS = 50
 PROBE_SIZE = 100
 SHORT_BYTES = 60_000
@@ -140,6 +160,7 @@ def _loaded_sojourn(t: Topo, ctl, **aqm: int) -> dict:
         raise RuntimeError("no probe of the second half arrived")
     return {
         "sojourn_ms_p50": late[len(late) // 2] / 1e6,
+        "late_sojourns_ms": [d / 1e6 for d in late],
         "sojourn_ms_p90": late[int(len(late) * 0.9)] / 1e6,
         "probes_sent": n, "probes_received": len(delays),
         "short_flows": int(short_out.strip() or 0),
@@ -192,14 +213,91 @@ def _cubic_routes(t: Topo, on: bool) -> None:
     tcp_tuning.set_route_congestion_control(t.h1.ns, CC if on else None)
 
 
-def _pair(t: Topo, ctl, cc: str) -> tuple[dict, dict]:
-    """Tail drop, then CoDel, with the long and short flows on `cc`; checks the sender ran it."""
+def _uplink_frames(path: Path, src_ip: str) -> list[tuple[int, bytes, int]]:
+    """(kernel stamp ns, identity, wire bytes) of the IPv4 frames from src_ip in a capture; the
+    identity is the IP header's addresses, protocol and id with the first 8 bytes of L4 (ports,
+    TCP sequence), the wire bytes 14 + the IP total length (the capture keeps 96 bytes)."""
+    src = bytes(int(x) for x in src_ip.split("."))
+    out = []
+    for ns, f in read_pcap(path):
+        if len(f) < 42 or f[12:14] != b"\x08\x00" or f[26:30] != src:
+            continue
+        ihl = (f[14] & 15) * 4
+        out.append((ns, f[18:20] + f[23:24] + f[26:34] + f[14 + ihl:22 + ihl], 14 + int.from_bytes(f[16:18], "big")))
+    return out
+
+
+def _reference_check(t: Topo, ingress: Path, egress: Path, aqm_drops: int) -> dict:
+    """The switch's CoDel drops in a captured round against the reference replay of its arrivals."""
+    arrivals = _uplink_frames(ingress, t.h1.ip)
+    arrived = {}
+    for ns, key, _ in _uplink_frames(egress, t.h1.ip):
+        arrived[key] = arrived.get(key, 0) + 1
+    switch_drops = set()
+    for i, (_, key, _) in enumerate(arrivals):
+        if arrived.get(key, 0):
+            arrived[key] -= 1
+        else:
+            switch_drops.add(i)
+    ns_per_byte = round(8e9 / RATE_BPS)
+    ref = {i for _, i in codel_reference.replay([a[0] for a in arrivals], [a[2] for a in arrivals], ns_per_byte)}
+    both = switch_drops & ref
+    # Every frame missing at h2 must be one of the switch's AQM drops, or the capture lost frames.
+    complete = len(switch_drops) == aqm_drops
+    return {"frames": len(arrivals), "switch_drops": len(switch_drops), "aqm_drops_counted": aqm_drops,
+            "reference_drops": len(ref), "same": len(both), "capture_complete": complete,
+            "agreement": len(both) / max(1, len(switch_drops | ref)) if complete else None}
+
+
+@contextlib.contextmanager
+def _captured(t: Topo, out: dict):
+    """tcpdump on the switch's port 1 (frames from h1 entering the switch) and on h2's device
+    (frames the switch delivered) around the block; yields the two paths."""
+    tmp = Path(tempfile.mkdtemp(prefix="p4nb-codel-"))
+    paths = (tmp / "ingress.pcap", tmp / "egress.pcap")
+    caps = [subprocess.Popen([*pre, "tcpdump", "-i", dev, "-Q", "in", "-s", "96", "-n", "-B", "8192",
+                              "--time-stamp-precision=nano", "-w", str(path), "ip and src host " + t.h1.ip],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for pre, dev, path in (([], t.ports[0], paths[0]), (t.netns(t.h2)[:4], t.h2.dev, paths[1]))]
+    try:
+        time.sleep(1.0)  # tcpdump's socket open before the first frame
+        yield paths
+        time.sleep(0.5)
+    finally:
+        for c in caps:
+            c.terminate()
+            _, err = c.communicate(timeout=10)
+            out.setdefault("tcpdump", []).append(" ".join(ln for ln in err.splitlines() if "dropped" in ln))
+        out["dir"] = str(tmp)
+
+
+def _pair(t: Topo, ctl, cc: str, codel_rounds: int = 1, capture: dict | None = None) -> tuple[dict, list[dict]]:
+    """Tail drop, then CoDel `codel_rounds` times, with the long and short flows on `cc`; checks
+    the sender ran it. With `capture`, the first CoDel round is checked against the reference."""
     tail = _loaded_sojourn(t, ctl)
-    codel = _loaded_sojourn(t, ctl, **CODEL)
-    for name, r in (("tail drop", tail), ("CoDel", codel)):
+    codel = []
+    for n in range(codel_rounds):
+        if capture is not None and n == 0:
+            with _captured(t, capture) as (ingress, egress):
+                codel.append(_loaded_sojourn(t, ctl, **CODEL))
+            capture.update(_reference_check(t, ingress, egress, codel[0]["aqm_drops"]))
+            shutil.rmtree(capture["dir"], ignore_errors=True)
+        else:
+            codel.append(_loaded_sojourn(t, ctl, **CODEL))
+    for name, r in (("tail drop", tail), *(("CoDel", c) for c in codel)):
         if r["long_flow_cc"] not in (cc, None):
             raise RuntimeError(f"{name} run: the long flow ran {r['long_flow_cc']}, not {cc}")
     return tail, codel
+
+
+def _rounds(runs: list[dict]) -> dict:
+    """The rounds' medians, their median (the figure) and range, and the pooled probes' median."""
+    p50s = [r["sojourn_ms_p50"] for r in runs]
+    pooled = sorted(d for r in runs for d in r["late_sojourns_ms"])
+    return {"rounds": len(runs), "p50_ms": p50s, "median_of_rounds_ms": statistics.median(p50s),
+            "min_ms": min(p50s), "max_ms": max(p50s), "pooled_p50_ms": pooled[len(pooled) // 2],
+            "pooled_p90_ms": pooled[int(len(pooled) * 0.9)], "pooled_probes": len(pooled),
+            "aqm_drops": [r["aqm_drops"] for r in runs]}
 
 
 def measure(t: Topo, ctl) -> dict:
@@ -212,22 +310,31 @@ def measure(t: Topo, ctl) -> dict:
     # with RFC 8289's 100 ms interval holds one Reno flow at 5 ms (it needs a drop every few ms).
     ctl.set_impairment(1, pl.DOWNLINK, delay_ns=BASE_RTT_MS * 1_000_000)
     try:
-        tail_reno, codel_reno = _pair(t, ctl, CC_COMPARED)
+        tail_reno, (codel_reno,) = _pair(t, ctl, CC_COMPARED)
         red = _loaded_sojourn(t, ctl, **_red(gentle=False))
         gentle = _loaded_sojourn(t, ctl, **_red(gentle=True))
         ecn = _ecn(t, ctl)
         _cubic_routes(t, True)
         try:
-            tail, codel = _pair(t, ctl, CC)
+            check: dict = {}
+            tail, codel_runs = _pair(t, ctl, CC, CODEL_ROUNDS, capture=check)
         finally:
             _cubic_routes(t, False)
     finally:
         _sender_cc(t, old_cc)
         ctl.set_impairment(1, pl.UPLINK)
         ctl.set_impairment(1, pl.DOWNLINK)
+    rounds = _rounds(codel_runs)
+    codel = codel_runs[rounds["p50_ms"].index(sorted(rounds["p50_ms"])[len(codel_runs) // 2])]  # the median round
+    for r in (tail, tail_reno, codel_reno, red, gentle, *codel_runs):
+        r.pop("late_sojourns_ms")
     return {
-        "codel_sojourn_ms_p50": codel["sojourn_ms_p50"],
-        "codel_sojourn_ms_p50_low": codel["sojourn_ms_p50"],  # the same value, checked against 3 ms
+        "codel_sojourn_ms_p50": rounds["median_of_rounds_ms"],
+        "codel_sojourn_ms_p50_low": rounds["median_of_rounds_ms"],  # the same value, checked against 3 ms
+        "codel_sojourn_ms_p50_min": rounds["min_ms"],
+        "codel_sojourn_ms_p50_max": rounds["max_ms"],
+        "codel_sojourn_ms_p50_pooled": rounds["pooled_p50_ms"],
+        "codel_reference_drop_agreement": check.get("agreement"),
         "taildrop_sojourn_ms_p50": tail["sojourn_ms_p50"],
         "codel_sojourn_ms_p50_reno": codel_reno["sojourn_ms_p50"],
         "taildrop_sojourn_ms_p50_reno": tail_reno["sojourn_ms_p50"],
@@ -238,7 +345,8 @@ def measure(t: Topo, ctl) -> dict:
         "aqm_config": {"congestion_control": CC, "congestion_control_compared": CC_COMPARED,
                        "red_congestion_control": CC_COMPARED, "base_rtt_ms": BASE_RTT_MS, "rate_bps": RATE_BPS, "queue_pkts": QUEUE_PKTS, "seconds": SECONDS,
                        "probe_pps": PROBE_PPS, "short_bytes": SHORT_BYTES, "short_every_s": SHORT_EVERY_S,
-                       "codel": codel, "tail_drop": tail, "codel_reno": codel_reno, "tail_drop_reno": tail_reno,
+                       "codel": codel, "codel_rounds": {**rounds, "runs": codel_runs},
+                       "codel_reference_check": check, "tail_drop": tail, "codel_reno": codel_reno, "tail_drop_reno": tail_reno,
                        "ecn": ecn,
                        "red": {"min_bytes": RED_MIN, "max_bytes": RED_MAX, "max_p": RED_MAX_P, **red},
                        "gentle_red": gentle},

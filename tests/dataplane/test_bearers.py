@@ -6,10 +6,16 @@ the profile (bearers fifo) the probe waits behind the whole download queue (hund
 control that shows the test can fail); with a bearer per UE (drr) it waits at most for the one
 download packet on the link, a 1514-byte frame's service time at the cell's rate. The cell is
 slow (2 Mbit/s: 6 ms per frame) so that the bound stands far above a busy machine's noise.
+
+Proportional fair (`bearers: {scheduler: pf}`): UE 1 starts a download while UE 0's has run alone
+for a second; PF gives UE 1 the cell alone until their decaying averages of served bytes meet
+(a number of frames computed from the half-life and the rate), then they alternate; DRR, the
+control, alternates at once. Judged by the order of the two flows' frames at the receiving host.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 
 from wirestats import MS, median, ms, percentile
@@ -117,3 +123,97 @@ def test_a_ue_waiting_for_its_radio_holds_back_only_its_own_packets(lab: TwoHost
     during = [d for s, tx, d in zip(a.seq, a.tx_ns, a.delays_ns) if t0 < tx < t1 - 10 * MS]
     assert len(during) >= 3, f"only {len(during)} of UE 0's packets were sent during UE 1's promotion"
     assert median(during) < 5 * MS and sum(d < 10 * MS for d in during) >= len(during) - 1, [ms(d) for d in during]
+
+
+# ---- proportional fair ----------------------------------------------------------------------------
+
+HALFLIFE_NS = 1 << 27  # `halflife: 100ms`, which the switch takes as 2^27 ns (134.2 ms)
+UE1_BURST = 60  # frames UE 1 sends at once when it starts: more than PF gives it alone (~26)
+
+
+def pf_alone_frames_theory(halflife_ns: int, ue0_alone_ns: int) -> float:
+    """Frames UE 1 should get alone after it starts, from the contract's PF average (served bytes,
+    halving every H = halflife, linear between halvings; docs/pipeline-contract.md stage 6a).
+
+    UE 0 has been served one frame per SERVICE for ue0_alone_ns; its average, updated at each frame
+    (a step of the linear decay, slope 1/(2H), then + one frame), approaches a_ss = 2H / SERVICE
+    frames: a0 = f a_ss with f = 1 - exp(-T0 / 2H). From UE 1's start (x = t / H) UE 1 is served
+    alone: a1(x) = a_ss (1 - exp(-x / 2)), while UE 0's average, no longer updated, decays
+    piecewise linearly: a0 pl(x), pl(x) = 2^-floor(x) (1 - frac(x) / 2). UE 1 has the cell until
+    a1 reaches UE 0's average: the root of 1 - exp(-x / 2) = f pl(x), x about 1.2 when f is near 1
+    (with exact exponential decay for both it would be log2(1 + f), about 1.0)."""
+    f = 1 - math.exp(-ue0_alone_ns / (2 * halflife_ns))
+
+    def gap(x: float) -> float:
+        pl = 2.0 ** -math.floor(x) * (1 - (x - math.floor(x)) / 2)
+        return 1 - math.exp(-x / 2) - f * pl
+
+    lo, hi = 0.0, 4.0  # gap(0) = -f < 0, gap(4) > 0; gap rises with x
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if gap(mid) < 0 else (lo, mid)
+    return lo * halflife_ns / SERVICE
+
+
+def downloads_to_both(lab: TwoHostLab) -> tuple[list[int], list[int]]:
+    """UE 0 downloads at 3 Mbit/s (1.5 times the cell) for 1.8 s; from 1.0 s UE 1 downloads too:
+    UE1_BURST frames at once (its bearer stays backlogged through the PF phase whatever the
+    sender's scheduling) and then 3 Mbit/s to 1.8 s. Returns the UE of each frame h1 received,
+    in the order of the kernel's receive stamps (frames are 6 ms apart on the cell), and the stamps."""
+    ue0: list[ProbeResult] = []
+    download = threading.Thread(target=lambda: ue0.append(run_probe(
+        lab.h2.ns, lab.h1.ns, lab.h1.ip, count=0, rate=0, size=1472, port=BULK_PORT, idle=2.0,
+        at=[i / 250 for i in range(450)])))
+    download.start()
+    try:
+        ue1 = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=0, rate=0, size=1472, port=PING_PORT, idle=2.0,
+                        at=[1.0] * UE1_BURST + [1.0 + i / 250 for i in range(1, 200)])
+    finally:
+        download.join()
+    arrivals = sorted([(rx, 0) for rx in ue0[0].rx_ns] + [(rx, 1) for rx in ue1.rx_ns])
+    return [ue for _, ue in arrivals], [rx for rx, _ in arrivals]
+
+
+def longest_run(order: list[int]) -> int:
+    best = run = 0
+    for i, ue in enumerate(order):
+        run = run + 1 if i and ue == order[i - 1] else 1
+        best = max(best, run)
+    return best
+
+
+def test_proportional_fair_gives_a_starting_ue_the_cell_until_the_averages_meet(lab: TwoHostLab) -> None:
+    """PF: UE 1, starting while UE 0 has been downloading for a second, gets the cell alone until
+    its decaying served-bytes average reaches UE 0's (about 1.2 half-lives: ~26 frames), then the
+    two alternate. The same traffic with DRR (the control) alternates from UE 1's first frame: the
+    PF check fails on a DRR scheduler and the DRR check fails if PF's preference leaked into DRR.
+    Judged on the order of arrivals at h1, not on timing."""
+    classify_ping_as_ue_1(lab)
+    window = 60
+    results = {}
+    for scheduler in ("pf", "drr"):
+        bearers = {"scheduler": scheduler, **({"halflife": "100ms"} if scheduler == "pf" else {})}
+        lab.apply_profile(Profile.parse({"name": f"cell-{scheduler}",
+                                         "downlink": {"rate": "2Mbit", "queue": 100, "bearers": bearers}}))
+        order, rx = downloads_to_both(lab)
+        first = order.index(1)
+        assert first >= 40, f"{scheduler}: UE 0 had only {first} frames before UE 1 started"
+        alone = next((i for i in range(first, len(order)) if order[i] == 0), len(order)) - first
+        after = order[first + alone:first + alone + window]
+        assert len(after) == window, f"{scheduler}: only {len(after)} frames after UE 1's first run"
+        results[scheduler] = (first, alone, after, rx[first] - rx[0])
+    _, pf_alone, pf_after, ue0_alone_ns = results["pf"]
+    theory = pf_alone_frames_theory(HALFLIFE_NS, ue0_alone_ns)
+    _, drr_alone, drr_after, _ = results["drr"]
+    summary = (f"PF: UE 1 alone for {pf_alone} frames (theory {theory:.1f}), then UE 1 had "
+               f"{sum(pf_after)} of {window} (longest run {longest_run(pf_after)}); DRR: UE 1's first run "
+               f"{drr_alone} frames, then {sum(drr_after)} of {window} (longest run {longest_run(drr_after)})")
+    print(summary)
+    assert 0.7 * theory <= pf_alone <= 1.3 * theory, summary
+    # Then they alternate: about half each, no long runs of one UE.
+    assert 0.4 * window <= sum(pf_after) <= 0.6 * window and longest_run(pf_after) <= 3, summary
+    # DRR alternates from UE 1's first frame (one quantum, one frame, per round).
+    assert drr_alone <= 2, summary
+    drr_from_start = [1] * drr_alone + drr_after
+    assert 0.4 * window <= sum(drr_from_start[:window]) <= 0.6 * window, summary
+    assert longest_run(drr_from_start[:window]) <= 2, summary

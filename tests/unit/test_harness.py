@@ -58,12 +58,12 @@ def test_a_silence_cut_the_loader_outlived_is_an_error():
     # Cut at 0.4 s; a loader whose last byte came at 12.5 s was not done there: the row must
     # not pass with plt_ms 400. One done at 10.3 s (within the silence) and an uncut load pass.
     m = wire_metrics(load(20.0, [seg(13.5, False, ACK | PSH, b"late", seq=1510)]), C, silence_s=10)
-    why = silence_understates(m, 12_500.0, 10)
+    why = silence_understates(m.plt_ms, m.silence_cut, 12_500.0, 10)
     assert why is not None and "0.40 s" in why and "12.50 s" in why
-    assert silence_understates(m, 10_300.0, 10) is None
-    assert silence_understates(m, None, 10) is None
+    assert silence_understates(m.plt_ms, m.silence_cut, 10_300.0, 10) is None
+    assert silence_understates(m.plt_ms, m.silence_cut, None, 10) is None
     uncut = wire_metrics(load(1.5), C, silence_s=10)
-    assert silence_understates(uncut, 60_000.0, 10) is None
+    assert silence_understates(uncut.plt_ms, uncut.silence_cut, 60_000.0, 10) is None
 
 
 def test_retransmissions_and_unused_connections():

@@ -120,3 +120,59 @@ def test_failed_loads_set_aside_run_again_and_keep_their_record(tmp_path):
     # The retried load is stored again under its key, once.
     assert store.add_result("c1 #0", True, {"errors": None}, "lab1", sid, 9)
     assert not store.add_result("c1 #0", True, {"errors": None}, "lab1", sid, 10)
+
+
+def test_recheck_fails_what_todays_checks_refuse_and_keeps_the_record(tmp_path):
+    """A run stored before a check existed: `experiment recheck` applies it with the run's own
+    silence_s, lists first (--dry-run changes nothing), then turns the refused ok load into a
+    failed one that status lists and a resume runs again, its original record kept."""
+    import os
+    from pathlib import Path
+
+    from p4netem_studies.experiments.definition import load_experiment
+    exp = load_experiment("e5-cellular", quick=True)
+    session = Session(exp.model_dump(mode="json"))
+    store = RunStore.create(tmp_path)
+    store.set_meta("session", session.to_json())
+    jobs = session.jobs()
+    store.write_plan(jobs)
+    sid = store.begin_session("run", "test", 1)
+    silence_ms = exp.silence_s * 1000
+    cut_early = {"plt_ms": 3000.0, "silence_cut": True, "loader_elapsed_ms": 3000.0 + silence_ms + 1,
+                 "errors": []}
+    within = {"plt_ms": 3000.0, "silence_cut": True, "loader_elapsed_ms": 3000.0 + silence_ms - 1,
+              "errors": []}
+    uncut = {"plt_ms": 3000.0, "silence_cut": False, "loader_elapsed_ms": 60_000.0, "errors": []}
+    failed = {"plt_ms": None, "errors": ["boom"]}
+    for job, (ok, rec) in zip(jobs, ((True, cut_early), (True, within), (True, uncut), (False, failed))):
+        store.add_result(job.key, ok, rec, "lab0", sid, 1)
+    store.end_session(sid, "done")
+    store.close()
+
+    cli = [str(Path(sys.executable).parent / "p4netem"), "experiment", "recheck", str(tmp_path)]
+    env = {**os.environ, "COLUMNS": "200"}
+    dry = subprocess.run([*cli, "--dry-run"], capture_output=True, text=True, env=env, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert "1 of 3 ok loads would become failed" in dry.stdout and jobs[0].key in dry.stdout
+    store = RunStore.open(tmp_path)
+    assert sum(r.ok for r in store.results()) == 3           # nothing changed
+    store.close()
+
+    done = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "1 of 3 ok loads now failed" in done.stdout
+    store = RunStore.open(tmp_path)
+    by_key = {r.key: r for r in store.results()}
+    assert not by_key[jobs[0].key].ok and by_key[jobs[1].key].ok and by_key[jobs[2].key].ok
+    assert "ended the capture's page-load time at 3.00 s" in by_key[jobs[0].key].record["errors"][0]
+    kept = [json.loads(v) for k, v in store.db.execute("SELECT key, value FROM meta")
+            if k.startswith("rechecked_")]
+    assert kept[0]["loads"] == [{"key": jobs[0].key, "record": cut_early}]
+    assert sorted(store.set_aside_failed()) == sorted([jobs[0].key, jobs[3].key])  # resume runs both
+    store.close()
+    again = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=120)
+    assert "0 of 2 ok loads now failed" in again.stdout
+
+    missing = subprocess.run([*cli[:-1], str(tmp_path / "nope")], capture_output=True, text=True,
+                             env=env, timeout=120)
+    assert missing.returncode == 2 and "no run store" in missing.stderr and "Traceback" not in missing.stderr

@@ -11,8 +11,12 @@
 //! - the sojourn time is `begin - ready` (ready: when the packet joined the queue).
 //!   The one approximation: RFC 8289 does not drop while the queue holds at most one MTU *after*
 //!   the packet; the target cannot know arrivals that have not happened yet, so it uses the bytes
-//!   queued *ahead* of the packet (`backlog`). Whenever the sojourn is above target at a rate of
-//!   more than MTU / target (2.4 Mbit/s for 5 ms) that backlog is above one MTU anyway.
+//!   queued *ahead* of the packet (`backlog`). While packets keep arriving the two agree (above
+//!   target at a rate of more than MTU / target, 2.4 Mbit/s for 5 ms, both are above one MTU);
+//!   they differ where arrivals stop behind a standing queue (the end of a burst, a sender's
+//!   pause): Linux passes the last packets (at most one MTU behind them) and leaves the dropping
+//!   state, this may still drop one of them, and the extra drop raises the count a later
+//!   dropping episode restarts from. rate.rs's `codel_drop_schedule_matches_...` test shows both.
 //! The arithmetic (count, Newton step of 1/sqrt(count) in 16 bits, control law) is Linux's
 //! (include/net/codel_impl.h), so the drop schedule matches `tc qdisc ... codel`. The per-pd
 //! variables are contract registers (`codel_*`), so p4src, which runs the same steps at ingress,

@@ -345,6 +345,87 @@ mod tests {
         }
     }
 
+    /// CoDel's drop schedule on a scripted arrival pattern, against drop times derived from RFC
+    /// 8289's pseudocode with Linux's arithmetic (include/net/codel_impl.h: count, the Newton step
+    /// of rec_inv_sqrt in 16 bits, control_law = t + interval * rec_inv_sqrt >> 32) run at the real
+    /// dequeue instants of a FIFO, with Linux's backlog test (bytes left behind the packet):
+    /// bench/codel_reference.py replays it step by step; the first drops by hand below.
+    /// 1500-byte packets on 10 Mbit/s (1.2 ms each); target 5 ms, interval 100 ms. Phase A: one
+    /// packet per ms for 400 ms (12 Mbit/s: the sojourn grows 0.2 ms per packet), then one per
+    /// 3 ms to 697 ms (4 Mbit/s: the queue drains with packets still arriving behind), silence, and
+    /// phase B: one per ms from 900 ms for 300 ms.
+    /// - A: packet i starts at 1.2 i ms; i = 25 (t = 30 ms) is the first at >= 5 ms of sojourn:
+    ///   first_above = 130 ms. The first dequeue after it, 130.8 ms (i = 109), is dropped: count 1,
+    ///   rec_inv_sqrt 0xFFFF, drop_next = 130.8 ms + 100 ms * 0xFFFF0000 / 2^32 = 230.798474 ms.
+    /// - The drop takes no link time: packet 110 starts at 130.8 ms, then every 1.2 ms; the first at
+    ///   or after drop_next is 231.6 ms (packet 194): count 2, Newton step from 0xFFFF gives 32769
+    ///   (x (3 - 2 x^2) / 2 from 1: 0.5), drop_next = 230.798474 + 50.001525 = 280.799999 ms.
+    /// - From 231.6 ms every 1.2 ms: 280.8 ms (packet 236), 1 ns after drop_next: count 3,
+    ///   rec_inv_sqrt 36864 (0.5625), drop_next = 280.799999 + 56.25 = 337.049999 ms -> 337.2 ms
+    ///   (packet 284). (With the RFC's exact 1/sqrt(count) the third drop would be at 302.4 ms:
+    ///   Linux's first Newton steps are rough, and the switch follows Linux.)
+    /// - B re-enters dropping at 1030.8 ms (first_above 1030 ms, as in A) less than 16 intervals
+    ///   after A's last drop_next: count restarts at count - lastcount = 8 - 1 = 7, not 1, so B's
+    ///   drops come faster (38.4 ms apart at first, not 100).
+    /// Linux keeps time in 1.024 us units, the switch in ns, so a drop_next within a microsecond of
+    /// a dequeue instant could fall on the other side in Linux (280.8 ms above is such a case).
+    /// Where the switch departs from Linux (codel.rs): it judges the backlog by the bytes queued
+    /// *ahead* of the packet, known when it arrives, not those left behind it at its dequeue, so at
+    /// the end of a burst (no arrivals behind) it may drop a packet Linux would pass. Replaying
+    /// phase A without its 4 Mbit/s tail: Linux's last drop is 430.8 ms; the switch also drops
+    /// packet 398 at 470.4 ms (1500 bytes behind it), and B then restarts at count 6, not 5.
+    #[test]
+    fn codel_drop_schedule_matches_the_rfc_pseudocode_with_linux_arithmetic() {
+        const MS: u64 = 1_000_000;
+        let (regs, counters, mut rng) = setup();
+        let mut rate = Rate::new(8, 4096);
+        let imp = Impairment {
+            ns_per_byte_q16: 800 << 16,
+            aqm: crate::contract::AQM_CODEL,
+            codel_target_ns: 5 * MS,
+            codel_interval_ns: 100 * MS,
+            ..Default::default()
+        };
+        rate.provision(1, &imp);
+        let arrivals = (0..400)
+            .map(|i| i * MS)
+            .chain((1..100).map(|i| 400 * MS + i * 3 * MS))
+            .chain((0..300).map(|i| 900 * MS + i * MS));
+        let mut drops = Vec::new();
+        for now in arrivals {
+            // The packet's dequeue instant: the link frees (a drop does not move it) or it arrives.
+            let begin = regs.next_free_ns[1].load(Relaxed).max(now);
+            let mut ctx = Ctx { now, pd: 1, rng: &mut rng, regs: &regs, counters: &counters };
+            match rate.enqueue(&imp, &mut ctx, &mut Pkt::new(1500, now)) {
+                Verdict::Drop(DropReason::AqmDrop) => drops.push((begin, now / MS)),
+                Verdict::Pass => {}
+                v => panic!("{v:?} at {now}"),
+            }
+        }
+        // (dequeue instant in ns, arrival in ms) of each dropped packet.
+        let want = [
+            (130_800_000, 109),
+            (231_600_000, 194),
+            (280_800_000, 236),
+            (337_200_000, 284),
+            (386_400_000, 326),
+            (430_800_000, 364),
+            (470_400_000, 398),
+            (508_800_000, 496),
+            (1_030_800_000, 1009),
+            (1_069_200_000, 1042),
+            (1_104_000_000, 1072),
+            (1_137_600_000, 1101),
+            (1_168_800_000, 1128),
+            (1_198_800_000, 1154),
+            (1_227_600_000, 1179),
+        ];
+        assert_eq!(drops, want);
+        let v = regs.codel[1].load();
+        // A's 8 drops leave count 8, lastcount 1; B restarts at 8 - 1 = 7 and drops 6 more.
+        assert_eq!((v.count, v.lastcount), (13, 7), "{v:?}");
+    }
+
     /// 5 % more offered than a 10 Mbit/s link carries, 20 s of virtual time, 1000-packet queue:
     /// tail drop lets the queue grow toward its limit (0.5 s of sojourn and more); CoDel drops at the
     /// dequeue instants until the sojourn settles near its 5 ms target.

@@ -301,6 +301,32 @@ def status_cmd(directory: Path = typer.Argument(..., help="A run directory."),
         console.print(f"  ... and {len(st.failed) - 50} more (--json)")
 
 
+@app.command("recheck")
+def recheck_cmd(directory: Path = typer.Argument(..., help="A run directory."),
+                dry_run: bool = typer.Option(False, "--dry-run", help="List what today's checks "
+                                             "refuse; change nothing.")) -> None:
+    """Judge the stored loads by today's validity checks: an ok load they refuse becomes failed
+    (its record is kept in the store), so that `resume --retry-failed` measures it again."""
+    from ..experiments.definition import ExperimentError
+    from ..runs.recheck import recheck
+    from ..runs.store import StoreError
+    try:
+        res = recheck(directory, dry_run=dry_run)
+    except (StoreError, ExperimentError) as exc:
+        err.print(f"[red]error: {escape(str(exc))}[/]")
+        raise typer.Exit(2)
+    if res.skipped:
+        console.print(f"nothing to recheck: {escape(res.skipped)}")
+        return
+    for key, why in res.refused.items():
+        console.print(f"  [red]refused[/] {escape(key)}: {escape(why)}")
+    verb = "would become" if dry_run else "now"
+    console.print(f"{len(res.refused)} of {res.checked} ok loads {verb} failed"
+                  + (f"; `p4netem experiment resume {directory} --retry-failed` measures them "
+                     "again, `experiment analyze` leaves them out" if res.refused and not dry_run
+                     else ""))
+
+
 @app.command("report")
 def report(
     directory: Path = typer.Argument(..., help="A result directory of `experiment run` (or "

@@ -135,14 +135,16 @@ def wire_metrics(segments: list[Segment], client_ip: str, silence_s: float = 10.
         retransmissions_down=retrans, silence_cut=cut)
 
 
-def silence_understates(wire: WireMetrics, loader_elapsed_ms: float | None, silence_s: float) -> str | None:
+def silence_understates(plt_ms: float | None, silence_cut: bool, loader_elapsed_ms: float | None,
+                        silence_s: float) -> str | None:
     """Why the capture's page-load time cannot stand, or None. It ends at the first silence of
     silence_s, but when the loader's own last body byte came more than that silence later the page
     was not done at the cut (seen at load average 16: a modem load of 17.3 s measured as 3.0 s, the
-    client starved of CPU): a plt_ms that understates the load must not pass as a result."""
-    if not wire.silence_cut or wire.plt_ms is None or loader_elapsed_ms is None:
+    client starved of CPU): a plt_ms that understates the load must not pass as a result. Scalars,
+    so that `experiment recheck` judges a stored record by the same rule."""
+    if not silence_cut or plt_ms is None or loader_elapsed_ms is None:
         return None
-    if loader_elapsed_ms <= wire.plt_ms + silence_s * 1000:
+    if loader_elapsed_ms <= plt_ms + silence_s * 1000:
         return None
-    return (f"a silence of {silence_s:g} s ended the capture's page-load time at {wire.plt_ms / 1000:.2f} s "
+    return (f"a silence of {silence_s:g} s ended the capture's page-load time at {plt_ms / 1000:.2f} s "
             f"but the loader's last byte came at {loader_elapsed_ms / 1000:.2f} s")

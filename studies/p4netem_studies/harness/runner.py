@@ -315,7 +315,8 @@ class PageloadLab:
         if not self.keep_pcaps:
             pcap.unlink(missing_ok=True)
         errors += [str(e) for e in report.get("errors", [])][:20]
-        if report.get("ok") and (cut := silence_understates(wire, report.get("elapsed_ms"), plan.silence_s)):
+        if report.get("ok") and (cut := silence_understates(wire.plt_ms, wire.silence_cut,
+                                                            report.get("elapsed_ms"), plan.silence_s)):
             errors.append(cut)
         if not report.get("ok"):
             # Why a server closed a connection is only in its own log (e.g. nginx's send_timeout

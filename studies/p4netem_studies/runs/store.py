@@ -166,6 +166,27 @@ class RunStore:
                                         default=str)))
         return [k for k, _, _ in rows]
 
+    def refail(self, updated: dict[str, dict], reason: str) -> None:
+        """Turn stored ok loads into failed ones with these records (`experiment recheck`: a check
+        that did not exist when they were stored refuses them), in one transaction; every original
+        record is kept in the meta table ('rechecked_<time>', with `reason`), so nothing is lost
+        and `resume --retry-failed` runs them again."""
+        if not updated:
+            return
+        with self._tx():
+            originals = []
+            for key, record in updated.items():
+                row = self.db.execute("SELECT record FROM results WHERE key = ? AND ok = 1",
+                                      (key,)).fetchone()
+                if row is None:
+                    raise StoreError(f"{key}: not a stored ok load")
+                originals.append({"key": key, "record": json.loads(row[0])})
+                self.db.execute("UPDATE results SET ok = 0, record = ? WHERE key = ?",
+                                (json.dumps(record, default=str), key))
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                            (f"rechecked_{time.time():.3f}",
+                             json.dumps({"reason": reason, "loads": originals}, default=str)))
+
     def done_keys(self) -> set[str]:
         return {k for (k,) in self.db.execute("SELECT key FROM results")}
 
