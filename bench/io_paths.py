@@ -24,14 +24,14 @@ def ports_io(log_path: Path | None) -> dict[str, str]:
     return {m.group(2): m.group(1) for m in re.finditer(r"port up: (\w+) .*?iface=(\S+)", text)}
 
 
-def measure(t: topology.Topo, ctl, switch_pid: int, bridge: dict, figures: dict) -> dict:
+def measure(t: topology.Topo, ctl, switch_pid: int, bridge: dict, figures: dict, slack_us: int | None = None) -> dict:
     out: dict = {}
     if bridge:
         sw = throughput.through_switch(t)
         out[f"throughput_switch_{OTHER}_gbit_s"] = sw["gbit_s"]
         out[f"throughput_ratio_vs_bridge_{OTHER}"] = sw["gbit_s"] / bridge["gbit_s"]
     ctl.classify_by_ingress_port()
-    line = rate.one_line_rate(t, ctl, rate.LINE_RATES[0], switch_pid)
+    line = rate.one_line_rate(t, ctl, rate.LINE_RATES[0], switch_pid, slack_us)
     out[f"rate_1g_dataplane_busy_pct_{OTHER}"] = line["dp_thread_cpu_pct"]
     out[f"rate_1g_error_pct_{OTHER}"] = line["error_pct"]
     out["io_paths_config"] = {f"{OTHER}_line_rate": line,

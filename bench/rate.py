@@ -36,8 +36,10 @@ switch misses the rate, this says whether it ran out of CPU).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
+from pathlib import Path
 
 from p4netem import pipeline as pl
 
@@ -65,6 +67,15 @@ LINE_SAMPLES = 8  # backlog reads spread over the window
 DISCARD_MAC = "02:77:00:00:00:99"  # nobody's: h2 drops the frames as not its own
 CPU_BOUND_PCT = 90.0  # data-plane thread busier than this share of a CPU: called CPU-bound
 LINE_OK_PCT = 1.0  # the design target: a bigger error with a full queue is the thread, not the shaper
+
+
+def release_slack_us(log_path: Path | str | None) -> int | None:
+    """The switch's --release-slack-us as it logged it at start ("release slack: N us"): the setting
+    under which its line-rate figures were measured (docs/dataplane.md "Release slack")."""
+    if log_path is None or not Path(log_path).exists():
+        return None
+    m = re.search(r"release slack: (\d+) us", Path(log_path).read_text(errors="replace"))
+    return int(m.group(1)) if m else None
 
 
 def frame_for(rate_bps: float) -> int:
@@ -124,6 +135,17 @@ def one_rate(t: Topo, ctl, rate_bps: float) -> dict:
     }
 
 
+def precise_baseline(t: Topo, ctl, switch_pid: int) -> dict:
+    """The 1 Gbit/s point on a second switch with --release-slack-us 0 (every release precise, the
+    loop spins for each), in the same run on the same veths: what the slack buys, and at what rate
+    error."""
+    ctl.classify_by_ingress_port()
+    line = one_line_rate(t, ctl, LINE_RATES[0], switch_pid, 0)
+    return {"rate_1g_dataplane_busy_pct_slack_0": line["dp_thread_cpu_pct"],
+            "rate_1g_error_pct_slack_0": line["error_pct"],
+            "rate_slack_0_config": line}
+
+
 def _line_sample(t: Topo, ctl, switch_pid: int) -> dict:
     """Counters at one moment. The goodput counter (tx_bytes of the egress veth end) is read on its
     own, in a bracket of microseconds (link_counters retries slower reads), so the window's length
@@ -151,7 +173,7 @@ def _queue_state(ctl) -> dict:
             "backlog_bytes": ctl.client.read_register(pl.BACKLOG_BYTES, pd).get(pd, 0)}
 
 
-def one_line_rate(t: Topo, ctl, rate_bps: float, switch_pid: int) -> dict:
+def one_line_rate(t: Topo, ctl, rate_bps: float, switch_pid: int, slack_us: int | None = None) -> dict:
     queue_bytes = int(LINE_QUEUE_SECONDS * rate_bps / 8)
     q16 = ns_per_byte_q16(rate_bps)
     ctl.set_impairment(1, 0, ns_per_byte_q16=q16, overhead_bytes=0, queue_limit_bytes=queue_bytes)
@@ -204,7 +226,8 @@ def one_line_rate(t: Topo, ctl, rate_bps: float, switch_pid: int) -> dict:
     # not only the shaper, then shows in the figure.
     kept_full = min(backlog) >= queue_bytes / 2
     error_pct = abs(goodput / rate_bps - 1) * 100
-    where = f"data-plane thread {cpu_pct} % of a CPU, host CPUs {host['busy_pct_of_wall']} % busy"
+    where = (f"data-plane thread {cpu_pct} % of a CPU, host CPUs {host['busy_pct_of_wall']} % busy, "
+             f"release slack {slack_us} us")
     if not kept_full:
         paced_by = (f"the switch: frames not taken from the port in time, its queue fell to "
                     f"{min(backlog) / queue_bytes:.0%} of the limit ({where})")
@@ -244,13 +267,15 @@ def one_line_rate(t: Topo, ctl, rate_bps: float, switch_pid: int) -> dict:
         # of it is receiving and tail-dropping the excess).
         "dp_thread_cpu_pct": cpu_pct,
         "cpu_bound": cpu_pct >= CPU_BOUND_PCT,
+        # The switch's --release-slack-us: backlogged packets may leave this late (0: precise).
+        "release_slack_us": slack_us,
         "paced_by": paced_by,
     }
 
 
-def measure(t: Topo, ctl, switch_pid: int) -> dict:
+def measure(t: Topo, ctl, switch_pid: int, slack_us: int | None = None) -> dict:
     per = [one_rate(t, ctl, r) for r in RATES]
-    per += [one_line_rate(t, ctl, r, switch_pid) for r in LINE_RATES]
+    per += [one_line_rate(t, ctl, r, switch_pid, slack_us) for r in LINE_RATES]
     lo, hi = BAR_RANGE
     return {
         "rate_error_pct_max": max(p["error_pct"] for p in per if lo <= p["configured_bps"] <= hi),
@@ -260,6 +285,8 @@ def measure(t: Topo, ctl, switch_pid: int) -> dict:
         # (its CPU time over the window; the error at that rate is rate_error_pct["1e+09"]).
         **{"rate_1g_dataplane_busy_pct": p["dp_thread_cpu_pct"] for p in per
            if p["configured_bps"] == 1e9 and "dp_thread_cpu_pct" in p},
+        # The setting it was measured under (the switch's default unless the bench was told).
+        "rate_1g_release_slack_us": slack_us,
         "rate_config": {
             "counted": "Ethernet frame bytes (header+IPv4+UDP+payload, no FCS/preamble/IFG); "
                        "overhead_bytes=0",

@@ -1,6 +1,7 @@
 //! The data-plane loop, on its own OS thread: receive batches from every port, run the pipeline,
-//! hold packets in the timing wheel, transmit, sleep in `ppoll` until the next frame or until
-//! shortly before the next release, and spin the rest of the way (wait.rs).
+//! hold packets in the delay line (release.rs: two timing wheels), transmit, sleep in `ppoll` until
+//! the next frame or until shortly before the next release, and spin the rest of the way (wait.rs)
+//! unless that release may be coalesced.
 //!
 //! Per packet (contract "Stage semantics"): parse -> l2_learn/l2_fwd/port_map -> classifier ->
 //! profile_in -> route -> profile -> loss -> duplication -> corruption -> rate -> delay -> release.
@@ -31,8 +32,8 @@ use crate::rng::Prng;
 use crate::stage::{Ctx, Edits, Impairment, Impairments, Pkt, Served, Stage, Verdict};
 use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
 use crate::tables::{Forward, Snapshot};
-use crate::wait::{Lateness, WakeMargin};
-use crate::wheel::Wheel;
+use crate::release::{DelayLine, Exactness};
+use crate::wait::{plan, Lateness, WakeMargin, Wait};
 
 /// Longest sleep: bounds pcap flush delay even when idle.
 const MAX_SLEEP_NS: u64 = 100_000_000;
@@ -69,6 +70,9 @@ pub struct DataPlaneConfig {
     pub busy_poll_ns: u64,
     /// Fixed wake margin before a timed release (None: learnt, wait.rs).
     pub wake_margin_ns: Option<u64>,
+    /// How late a packet queued behind another in a rate queue may leave (release.rs); 0: every
+    /// release is precise.
+    pub release_slack_ns: u64,
     /// SCHED_FIFO priority for the data-plane thread (0 = normal scheduling).
     pub rt_priority: i32,
     /// One TX thread per port doing the `sendto`s (see io/kicker.rs); false: the loop does them.
@@ -90,6 +94,10 @@ struct Port {
     warned_csum: bool,
     warned_mtu: bool,
     tx_failing: bool,
+    /// Every frame of this port's last turn with any went to a backlogged rate queue (or was
+    /// dropped): nothing of theirs needs the loop before the next coalesced release, so a batching
+    /// sleep leaves this port out of its poll (wait.rs `plan`).
+    rx_backlogged: bool,
     /// Largest untagged frame the interface sends: MTU + Ethernet header. Linux drops longer
     /// ones silently (AF_PACKET TX ring with PACKET_LOSS, or the veth peer), so they are counted
     /// here as tx_error drops instead of as sent.
@@ -127,7 +135,7 @@ pub struct DataPlane {
     port_index: Box<[u16]>,
     link: DataPlaneLink,
     pool: Pool,
-    wheel: Wheel,
+    line: DelayLine,
     due: Vec<Handle>,
     /// Packets the cells gave the link this turn (reused buffer, as `due`).
     served: Vec<Served>,
@@ -142,14 +150,21 @@ pub struct DataPlane {
     wall_offset_ns: i64,
     busy_poll_ns: u64,
     wake_margin_ns: Option<u64>,
+    release_slack_ns: u64,
     rt_priority: i32,
     health: Arc<Health>,
-    /// When this turn's first wheel release was due (its tick), 0 if none (release_due).
+    /// When this turn's first precise release was due (its tick), 0 if none (release_due).
     first_due_ns: u64,
-    /// How late releases leave: when taken from the wheel (the loop's wait) and after the turn's
-    /// transmit (plus the TX path: on a veth, sendto runs the receiver's stack for each frame).
+    /// How late precise releases leave: when taken from the wheel (the loop's wait) and after the
+    /// turn's transmit (plus the TX path: on a veth, sendto runs the receiver's stack for each
+    /// frame); and coalesced ones, when taken from their wheel (bounded by the slack).
     lateness_at_release: Lateness,
     lateness: Lateness,
+    lateness_coalesced: Lateness,
+    /// Work this turn that wants the loop to keep polling (`--busy-poll-us`): frames sent at
+    /// once, precise holds and releases, PacketOuts. A frame that only joined a backlogged rate
+    /// queue (or was dropped) does not: the next one of that stream can wait for a wake-up too.
+    prompt: usize,
     /// The kernel fast path, when it is on: unimpaired flows are installed into it.
     fast: Option<FlowCache>,
     /// Per port: this turn's receive emptied its ring.
@@ -297,6 +312,7 @@ impl DataPlane {
                 warned_csum: false,
                 warned_mtu: false,
                 tx_failing: false,
+                rx_backlogged: false,
                 max_frame: mtu as usize + ETH_HEADER,
             });
             let io = &ports[ports.len() - 1].io;
@@ -326,7 +342,7 @@ impl DataPlane {
             ports,
             port_index,
             pool: Pool::new(cfg.buffers, cfg.buffer_size),
-            wheel: Wheel::new(cfg.buffers, now),
+            line: DelayLine::new(cfg.buffers, now),
             due: Vec::with_capacity(cfg.buffers),
             served: Vec::with_capacity(cfg.buffers),
             stages: Impairments::new(pds, cfg.buffers),
@@ -340,12 +356,15 @@ impl DataPlane {
             wall_offset_ns: wall_offset_ns(),
             busy_poll_ns: cfg.busy_poll_ns,
             wake_margin_ns: cfg.wake_margin_ns,
+            release_slack_ns: cfg.release_slack_ns,
             rt_priority: cfg.rt_priority,
             health,
             link,
             first_due_ns: 0,
             lateness: Lateness::default(),
             lateness_at_release: Lateness::default(),
+            lateness_coalesced: Lateness::default(),
+            prompt: 0,
             fast: fast.ok(),
             rx_drained: vec![false; cfg.ports.len()],
         })
@@ -388,19 +407,27 @@ impl DataPlane {
         // How long before a deadline the sleep ends (wait.rs): learnt from the wake-ups' lateness.
         let mut margin = self.wake_margin_ns.map_or_else(WakeMargin::default, WakeMargin::fixed);
         self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
+        self.health.release_slack_ns.store(self.release_slack_ns, Ordering::Relaxed);
         while !self.shutdown.load(Ordering::Relaxed) {
+            // One clock read per turn, handed to every step; a second one only after a turn that
+            // received frames (their processing took time, and releases must not be judged on a
+            // stale clock, which would only make them late). A spinning turn reads it once (the
+            // issue 14 profile: four reads per turn were 35 % of the thread at 1 Gbit/s).
             let turn_start = monotonic_ns();
             let snap = self.link.snapshot.load_full();
             self.sync_control(&snap);
             let mut work = 0;
+            self.prompt = 0;
             for pi in 0..self.ports.len() {
-                let n = self.rx_port(pi, &snap, &mut scratch);
+                let n = self.rx_port(pi, &snap, &mut scratch, turn_start);
                 // A full batch may have left frames in the ring (fast-path installs wait for it).
                 self.rx_drained[pi] = n < RX_BATCH;
                 work += n;
             }
-            work += self.packet_outs();
-            let now = monotonic_ns();
+            let outs = self.packet_outs();
+            work += outs;
+            self.prompt += outs;
+            let now = if work > 0 { monotonic_ns() } else { turn_start };
             if now.saturating_sub(last_offset) >= WALL_OFFSET_REFRESH_NS {
                 // Follow steps of the wall clock (RX timestamps are wall-clock; a VM's clock can be
                 // set by its host): busy or idle, so a step is followed within this period.
@@ -418,7 +445,9 @@ impl DataPlane {
                 self.read_ring_stats();
             }
             self.stages.tick(now, &self.link.registers);
-            work += self.serve_cells(&snap, now);
+            let served = self.serve_cells(&snap, now);
+            work += served;
+            self.prompt += served;
             work += self.release_due(now);
             let mut backlog = false;
             for pi in 0..self.ports.len() {
@@ -452,8 +481,10 @@ impl DataPlane {
                 self.lateness.observe(monotonic_ns().saturating_sub(self.first_due_ns));
                 self.first_due_ns = 0;
             }
-            if work > 0 || backlog {
+            if self.prompt > 0 || backlog {
                 last_work = now;
+            }
+            if work > 0 || backlog {
                 self.health.busy_turn(monotonic_ns().saturating_sub(turn_start));
                 // Every packet the switch holds is in a pool buffer, wherever it waits: the delay
                 // line (rate, delay, slot and trace release times), a cell's bearer queues, a
@@ -463,7 +494,7 @@ impl DataPlane {
                 self.health.free_buffers.store(free as u64, Ordering::Relaxed);
                 continue;
             }
-            let now = monotonic_ns();
+            // A turn without work: `now` is this turn's read (nothing since took long).
             if now.saturating_sub(last_work) < self.busy_poll_ns {
                 std::hint::spin_loop();
                 continue;
@@ -472,32 +503,39 @@ impl DataPlane {
                 self.flush_pcaps();
                 last_flush = now;
             }
-            let deadline = match (self.wheel.next_deadline_ns(), self.stages.next_event(&self.link.registers)) {
+            let precise = match (self.line.next_precise_ns(), self.stages.next_event(&self.link.registers)) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            // Sleep until `margin` before the deadline, then spin through ordinary turns up to it
-            // (wait.rs says why); with no deadline, sleep until a frame or MAX_SLEEP_NS.
-            let sleep = match deadline {
-                Some(d) => {
-                    let wait = d.saturating_sub(now);
-                    if wait <= margin.margin_ns() {
-                        std::hint::spin_loop();
-                        continue;
-                    }
-                    (wait - margin.margin_ns()).min(MAX_SLEEP_NS)
+            // Sleep until `margin` before a precise deadline, then spin through ordinary turns up
+            // to it; a coalesced release is slept for up to its time (wait.rs says why); with no
+            // deadline, sleep until a frame or MAX_SLEEP_NS.
+            let backlogged = self.ports.iter().any(|p| p.rx_backlogged);
+            let (sleep, timed, defer_rx) = match plan(now, precise, self.line.next_coalesced_ns(), margin.margin_ns(),
+                                                      self.release_slack_ns, backlogged, MAX_SLEEP_NS) {
+                Wait::Spin => {
+                    std::hint::spin_loop();
+                    continue;
                 }
-                None => MAX_SLEEP_NS,
+                Wait::Sleep { ns, timed, defer_rx } => (ns, timed, defer_rx),
             };
+            for (f, p) in fds.iter_mut().zip(&self.ports) {
+                // A negative fd is skipped by ppoll: a deferred port does not end this sleep.
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&p.io);
+                f.fd = if defer_rx && p.rx_backlogged { -1 } else { fd };
+            }
             // A sleeping loop holds no snapshot: the control side reuses the classifier copy
             // this one replaced as soon as nobody reads it (state/entries.rs WHY_TWO_COPIES).
             drop(snap);
+            // The timeout counts from the syscall, not from the turn's clock read.
+            let start = monotonic_ns();
+            let sleep = sleep.saturating_sub(start - now).max(1);
             let ts = libc::timespec { tv_sec: (sleep / 1_000_000_000) as _, tv_nsec: (sleep % 1_000_000_000) as _ };
             // SAFETY: fds is a valid array of pollfd; ts a valid timespec; no signal mask change.
             let ready = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
-            if ready == 0 && deadline.is_some() {
+            if ready == 0 && timed {
                 // Woken by the timeout, not by a frame: how late is what the margin must cover.
-                margin.observe(monotonic_ns().saturating_sub(now + sleep));
+                margin.observe(monotonic_ns().saturating_sub(start + sleep));
                 self.health.wake_margin_ns.store(margin.margin_ns(), Ordering::Relaxed);
             }
             if fds.last().is_some_and(|f| f.revents != 0) {
@@ -523,10 +561,14 @@ impl DataPlane {
             tracing::info!(port = p.number, iface = %p.ifname, kernel_rx = p.kernel_rx.load(Ordering::Relaxed),
                            kernel_ring_drops = p.ring_drops.load(Ordering::Relaxed), "port down");
         }
-        for (l, when) in [(&self.lateness_at_release, "taken from the wheel"), (&self.lateness, "after the turn's transmit")] {
+        for (l, what) in [
+            (&self.lateness_at_release, "taken from the wheel (first precise release of each turn)"),
+            (&self.lateness, "after the turn's transmit (first precise release of each turn)"),
+            (&self.lateness_coalesced, "coalesced, taken from the wheel (first coalesced release of each turn)"),
+        ] {
             if let (Some(p50), Some(p99), Some(p999)) = (l.quantile_us(0.5), l.quantile_us(0.99), l.quantile_us(0.999)) {
                 tracing::info!(turns = l.turns(), p50_below_us = p50, p99_below_us = p99, p999_below_us = p999,
-                               max_us = l.max_us(), "release lateness, {when} (first wheel release of each turn)");
+                               max_us = l.max_us(), "release lateness, {what}");
             }
         }
         if let Some(fc) = &self.fast {
@@ -534,8 +576,8 @@ impl DataPlane {
             tracing::info!(installs = fc.installs, install_errors = fc.install_errors, packets, bytes,
                            "fast path: entries installed and packets forwarded in the kernel");
         }
-        if !self.wheel.is_empty() {
-            tracing::info!(held = self.wheel.len(), "packets still in the delay line at shutdown were not sent");
+        if !self.line.is_empty() {
+            tracing::info!(held = self.line.len(), "packets still in the delay line at shutdown were not sent");
         }
     }
 
@@ -572,9 +614,11 @@ impl DataPlane {
         }
     }
 
-    fn rx_port(&mut self, pi: usize, snap: &Snapshot, scratch: &mut [u8]) -> usize {
+    /// Takes up to RX_BATCH frames from port `pi` through the pipeline; `now` is the turn's clock
+    /// read (a frame stamped after it gets a fresh one, `arrival_time`).
+    fn rx_port(&mut self, pi: usize, snap: &Snapshot, scratch: &mut [u8], now: u64) -> usize {
         let mut n = 0;
-        let now = monotonic_ns();
+        let prompt_before = self.prompt;
         while n < RX_BATCH {
             let Some(f) = self.ports[pi].io.rx_peek() else { break };
             n += 1;
@@ -615,6 +659,9 @@ impl DataPlane {
             let arrival = arrival_time(stamp, now, monotonic_ns);
             self.process(snap, number, frame, truncated, arrival);
             self.ports[pi].io.rx_release();
+        }
+        if n > 0 {
+            self.ports[pi].rx_backlogged = self.prompt == prompt_before;
         }
         n
     }
@@ -711,7 +758,7 @@ impl DataPlane {
         let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
         match self.stages.run(imp, &mut ctx, &mut pkt) {
             Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
-            Verdict::Pass => self.emit(out, pd, in_port, frame, pkt.edits(), pkt.release, now),
+            Verdict::Pass => self.emit(out, pd, in_port, frame, pkt.edits(), pkt.release, self.exactness(&pkt), now),
             Verdict::Held => self.hold_in_bearer(imp, out, pd, in_port, frame, pkt),
         }
         // The copy exists from the duplication stage on, whatever happens to the original after.
@@ -720,14 +767,26 @@ impl DataPlane {
             let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
             match self.stages.run(imp, &mut ctx, &mut copy) {
                 Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
-                Verdict::Pass => self.emit(out, pd, in_port, frame, copy.edits(), copy.release, now),
+                Verdict::Pass => self.emit(out, pd, in_port, frame, copy.edits(), copy.release, self.exactness(&copy), now),
                 Verdict::Held => self.hold_in_bearer(imp, out, pd, in_port, frame, copy),
             }
         }
     }
 
+    /// Which wheel of the delay line a packet waits in (release.rs): coalesced only when the rate
+    /// stage queued it behind another and a release slack is set.
+    #[inline]
+    fn exactness(&self, pkt: &Pkt) -> Exactness {
+        if pkt.coalescable && self.release_slack_ns > 0 {
+            Exactness::Coalesced
+        } else {
+            Exactness::Precise
+        }
+    }
+
     /// A packet a cell's bearer holds (stage 6a): into a pool buffer (with its edits) and its bearer.
     fn hold_in_bearer(&mut self, imp: &Impairment, out: u16, pd: u32, in_port: u16, frame: &[u8], pkt: Pkt) {
+        self.prompt += 1;
         let Some(h) = self.pool.alloc() else {
             return self.drop_pkt(pd, DropReason::BufferExhausted, frame.len());
         };
@@ -757,7 +816,7 @@ impl DataPlane {
             if s.pkt.release <= now {
                 self.send_held(s.handle);
             } else {
-                self.wheel.insert(s.handle, s.pkt.release);
+                self.line.insert(s.handle, s.pkt.release, Exactness::Precise);
             }
         }
         served.clear();
@@ -789,10 +848,11 @@ impl DataPlane {
         }
     }
 
-    /// Sends now if the release time has come, else holds the packet in the wheel.
+    /// Sends now if the release time has come, else holds the packet in the delay line.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    fn emit(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], edits: Edits, release: u64, now: u64) {
+    fn emit(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], edits: Edits, release: u64, how: Exactness,
+            now: u64) {
         if release <= now {
             return self.send_now(out, pd, in_port, frame, edits);
         }
@@ -801,7 +861,10 @@ impl DataPlane {
         };
         self.pool.fill(h, frame, PktMeta { len: 0, out, in_port, pd });
         edits.apply(self.pool.frame_mut(h));
-        self.wheel.insert(h, release);
+        if how == Exactness::Precise {
+            self.prompt += 1;
+        }
+        self.line.insert(h, release, how);
     }
 
     #[inline]
@@ -829,6 +892,7 @@ impl DataPlane {
     /// has room and nothing is queued before it; else into the port's backlog.
     #[inline]
     fn send_now(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], edits: Edits) {
+        self.prompt += 1;
         if out == OUT_CPU {
             return self.packet_in(pd, in_port, frame, edits);
         }
@@ -912,11 +976,15 @@ impl DataPlane {
 
     fn release_due(&mut self, now: u64) -> usize {
         let mut due = std::mem::take(&mut self.due);
-        self.wheel.poll(now, |h| due.push(h));
+        let polled = self.line.poll(now, &mut due);
         let n = due.len();
-        if let Some(&h) = due.first() {
-            self.first_due_ns = self.wheel.tick_ns(h);
-            self.lateness_at_release.observe(now.saturating_sub(self.first_due_ns));
+        self.prompt += polled.precise;
+        if let Some(first) = polled.first_precise_ns {
+            self.first_due_ns = first;
+            self.lateness_at_release.observe(now.saturating_sub(first));
+        }
+        if let Some(first) = polled.first_coalesced_ns {
+            self.lateness_coalesced.observe(now.saturating_sub(first));
         }
         for &h in &due {
             let pd = self.pool.meta(h).pd;

@@ -59,6 +59,9 @@ pub struct Health {
     pub held_packets: AtomicU64,
     /// How long before a deadline the loop stops sleeping and spins (wait.rs), last value.
     pub wake_margin_ns: AtomicU64,
+    /// `--release-slack-us` (ns): how late a packet queued behind another in a rate queue may
+    /// leave (release.rs). Set once at start.
+    pub release_slack_ns: AtomicU64,
     /// Free packet buffers at the last turn, of `buffers`.
     pub free_buffers: AtomicU64,
     pub buffers: AtomicU64,
@@ -81,6 +84,7 @@ impl Health {
             dataplane_busy_turns: AtomicU64::new(0),
             held_packets: AtomicU64::new(0),
             wake_margin_ns: AtomicU64::new(0),
+            release_slack_ns: AtomicU64::new(0),
             free_buffers: AtomicU64::new(0),
             buffers: AtomicU64::new(0),
             ports: ports.into_iter().map(|(number, ifname, io)| PortHealth { number, ifname, io, ..Default::default() }).collect(),

@@ -13,6 +13,7 @@ pub mod learn;
 pub mod metrics;
 pub mod parse;
 pub mod pool;
+pub mod release;
 pub mod wait;
 pub mod wheel;
 pub mod p4rt;

@@ -120,6 +120,17 @@ struct Args {
     #[arg(long, default_value = "auto", value_name = "US|auto", value_parser = parse_wake_margin)]
     wake_margin_us: WakeMarginArg,
 
+    /// How late (0..=1000 us) a packet that waited behind another in a rate queue may leave: the
+    /// loop does not spin for such releases, and while a port's frames all go to backlogged rate
+    /// queues it wakes once per batch (not per frame), takes every frame that came and sends every
+    /// packet due in one transmit. Departures on the shaper's virtual clock are unchanged, so the
+    /// rate over any window longer than this is exact; such a port's frames wait in its RX ring at
+    /// most this long (they keep their kernel arrival time). Unqueued packets, delay-only profiles,
+    /// slots, traces and cells stay precise. 0 = every release precise (the loop spins for each).
+    /// docs/dataplane.md "Release slack".
+    #[arg(long, default_value_t = 250, value_name = "US", value_parser = clap::value_parser!(u64).range(0..=1000))]
+    release_slack_us: u64,
+
     /// Run the data-plane thread with this SCHED_FIFO real-time priority (1..99; 0 = normal
     /// scheduling). Keeps release times accurate when the machine is busy.
     #[arg(long, default_value_t = 10, value_name = "PRIO")]
@@ -297,6 +308,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         check_offloads: !args.no_offload_check,
         busy_poll_ns: args.busy_poll_us * 1000,
         wake_margin_ns: args.wake_margin_us.0.map(|us| us * 1000),
+        release_slack_ns: args.release_slack_us * 1000,
         rt_priority: args.rt_priority.clamp(0, 99),
         tx_threads: args.tx_threads,
         io: args.io,
@@ -305,6 +317,8 @@ fn run(args: Args) -> anyhow::Result<()> {
     let dp = DataPlane::open(&cfg, link, shutdown.clone())?;
     let health = dp.health();
     tracing::info!(seed, ports = args.interfaces.len(), buffers = args.buffers, "data plane ready");
+    tracing::info!("release slack: {} us (packets queued behind another in a rate queue may leave this late; 0: every release precise)",
+                   args.release_slack_us);
     let dp_shutdown = shutdown.clone();
     let dp_thread = std::thread::Builder::new().name("p4netem-dp".into()).spawn(move || {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dp.run()));

@@ -41,6 +41,9 @@ impl Collector for HealthCollector {
         gauge(&mut encoder, "p4netem_switch_wake_margin_seconds",
               "How long before its next release the data-plane loop stops sleeping and spins (learnt from its wake-ups' lateness)",
               h.wake_margin_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
+        gauge(&mut encoder, "p4netem_switch_release_slack_seconds",
+              "How late a packet queued behind another in a rate queue may leave (--release-slack-us; 0: every release precise)",
+              h.release_slack_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
         gauge(&mut encoder, "p4netem_switch_free_buffers", "Free packet buffers now",
               h.free_buffers.load(Ordering::Relaxed) as f64)?;
         gauge(&mut encoder, "p4netem_switch_buffers", "Packet buffers in all (--buffers)",

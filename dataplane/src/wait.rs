@@ -76,6 +76,62 @@ impl WakeMargin {
     }
 }
 
+/// What the loop does after a turn with nothing to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// A deadline is too close to sleep for: turn again.
+    Spin,
+    /// Sleep in `ppoll` at most `ns` (a frame or the control eventfd ends it sooner); `timed`: the
+    /// timeout is a deadline's, so how late it wakes is a sample for the margin; `defer_rx`: the
+    /// ports whose frames all went to backlogged rate queues are left out of the poll (they are
+    /// read when the sleep ends, at most `ns` plus the wake-up's lateness later).
+    Sleep { ns: u64, timed: bool, defer_rx: bool },
+}
+
+/// The loop's wait at `now`, given the next precise deadline (a precise release, a cell's next
+/// service), the next coalesced release (release.rs), the learnt `margin_ns`, the release slack
+/// `slack_ns`, and `backlogged`: some port's frames in its last turn with any all went to
+/// backlogged rate queues (or were dropped). `max_sleep_ns` bounds any sleep.
+///
+/// - A precise deadline is slept for until `margin` before it, then spun for.
+/// - A coalesced release may leave up to `slack` late. With frames of other kinds around, its
+///   sleep ends `margin - slack` before it, or at it when the slack covers the margin (a frame wakes
+///   the loop anyway, and a queue draining with no traffic is then released one wake-up late, not
+///   a slack late): it is not spun for, and leaves at most the wake-up's lateness after its time,
+///   which the margin bounds at its quantile (p99): `margin - slack + lateness <= slack`.
+/// - Batching, when `backlogged` and the slack exceeds the margin: the sleep ends `slack - margin`
+///   after the coalesced release and lasts at most `slack - margin`, and the backlogged ports do
+///   not wake it. Frames of a saturated shaped stream otherwise wake the loop every few
+///   microseconds, and on a VM each timed sleep and wake-up costs ~10 us of the thread (the timer
+///   programming exits to the hypervisor), more than the frames; so the loop wakes once per
+///   `slack - margin + lateness`, takes every frame that came and sends every packet due in one
+///   transmit. Still within the slack at the margin's quantile, for the release
+///   (`slack - margin + lateness <= slack`) and for a frame waiting in a deferred port's ring.
+pub fn plan(now: u64, precise: Option<u64>, coalesced: Option<u64>, margin_ns: u64, slack_ns: u64,
+            backlogged: bool, max_sleep_ns: u64) -> Wait {
+    let mut sleep = max_sleep_ns;
+    let mut timed = false;
+    if let Some(d) = precise {
+        let wait = d.saturating_sub(now);
+        if wait <= margin_ns {
+            return Wait::Spin;
+        }
+        (sleep, timed) = (sleep.min(wait - margin_ns), true);
+    }
+    let defer_rx = backlogged && coalesced.is_some() && slack_ns > margin_ns;
+    if let Some(d) = coalesced {
+        let end = if defer_rx { d + (slack_ns - margin_ns) } else { d.saturating_sub(margin_ns.saturating_sub(slack_ns)) };
+        if end <= now {
+            return Wait::Spin; // due (the next turn releases it), or inside the spin part
+        }
+        (sleep, timed) = (sleep.min(end - now), true);
+    }
+    if defer_rx {
+        sleep = sleep.min(slack_ns - margin_ns); // how long a deferred port's frame may wait
+    }
+    Wait::Sleep { ns: sleep, timed, defer_rx }
+}
+
 /// How late the loop's releases from the timing wheel are (the earliest packet of each turn that
 /// released any, measured after the turn's transmit), in power-of-two microsecond buckets:
 /// logged when the switch stops, so a run's release accuracy can be read from the switch's own
@@ -190,6 +246,109 @@ mod tests {
         let mut m = WakeMargin::fixed(50_000);
         m.observe(5_000_000);
         assert_eq!(m.margin_ns(), 50_000);
+    }
+
+    const MAX: u64 = 100_000_000;
+
+    fn sleep(ns: u64) -> Wait {
+        Wait::Sleep { ns, timed: true, defer_rx: false }
+    }
+
+    #[test]
+    fn precise_deadlines_are_spun_for_within_the_margin() {
+        // 80 us margin: a release 50 us away is spun for, one 200 us away slept for until 80 us before.
+        assert_eq!(plan(1_000_000, Some(1_050_000), None, 80_000, 100_000, false, MAX), Wait::Spin);
+        assert_eq!(plan(1_000_000, Some(1_200_000), None, 80_000, 100_000, false, MAX), sleep(120_000));
+        // Nothing ahead: sleep until a frame, untimed (no margin sample).
+        assert_eq!(plan(1_000_000, None, None, 80_000, 100_000, true, MAX),
+                   Wait::Sleep { ns: MAX, timed: false, defer_rx: false });
+        // Far deadlines are bounded by the longest sleep.
+        assert_eq!(plan(0, Some(10 * MAX), None, 80_000, 0, false, MAX), sleep(MAX));
+    }
+
+    #[test]
+    fn coalesced_releases_are_slept_for_up_to_their_time() {
+        // Slack 100 us covers the 80 us margin: a coalesced release 12 us away (1 Gbit/s, 1500-byte
+        // frames) is slept for until its time, not spun for; one already due is released at once.
+        assert_eq!(plan(1_000_000, None, Some(1_012_000), 80_000, 100_000, false, MAX), sleep(12_000));
+        assert_eq!(plan(1_000_000, None, Some(1_000_000), 80_000, 100_000, false, MAX), Wait::Spin);
+        assert_eq!(plan(1_000_000, None, Some(999_000), 80_000, 100_000, false, MAX), Wait::Spin);
+        // Slack below the margin: the sleep ends margin - slack before, and the rest is spun.
+        assert_eq!(plan(1_000_000, None, Some(1_012_000), 80_000, 50_000, false, MAX), Wait::Spin);
+        assert_eq!(plan(1_000_000, None, Some(1_100_000), 80_000, 50_000, false, MAX), sleep(70_000));
+        // Slack 0 (--release-slack-us 0) is exactly the precise wait.
+        for d in [1_012_000, 1_100_000, 1_500_000] {
+            for backlogged in [false, true] {
+                assert_eq!(plan(1_000_000, None, Some(d), 80_000, 0, backlogged, MAX),
+                           plan(1_000_000, Some(d), None, 80_000, 0, false, MAX));
+            }
+        }
+    }
+
+    #[test]
+    fn a_backlogged_stream_is_batched_within_the_slack() {
+        // Slack 250 us, margin 80 us, a backlogged port: the sleep ends 170 us after the next
+        // coalesced release, and the backlogged ports are left out of the poll.
+        assert_eq!(plan(1_000_000, None, Some(1_012_000), 80_000, 250_000, true, MAX),
+                   Wait::Sleep { ns: 170_000, timed: true, defer_rx: true });
+        // The batch's end already passed: release now.
+        assert_eq!(plan(1_300_000, None, Some(1_012_000), 80_000, 250_000, true, MAX), Wait::Spin);
+        // A coalesced release far ahead (a slow queue): the sleep still ends within slack - margin,
+        // which bounds how long a deferred port's frame waits.
+        assert_eq!(plan(1_000_000, None, Some(9_000_000), 80_000, 250_000, true, MAX),
+                   Wait::Sleep { ns: 170_000, timed: true, defer_rx: true });
+        // A precise deadline inside the batch ends the sleep a margin before it.
+        assert_eq!(plan(1_000_000, Some(1_100_000), Some(1_012_000), 80_000, 250_000, true, MAX),
+                   Wait::Sleep { ns: 20_000, timed: true, defer_rx: true });
+        // Slack not above the margin (a slow timer): no batching, the plain coalesced wait (its sleep
+        // ends margin - slack before it).
+        assert_eq!(plan(1_000_000, None, Some(1_100_000), 300_000, 250_000, true, MAX), sleep(50_000));
+        // Nothing coalesced to wait for: frames wake the loop as always.
+        assert_eq!(plan(1_000_000, Some(1_200_000), None, 80_000, 250_000, true, MAX), sleep(120_000));
+    }
+
+    #[test]
+    fn a_precise_deadline_is_never_slept_through_for_a_coalesced_one() {
+        // The coalesced release is later, the precise one within the margin: spin.
+        assert_eq!(plan(1_000_000, Some(1_060_000), Some(1_300_000), 80_000, 100_000, false, MAX), Wait::Spin);
+        // The precise one far, the coalesced one near: sleep for the nearer.
+        assert_eq!(plan(1_000_000, Some(2_000_000), Some(1_030_000), 80_000, 100_000, false, MAX), sleep(30_000));
+        // Both far: the earlier of the two ends.
+        assert_eq!(plan(1_000_000, Some(1_500_000), Some(1_450_000), 80_000, 100_000, false, MAX), sleep(420_000));
+    }
+
+    #[test]
+    fn coalesced_releases_and_deferred_frames_wait_at_most_the_slack() {
+        // Scripted timer: every wake-up comes `late` after its timeout, up to the estimate the
+        // margin is learnt as (its p99). Whatever the estimate, slack and batching, a coalesced
+        // release (the first turn at or after its time) is never early and at most the slack late,
+        // and a frame arriving just as the loop falls asleep is read within the slack.
+        let deadline = 5_000_000u64;
+        for (estimate, slack) in [(60_000u64, 100_000u64), (60_000, 50_000), (150_000, 100_000), (60_000, 0),
+                                  (60_000, 250_000), (150_000, 500_000), (300_000, 250_000)] {
+            let m = WakeMargin::fixed(estimate + GUARD_NS);
+            for backlogged in [false, true] {
+                for late in (0..=estimate).step_by(5_000) {
+                    let mut now = deadline - 400_000;
+                    let released = loop {
+                        if now >= deadline {
+                            break now;
+                        }
+                        match plan(now, None, Some(deadline), m.margin_ns(), slack, backlogged, MAX) {
+                            Wait::Spin => now += 1_000, // a spinning turn
+                            Wait::Sleep { ns, defer_rx, .. } => {
+                                if defer_rx {
+                                    assert!(ns + late <= slack, "a deferred frame waits {} > slack {slack}", ns + late);
+                                }
+                                now += ns + late;
+                            }
+                        }
+                    };
+                    assert!(released - deadline <= slack.max(1_000),
+                            "estimate {estimate} slack {slack} backlogged {backlogged} late {late}: {}", released - deadline);
+                }
+            }
+        }
     }
 
     #[test]

@@ -71,6 +71,9 @@ class SwitchHealth:
             "held_packets": int(value("p4netem_switch_held_packets")),
             "free_buffers": int(value("p4netem_switch_free_buffers")),
             "buffers": int(value("p4netem_switch_buffers")),
+            # The switch's release slack for backlogged rate queues (docs/dataplane.md): the
+            # setting under which its rates and release times are what they are.
+            "release_slack_us": round(value("p4netem_switch_release_slack_seconds") * 1e6, 3),
             "ports": sorted(ports.values(), key=lambda p: p["port"]),
             "p4runtime": _latency(fams.get("p4netem_switch_p4runtime_request_seconds")),
             "read_at": time.time(),

@@ -71,6 +71,10 @@ pub struct Pkt {
     /// Set by the delay stage: the packet skipped the delay line (netem "reorder"), so it does
     /// not wait for a slot either.
     pub skipped_line: bool,
+    /// Set by the rate stage: the packet waited behind another in its rate queue, so the virtual
+    /// clock, not its arrival, set its departure. Its release may then be coalesced with others
+    /// (release.rs, `--release-slack-us`); the slot stage clears it (slots open on time).
+    pub coalescable: bool,
 }
 
 impl Pkt {

@@ -191,6 +191,9 @@ impl Stage for Rate {
         let verdict = self.admit(imp, ctx, pkt, departure, wire, bytes, pkts);
         if verdict == Verdict::Pass {
             regs.next_free_ns[pd].store(departure, Relaxed);
+            // Behind another packet: its departure is the one before it plus its service, a
+            // schedule the virtual clock keeps whenever the frame is handed to the kernel.
+            pkt.coalescable = free_at > pkt.ready;
         }
         verdict
     }
@@ -262,6 +265,32 @@ mod tests {
         assert_eq!((regs.backlog_pkts[2].load(Relaxed), regs.backlog_bytes[2].load(Relaxed)), (1, 1500));
         rate.drain(2, now + 10_000_000, &regs);
         assert_eq!(regs.backlog_pkts[2].load(Relaxed), 0);
+    }
+
+    #[test]
+    fn only_packets_behind_another_are_coalescable() {
+        let (regs, counters, mut rng) = setup();
+        let mut rate = Rate::new(8, 1024);
+        let imp = Impairment { ns_per_byte_q16: q16_for_bps(10e6), ..Default::default() };
+        rate.provision(1, &imp);
+        let mut send = |at: u64| {
+            let mut ctx = Ctx { now: at, pd: 1, rng: &mut rng, regs: &regs, counters: &counters };
+            let mut p = Pkt::new(1000, at);
+            assert_eq!(rate.enqueue(&imp, &mut ctx, &mut p), Verdict::Pass);
+            (p.departure, p.coalescable)
+        };
+        // 1000 bytes at 10 Mbit/s: 800 us each. An idle link: departure from the arrival, exact.
+        assert_eq!(send(1_000_000), (1_800_000, false));
+        // Arrives while the first is still on the link: queued behind it, coalescable.
+        assert_eq!(send(1_100_000), (2_600_000, true));
+        assert_eq!(send(1_200_000), (3_400_000, true));
+        // After the queue drained: exact again.
+        assert_eq!(send(5_000_000), (5_800_000, false));
+        // No rate: the stage does not set it.
+        let mut ctx = Ctx { now: 0, pd: 2, rng: &mut rng, regs: &regs, counters: &counters };
+        let mut p = Pkt::new(1000, 0);
+        assert_eq!(rate.enqueue(&Impairment::default(), &mut ctx, &mut p), Verdict::Pass);
+        assert!(!p.coalescable);
     }
 
     #[test]

@@ -63,6 +63,7 @@ impl Stage for Slot {
             v = Vars { next_ns: pkt.release + draw(imp, ctx), used_pkts: 0, used_bytes: 0 };
         }
         pkt.release = v.next_ns;
+        pkt.coalescable = false; // a slot opens on time, whatever queue the packet came through
         v.used_pkts = v.used_pkts.saturating_add(1);
         v.used_bytes = v.used_bytes.saturating_add(pkt.len);
         if (imp.slot_packets != 0 && v.used_pkts >= imp.slot_packets)
@@ -111,6 +112,21 @@ mod tests {
         let got = releases(&imp, &[1000; 10], 100);
         let want: Vec<u64> = [1, 1, 1, 1, 2, 2, 2, 2, 3, 3].iter().map(|k| 1000 + k * 10 * MS).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_slotted_packet_is_never_coalesced() {
+        // A packet queued behind another in a rate queue (coalescable) still leaves when its slot
+        // opens, on time: the slot stage clears the flag; without slots it is left as it was.
+        let (regs, counters, mut rng) = setup();
+        let mut ctx = Ctx { now: 0, pd: 3, rng: &mut rng, regs: &regs, counters: &counters };
+        let mut p = Pkt { coalescable: true, ..Pkt::new(100, 0) };
+        let slotted = Impairment { slot_delay_ns: 10 * MS, ..Default::default() };
+        assert_eq!(Slot.enqueue(&slotted, &mut ctx, &mut p), Verdict::Pass);
+        assert!(!p.coalescable);
+        let mut q = Pkt { coalescable: true, ..Pkt::new(100, 0) };
+        assert_eq!(Slot.enqueue(&Impairment::default(), &mut ctx, &mut q), Verdict::Pass);
+        assert!(q.coalescable);
     }
 
     #[test]
