@@ -554,3 +554,47 @@ def test_pf_decay_constant_mutation_is_caught():
     assert any(p.startswith("P4 ") for p in pf_constant_problems(mutated, rust_text))
     assert any(p.startswith("Rust ") for p in pf_constant_problems(p4source.load(P4_MAIN),
                                                                     rust_text.replace("3938502376", "3938502377")))
+
+
+def p4_pf_decay(avg: int, at: int, now: int, wlog: int, exp2: list[int], ln2: int) -> int:
+    """bearer.p4's PfDecay statement by statement, with P4's bit widths (bit<64>, bit<128>)."""
+    m64, m128 = (1 << 64) - 1, (1 << 128) - 1
+    dt = now - at if now > at else 0
+    w = min(wlog, 63)
+    halvings = dt >> w
+    if halvings >= 64:
+        return 0
+    a = avg >> (halvings & 0xFF)
+    rest = dt & (((1 << w) - 1) & m64)
+    f56 = (rest << (56 - w)) & m64 if w <= 56 else rest >> (w - 56)
+    k = (f56 >> 48) & 0xFF
+    r = f56 & 0xFFFFFFFFFFFF
+    t = 1 << 32
+    for j in range(7, -1, -1):
+        if (k >> j) & 1:
+            t = ((t * exp2[j]) & m128) >> 32
+    x = ((a * t + (1 << 31)) & m128) >> 32
+    d = ((ln2 * r) & m128) >> 40
+    return (x - ((((x * d) & m128) + (1 << 47)) >> 48)) & m64
+
+
+def _rust_pf_vectors(text: str) -> list[tuple[int, int, int, int]]:
+    import re
+
+    block = re.search(r"const PF_DECAY_VECTORS: \[\(u64, u64, u8, u64\); \d+\] = \[(.*?)\];", text, re.S)
+    assert block, "PF_DECAY_VECTORS not found in stage/bearer.rs"
+    return [tuple(int(v) for v in m) for m in re.findall(r"\((\d+), (\d+), (\d+), (\d+)\)", block.group(1))]
+
+
+def test_p4_pf_decay_computes_the_switchs_vectors():
+    """The switch's unit test pins pf_decay on PF_DECAY_VECTORS; P4's arithmetic, transcribed with
+    the P4 source's constants, must give the same bits on them."""
+    exp2, ln2 = _p4_pf_constants(p4source.load(P4_MAIN))
+    vectors = _rust_pf_vectors(BEARER_RS.read_text())
+    assert len(vectors) >= 5
+    for avg, dt, w, want in vectors:
+        assert p4_pf_decay(avg, 1000, 1000 + dt, w, exp2, ln2) == want, (avg, dt, w)
+    bad = list(exp2)
+    bad[3] += 1
+    assert any(p4_pf_decay(avg, 0, dt, w, bad, ln2) != want for avg, dt, w, want in vectors), \
+        "a changed constant must change some vector"

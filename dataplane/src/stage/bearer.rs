@@ -558,6 +558,26 @@ mod tests {
         assert_eq!(PF_LN2_Q32, (std::f64::consts::LN_2 * 2f64.powi(32)).round() as u64);
     }
 
+    /// (avg, elapsed ns, wlog, decayed): tests/contract/test_contract.py runs a statement-by-statement
+    /// Python transcription of p4src's PfDecay, with the P4 source's constants, on these same
+    /// vectors, so the switch and the P4 program compute the same bits.
+    pub const PF_DECAY_VECTORS: [(u64, u64, u8, u64); 7] = [
+        (1514, 1, 10, 1513),
+        (240000, 6056000, 27, 232610),
+        (1099511627776, 123456789, 27, 581171921455),
+        (987654321, 5368709897, 30, 30864182),
+        (18446744073709551615, 1099511627775, 40, 9223338146182204723),
+        (55555, 3, 10, 55442),
+        (9223372036854788153, 4035225266123964515, 60, 815238614089729091),
+    ];
+
+    #[test]
+    fn pf_decay_matches_the_p4_vectors() {
+        for (avg, dt, w, want) in PF_DECAY_VECTORS {
+            assert_eq!(pf_decay(avg, 1000, 1000 + dt, w), want, "avg {avg} dt {dt} w {w}");
+        }
+    }
+
     /// Decays 2^40 from 0 in `steps` calls of `step` ns each and returns the effective number of
     /// half-lives the result says passed, over the number that did.
     fn compounded(step: u64, steps: u64, w: u8) -> f64 {
