@@ -17,10 +17,9 @@
  *               turn sends while its deficit covers its head packet; a UE taking the turn
  *               adds bearer_quantum_bytes (0: BEARER_DEFAULT_QUANTUM) to its deficit; an emptied bearer's deficit is 0.
  *   BEARER_PF   proportional fair with one channel quality for all UEs: the bearer whose
- *               average served bytes is lowest. The average decays by half every
- *               2^bearer_pf_halflife_log2 ns (piecewise linear between halvings:
- *               a' = (a >> n) * (1 - r / 2^(w+1)), n whole half-lives, r the rest) and grows by
- *               each served packet's wire bytes.
+ *               average served bytes is lowest. The average decays by 2^(-t / 2^w) over t ns,
+ *               w = bearer_pf_halflife_log2 (PfDecay below), and grows by each served
+ *               packet's wire bytes.
  * On v1model the waiting packets recirculate and only see their own bearer: the turn (DRR)
  * or the lowest average seen while the link was busy (PF) is kept per cell in bearer_turn /
  * bearer_pf_best, and a packet that finds the link free takes it if its UE holds the turn
@@ -32,20 +31,67 @@
 #ifndef P4NETEM_BEARER_P4
 #define P4NETEM_BEARER_P4
 
-/* The average served bytes of a PF bearer, decayed from `at` to `now`. */
+/*
+ * 2^(-2^j/256) in Q32, j = 0..7, and ln 2 in Q32 (the same constants as PF_EXP2_BITS_Q32 and
+ * PF_LN2_Q32 of dataplane/src/stage/bearer.rs; tests/contract checks both lists).
+ */
+#define PF_EXP2_Q32_0  4283353945
+#define PF_EXP2_Q32_1  4271771996
+#define PF_EXP2_Q32_2  4248701965
+#define PF_EXP2_Q32_3  4202935003
+#define PF_EXP2_Q32_4  4112874773
+#define PF_EXP2_Q32_5  3938502376
+#define PF_EXP2_Q32_6  3611622603
+#define PF_EXP2_Q32_7  3037000500
+#define PF_LN2_Q32     2977044472
+
+/*
+ * The average served bytes of a PF bearer, decayed from `at` to `now`: avg * 2^(-dt / 2^w),
+ * a half-life of 2^w ns however dt is split between packets. Whole half-lives shift; the
+ * fraction f of a half-life (Q56) splits into its top 8 bits k, factor 2^(-k/256) (the product
+ * of PF_EXP2_Q32_j over k's set bits, high bit first, each truncated to Q32), and the rest
+ * r < 1/256, factor 1 - r ln 2 (the tangent: exact to first order, so many small steps compound
+ * to the true exponential; effective half-life at most 0.14 % short). Both products round to
+ * nearest, so dt = 0 changes nothing. p4netem-switch computes the same bits (pf_decay, with the
+ * 256 products in a table).
+ */
 control PfDecay(in bit<64> avg, in time_ns_t at, in time_ns_t now, in bit<8> wlog, out bit<64> decayed) {
     apply {
         time_ns_t dt = 0;
         if (now > at) {
             dt = now - at;
         }
-        time_ns_t halvings = dt >> wlog;
+        bit<8> w = wlog;
+        if (w > 63) {
+            w = 63;
+        }
+        time_ns_t halvings = dt >> w;
         if (halvings >= 64) {
             decayed = 0;
         } else {
             bit<64> a = avg >> (bit<8>)halvings;
-            bit<128> rest = (bit<128>)(dt & (((time_ns_t)1 << wlog) - 1));
-            decayed = a - (bit<64>)(((bit<128>)a * rest) >> (wlog + 1));
+            time_ns_t rest = dt & (((time_ns_t)1 << w) - 1);
+            bit<64> f56;
+            if (w <= 56) {
+                f56 = rest << (56 - w);
+            } else {
+                f56 = rest >> (w - 56);
+            }
+            bit<8> k = (bit<8>)(f56 >> 48);
+            bit<128> r = (bit<128>)(f56 & 0xFFFFFFFFFFFF);
+            bit<128> t = 1 << 32;
+            if (k[7:7] == 1) { t = (t * PF_EXP2_Q32_7) >> 32; }
+            if (k[6:6] == 1) { t = (t * PF_EXP2_Q32_6) >> 32; }
+            if (k[5:5] == 1) { t = (t * PF_EXP2_Q32_5) >> 32; }
+            if (k[4:4] == 1) { t = (t * PF_EXP2_Q32_4) >> 32; }
+            if (k[3:3] == 1) { t = (t * PF_EXP2_Q32_3) >> 32; }
+            if (k[2:2] == 1) { t = (t * PF_EXP2_Q32_2) >> 32; }
+            if (k[1:1] == 1) { t = (t * PF_EXP2_Q32_1) >> 32; }
+            if (k[0:0] == 1) { t = (t * PF_EXP2_Q32_0) >> 32; }
+            bit<128> x = ((bit<128>)a * t + (1 << 31)) >> 32;
+            /* r ln 2 in Q48 (r is Q56, ln 2 Q32: the product is Q88) */
+            bit<128> d = (PF_LN2_Q32 * r) >> 40;
+            decayed = (bit<64>)(x - ((x * d + (1 << 47)) >> 48));
         }
     }
 }

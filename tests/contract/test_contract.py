@@ -499,3 +499,58 @@ def test_encoders_write_exactly_the_p4info_params():
         widths.check_encoded({k: v for k, v in params.items() if k != "ge_r"})
     with pytest.raises(AssertionError, match="not in the P4Info"):
         widths.check_encoded({**params, "ge_q": 0})
+
+
+# ---------------------------------------------------------------------------------------------
+# the PF decay's constants: P4 (bearer.p4's #defines) and the switch (stage/bearer.rs) multiply
+# the same numbers in the same order, and they are 2^(-2^j/256) and ln 2 in Q32
+# ---------------------------------------------------------------------------------------------
+
+BEARER_RS = ROOT / "dataplane" / "src" / "stage" / "bearer.rs"
+
+
+def _exact_pf_constants() -> tuple[list[int], int]:
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 50
+    two = Decimal(2)
+    bits = [int((two ** (32 - Decimal(2 ** j) / 256)).to_integral_value()) for j in range(8)]
+    return bits, int((two.ln() * two ** 32).to_integral_value())
+
+
+def _p4_pf_constants(program) -> tuple[list[int], int]:
+    def value(name):
+        body = program.defines[name]
+        assert len(body) == 1 and body[0].kind == "int", f"{name} is not a plain integer"
+        return body[0].value
+    return [value(f"PF_EXP2_Q32_{j}") for j in range(8)], value("PF_LN2_Q32")
+
+
+def _rust_pf_constants(text: str) -> tuple[list[int], int]:
+    import re
+
+    bits = re.search(r"pub const PF_EXP2_BITS_Q32: \[u64; 8\]\s*=\s*\[([^\]]*)\]", text)
+    ln2 = re.search(r"pub const PF_LN2_Q32: u64 = (\d+);", text)
+    assert bits and ln2, "PF_EXP2_BITS_Q32 / PF_LN2_Q32 not found in stage/bearer.rs"
+    return [int(v.replace("_", "")) for v in bits.group(1).split(",") if v.strip()], int(ln2.group(1))
+
+
+def pf_constant_problems(program, rust_text: str) -> list[str]:
+    exact, p4, rust = _exact_pf_constants(), _p4_pf_constants(program), _rust_pf_constants(rust_text)
+    return [f"{side} PF decay constants {got} != 2^(-2^j/256), ln 2 in Q32 {exact}"
+            for side, got in (("P4", p4), ("Rust", rust)) if got != exact]
+
+
+def test_pf_decay_constants_agree():
+    problems = pf_constant_problems(p4source.load(P4_MAIN), BEARER_RS.read_text())
+    assert not problems, "\n".join(problems)
+
+
+def test_pf_decay_constant_mutation_is_caught():
+    p4_text, rust_text = (P4_INCLUDE / "bearer.p4").read_text(), BEARER_RS.read_text()
+    old = "#define PF_EXP2_Q32_5  3938502376"
+    assert p4_text.count(old) == 1 and rust_text.count("3938502376") == 1
+    mutated = p4source.load(P4_MAIN, overrides={str(P4_INCLUDE / "bearer.p4"): p4_text.replace(old, old[:-1] + "7")})
+    assert any(p.startswith("P4 ") for p in pf_constant_problems(mutated, rust_text))
+    assert any(p.startswith("Rust ") for p in pf_constant_problems(p4source.load(P4_MAIN),
+                                                                    rust_text.replace("3938502376", "3938502377")))

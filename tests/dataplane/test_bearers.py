@@ -128,38 +128,30 @@ def test_a_ue_waiting_for_its_radio_holds_back_only_its_own_packets(lab: TwoHost
 # ---- proportional fair ----------------------------------------------------------------------------
 
 HALFLIFE_NS = 1 << 27  # `halflife: 100ms`, which the switch takes as 2^27 ns (134.2 ms)
-UE1_BURST = 60  # frames UE 1 sends at once when it starts: more than PF gives it alone (~26)
+UE1_BURST = 60  # frames UE 1 sends at once when it starts: more than PF gives it alone (~22)
 
 
 def pf_alone_frames_theory(halflife_ns: int, ue0_alone_ns: int) -> float:
     """Frames UE 1 should get alone after it starts, from the contract's PF average (served bytes,
-    halving every H = halflife, linear between halvings; docs/pipeline-contract.md stage 6a).
+    decaying by 2^(-t / H), H = halflife, however the time is split into steps; docs/pipeline-contract.md
+    stage 6a).
 
-    UE 0 has been served one frame per SERVICE for ue0_alone_ns; its average, updated at each frame
-    (a step of the linear decay, slope 1/(2H), then + one frame), approaches a_ss = 2H / SERVICE
-    frames: a0 = f a_ss with f = 1 - exp(-T0 / 2H). From UE 1's start (x = t / H) UE 1 is served
-    alone: a1(x) = a_ss (1 - exp(-x / 2)), while UE 0's average, no longer updated, decays
-    piecewise linearly: a0 pl(x), pl(x) = 2^-floor(x) (1 - frac(x) / 2). UE 1 has the cell until
-    a1 reaches UE 0's average: the root of 1 - exp(-x / 2) = f pl(x), x about 1.2 when f is near 1
-    (with exact exponential decay for both it would be log2(1 + f), about 1.0)."""
-    f = 1 - math.exp(-ue0_alone_ns / (2 * halflife_ns))
-
-    def gap(x: float) -> float:
-        pl = 2.0 ** -math.floor(x) * (1 - (x - math.floor(x)) / 2)
-        return 1 - math.exp(-x / 2) - f * pl
-
-    lo, hi = 0.0, 4.0  # gap(0) = -f < 0, gap(4) > 0; gap rises with x
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if gap(mid) < 0 else (lo, mid)
-    return lo * halflife_ns / SERVICE
+    UE 0 has been served one frame per SERVICE for ue0_alone_ns = T0; its average approaches
+    a_ss = H / (SERVICE ln 2) frames: a0 = f a_ss with f = 1 - 2^(-T0 / H). From UE 1's start (x = t / H)
+    UE 1 is served alone: a1(x) = a_ss (1 - 2^-x), while UE 0's average, no longer updated, decays:
+    a0 2^-x. UE 1 has the cell until a1 reaches UE 0's average: 2^x = 1 + f, x = log2(1 + f), about
+    one half-life when f is near 1 (the linear decay between halvings before issue 11's fix gave
+    about 1.2)."""
+    f = 1 - 2.0 ** (-ue0_alone_ns / halflife_ns)
+    return math.log2(1 + f) * halflife_ns / SERVICE
 
 
-def downloads_to_both(lab: TwoHostLab) -> tuple[list[int], list[int]]:
+def downloads_to_both(lab: TwoHostLab) -> tuple[list[int], list[int], int]:
     """UE 0 downloads at 3 Mbit/s (1.5 times the cell) for 1.8 s; from 1.0 s UE 1 downloads too:
     UE1_BURST frames at once (its bearer stays backlogged through the PF phase whatever the
     sender's scheduling) and then 3 Mbit/s to 1.8 s. Returns the UE of each frame h1 received,
-    in the order of the kernel's receive stamps (frames are 6 ms apart on the cell), and the stamps."""
+    in the order of the kernel's receive stamps (frames are 6 ms apart on the cell), the stamps, and
+    how long the sender took to send UE 1's burst (its frames' send stamps, first to last)."""
     ue0: list[ProbeResult] = []
     download = threading.Thread(target=lambda: ue0.append(run_probe(
         lab.h2.ns, lab.h1.ns, lab.h1.ip, count=0, rate=0, size=1472, port=BULK_PORT, idle=2.0,
@@ -171,7 +163,9 @@ def downloads_to_both(lab: TwoHostLab) -> tuple[list[int], list[int]]:
     finally:
         download.join()
     arrivals = sorted([(rx, 0) for rx in ue0[0].rx_ns] + [(rx, 1) for rx in ue1.rx_ns])
-    return [ue for _, ue in arrivals], [rx for rx, _ in arrivals]
+    burst = [tx for seq, tx in zip(ue1.seq, ue1.tx_ns) if seq < UE1_BURST]
+    spread = max(burst) - min(burst) if len(burst) == UE1_BURST else -1
+    return [ue for _, ue in arrivals], [rx for rx, _ in arrivals], spread
 
 
 def longest_run(order: list[int]) -> int:
@@ -184,7 +178,7 @@ def longest_run(order: list[int]) -> int:
 
 def test_proportional_fair_gives_a_starting_ue_the_cell_until_the_averages_meet(lab: TwoHostLab) -> None:
     """PF: UE 1, starting while UE 0 has been downloading for a second, gets the cell alone until
-    its decaying served-bytes average reaches UE 0's (about 1.2 half-lives: ~26 frames), then the
+    its decaying served-bytes average reaches UE 0's (about one half-life: ~22 frames), then the
     two alternate. The same traffic with DRR (the control) alternates from UE 1's first frame: the
     PF check fails on a DRR scheduler and the DRR check fails if PF's preference leaked into DRR.
     Judged on the order of arrivals at h1, not on timing."""
@@ -195,7 +189,16 @@ def test_proportional_fair_gives_a_starting_ue_the_cell_until_the_averages_meet(
         bearers = {"scheduler": scheduler, **({"halflife": "100ms"} if scheduler == "pf" else {})}
         lab.apply_profile(Profile.parse({"name": f"cell-{scheduler}",
                                          "downlink": {"rate": "2Mbit", "queue": 100, "bearers": bearers}}))
-        order, rx = downloads_to_both(lab)
+        # The measurement needs UE 1's bearer backlogged from its first frame: a sender preempted
+        # for longer than one frame's service in the middle of the burst (a loaded machine) lets
+        # UE 0's frame in while UE 1 has nothing queued, which says nothing about the scheduler.
+        # Such a run is repeated (at most twice), not judged.
+        for _ in range(3):
+            order, rx, spread = downloads_to_both(lab)
+            if 0 <= spread < SERVICE:
+                break
+            print(f"{scheduler}: UE 1's burst took {ms(spread)} to send (lost frames if < 0): again")
+        assert 0 <= spread < SERVICE, f"{scheduler}: UE 1's burst took {ms(spread)} to send in 3 tries"
         first = order.index(1)
         assert first >= 40, f"{scheduler}: UE 0 had only {first} frames before UE 1 started"
         alone = next((i for i in range(first, len(order)) if order[i] == 0), len(order)) - first
