@@ -231,13 +231,21 @@ fn set_fifo(prio: i32, what: &str) {
     }
 }
 
-async fn shutdown_signal() {
+/// SIGINT and SIGTERM handlers, installed when this is called (inside the runtime), not when the
+/// returned future is first polled: the server logs "listening" before it polls its shutdown
+/// future, and a SIGTERM sent on seeing that line (as a supervisor or a test does) used to find the
+/// default action still in place and kill the switch without its shutdown (no final counters, no
+/// XDP detach log).
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-    }
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        }
+    })
 }
 
 fn main() {
@@ -353,8 +361,12 @@ fn run(args: Args) -> anyhow::Result<()> {
             }
         });
     }
+    let stop = {
+        let _in_runtime = rt.enter(); // the signal driver is the runtime's
+        shutdown_signal()?
+    };
     tracing::info!(addr = %args.grpc_addr, device_id = args.device_id, "P4Runtime server starting");
-    let served = rt.block_on(p4rt::serve_on(listener, control, server_cfg, shutdown_signal()));
+    let served = rt.block_on(p4rt::serve_on(listener, control, server_cfg, stop));
     shutdown.store(true, Ordering::Relaxed);
     waker.wake();
     let _ = dp_thread.join();

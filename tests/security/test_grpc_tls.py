@@ -175,9 +175,18 @@ def test_non_loopback_plaintext_is_refused_unless_forced(switch_bin, tmp_path, p
                 break
             lines.append(line)
         proc.terminate()
-        proc.wait(timeout=10)
+        # communicate() drains stderr while waiting (the switch logs its shutdown there); a switch
+        # that outlives SIGTERM by 30 s is a hang and fails with everything it printed (one CI run
+        # saw a 10 s wait time out here, with nothing to tell why).
+        try:
+            _, rest = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, rest = proc.communicate()
+            pytest.fail("the switch did not stop within 30 s of SIGTERM:\n" + "".join(lines) + rest)
         text = "".join(lines)
-        assert "plaintext on a non-loopback address" in text and "P4Runtime server listening" in text, text
+        assert "plaintext on a non-loopback address" in text and "P4Runtime server listening" in text, text + rest
+        assert "SIGTERM: shutting down" in rest, text + rest
 
 
 @pytest.mark.parametrize("value", ["10", "2000000000"])
