@@ -126,9 +126,10 @@ struct Args {
     /// packet due in one transmit. Departures on the shaper's virtual clock are unchanged, so the
     /// rate over any window longer than this is exact; such a port's frames wait in its RX ring at
     /// most this long (they keep their kernel arrival time). Unqueued packets, delay-only profiles,
-    /// slots, traces and cells stay precise. 0 = every release precise (the loop spins for each).
-    /// docs/dataplane.md "Release slack".
-    #[arg(long, default_value_t = 250, value_name = "US", value_parser = clap::value_parser!(u64).range(0..=1000))]
+    /// slots, traces and cells stay precise. 0 (the default) = every release precise (the loop
+    /// spins for each). Experimental: a switch that ran other rate profiles first was seen dropping
+    /// queue_full at a backlog well below its limit with a slack (docs/dataplane.md "Release slack").
+    #[arg(long, default_value_t = 0, value_name = "US", value_parser = clap::value_parser!(u64).range(0..=1000))]
     release_slack_us: u64,
 
     /// Run the data-plane thread with this SCHED_FIFO real-time priority (1..99; 0 = normal
