@@ -33,7 +33,11 @@ def test_a_backlog_leaves_in_bursts_on_the_slot_grid(lab: TwoHostLab) -> None:
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=1000, port=9070)
     assert result.lost == 0 and result.reordered == 0
     bursts = _bursts(result.rx_ns, 10 * MS)
-    assert [len(b) for b in bursts] == [5] * 40, [len(b) for b in bursts]
+    # Bursts of 5: all of them on a quiet machine; a vCPU stall longer than the 10 ms gap can merge
+    # two (a late release) or split one (a transmit preempted mid-burst), so up to 4 of the 40 may
+    # differ. A wrong slot size (4 or 6 a slot) leaves no burst of 5 at all.
+    sizes = [len(b) for b in bursts]
+    assert sum(size == 5 for size in sizes) >= 36, sizes
     spacing = [b[0] - a[0] for a, b in zip(bursts, bursts[1:])]
     assert abs(statistics.median(spacing) - 20 * MS) < 1 * MS, ms(statistics.median(spacing))
     # Each packet against the grid: packet i leaves at s0 + (i // 5) * 20 ms.
