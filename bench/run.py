@@ -85,7 +85,7 @@ BARS = (
     ("p4rt_modify_rtt_ms_p99", 1.0, "<=", "ms", "one-entry classifier MODIFY round trip, 64k entries, client "
      "SCHED_FIFO 4 as the timeline player (normal priority: p4rt_modify_rtt_ms_p99_normal)"),
     ("rate_1g_dataplane_busy_pct", 60.0, "<=", "%", "data-plane thread busy, 1 Gbit/s shaping, 2x overload, under "
-     "the switch's default release slack (rate_1g_release_slack_us; every release precise: "
+     "the switch's default release slack (rate_1g_release_slack_us, 0: every release precise; "
      "the experimental 250 us slack on a fresh switch: rate_1g_dataplane_busy_pct_slack_250)"),
     ("rrc_promotion_error_us_p99", 1000.0, "<=", "us", "first packet after idle vs promotion (100 ms)"),
     ("rrc_throughput_ratio_100k_ue", 0.9, ">=", "", "switch pps, 100k awake UEs / 1 UE"),
