@@ -32,8 +32,14 @@ def test_rate_limit_and_queue_full(lab: TwoHostLab, limit: dict) -> None:
     gaps = [b - a for a, b in zip(result.rx_ns, result.rx_ns[1:])]
     shaped = FRAME_BITS / median(gaps) * 1e9
     assert abs(shaped - RATE) <= 0.02 * RATE, f"shaped rate {shaped / 1e6:.3f} Mbit/s, configured {RATE / 1e6}"
-    goodput = result.wire_bits_per_second()
-    assert abs(goodput - RATE) <= 0.08 * RATE, f"goodput {goodput / 1e6:.3f} Mbit/s, configured {RATE / 1e6} Mbit/s"
+    # And over every gap with a packet waiting, not just the typical one: a shaper that idles or
+    # drifts with work queued fails here. Not over the whole run: an 8-packet queue lasts 6.7 ms,
+    # and a sender stall longer than that left the link idle (a fresh-clone make test measured
+    # 9.19 Mbit/s from first to last arrival).
+    goodput = result.backlogged_bits_per_second()
+    assert abs(goodput - RATE) <= 0.05 * RATE, (
+        f"goodput with a packet waiting {goodput / 1e6:.3f} Mbit/s, configured {RATE / 1e6} Mbit/s "
+        f"(shaped {shaped / 1e6:.3f}; {result.received} of {n} received)")
 
     c = settled_counters(lab, UPLINK)
     assert c.profile_in == n

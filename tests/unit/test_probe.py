@@ -6,8 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from p4netem.lab.free import free_udp_port
-from p4netem.lab.probe import HEADER_LEN, ProbeResult, filler, make_datagram, send
+from p4netem.lab.probe import HEADER_LEN, UDP_IP_ETH_OVERHEAD, ProbeResult, filler, make_datagram, send
 
 
 def test_send_and_receive_over_loopback() -> None:
@@ -69,3 +71,36 @@ def test_wall_clock_step_is_the_spread_of_both_ends_offsets() -> None:
                   wall_offsets_ns=[1_000_100, 999_800])
     assert r.wall_clock_step_ns == 600
     assert synthetic([0], sent=1).wall_clock_step_ns == 0  # an old result without offsets
+
+
+def _shaped(tx_ns: list[int], serialisation_ns: int, idle_after: int | None = None,
+            idle_ns: int = 0) -> ProbeResult:
+    """A FIFO shaper's arrivals: each packet leaves one serialisation time after both its own
+    arrival (1 ms of path) and the previous one's departure; `idle_after` makes it sit idle
+    for `idle_ns` with packets queued once that many have left."""
+    rx, last = [], 0
+    for i, t in enumerate(tx_ns):
+        start = max(t + 1_000_000, last)
+        if idle_after is not None and i == idle_after:
+            start += idle_ns
+        last = start + serialisation_ns
+        rx.append(last)
+    return synthetic(list(range(len(tx_ns))), sent=len(tx_ns), tx_ns=tx_ns, rx_ns=rx,
+                     sizes=[64] * len(tx_ns), flips=[0] * len(tx_ns), sports=[5000] * len(tx_ns))
+
+
+def test_backlogged_rate_ignores_a_pausing_sender_and_sees_an_idling_shaper() -> None:
+    """Offered at twice the shaped rate with a 50 ms pause of the sender in the middle: the
+    link idles for want of packets, so the rate from first to last arrival is low, but while
+    packets waited the shaper kept its rate exactly. A shaper idling 50 ms with packets queued
+    shows in the backlogged rate."""
+    s = 100_000                                              # 100 us per frame
+    frame_bits = (64 + UDP_IP_ETH_OVERHEAD) * 8
+    tx = [i * s // 2 for i in range(200)] + [100 * s + 50_000_000 + i * s // 2 for i in range(200)]
+    paused = _shaped(tx, s)
+    span = paused.rx_ns[-1] - paused.rx_ns[0]
+    assert (paused.received - 1) * frame_bits * 1e9 / span < 0.5 * frame_bits * 1e9 / s
+    assert paused.backlogged_bits_per_second() == pytest.approx(frame_bits * 1e9 / s, rel=1e-9)
+    idler = _shaped(tx[:200], s, idle_after=100, idle_ns=50_000_000)
+    assert idler.backlogged_bits_per_second() < 0.5 * frame_bits * 1e9 / s
+    assert _shaped([i * 2 * s for i in range(50)], s).backlogged_bits_per_second() == 0.0

@@ -4,6 +4,8 @@ captures, are tests/labs/test_lab_rtt_audit.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from p4netem_studies.harness.metrics import wire_metrics
@@ -174,6 +176,32 @@ def test_a_paced_send_with_data_in_flight_is_no_stall():
     assert (held.stalls, held.window_waits) == (1, 0)
     nagle = audit(load(200, acked_all=False), CLIENT)
     assert (nagle.stalls, nagle.window_waits) == (1, 0)
+
+
+def test_the_echoed_timestamp_says_which_ack_had_reached_the_server():
+    """With delay jitter a round trip can be shorter than every RTT sample of its connection:
+    the Nagle-held body below comes back 97 ms after the ACK that released it, the samples
+    are 100 and 104 ms, so by timing alone that ACK had not reached the server yet and the
+    stall went unseen (an HSPA load in a fresh-clone make test). The body's TSecr echoes the
+    ACK's TSval: it had arrived, and the body is a stall. Echoing the request's TSval instead
+    (the server wrote the body before the ACK came) it is the server's own time."""
+    def load(echo_ack: bool) -> list[Segment]:
+        w = Wire()
+        w.handshake(0.0)
+        req = w.client(RTT + 2e-5, 300)
+        t = 2 * RTT + 0.004                                # a 104 ms sample
+        w.server(t, 100)                                   # the header, a partial segment
+        ack = w.ack(t + 1e-4)
+        w.server(t + 1e-4 + 0.097, 600)                    # the body, 97 ms after that ACK
+        w.ack(t + 2e-4 + 0.097)
+        stamp = {id(req): 100, id(ack): 304}               # the client's millisecond clock
+        echo = 304 if echo_ack else 100
+        return [replace(s, tsval=stamp.get(id(s)), tsecr=echo if i == len(w.segs) - 2 else None)
+                for i, s in enumerate(w.segs)]
+    held = audit(load(echo_ack=True), CLIENT)
+    assert (held.rtts, held.stalls, held.rtt_path) == (3, 1, "hrs")
+    early = audit(load(echo_ack=False), CLIENT)
+    assert (early.rtts, early.stalls, early.rtt_path) == (2, 0, "hr")
 
 
 def test_a_second_origin_costs_its_handshake():

@@ -276,14 +276,24 @@ class ProbeResult:
             bursts.append(run)
         return bursts
 
-    def wire_bits_per_second(self) -> float:
-        """Receive rate in Ethernet-frame bits per second, from first to last arrival."""
+    def backlogged_bits_per_second(self, margin_ns: int = 200_000) -> float:
+        """Receive rate while the bottleneck had the next packet waiting: the frame bits of each
+        packet that could have arrived (its send stamp plus the smallest delay seen) at least
+        `margin_ns` before the previous one did, over the gaps before those packets. A shaper's
+        long-run rate when it is never short of work, unmoved by the sender pausing (a Python
+        sender on a loaded machine, stalled longer than a short queue lasts, leaves the link
+        idle with nothing to send: no fault of the shaper) and still moved by a shaper that
+        idles or drifts with packets queued. 0.0 when no packet ever waited."""
         if self.received < 2:
             return 0.0
-        order = sorted(self.rx_ns)
-        span = order[-1] - order[0]
+        base = min(self.delays_ns)
         frame_bits = (self.size + UDP_IP_ETH_OVERHEAD) * 8
-        return (self.received - 1) * frame_bits * 1e9 / span if span > 0 else 0.0
+        waited = busy_ns = 0
+        for j in range(1, self.received):
+            if self.tx_ns[j] + base + margin_ns <= self.rx_ns[j - 1]:
+                waited += 1
+                busy_ns += self.rx_ns[j] - self.rx_ns[j - 1]
+        return waited * frame_bits * 1e9 / busy_ns if busy_ns > 0 else 0.0
 
 
 def run_probe(

@@ -9,8 +9,9 @@ Every packet gets a depth, the round trips before it:
 - a server packet is one round trip deeper than the client packet that released it, found from
   what the server had received when it sent it: a SYN-ACK answers its SYN; data answers the last
   client data its ACK field covers (the server's rcv_nxt when it sent it, exact, no timing); a
-  data packet sent right after a pure ACK reached the server (within `RELEASE_MS`) and after a
-  silence of half an RTT on its connection was released by that ACK: it was held by the kernel
+  data packet sent right after a pure ACK reached the server (within `RELEASE_MS`; what had
+  reached it is read from timing and, exactly, from the client timestamp the packet echoes)
+  and after a silence of half an RTT on its connection was released by that ACK: it was held by the kernel
   (congestion or receive window, or Nagle) or by the server;
 - a data packet close behind the previous one on its connection (less than half an RTT) continues
   its burst at the same depth, unless it answers newer client data.
@@ -120,6 +121,7 @@ class _Conn:
         self.up_times: list[float] = []
         self.up: list[_Pkt] = []
         self.pos: dict[int, int] = {}          # packet index -> position in `up`
+        self.by_tsval: dict[int, list[int]] = {}  # client TSval -> positions in `up`
         self.up_data: list[_Pkt] = []
         self.up_data_times: list[float] = []
         self.down_data: list[_Pkt] = []        # server data sent so far, in time order
@@ -179,6 +181,9 @@ def audit(segments: list[Segment], client_ip: str, initcwnd: int = 10,
         c.up = [p for p in c.pkts if p.up]
         c.up_times = [p.ts for p in c.up]
         c.pos = {p.index: i for i, p in enumerate(c.up)}
+        for i, q in enumerate(c.up):
+            if q.seg.tsval is not None:
+                c.by_tsval.setdefault(q.seg.tsval, []).append(i)
         c.up_data = [p for p in c.up if p.data]
         c.up_data_times = [p.ts for p in c.up_data]
         c.full_len = _full_len(c)
@@ -293,13 +298,31 @@ def _arrived(c: _Conn, before: float, rcv_nxt: int) -> _Pkt | None:
     """The last client packet on `c` that had reached the server when it sent a packet leaving
     at `before` (client-capture clock minus the RTT) with ACK field `rcv_nxt`: data the ACK
     field does not cover had not arrived, whatever the timestamps say."""
-    i = bisect_right(c.up_times, before)
+    return _covered(c, bisect_right(c.up_times, before), rcv_nxt)
+
+
+def _covered(c: _Conn, i: int, rcv_nxt: int) -> _Pkt | None:
+    """The last of the client packets c.up[:i] that is no data beyond `rcv_nxt`."""
     while i > 0:
         q = c.up[i - 1]
         if not q.data or q.rel_end <= rcv_nxt:
             return q
         i -= 1
     return None
+
+
+def _echoed(c: _Conn, p: _Pkt) -> _Pkt | None:
+    """The client packet whose timestamp server packet p echoes (TSecr): the server had
+    received it when it sent p, whatever the timing says. The client's clock ticks in
+    milliseconds, so several packets may carry that TSval: the last of them sent before p
+    arrived, unless it is data p's ACK field does not cover."""
+    if p.seg.tsecr is None:
+        return None
+    positions = c.by_tsval.get(p.seg.tsecr)
+    if not positions:
+        return None
+    n = bisect_right([c.up[i].ts for i in positions], p.ts)
+    return _covered(c, positions[n - 1] + 1, p.rel_ack) if n else None
 
 
 def _downlink_rate(pkts: list[_Pkt]) -> float | None:
@@ -364,6 +387,13 @@ def _server_depth(p: _Pkt, c: _Conn, prev: _Pkt | None, initcwnd: int, result: A
         return
     # After a silence (or the connection's first data): what reached the server last before p left?
     last = _arrived(c, left + CAPTURE_EPS_MS / 1000.0, p.rel_ack)
+    # A connection has few RTT samples, and with delay jitter p's round trip can be shorter than
+    # all of them: then `left` is too early and the ACK that released p looks not yet arrived
+    # (on HSPA a Nagle-held body came back 108.3 ms after its ACK, the smallest sample was
+    # 108.9 ms, and the stall went unseen). The echoed timestamp says what had arrived.
+    echoed = _echoed(c, p)
+    if echoed is not None and (last is None or c.pos[echoed.index] > c.pos[last.index]):
+        last = echoed
     # Released by an ACK: nothing new from the client since the previous burst (same ACK field:
     # the server's rcv_nxt did not move, so p answers no new request), and p left right when
     # a pure ACK acknowledging new data arrived.

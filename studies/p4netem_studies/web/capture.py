@@ -35,6 +35,10 @@ class Segment:
     wire_len: int   # bytes on the wire (as captured, link header included)
     mss: int | None = None      # SYN options: what the window field means (RTT audit)
     wscale: int | None = None
+    # The timestamps option (RFC 7323): the sender's clock, and the newest timestamp it had
+    # received and echoes: proof of which packet of the other side had reached it (RTT audit).
+    tsval: int | None = None
+    tsecr: int | None = None
 
     @property
     def pure_ack(self) -> bool:
@@ -170,16 +174,17 @@ def _decode(pkt: bytes, linktype: int, ts: float, wire_len: int) -> Segment | No
         return None
     sport, dport, seq, ack, offflags, window = struct.unpack("!HHIIHH", pkt[tcp: tcp + 16])
     hlen = (offflags >> 12) * 4
-    mss = wscale = None
-    if offflags & SYN:
-        mss, wscale = _syn_options(pkt[tcp + 20: tcp + hlen])
+    mss, wscale, tsval, tsecr = _options(pkt[tcp + 20: tcp + hlen])
+    if not offflags & SYN:
+        mss = wscale = None           # meaningful only on a SYN (RFC 9293, RFC 7323)
     return Segment(ts, src, sport, dst, dport, offflags & 0x3F, seq, ack, window,
-                   bytes(pkt[tcp + hlen: end]), wire_len, mss, wscale)
+                   bytes(pkt[tcp + hlen: end]), wire_len, mss, wscale, tsval, tsecr)
 
 
-def _syn_options(opts: bytes) -> tuple[int | None, int | None]:
-    """MSS and window scale from a SYN's TCP options (a truncated option ends the walk)."""
-    mss = wscale = None
+def _options(opts: bytes) -> tuple[int | None, int | None, int | None, int | None]:
+    """MSS, window scale and the timestamps (TSval, TSecr) from TCP options (a truncated
+    option ends the walk)."""
+    mss = wscale = tsval = tsecr = None
     i = 0
     while i < len(opts):
         kind = opts[i]
@@ -195,8 +200,10 @@ def _syn_options(opts: bytes) -> tuple[int | None, int | None]:
             mss = struct.unpack("!H", opts[i + 2: i + 4])[0]
         elif kind == 3 and size == 3:
             wscale = opts[i + 2]
+        elif kind == 8 and size == 10:
+            tsval, tsecr = struct.unpack("!II", opts[i + 2: i + 10])
         i += size
-    return mss, wscale
+    return mss, wscale, tsval, tsecr
 
 
 def first_flight(segments: list[Segment], server: str, sport: int) -> int:
