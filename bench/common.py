@@ -154,6 +154,22 @@ def dp_cpu_ns(pid: int) -> float:
     return float(time.clock_gettime_ns(((~pid) << 3) | 2))  # CPUCLOCK_SCHED of the process
 
 
+def tx_threads_cpu_ns(pid: int) -> float:
+    """CPU time of the switch's per-port TX threads (`p4netem-tx-*`, `--tx-threads true`), ns; 0
+    without them. On a veth they run the kernel's transmit path, the receivers' stacks included."""
+    total = 0.0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            if not open(f"/proc/{pid}/task/{task}/comm").read().startswith("p4netem-tx-"):
+                continue
+            for line in open(f"/proc/{pid}/task/{task}/sched"):
+                if line.startswith("se.sum_exec_runtime"):
+                    total += float(line.split(":")[1]) * 1e6
+        except OSError:
+            continue
+    return total
+
+
 def link_counters(dev: str) -> tuple[int, dict[str, int]]:
     """(CLOCK_MONOTONIC ns, the kernel's byte/packet counters of a root-namespace interface). The
     time is the middle of the reads; reads that took over 50 us (descheduled) are retried."""

@@ -127,8 +127,8 @@ struct Args {
     /// rate over any window longer than this is exact; such a port's frames wait in its RX ring at
     /// most this long (they keep their kernel arrival time). Unqueued packets, delay-only profiles,
     /// slots, traces and cells stay precise. 0 (the default) = every release precise (the loop
-    /// spins for each). Experimental: a switch that ran other rate profiles first was seen dropping
-    /// queue_full at a backlog well below its limit with a slack (docs/dataplane.md "Release slack").
+    /// spins for each). 500 with `--tx-threads true` is the gigabit shaping configuration
+    /// (docs/dataplane.md "Gigabit shaping"); alone it saves little CPU.
     #[arg(long, default_value_t = 0, value_name = "US", value_parser = clap::value_parser!(u64).range(0..=1000))]
     release_slack_us: u64,
 
@@ -144,8 +144,10 @@ struct Args {
     grpc_rt_priority: i32,
 
     /// Do each port's transmit syscall on a thread of its own (on veths it runs the receiving
-    /// host's network stack). Off by default: on a 2-vCPU machine it measured slightly slower than
-    /// doing them on the data-plane thread; it may pay off with spare cores.
+    /// host's network stack). Off by default: on a 2-vCPU machine unshaped TCP measured slightly
+    /// slower than with the syscalls on the data-plane thread, precise releases wait for the TX
+    /// thread's wake-up, and the kernel fast path stays off. With `--release-slack-us 500` it is
+    /// the gigabit shaping configuration (docs/dataplane.md "Gigabit shaping").
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     tx_threads: bool,
 
