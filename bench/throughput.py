@@ -17,10 +17,10 @@ def through_bridge(t: topology.Topo) -> dict:
     return r
 
 
-def through_switch(t: topology.Topo) -> dict:
+def through_switch(t: topology.Topo, seconds: int = SECONDS) -> dict:
     """The switch must be running with port 1 <-> 2 and no impairment on the profile in use."""
     offloads = topology.offload_state(t)
-    r = iperf3_tcp(t, t.h1, t.h2, SECONDS, STREAMS)
+    r = iperf3_tcp(t, t.h1, t.h2, seconds, STREAMS)
     r["offloads"] = offloads
     return r
 
