@@ -139,35 +139,39 @@ def pktgen(topo: Topo, host: Host, dst_ip: str, dst_mac: str, **kw) -> dict:
     return json.loads(r.stdout)
 
 
-def dp_cpu_ns(pid: int) -> float:
-    """CPU time of the switch's data-plane thread (`p4netem-dp`), ns (scheduler accounting, exact
-    to the ns); the whole process's CPU clock if the kernel does not expose per-thread figures."""
-    for task in os.listdir(f"/proc/{pid}/task"):
+def _threads_cpu_ns(pid: int, named) -> float | None:
+    """Summed CPU time (ns, scheduler accounting) of the threads of `pid` whose name satisfies
+    `named`; None if the kernel does not expose per-thread figures."""
+    total = 0.0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
         try:
-            if open(f"/proc/{pid}/task/{task}/comm").read().strip() != "p4netem-dp":
+            if not named(open(f"/proc/{pid}/task/{task}/comm").read().strip()):
                 continue
             for line in open(f"/proc/{pid}/task/{task}/sched"):
                 if line.startswith("se.sum_exec_runtime"):
-                    return float(line.split(":")[1]) * 1e6
+                    total += float(line.split(":")[1]) * 1e6
         except OSError:
-            break
+            return None
+    return total
+
+
+def dp_cpu_ns(pid: int) -> float:
+    """CPU time of the switch's data-plane thread (`p4netem-dp`), ns (scheduler accounting, exact
+    to the ns); the whole process's CPU clock if the kernel does not expose per-thread figures."""
+    ns = _threads_cpu_ns(pid, lambda name: name == "p4netem-dp")
+    if ns:
+        return ns
     return float(time.clock_gettime_ns(((~pid) << 3) | 2))  # CPUCLOCK_SCHED of the process
 
 
 def tx_threads_cpu_ns(pid: int) -> float:
     """CPU time of the switch's per-port TX threads (`p4netem-tx-*`, `--tx-threads true`), ns; 0
     without them. On a veth they run the kernel's transmit path, the receivers' stacks included."""
-    total = 0.0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            if not open(f"/proc/{pid}/task/{task}/comm").read().startswith("p4netem-tx-"):
-                continue
-            for line in open(f"/proc/{pid}/task/{task}/sched"):
-                if line.startswith("se.sum_exec_runtime"):
-                    total += float(line.split(":")[1]) * 1e6
-        except OSError:
-            continue
-    return total
+    return _threads_cpu_ns(pid, lambda name: name.startswith("p4netem-tx-")) or 0.0
 
 
 def link_counters(dev: str) -> tuple[int, dict[str, int]]:

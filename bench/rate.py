@@ -148,8 +148,8 @@ GIGABIT_ARGS = ["--tx-threads", "true", "--release-slack-us", str(GIGABIT_SLACK_
 
 def gigabit(t: Topo, ctl, switch_pid: int) -> dict:
     """The 1 Gbit/s point on a second switch started with GIGABIT_ARGS, fresh (only this step), in
-    the same run on the same veths: the data-plane thread's CPU, the TX threads' (the work moved,
-    not saved: both are reported, and the host's), and the rate error."""
+    the same run on the same veths: the data-plane thread's CPU, the TX threads' (part of the work
+    moves there, so both are reported, and the host's in config.host_cpu), and the rate error."""
     ctl.classify_by_ingress_port()
     line = one_line_rate(t, ctl, LINE_RATES[0], switch_pid, GIGABIT_SLACK_US)
     return {"rate_1g_dataplane_busy_pct_gigabit": line["dp_thread_cpu_pct"],
