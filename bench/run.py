@@ -284,14 +284,14 @@ def main() -> int:
                 topology.bridge_down(t)
         def on_second_switch(name: str, extra: list[str], step_name: str, label: str, fn) -> None:
             """One step on a switch of its own (same veths, same run) started with `extra`:
-            fn(control, switch_pid) gives the step's figures."""
+            fn(control, switch) gives the step's figures (switch: its SwitchProcess)."""
             other = SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,
                                   log_path=ROOT / "build" / f"bench-switch-{name}.log", extra_args=extra)
             with other:
                 c = control.Control(other.grpc_addr, other.device_id)
                 c.start()
                 try:
-                    step(step_name, lambda: fn(c, other.proc.pid), label=label)
+                    step(step_name, lambda: fn(c, other), label=label)
                 finally:
                     c.close()
 
@@ -330,24 +330,24 @@ def main() -> int:
             # default); the same two throughput figures with it off, in the same run, on the same
             # veths: every packet through the data-plane thread (and the classifier).
             on_second_switch("fast-path-off", ["--fast-path", "off"], "throughput", "throughput (fast path off)",
-                             lambda c, _pid: throughput.fast_path_off(t, c, bridge, CLASSIFIER_CAPACITY))
+                             lambda c, _sw: throughput.fast_path_off(t, c, bridge, CLASSIFIER_CAPACITY))
         if "rate" in only and "rate" not in errors:
             # Issue 14: the switch above runs the defaults (no TX threads, every release precise);
             # the 1 Gbit/s point again in the gigabit shaping configuration on a fresh switch, same
             # run and veths.
             on_second_switch("gigabit", rate.GIGABIT_ARGS, "rate", "rate (gigabit configuration)",
-                             lambda c, pid: rate.gigabit(t, c, pid))
+                             lambda c, sw2: rate.gigabit(t, c, sw2.proc.pid))
         if "io_paths" in only:
             # Issue 14: the switch above runs on its default path (AF_PACKET, see
             # config.switch_io); the same figures on AF_XDP, in the same run, on the same veths:
             # the comparison between the two paths.
             on_second_switch(io_paths.OTHER, ["--io", io_paths.OTHER], "io_paths", f"io paths ({io_paths.OTHER})",
-                             lambda c, pid: io_paths.measure(t, c, pid, bridge, figures, rate.release_slack_us(
-                                 ROOT / "build" / f"bench-switch-{io_paths.OTHER}.log")))
+                             lambda c, sw2: io_paths.measure(t, c, sw2.proc.pid, bridge, figures,
+                                                             rate.release_slack_us(sw2.log_path)))
         if "radio" in only and "radio" not in errors:
             # The burst method needs an RX ring that holds a whole burst: a switch of its own.
             on_second_switch("radio", ["--rx-frames", str(radio.RX_FRAMES)], "radio", "radio (throughput)",
-                             lambda c, pid: radio.throughput_ratio(t, c, pid))
+                             lambda c, sw2: radio.throughput_ratio(t, c, sw2.proc.pid))
     finally:
         topology.teardown(t)
     # A Mininet lab of its own (the page-load harness), after the bench's veths are gone.

@@ -11,8 +11,8 @@ Every packet gets a depth, the round trips before it:
   client data its ACK field covers (the server's rcv_nxt when it sent it, exact, no timing); a
   data packet sent right after a pure ACK reached the server (within `RELEASE_MS`; what had
   reached it is read from timing and, exactly, from the client timestamp the packet echoes)
-  and after a silence of half an RTT on its connection was released by that ACK: it was held by the kernel
-  (congestion or receive window, or Nagle) or by the server;
+  and after a silence of half an RTT on its connection was released by that ACK: it was held by
+  the kernel (congestion or receive window, or Nagle) or by the server;
 - a data packet close behind the previous one on its connection (less than half an RTT) continues
   its burst at the same depth, unless it answers newer client data.
 When a packet left the server is its arrival at the client minus the connection's path delay;
@@ -318,11 +318,10 @@ def _echoed(c: _Conn, p: _Pkt) -> _Pkt | None:
     arrived, unless it is data p's ACK field does not cover."""
     if p.seg.tsecr is None:
         return None
-    positions = c.by_tsval.get(p.seg.tsecr)
-    if not positions:
-        return None
-    n = bisect_right([c.up[i].ts for i in positions], p.ts)
-    return _covered(c, positions[n - 1] + 1, p.rel_ack) if n else None
+    for i in reversed(c.by_tsval.get(p.seg.tsecr, ())):
+        if c.up[i].ts <= p.ts:
+            return _covered(c, i + 1, p.rel_ack)
+    return None
 
 
 def _downlink_rate(pkts: list[_Pkt]) -> float | None:
