@@ -35,3 +35,47 @@ def steal_between(before: dict[str, list[int]], after: dict[str, list[int]], wal
         "busy_pct_of_wall": round(100 * sum(busy.values()) / (wall_s * len(busy)), 1)
         if wall_s > 0 and busy else 0.0,
     }
+
+
+# The switch holds a PM QoS CPU wake-up latency request while it runs (--cpu-latency-us, default 0;
+# dataplane/src/cpu_latency.rs). The bench holds the same request for its whole run, so that the
+# baselines measured without a switch (the Linux bridge, the reference paths) get the same idle
+# states as the switch they are compared with.
+CPU_LATENCY_US = 0
+PM_QOS_DEVICE = "/dev/cpu_dma_latency"
+
+
+class CpuLatency:
+    """`with CpuLatency(us):` holds a PM QoS CPU latency request (removed when the file closes)."""
+
+    def __init__(self, us: int | None = CPU_LATENCY_US):
+        """us None: hold nothing (describe() says so)."""
+        self.us, self.fd, self.error = us, None, None
+
+    def __enter__(self) -> "CpuLatency":
+        if self.us is None:
+            return self
+        try:
+            self.fd = os.open(PM_QOS_DEVICE, os.O_WRONLY)
+            os.write(self.fd, self.us.to_bytes(4, "little", signed=True))
+        except OSError as e:
+            self.error = str(e)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def describe(self) -> dict:
+        """For the run's environment: the request and the machine's idle states."""
+        def read(path: str) -> str:
+            try:
+                with open(path) as f:
+                    return f.read().strip()
+            except OSError:
+                return ""
+        return {"request_us": self.us if self.fd is not None else None, "error": self.error,
+                "cpuidle_driver": read("/sys/devices/system/cpu/cpuidle/current_driver"),
+                "cpuidle_governor": read("/sys/devices/system/cpu/cpuidle/current_governor_ro")
+                or read("/sys/devices/system/cpu/cpuidle/current_governor")}

@@ -3,8 +3,9 @@
 //! `contract` is the static pipeline definition; `state` is the control-plane facing store;
 //! `p4rt` is the P4Runtime server; `tables` the compiled lookup structures; the rest is the
 //! data plane (`parse`, `stage/*`, `wheel`, `pool`, `io/*`, `dataplane`); `health` and `metrics` the
-//! switch's own health on --metrics-addr.
+//! switch's own health on --metrics-addr; `cpu_latency` the CPU wake-up latency it holds.
 pub mod contract;
+pub mod cpu_latency;
 pub mod dist;
 pub mod dataplane;
 pub mod health;

@@ -143,6 +143,18 @@ struct Args {
     #[arg(long, default_value_t = 5, value_name = "PRIO")]
     grpc_rt_priority: i32,
 
+    /// CPU wake-up latency to hold while the switch runs, in microseconds (0..=10000), or off. A
+    /// Linux PM QoS request (/dev/cpu_dma_latency): idle CPUs stay in idle states that exit within
+    /// it. 0 (the default) keeps them polling, so a release's timer, a P4Runtime request and its
+    /// reply wake their threads at once; it costs idle power, as with cyclictest or tuned's
+    /// latency profiles. On a VM a halted vCPU made MODIFY round trips p99 1.2-3.4 ms against
+    /// 0.25 ms and slot releases ms late (docs/dataplane.md "CPU wake-up latency"). The request
+    /// ends with the switch; the value in force is logged and served as
+    /// p4netem_switch_cpu_latency_request_seconds.
+    #[arg(long, default_value = "0", env = "P4NETEM_SWITCH_CPU_LATENCY_US", value_name = "US|off",
+          value_parser = parse_cpu_latency)]
+    cpu_latency_us: CpuLatencyArg,
+
     /// Do each port's transmit syscall on a thread of its own (on veths it runs the receiving
     /// host's network stack). Off by default: on a 2-vCPU machine unshaped TCP measured slightly
     /// slower than with the syscalls on the data-plane thread, precise releases wait for the TX
@@ -327,6 +339,18 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     let dp = DataPlane::open(&cfg, link, shutdown.clone())?;
     let health = dp.health();
+    // Held until main returns (the kernel also drops it if the process dies).
+    let _cpu_latency = args.cpu_latency_us.0.and_then(|us| match p4netem_switch::cpu_latency::hold(us) {
+        Ok(req) => {
+            tracing::info!(us, "holding CPU wake-up latency (PM QoS): idle CPUs wake within it while the switch runs");
+            health.cpu_latency_request_ns.store(i64::from(us) * 1000, Ordering::Relaxed);
+            Some(req)
+        }
+        Err(e) => {
+            tracing::warn!("CPU wake-up latency {us} us not held ({e}): timed wake-ups take the idle CPUs' exit latency");
+            None
+        }
+    });
     tracing::info!(seed, ports = args.interfaces.len(), buffers = args.buffers, "data plane ready");
     tracing::info!("release slack: {} us (packets queued behind another in a rate queue may leave this late; 0: every release precise)",
                    args.release_slack_us);
@@ -375,6 +399,20 @@ fn run(args: Args) -> anyhow::Result<()> {
     let _ = dp_thread.join();
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     served.context("P4Runtime server")
+}
+
+/// `--cpu-latency-us`: `off` (None) or microseconds in 0..=10000.
+#[derive(Debug, Clone, Copy)]
+struct CpuLatencyArg(Option<u32>);
+
+fn parse_cpu_latency(v: &str) -> Result<CpuLatencyArg, String> {
+    if v == "off" {
+        return Ok(CpuLatencyArg(None));
+    }
+    match v.parse::<u32>() {
+        Ok(us) if us <= 10_000 => Ok(CpuLatencyArg(Some(us))),
+        _ => Err(format!("--cpu-latency-us must be off or 0..=10000 microseconds, got {v:?}")),
+    }
 }
 
 /// `--wake-margin-us`: `auto` (None) or microseconds in 0..=1000.

@@ -88,6 +88,11 @@ def test_switch_health_moves_with_traffic_and_requests(health_lab, tmp_path):
         assert 0 <= health["dataplane_busy_fraction"] <= 1 and health["buffers"] > 0
         # The release slack in force (the lab runs the switch's default: every release precise).
         assert health["release_slack_us"] == 0 and _get(after, "p4netem_switch_release_slack_seconds") == 0
+        # The CPU wake-up latency request the switch holds by default (--cpu-latency-us 0), which
+        # the kernel reports back as the combined request in force while the switch runs.
+        assert health["cpu_latency_us"] == 0 and _get(after, "p4netem_switch_cpu_latency_request_seconds") == 0
+        with open("/dev/cpu_dma_latency", "rb") as f:
+            assert int.from_bytes(f.read(4), "little", signed=True) == 0
         # The kernel fast path's state as the switch reports it (ICMP is not fast-pathed: no hits).
         assert health["fast_path"]["state"] == "on" and health["fast_path"]["packets"] == 0, health["fast_path"]
         assert health["p4runtime"]["Read"]["requests"] >= 1 and health["p4runtime"]["Read"]["mean_ms"] > 0
