@@ -35,17 +35,13 @@ fn run() -> Result<(), String> {
 
     let python = choose_python(&manifest_dir);
     let fds_path = out_dir.join("p4runtime_fds.bin");
-    let output = Command::new(&python)
-        .arg(&script)
-        .arg(&fds_path)
-        .output()
-        .map_err(|e| {
-            format!(
-                "cannot run the Python interpreter {} ({e}).\n\
+    let output = Command::new(&python).arg(&script).arg(&fds_path).output().map_err(|e| {
+        format!(
+            "cannot run the Python interpreter {} ({e}).\n\
                  Run `make setup` to create .venv with the p4runtime package, or set P4NETEM_PYTHON.",
-                python.display()
-            )
-        })?;
+            python.display()
+        )
+    })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
         // Exit status 3: the script already said which package is missing and how to get it.
@@ -71,8 +67,7 @@ fn run() -> Result<(), String> {
     // Capabilities.
     println!("cargo:rustc-env=P4RUNTIME_PROTO_VERSION={version}");
 
-    let bytes = std::fs::read(&fds_path)
-        .map_err(|e| format!("cannot read {}: {e}", fds_path.display()))?;
+    let bytes = std::fs::read(&fds_path).map_err(|e| format!("cannot read {}: {e}", fds_path.display()))?;
     let fds = prost_types::FileDescriptorSet::decode(bytes.as_slice())
         .map_err(|e| format!("{} is not a FileDescriptorSet: {e}", fds_path.display()))?;
 

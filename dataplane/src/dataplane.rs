@@ -29,11 +29,11 @@ use crate::parse::parse;
 use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
 use crate::rng::Prng;
 
+use crate::release::{DelayLine, Exactness};
 use crate::stage::{Ctx, Edits, Impairment, Impairments, Pkt, Served, Stage, Verdict};
 use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
 use crate::tables::{Forward, Snapshot};
-use crate::release::{DelayLine, Exactness};
-use crate::wait::{plan, Lateness, WakeMargin, Wait};
+use crate::wait::{plan, Lateness, Wait, WakeMargin};
 
 /// Longest sleep: bounds pcap flush delay even when idle.
 const MAX_SLEEP_NS: u64 = 100_000_000;
@@ -111,7 +111,9 @@ impl Port {
     fn fits(&self, frame: &[u8]) -> bool {
         let len = frame.len();
         len <= self.max_frame
-            || (len <= self.max_frame + 4 && len >= 14 && matches!(u16::from_be_bytes([frame[12], frame[13]]), 0x8100 | 0x88a8))
+            || (len <= self.max_frame + 4
+                && len >= 14
+                && matches!(u16::from_be_bytes([frame[12], frame[13]]), 0x8100 | 0x88a8))
     }
 
     /// Reads the MTU again; true when the largest frame changed.
@@ -246,7 +248,12 @@ fn arrival_time(stamp: i64, now: u64, clock: impl FnOnce() -> u64) -> u64 {
 
 /// The kernel fast path for `cfg`, or why there is none. Fails only when `--fast-path on` asks
 /// for it and XDP or BPF maps do not work here; `auto` falls back to off.
-fn open_fast_path(cfg: &DataPlaneConfig, ports: &[Port], link: &DataPlaneLink, pds: u32) -> anyhow::Result<Result<FlowCache, String>> {
+fn open_fast_path(
+    cfg: &DataPlaneConfig,
+    ports: &[Port],
+    link: &DataPlaneLink,
+    pds: u32,
+) -> anyhow::Result<Result<FlowCache, String>> {
     // Things that must see every packet, or that would let a kernel-forwarded frame overtake one
     // the data plane has queued, keep the fast path off.
     let why_not = match cfg.fast_path {
@@ -289,14 +296,16 @@ impl DataPlane {
                 bail!("port number {} given twice", spec.number);
             }
             port_index[spec.number as usize] = i as u16;
-            let mut io = PortIo::open(&spec.ifname, &rings, cfg.io).with_context(|| format!("opening port {}", spec.number))?;
+            let mut io =
+                PortIo::open(&spec.ifname, &rings, cfg.io).with_context(|| format!("opening port {}", spec.number))?;
             if cfg.tx_threads {
                 io.start_tx_thread().with_context(|| format!("TX thread of port {}", spec.number))?;
             }
             let (pcap_in, pcap_out) = match &cfg.pcap_dir {
                 Some(dir) => {
                     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-                    let f = |s: &str| PcapWriter::create(&dir.join(format!("{}-{}_{s}.pcap", spec.number, spec.ifname)));
+                    let f =
+                        |s: &str| PcapWriter::create(&dir.join(format!("{}-{}_{s}.pcap", spec.number, spec.ifname)));
                     (Some(f("in")?), Some(f("out")?))
                 }
                 None => (None, None),
@@ -387,7 +396,11 @@ impl DataPlane {
             // SAFETY: sets the calling thread's policy; p is a valid sched_param.
             let r = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p) };
             if r != 0 {
-                tracing::warn!("SCHED_FIFO priority {} not granted ({}): normal scheduling", self.rt_priority, std::io::Error::from_raw_os_error(r));
+                tracing::warn!(
+                    "SCHED_FIFO priority {} not granted ({}): normal scheduling",
+                    self.rt_priority,
+                    std::io::Error::from_raw_os_error(r)
+                );
             } else {
                 tracing::info!(priority = self.rt_priority, "data-plane thread runs SCHED_FIFO");
             }
@@ -397,7 +410,11 @@ impl DataPlane {
             .iter()
             .map(|p| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(&p.io), events: libc::POLLIN, revents: 0 })
             .collect();
-        fds.push(libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(&*self.link.waker), events: libc::POLLIN, revents: 0 });
+        fds.push(libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&*self.link.waker),
+            events: libc::POLLIN,
+            revents: 0,
+        });
         // VLAN tags the kernel stripped into the ring header are put back here.
         let mut scratch = vec![0u8; FRAME_SIZE + 8];
         let mut last_flush = monotonic_ns();
@@ -511,8 +528,15 @@ impl DataPlane {
             // to it; a coalesced release is slept for up to its time (wait.rs says why); with no
             // deadline, sleep until a frame or MAX_SLEEP_NS.
             let backlogged = self.ports.iter().any(|p| p.rx_backlogged);
-            let (sleep, timed, defer_rx) = match plan(now, precise, self.line.next_coalesced_ns(), margin.margin_ns(),
-                                                      self.release_slack_ns, backlogged, MAX_SLEEP_NS) {
+            let (sleep, timed, defer_rx) = match plan(
+                now,
+                precise,
+                self.line.next_coalesced_ns(),
+                margin.margin_ns(),
+                self.release_slack_ns,
+                backlogged,
+                MAX_SLEEP_NS,
+            ) {
                 Wait::Spin => {
                     std::hint::spin_loop();
                     continue;
@@ -566,15 +590,27 @@ impl DataPlane {
             (&self.lateness, "after the turn's transmit (first precise release of each turn)"),
             (&self.lateness_coalesced, "coalesced, taken from the wheel (first coalesced release of each turn)"),
         ] {
-            if let (Some(p50), Some(p99), Some(p999)) = (l.quantile_us(0.5), l.quantile_us(0.99), l.quantile_us(0.999)) {
-                tracing::info!(turns = l.turns(), p50_below_us = p50, p99_below_us = p99, p999_below_us = p999,
-                               max_us = l.max_us(), "release lateness, {what}");
+            if let (Some(p50), Some(p99), Some(p999)) = (l.quantile_us(0.5), l.quantile_us(0.99), l.quantile_us(0.999))
+            {
+                tracing::info!(
+                    turns = l.turns(),
+                    p50_below_us = p50,
+                    p99_below_us = p99,
+                    p999_below_us = p999,
+                    max_us = l.max_us(),
+                    "release lateness, {what}"
+                );
             }
         }
         if let Some(fc) = &self.fast {
             let (bytes, packets) = fc.counts().total();
-            tracing::info!(installs = fc.installs, install_errors = fc.install_errors, packets, bytes,
-                           "fast path: entries installed and packets forwarded in the kernel");
+            tracing::info!(
+                installs = fc.installs,
+                install_errors = fc.install_errors,
+                packets,
+                bytes,
+                "fast path: entries installed and packets forwarded in the kernel"
+            );
         }
         if !self.line.is_empty() {
             tracing::info!(held = self.line.len(), "packets still in the delay line at shutdown were not sent");
@@ -724,7 +760,8 @@ impl DataPlane {
             pkt.ue = sel.ue(parsed.key.ipv4_src, parsed.key.ipv4_dst);
         }
         if let Some(radio) = radio {
-            let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
+            let mut ctx =
+                Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
             let verdict = self.stages.radio.enqueue(radio, &mut ctx, &mut pkt);
             self.report_radio_events();
             if let Verdict::Drop(reason) = verdict {
@@ -764,10 +801,13 @@ impl DataPlane {
         // The copy exists from the duplication stage on, whatever happens to the original after.
         if pkt.duplicate {
             let mut copy = pkt.copy_of(now);
-            let mut ctx = Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
+            let mut ctx =
+                Ctx { now, pd, rng: &mut self.rng, regs: &self.link.registers, counters: &self.link.counters };
             match self.stages.run(imp, &mut ctx, &mut copy) {
                 Verdict::Drop(reason) => self.drop_pkt(pd, reason, len),
-                Verdict::Pass => self.emit(out, pd, in_port, frame, copy.edits(), copy.release, self.exactness(&copy), now),
+                Verdict::Pass => {
+                    self.emit(out, pd, in_port, frame, copy.edits(), copy.release, self.exactness(&copy), now)
+                }
                 Verdict::Held => self.hold_in_bearer(imp, out, pd, in_port, frame, copy),
             }
         }
@@ -799,7 +839,12 @@ impl DataPlane {
     /// rate) and wait in the wheel, or go now if it has come.
     fn serve_cells(&mut self, snap: &Snapshot, now: u64) -> usize {
         let mut served = std::mem::take(&mut self.served);
-        self.stages.serve(now, &self.link.registers, |pd| snap.impairment(pd).copied().unwrap_or_default(), &mut served);
+        self.stages.serve(
+            now,
+            &self.link.registers,
+            |pd| snap.impairment(pd).copied().unwrap_or_default(),
+            &mut served,
+        );
         let n = served.len();
         for s in served.iter_mut() {
             let imp = snap.impairment(s.pd).copied().unwrap_or_default();
@@ -851,8 +896,17 @@ impl DataPlane {
     /// Sends now if the release time has come, else holds the packet in the delay line.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    fn emit(&mut self, out: u16, pd: u32, in_port: u16, frame: &[u8], edits: Edits, release: u64, how: Exactness,
-            now: u64) {
+    fn emit(
+        &mut self,
+        out: u16,
+        pd: u32,
+        in_port: u16,
+        frame: &[u8],
+        edits: Edits,
+        release: u64,
+        how: Exactness,
+        now: u64,
+    ) {
         if release <= now {
             return self.send_now(out, pd, in_port, frame, edits);
         }
@@ -1036,7 +1090,11 @@ mod tests {
         move |clock| {
             t += steps[i];
             i += 1;
-            if clock == libc::CLOCK_REALTIME { t + offset } else { t }
+            if clock == libc::CLOCK_REALTIME {
+                t + offset
+            } else {
+                t
+            }
         }
     }
 

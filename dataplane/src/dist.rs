@@ -20,16 +20,22 @@ const PARETO_A: f64 = 3.0;
 #[allow(clippy::excessive_precision)] // published coefficients, kept verbatim
 pub fn normal_quantile(p: f64) -> f64 {
     const A: [f64; 6] = [
-        -3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.383577518672690e2,
-        -3.066479806614716e1, 2.506628277459239,
+        -3.969683028665376e1,
+        2.209460984245205e2,
+        -2.759285104469687e2,
+        1.383577518672690e2,
+        -3.066479806614716e1,
+        2.506628277459239,
     ];
-    const B: [f64; 5] = [
-        -5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1,
-        -1.328068155288572e1,
-    ];
+    const B: [f64; 5] =
+        [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
     const C: [f64; 6] = [
-        -7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734,
-        4.374664141464968, 2.938163982698783,
+        -7.784894002430293e-3,
+        -3.223964580411365e-1,
+        -2.400758277161838,
+        -2.549732539343734,
+        4.374664141464968,
+        2.938163982698783,
     ];
     const D: [f64; 4] = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416];
     let p_low = 0.02425;
@@ -106,7 +112,9 @@ mod tests {
 
     #[test]
     fn tables_are_sorted_zero_mean_unit_sigma() {
-        for (name, t) in [("normal", normal_table()), ("pareto", pareto_table()), ("paretonormal", paretonormal_table())] {
+        for (name, t) in
+            [("normal", normal_table()), ("pareto", pareto_table()), ("paretonormal", paretonormal_table())]
+        {
             assert!(t.windows(2).all(|w| w[0] <= w[1]), "{name} not monotone");
             let (m, s) = moments(&t);
             // Clamping at 4 sigma trims the tails a little (pareto most).

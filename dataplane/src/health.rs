@@ -90,7 +90,10 @@ impl Health {
             cpu_latency_request_ns: AtomicI64::new(-1),
             free_buffers: AtomicU64::new(0),
             buffers: AtomicU64::new(0),
-            ports: ports.into_iter().map(|(number, ifname, io)| PortHealth { number, ifname, io, ..Default::default() }).collect(),
+            ports: ports
+                .into_iter()
+                .map(|(number, ifname, io)| PortHealth { number, ifname, io, ..Default::default() })
+                .collect(),
             // 50 us .. ~3 s: a counter read of one rule takes ~100 us, a full-table Read seconds.
             p4rt_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(50e-6, 2.0, 17))),
             fast_path: OnceLock::new(),

@@ -6,21 +6,21 @@
 //! switch's own health on --metrics-addr; `cpu_latency` the CPU wake-up latency it holds.
 pub mod contract;
 pub mod cpu_latency;
-pub mod dist;
 pub mod dataplane;
+pub mod dist;
 pub mod health;
 pub mod io;
 pub mod learn;
 pub mod metrics;
+pub mod p4rt;
 pub mod parse;
 pub mod pool;
+#[cfg(test)]
+mod props;
 pub mod release;
-pub mod wait;
-pub mod wheel;
-pub mod p4rt;
 pub mod rng;
 pub mod stage;
 pub mod state;
 pub mod tables;
-#[cfg(test)]
-mod props;
+pub mod wait;
+pub mod wheel;

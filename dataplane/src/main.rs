@@ -15,8 +15,8 @@ use p4netem_switch::dataplane::{DataPlane, DataPlaneConfig, PortSpec};
 use p4netem_switch::io::afpacket::TX_MAX_FRAME;
 use p4netem_switch::io::flow_cache::FastPathMode;
 use p4netem_switch::io::IoMode;
-use p4netem_switch::p4rt;
 use p4netem_switch::metrics;
+use p4netem_switch::p4rt;
 use p4netem_switch::state::{ActionCall, Capacities, ControlConfig, FieldMatch, SwitchControl, TableEntry, UpdateKind};
 
 /// The p4netem software switch: the p4netem P4 pipeline (delay, jitter, rate, loss, duplication,
@@ -240,7 +240,10 @@ fn set_fifo(prio: i32, what: &str) {
     // SAFETY: sets the calling thread's policy; p is a valid sched_param.
     let r = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p) };
     if r != 0 {
-        tracing::warn!("{what} thread: SCHED_FIFO priority {prio} not granted ({})", std::io::Error::from_raw_os_error(r));
+        tracing::warn!(
+            "{what} thread: SCHED_FIFO priority {prio} not granted ({})",
+            std::io::Error::from_raw_os_error(r)
+        );
     } else {
         tracing::debug!(priority = prio, "{what} thread runs SCHED_FIFO");
     }
@@ -347,7 +350,9 @@ fn run(args: Args) -> anyhow::Result<()> {
             Some(req)
         }
         Err(e) => {
-            tracing::warn!("CPU wake-up latency {us} us not held ({e}): timed wake-ups take the idle CPUs' exit latency");
+            tracing::warn!(
+                "CPU wake-up latency {us} us not held ({e}): timed wake-ups take the idle CPUs' exit latency"
+            );
             None
         }
     });

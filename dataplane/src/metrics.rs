@@ -21,23 +21,36 @@ struct HealthCollector(Arc<Health>);
 impl Collector for HealthCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let h = &self.0;
-        let counter = |encoder: &mut DescriptorEncoder, name: &str, help: &str, v: f64| -> Result<(), std::fmt::Error> {
-            let c = ConstCounter::new(v);
-            c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)
-        };
+        let counter =
+            |encoder: &mut DescriptorEncoder, name: &str, help: &str, v: f64| -> Result<(), std::fmt::Error> {
+                let c = ConstCounter::new(v);
+                c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)
+            };
         let gauge = |encoder: &mut DescriptorEncoder, name: &str, help: &str, v: f64| -> Result<(), std::fmt::Error> {
             let g = ConstGauge::new(v);
             g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)
         };
-        counter(&mut encoder, "p4netem_switch_uptime_seconds", "Seconds since the switch started (rate of the busy counter over this is the busy fraction)", h.started.elapsed().as_secs_f64())?;
+        counter(
+            &mut encoder,
+            "p4netem_switch_uptime_seconds",
+            "Seconds since the switch started (rate of the busy counter over this is the busy fraction)",
+            h.started.elapsed().as_secs_f64(),
+        )?;
         counter(&mut encoder, "p4netem_switch_dataplane_busy_seconds",
                 "Time the data-plane loop spent in turns with work (packets or timers); its rate is the loop's busy fraction",
                 h.dataplane_busy_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
-        counter(&mut encoder, "p4netem_switch_dataplane_busy_turns", "Data-plane loop turns that had work",
-                h.dataplane_busy_turns.load(Ordering::Relaxed) as f64)?;
-        gauge(&mut encoder, "p4netem_switch_held_packets",
-              "Packets the switch holds now: delay line (rate, delay, slot, trace), bearer queues, TX backlogs",
-              h.held_packets.load(Ordering::Relaxed) as f64)?;
+        counter(
+            &mut encoder,
+            "p4netem_switch_dataplane_busy_turns",
+            "Data-plane loop turns that had work",
+            h.dataplane_busy_turns.load(Ordering::Relaxed) as f64,
+        )?;
+        gauge(
+            &mut encoder,
+            "p4netem_switch_held_packets",
+            "Packets the switch holds now: delay line (rate, delay, slot, trace), bearer queues, TX backlogs",
+            h.held_packets.load(Ordering::Relaxed) as f64,
+        )?;
         gauge(&mut encoder, "p4netem_switch_wake_margin_seconds",
               "How long before its next release the data-plane loop stops sleeping and spins (learnt from its wake-ups' lateness)",
               h.wake_margin_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
@@ -46,19 +59,37 @@ impl Collector for HealthCollector {
               h.release_slack_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
         let cpu_latency = h.cpu_latency_request_ns.load(Ordering::Relaxed);
         if cpu_latency >= 0 {
-            gauge(&mut encoder, "p4netem_switch_cpu_latency_request_seconds",
-                  "CPU wake-up latency the switch holds as a PM QoS request (--cpu-latency-us); absent: none held",
-                  cpu_latency as f64 / 1e9)?;
+            gauge(
+                &mut encoder,
+                "p4netem_switch_cpu_latency_request_seconds",
+                "CPU wake-up latency the switch holds as a PM QoS request (--cpu-latency-us); absent: none held",
+                cpu_latency as f64 / 1e9,
+            )?;
         }
-        gauge(&mut encoder, "p4netem_switch_free_buffers", "Free packet buffers now",
-              h.free_buffers.load(Ordering::Relaxed) as f64)?;
-        gauge(&mut encoder, "p4netem_switch_buffers", "Packet buffers in all (--buffers)",
-              h.buffers.load(Ordering::Relaxed) as f64)?;
+        gauge(
+            &mut encoder,
+            "p4netem_switch_free_buffers",
+            "Free packet buffers now",
+            h.free_buffers.load(Ordering::Relaxed) as f64,
+        )?;
+        gauge(
+            &mut encoder,
+            "p4netem_switch_buffers",
+            "Packet buffers in all (--buffers)",
+            h.buffers.load(Ordering::Relaxed) as f64,
+        )?;
         for (name, help, get) in [
-            ("p4netem_switch_kernel_rx_packets", "Frames the kernel put in a port's receive ring",
-             (|p: &crate::health::PortHealth| p.kernel_rx.load(Ordering::Relaxed)) as fn(&crate::health::PortHealth) -> u64),
-            ("p4netem_switch_ring_drops", "Frames the kernel dropped because a port's receive ring was full (the switch never saw them)",
-             |p| p.ring_drops.load(Ordering::Relaxed)),
+            (
+                "p4netem_switch_kernel_rx_packets",
+                "Frames the kernel put in a port's receive ring",
+                (|p: &crate::health::PortHealth| p.kernel_rx.load(Ordering::Relaxed))
+                    as fn(&crate::health::PortHealth) -> u64,
+            ),
+            (
+                "p4netem_switch_ring_drops",
+                "Frames the kernel dropped because a port's receive ring was full (the switch never saw them)",
+                |p| p.ring_drops.load(Ordering::Relaxed),
+            ),
         ] {
             let probe = ConstCounter::new(0u64);
             let mut family = encoder.encode_descriptor(name, help, None, probe.metric_type())?;
@@ -70,7 +101,12 @@ impl Collector for HealthCollector {
         // Which packet path each port runs on: a gauge at 1 with the path as a label (as *_info
         // metrics do), so a scrape or `p4netem web`'s /api/health shows a fallback.
         let probe = ConstGauge::new(1i64);
-        let mut family = encoder.encode_descriptor("p4netem_switch_port_io", "Packet I/O path of a port (label io: af_xdp or af_packet); always 1", None, probe.metric_type())?;
+        let mut family = encoder.encode_descriptor(
+            "p4netem_switch_port_io",
+            "Packet I/O path of a port (label io: af_xdp or af_packet); always 1",
+            None,
+            probe.metric_type(),
+        )?;
         for p in &h.ports {
             let labels = [("port", p.number.to_string()), ("iface", p.ifname.clone()), ("io", p.io.to_string())];
             ConstGauge::new(1i64).encode(family.encode_family(&labels)?)?;
@@ -78,21 +114,35 @@ impl Collector for HealthCollector {
         // The kernel fast path: its state as a label (as port_io), and what it forwarded.
         let state = h.fast_path.get().map_or("off: not started", String::as_str);
         let probe = ConstGauge::new(1i64);
-        let mut family = encoder.encode_descriptor("p4netem_switch_fast_path",
-            "Kernel fast path (XDP flow cache) of unimpaired flows (label state: on, or off and why); always 1", None, probe.metric_type())?;
+        let mut family = encoder.encode_descriptor(
+            "p4netem_switch_fast_path",
+            "Kernel fast path (XDP flow cache) of unimpaired flows (label state: on, or off and why); always 1",
+            None,
+            probe.metric_type(),
+        )?;
         ConstGauge::new(1i64).encode(family.encode_family(&[("state", state.to_string())])?)?;
         drop(family);
         let (bytes, packets) = h.fast_counts.get().map_or((0, 0), |c| c.total());
-        counter(&mut encoder, "p4netem_switch_fast_path_packets",
-                "Packets the kernel fast path forwarded (also counted in profile_in and profile_out)", packets as f64)?;
+        counter(
+            &mut encoder,
+            "p4netem_switch_fast_path_packets",
+            "Packets the kernel fast path forwarded (also counted in profile_in and profile_out)",
+            packets as f64,
+        )?;
         counter(&mut encoder, "p4netem_switch_fast_path_bytes", "Bytes the kernel fast path forwarded", bytes as f64)?;
-        counter(&mut encoder, "p4netem_switch_fast_path_installs", "Flow-cache entries the data plane installed",
-                h.fast_installs.load(Ordering::Relaxed) as f64)?;
-        let family = encoder.encode_descriptor("p4netem_switch_p4runtime_request_seconds",
-                                               "Time the P4Runtime server took to answer a request, by RPC", None,
-                                               h.p4rt_seconds.metric_type())?;
+        counter(
+            &mut encoder,
+            "p4netem_switch_fast_path_installs",
+            "Flow-cache entries the data plane installed",
+            h.fast_installs.load(Ordering::Relaxed) as f64,
+        )?;
+        let family = encoder.encode_descriptor(
+            "p4netem_switch_p4runtime_request_seconds",
+            "Time the P4Runtime server took to answer a request, by RPC",
+            None,
+            h.p4rt_seconds.metric_type(),
+        )?;
         h.p4rt_seconds.encode(family)
-
     }
 }
 
@@ -125,8 +175,10 @@ pub async fn serve(listener: std::net::TcpListener, health: Arc<Health>) -> anyh
         axum::routing::get(move || {
             let registry = registry.clone();
             async move {
-                ([(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-                 render(&registry))
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                    render(&registry),
+                )
             }
         }),
     );

@@ -107,8 +107,15 @@ pub enum Wait {
 ///   `slack - margin + lateness`, takes every frame that came and sends every packet due in one
 ///   transmit. Still within the slack at the margin's quantile, for the release
 ///   (`slack - margin + lateness <= slack`) and for a frame waiting in a deferred port's ring.
-pub fn plan(now: u64, precise: Option<u64>, coalesced: Option<u64>, margin_ns: u64, slack_ns: u64,
-            backlogged: bool, max_sleep_ns: u64) -> Wait {
+pub fn plan(
+    now: u64,
+    precise: Option<u64>,
+    coalesced: Option<u64>,
+    margin_ns: u64,
+    slack_ns: u64,
+    backlogged: bool,
+    max_sleep_ns: u64,
+) -> Wait {
     let mut sleep = max_sleep_ns;
     let mut timed = false;
     if let Some(d) = precise {
@@ -120,7 +127,8 @@ pub fn plan(now: u64, precise: Option<u64>, coalesced: Option<u64>, margin_ns: u
     }
     let defer_rx = backlogged && coalesced.is_some() && slack_ns > margin_ns;
     if let Some(d) = coalesced {
-        let end = if defer_rx { d + (slack_ns - margin_ns) } else { d.saturating_sub(margin_ns.saturating_sub(slack_ns)) };
+        let end =
+            if defer_rx { d + (slack_ns - margin_ns) } else { d.saturating_sub(margin_ns.saturating_sub(slack_ns)) };
         if end <= now {
             return Wait::Spin; // due (the next turn releases it), or inside the spin part
         }
@@ -260,8 +268,10 @@ mod tests {
         assert_eq!(plan(1_000_000, Some(1_050_000), None, 80_000, 100_000, false, MAX), Wait::Spin);
         assert_eq!(plan(1_000_000, Some(1_200_000), None, 80_000, 100_000, false, MAX), sleep(120_000));
         // Nothing ahead: sleep until a frame, untimed (no margin sample).
-        assert_eq!(plan(1_000_000, None, None, 80_000, 100_000, true, MAX),
-                   Wait::Sleep { ns: MAX, timed: false, defer_rx: false });
+        assert_eq!(
+            plan(1_000_000, None, None, 80_000, 100_000, true, MAX),
+            Wait::Sleep { ns: MAX, timed: false, defer_rx: false }
+        );
         // Far deadlines are bounded by the longest sleep.
         assert_eq!(plan(0, Some(10 * MAX), None, 80_000, 0, false, MAX), sleep(MAX));
     }
@@ -279,8 +289,10 @@ mod tests {
         // Slack 0 (--release-slack-us 0) is exactly the precise wait.
         for d in [1_012_000, 1_100_000, 1_500_000] {
             for backlogged in [false, true] {
-                assert_eq!(plan(1_000_000, None, Some(d), 80_000, 0, backlogged, MAX),
-                           plan(1_000_000, Some(d), None, 80_000, 0, false, MAX));
+                assert_eq!(
+                    plan(1_000_000, None, Some(d), 80_000, 0, backlogged, MAX),
+                    plan(1_000_000, Some(d), None, 80_000, 0, false, MAX)
+                );
             }
         }
     }
@@ -289,17 +301,23 @@ mod tests {
     fn a_backlogged_stream_is_batched_within_the_slack() {
         // Slack 250 us, margin 80 us, a backlogged port: the sleep ends 170 us after the next
         // coalesced release, and the backlogged ports are left out of the poll.
-        assert_eq!(plan(1_000_000, None, Some(1_012_000), 80_000, 250_000, true, MAX),
-                   Wait::Sleep { ns: 170_000, timed: true, defer_rx: true });
+        assert_eq!(
+            plan(1_000_000, None, Some(1_012_000), 80_000, 250_000, true, MAX),
+            Wait::Sleep { ns: 170_000, timed: true, defer_rx: true }
+        );
         // The batch's end already passed: release now.
         assert_eq!(plan(1_300_000, None, Some(1_012_000), 80_000, 250_000, true, MAX), Wait::Spin);
         // A coalesced release far ahead (a slow queue): the sleep still ends within slack - margin,
         // which bounds how long a deferred port's frame waits.
-        assert_eq!(plan(1_000_000, None, Some(9_000_000), 80_000, 250_000, true, MAX),
-                   Wait::Sleep { ns: 170_000, timed: true, defer_rx: true });
+        assert_eq!(
+            plan(1_000_000, None, Some(9_000_000), 80_000, 250_000, true, MAX),
+            Wait::Sleep { ns: 170_000, timed: true, defer_rx: true }
+        );
         // A precise deadline inside the batch ends the sleep a margin before it.
-        assert_eq!(plan(1_000_000, Some(1_100_000), Some(1_012_000), 80_000, 250_000, true, MAX),
-                   Wait::Sleep { ns: 20_000, timed: true, defer_rx: true });
+        assert_eq!(
+            plan(1_000_000, Some(1_100_000), Some(1_012_000), 80_000, 250_000, true, MAX),
+            Wait::Sleep { ns: 20_000, timed: true, defer_rx: true }
+        );
         // Slack not above the margin (a slow timer): no batching, the plain coalesced wait (its sleep
         // ends margin - slack before it).
         assert_eq!(plan(1_000_000, None, Some(1_100_000), 300_000, 250_000, true, MAX), sleep(50_000));
@@ -324,8 +342,15 @@ mod tests {
         // release (the first turn at or after its time) is never early and at most the slack late,
         // and a frame arriving just as the loop falls asleep is read within the slack.
         let deadline = 5_000_000u64;
-        for (estimate, slack) in [(60_000u64, 100_000u64), (60_000, 50_000), (150_000, 100_000), (60_000, 0),
-                                  (60_000, 250_000), (150_000, 500_000), (300_000, 250_000)] {
+        for (estimate, slack) in [
+            (60_000u64, 100_000u64),
+            (60_000, 50_000),
+            (150_000, 100_000),
+            (60_000, 0),
+            (60_000, 250_000),
+            (150_000, 500_000),
+            (300_000, 250_000),
+        ] {
             let m = WakeMargin::fixed(estimate + GUARD_NS);
             for backlogged in [false, true] {
                 for late in (0..=estimate).step_by(5_000) {
@@ -344,8 +369,11 @@ mod tests {
                             }
                         }
                     };
-                    assert!(released - deadline <= slack.max(1_000),
-                            "estimate {estimate} slack {slack} backlogged {backlogged} late {late}: {}", released - deadline);
+                    assert!(
+                        released - deadline <= slack.max(1_000),
+                        "estimate {estimate} slack {slack} backlogged {backlogged} late {late}: {}",
+                        released - deadline
+                    );
                 }
             }
         }

@@ -37,7 +37,8 @@ async fn start() -> Server {
     let (control, link) = SwitchControl::new(ControlConfig { ports: vec![1, 2], ..Default::default() }).unwrap();
     let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let cfg = ServerConfig { addr, device_id: DEVICE, cpu_port: Some(510), transport: Default::default(), health: None };
+    let cfg =
+        ServerConfig { addr, device_id: DEVICE, cpu_port: Some(510), transport: Default::default(), health: None };
     tokio::spawn(async move {
         serve(control, cfg, async {
             let _ = stopped.await;
@@ -125,7 +126,9 @@ fn port_map_entry(port: u128, out: u128) -> pb::TableEntry {
         table_id: contract::TABLE_PORT_MAP,
         r#match: vec![pb::FieldMatch {
             field_id: 1,
-            field_match_type: Some(pb::field_match::FieldMatchType::Exact(pb::field_match::Exact { value: uint(port) })),
+            field_match_type: Some(pb::field_match::FieldMatchType::Exact(pb::field_match::Exact {
+                value: uint(port),
+            })),
         }],
         action: Some(pb::TableAction {
             r#type: Some(pb::table_action::Type::Action(pb::Action {
@@ -220,7 +223,10 @@ async fn arbitration_write_read_and_errors() {
 
     // Batch errors: one p4.v1.Error per update.
     let st = c
-        .write(write_req(10, vec![insert(port_map_entry(4, 2)), insert(port_map_entry(0x200, 2)), insert(port_map_entry(1, 2))]))
+        .write(write_req(
+            10,
+            vec![insert(port_map_entry(4, 2)), insert(port_map_entry(0x200, 2)), insert(port_map_entry(1, 2))],
+        ))
         .await
         .unwrap_err();
     assert_eq!(update_codes(&st), vec![Code::Ok, Code::OutOfRange, Code::AlreadyExists]);
@@ -272,7 +278,8 @@ async fn registers_counters_pipeline_packet_io_and_digests() {
         data: Some(pb::P4Data { data: Some(pb::p4_data::Data::Bitstring(uint(0xABCD_EF01_2345))) }),
     };
     c.write(write_req(1, vec![modify(pb::entity::Entity::RegisterEntry(seed.clone()))])).await.unwrap();
-    let got = read_all(&mut c, pb::entity::Entity::RegisterEntry(pb::RegisterEntry { data: None, ..seed.clone() })).await;
+    let got =
+        read_all(&mut c, pb::entity::Entity::RegisterEntry(pb::RegisterEntry { data: None, ..seed.clone() })).await;
     assert_eq!(got, vec![pb::entity::Entity::RegisterEntry(seed.clone())]);
     let bad = pb::RegisterEntry { index: Some(pb::Index { index: 1 }), ..seed.clone() };
     let st = c.write(write_req(1, vec![modify(pb::entity::Entity::RegisterEntry(bad))])).await.unwrap_err();
@@ -286,10 +293,23 @@ async fn registers_counters_pipeline_packet_io_and_digests() {
     };
     c.write(write_req(1, vec![modify(pb::entity::Entity::CounterEntry(ctr(9, 1500, 3)))])).await.unwrap();
     let q = pb::CounterEntry { data: None, ..ctr(9, 0, 0) };
-    assert_eq!(read_all(&mut c, pb::entity::Entity::CounterEntry(q)).await, vec![pb::entity::Entity::CounterEntry(ctr(9, 1500, 3))]);
+    assert_eq!(
+        read_all(&mut c, pb::entity::Entity::CounterEntry(q)).await,
+        vec![pb::entity::Entity::CounterEntry(ctr(9, 1500, 3))]
+    );
     c.write(write_req(1, vec![modify(pb::entity::Entity::CounterEntry(ctr(9, 0, 0)))])).await.unwrap();
-    assert_eq!(read_all(&mut c, pb::entity::Entity::CounterEntry(q)).await, vec![pb::entity::Entity::CounterEntry(ctr(9, 0, 0))]);
-    let all = read_all(&mut c, pb::entity::Entity::CounterEntry(pb::CounterEntry { counter_id: contract::COUNTER_PROFILE_IN, ..Default::default() })).await;
+    assert_eq!(
+        read_all(&mut c, pb::entity::Entity::CounterEntry(q)).await,
+        vec![pb::entity::Entity::CounterEntry(ctr(9, 0, 0))]
+    );
+    let all = read_all(
+        &mut c,
+        pb::entity::Entity::CounterEntry(pb::CounterEntry {
+            counter_id: contract::COUNTER_PROFILE_IN,
+            ..Default::default()
+        }),
+    )
+    .await;
     assert_eq!(all.len() as u32, contract::DEFAULT_PD);
 
     // Pipeline: our own P4Info verifies; VERIFY_AND_COMMIT clears the tables; Get is symmetric.
@@ -303,7 +323,8 @@ async fn registers_counters_pipeline_packet_io_and_digests() {
         .unwrap()
         .p4info
         .unwrap();
-    let set = |action: pb::set_forwarding_pipeline_config_request::Action, info: p4netem_switch::p4rt::proto::p4::config::v1::P4Info| {
+    let set = |action: pb::set_forwarding_pipeline_config_request::Action,
+               info: p4netem_switch::p4rt::proto::p4::config::v1::P4Info| {
         pb::SetForwardingPipelineConfigRequest {
             device_id: DEVICE,
             election_id: Some(pb::Uint128 { high: 0, low: 1 }),
@@ -379,9 +400,16 @@ async fn registers_counters_pipeline_packet_io_and_digests() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let cfg = pb::DigestEntry {
         digest_id: digest,
-        config: Some(pb::digest_entry::Config { max_timeout_ns: 50_000_000, max_list_size: 2, ack_timeout_ns: 1_000_000_000 }),
+        config: Some(pb::digest_entry::Config {
+            max_timeout_ns: 50_000_000,
+            max_list_size: 2,
+            ack_timeout_ns: 1_000_000_000,
+        }),
     };
-    let ins = pb::Update { r#type: pb::update::Type::Insert as i32, entity: Some(pb::Entity { entity: Some(pb::entity::Entity::DigestEntry(cfg)) }) };
+    let ins = pb::Update {
+        r#type: pb::update::Type::Insert as i32,
+        entity: Some(pb::Entity { entity: Some(pb::entity::Entity::DigestEntry(cfg)) }),
+    };
     c.write(write_req(1, vec![ins])).await.unwrap();
     for mac in [0x0200_0000_0002u128, 0x0200_0000_0002, 0x0200_0000_0003] {
         s.link.digest_tx.try_send(DigestEvent { digest_id: digest, fields: vec![mac, 1] }).unwrap();

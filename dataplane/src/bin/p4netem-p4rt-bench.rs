@@ -159,7 +159,10 @@ impl Bench {
         let req = pb::ReadRequest {
             device_id: self.args.device_id,
             entities: vec![pb::Entity {
-                entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry { table_id: TABLE_CLASSIFIER, ..Default::default() })),
+                entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                    table_id: TABLE_CLASSIFIER,
+                    ..Default::default()
+                })),
             }],
             ..Default::default()
         };
@@ -193,7 +196,10 @@ impl Bench {
         let mut rtts = Vec::with_capacity(self.args.modifies as usize);
         for k in 0..self.args.modifies {
             let t = Instant::now();
-            let req = self.write_request(pb::update::Type::Modify, std::iter::once(entries.entry(i, Some(if k % 2 == 0 { 3 } else { 2 }))));
+            let req = self.write_request(
+                pb::update::Type::Modify,
+                std::iter::once(entries.entry(i, Some(if k % 2 == 0 { 3 } else { 2 }))),
+            );
             self.write(req).await?;
             rtts.push(t.elapsed().as_secs_f64() * 1e3);
         }
@@ -215,7 +221,10 @@ impl Realtime {
             libc::sched_getparam(0, &mut saved);
             let p = libc::sched_param { sched_priority: prio };
             if libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) != 0 {
-                bail!("--rt-priority {prio}: SCHED_FIFO refused ({}); run as root or use 0", std::io::Error::last_os_error());
+                bail!(
+                    "--rt-priority {prio}: SCHED_FIFO refused ({}); run as root or use 0",
+                    std::io::Error::last_os_error()
+                );
             }
             Ok(Realtime(policy, saved))
         }
@@ -261,7 +270,8 @@ async fn arbitrate(
         .await
         .context("no arbitration answer within 10 s")??;
     match reply.and_then(|r| r.update) {
-        Some(pb::stream_message_response::Update::Arbitration(a)) if a.status.as_ref().is_some_and(|s| s.code == 0) => {}
+        Some(pb::stream_message_response::Update::Arbitration(a)) if a.status.as_ref().is_some_and(|s| s.code == 0) => {
+        }
         other => bail!("not primary with election id {election_id}: {other:?}"),
     }
     tokio::spawn(async move { while let Ok(Some(_)) = responses.message().await {} });
@@ -271,8 +281,10 @@ async fn arbitrate(
 async fn run(args: Args) -> anyhow::Result<serde_json::Value> {
     let endpoint = Channel::from_shared(format!("http://{}", args.grpc_addr))?.tcp_nodelay(true);
     let channel = endpoint.connect().await.with_context(|| format!("no P4Runtime server at {}", args.grpc_addr))?;
-    let mut client = P4RuntimeClient::new(channel).max_decoding_message_size(1 << 30).max_encoding_message_size(1 << 30);
-    let _stream = if args.arbitrate { Some(arbitrate(&mut client, args.device_id, args.election_id).await?) } else { None };
+    let mut client =
+        P4RuntimeClient::new(channel).max_decoding_message_size(1 << 30).max_encoding_message_size(1 << 30);
+    let _stream =
+        if args.arbitrate { Some(arbitrate(&mut client, args.device_id, args.election_id).await?) } else { None };
     let entries = Entries::new(&args)?;
     let mut b = Bench { client, args };
 
@@ -293,7 +305,8 @@ async fn run(args: Args) -> anyhow::Result<serde_json::Value> {
 
     let t0 = Instant::now();
     for start in (0..n).step_by(batch as usize) {
-        let req = b.write_request(pb::update::Type::Insert, (start..n.min(start + batch)).map(|i| entries.entry(i, Some(2))));
+        let req =
+            b.write_request(pb::update::Type::Insert, (start..n.min(start + batch)).map(|i| entries.entry(i, Some(2))));
         b.write(req).await?;
     }
     let insert_s = t0.elapsed().as_secs_f64();
@@ -314,7 +327,8 @@ async fn run(args: Args) -> anyhow::Result<serde_json::Value> {
 
     let t2 = Instant::now();
     for start in (0..n).step_by(batch as usize) {
-        let req = b.write_request(pb::update::Type::Delete, (start..n.min(start + batch)).map(|i| entries.entry(i, None)));
+        let req =
+            b.write_request(pb::update::Type::Delete, (start..n.min(start + batch)).map(|i| entries.entry(i, None)));
         b.write(req).await?;
     }
     let delete_s = t2.elapsed().as_secs_f64();

@@ -133,7 +133,14 @@ impl AfPacket {
         let map_len = rx_len + tx_len;
         // SAFETY: maps the rings just configured on this socket; RX first, then TX (kernel layout).
         let map = unsafe {
-            libc::mmap(ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_POPULATE, raw, 0)
+            libc::mmap(
+                ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                raw,
+                0,
+            )
         };
         if map == libc::MAP_FAILED {
             return Err(with(io::Error::last_os_error(), "mmap of the rings"));
@@ -295,7 +302,13 @@ impl AfPacket {
         let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
         // SAFETY: st and len are valid for the kernel to write.
         let r = unsafe {
-            libc::getsockopt(self.fd.as_raw_fd(), SOL_PACKET, PACKET_STATISTICS, &mut st as *mut _ as *mut libc::c_void, &mut len)
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                SOL_PACKET,
+                PACKET_STATISTICS,
+                &mut st as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
         };
         if r < 0 {
             (0, 0)

@@ -48,7 +48,14 @@ impl<T: Copy> XRing<T> {
         let map_len = off.desc as usize + size as usize * std::mem::size_of::<T>();
         // SAFETY: maps the ring the kernel set up for this socket at the documented page offset.
         let map = unsafe {
-            libc::mmap(ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_POPULATE, fd, pgoff as libc::off_t)
+            libc::mmap(
+                ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                pgoff as libc::off_t,
+            )
         };
         if map == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
@@ -59,7 +66,16 @@ impl<T: Copy> XRing<T> {
             let producer = base.add(off.producer as usize) as *const AtomicU32;
             let consumer = base.add(off.consumer as usize) as *const AtomicU32;
             // A fresh socket's rings start with both indexes at 0.
-            Ok(XRing { producer, consumer, descs: base.add(off.desc as usize) as *mut T, mask: size - 1, local: 0, cached: 0, map, map_len })
+            Ok(XRing {
+                producer,
+                consumer,
+                descs: base.add(off.desc as usize) as *mut T,
+                mask: size - 1,
+                local: 0,
+                cached: 0,
+                map,
+                map_len,
+            })
         }
     }
 
@@ -174,21 +190,36 @@ impl AfXdp {
             .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
             .unwrap_or(1);
         if queues != 1 {
-            return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{ifname}: {queues} receive queues (AF_XDP path binds one)")));
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{ifname}: {queues} receive queues (AF_XDP path binds one)"),
+            ));
         }
         // SAFETY: plain socket creation; ownership taken immediately.
         let fd = unsafe {
-            OwnedFd::from_raw_fd(cvt(libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)).map_err(|e| with(e, "socket"))?)
+            OwnedFd::from_raw_fd(
+                cvt(libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0))
+                    .map_err(|e| with(e, "socket"))?,
+            )
         };
         // SAFETY: as above.
-        let ctl = unsafe { OwnedFd::from_raw_fd(cvt(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?) };
+        let ctl = unsafe {
+            OwnedFd::from_raw_fd(cvt(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?)
+        };
         let raw = fd.as_raw_fd();
         let (rx_n, tx_n) = (ring_size(cfg.rx_frames), ring_size(cfg.tx_frames));
         let chunks = (rx_n + tx_n) as usize;
         let umem_len = chunks * CHUNK;
         // SAFETY: anonymous private mapping, owned by the returned value (unmapped in Drop).
         let umem = unsafe {
-            libc::mmap(ptr::null_mut(), umem_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE, -1, 0)
+            libc::mmap(
+                ptr::null_mut(),
+                umem_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
         };
         if umem == libc::MAP_FAILED {
             return Err(with(io::Error::last_os_error(), "UMEM mmap"));
@@ -205,15 +236,28 @@ impl AfXdp {
         reg.len = umem_len as u64;
         reg.chunk_size = CHUNK as u32;
         setsockopt(raw, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|e| unmap(with(e, "UMEM_REG")))?;
-        for (opt, n) in [(libc::XDP_UMEM_FILL_RING, rx_n), (libc::XDP_UMEM_COMPLETION_RING, tx_n), (libc::XDP_RX_RING, rx_n), (libc::XDP_TX_RING, tx_n)] {
+        for (opt, n) in [
+            (libc::XDP_UMEM_FILL_RING, rx_n),
+            (libc::XDP_UMEM_COMPLETION_RING, tx_n),
+            (libc::XDP_RX_RING, rx_n),
+            (libc::XDP_TX_RING, tx_n),
+        ] {
             setsockopt(raw, libc::SOL_XDP, opt, &n).map_err(|e| unmap(with(e, "ring setup")))?;
         }
         // SAFETY: zeroed offsets are a valid out-parameter.
         let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
         // SAFETY: off/len are valid for the kernel to write.
-        cvt(unsafe { libc::getsockopt(raw, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, &mut off as *mut _ as *mut libc::c_void, &mut len) })
-            .map_err(|e| unmap(with(e, "MMAP_OFFSETS")))?;
+        cvt(unsafe {
+            libc::getsockopt(
+                raw,
+                libc::SOL_XDP,
+                libc::XDP_MMAP_OFFSETS,
+                &mut off as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        })
+        .map_err(|e| unmap(with(e, "MMAP_OFFSETS")))?;
         let rings = (|| -> io::Result<_> {
             let fill: XRing<u64> = XRing::map(raw, &off.fr, rx_n, libc::XDP_UMEM_PGOFF_FILL_RING)?;
             let comp: XRing<u64> = XRing::map(raw, &off.cr, tx_n, libc::XDP_UMEM_PGOFF_COMPLETION_RING)?;
@@ -233,8 +277,14 @@ impl AfXdp {
         sxdp.sxdp_ifindex = ifindex as u32;
         sxdp.sxdp_queue_id = 0;
         // SAFETY: sxdp is a valid sockaddr_xdp of the given size.
-        cvt(unsafe { libc::bind(raw, &sxdp as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_xdp>() as u32) })
-            .map_err(|e| unmap(with(e, "bind (copy mode)")))?;
+        cvt(unsafe {
+            libc::bind(
+                raw,
+                &sxdp as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_xdp>() as u32,
+            )
+        })
+        .map_err(|e| unmap(with(e, "bind (copy mode)")))?;
         let xdp = XdpRedirect::attach(ifindex, raw).map_err(|e| unmap(with(e, "XDP program")))?;
         Ok(AfXdp {
             _xdp: xdp,
@@ -375,7 +425,15 @@ impl AfXdp {
         let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
         // SAFETY: st/len are valid for the kernel to write.
-        let r = unsafe { libc::getsockopt(self.fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_STATISTICS, &mut st as *mut _ as *mut libc::c_void, &mut len) };
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                &mut st as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        };
         if r < 0 {
             return (rx, 0);
         }

@@ -139,12 +139,21 @@ pub fn owned(fd: libc::c_long) -> OwnedFd {
 }
 
 /// Creates a map; `name` (at most 15 bytes) shows in bpftool.
-pub fn map_create(kind: u32, key_size: u32, value_size: u32, max_entries: u32, flags: u32, name: &str) -> io::Result<OwnedFd> {
+pub fn map_create(
+    kind: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    flags: u32,
+    name: &str,
+) -> io::Result<OwnedFd> {
     let mut a = Attr::new();
     a.u32_at(0, kind).u32_at(4, key_size).u32_at(8, value_size).u32_at(12, max_entries).u32_at(16, flags);
     let n = name.len().min(15);
     a.0[28..28 + n].copy_from_slice(&name.as_bytes()[..n]);
-    bpf(BPF_MAP_CREATE, &mut a).map(owned).map_err(|e| io::Error::new(e.kind(), format!("creating BPF map {name}: {e}")))
+    bpf(BPF_MAP_CREATE, &mut a)
+        .map(owned)
+        .map_err(|e| io::Error::new(e.kind(), format!("creating BPF map {name}: {e}")))
 }
 
 /// `BPF_MAP_UPDATE_ELEM` with BPF_ANY (insert or replace).
@@ -188,7 +197,8 @@ pub fn prog_load_xdp(insns: &[u64], name: &str) -> io::Result<OwnedFd> {
             if let Ok(fd) = load(&mut log) {
                 drop(owned(fd));
             }
-            let text = String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)]).trim().to_string();
+            let text =
+                String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)]).trim().to_string();
             Err(io::Error::new(e.kind(), format!("loading the XDP program {name}: {e} {text}")))
         }
     }
@@ -199,7 +209,11 @@ pub fn prog_load_xdp(insns: &[u64], name: &str) -> io::Result<OwnedFd> {
 pub fn link_xdp_generic(prog: &OwnedFd, ifindex: i32) -> io::Result<OwnedFd> {
     bpf(
         BPF_LINK_CREATE,
-        Attr::new().u32_at(0, prog.as_raw_fd() as u32).u32_at(4, ifindex as u32).u32_at(8, BPF_XDP).u32_at(12, XDP_FLAGS_SKB_MODE),
+        Attr::new()
+            .u32_at(0, prog.as_raw_fd() as u32)
+            .u32_at(4, ifindex as u32)
+            .u32_at(8, BPF_XDP)
+            .u32_at(12, XDP_FLAGS_SKB_MODE),
     )
     .map(owned)
     .map_err(|e| io::Error::new(e.kind(), format!("attaching XDP (generic mode): {e}")))

@@ -19,7 +19,8 @@ const CHECKED: &[(&str, u32)] = &[
 pub fn offloads_on(ifname: &str) -> std::io::Result<Vec<&'static str>> {
     let name = ifname_bytes(ifname)?;
     // SAFETY: plain socket creation; ownership taken immediately.
-    let fd = unsafe { OwnedFd::from_raw_fd(cvt(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?) };
+    let fd =
+        unsafe { OwnedFd::from_raw_fd(cvt(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?) };
     let mut on = Vec::new();
     for &(flag, cmd) in CHECKED {
         let mut v = EthtoolValue { cmd, data: 0 };

@@ -108,7 +108,9 @@ impl MapMem {
         let page = 4096usize;
         let len = (entries as usize * value_size as usize).div_ceil(page) * page;
         // SAFETY: maps the array's values (offset 0) shared with the kernel; unmapped in Drop.
-        let ptr = unsafe { libc::mmap(ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
+        let ptr = unsafe {
+            libc::mmap(ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+        };
         if ptr == libc::MAP_FAILED {
             let e = io::Error::last_os_error();
             return Err(io::Error::new(e.kind(), format!("mmap of BPF map {name}: {e}")));
@@ -202,7 +204,8 @@ impl Epoch {
 /// the program handles (the same checks, byte for byte).
 #[inline]
 pub fn key_of(ifindex: u32, frame: &[u8]) -> Option<[u8; KEY_SIZE]> {
-    if frame.len() < 42 || frame[12..14] != [0x08, 0x00] || frame[14] != 0x45 || frame[20] & 0x1f != 0 || frame[21] != 0 {
+    if frame.len() < 42 || frame[12..14] != [0x08, 0x00] || frame[14] != 0x45 || frame[20] & 0x1f != 0 || frame[21] != 0
+    {
         return None;
     }
     let proto = frame[23];
@@ -344,13 +347,17 @@ impl FlowCache {
     /// Creates the maps, loads the program and attaches it to every interface in `ifindexes`.
     /// `pds`: the counts array size. The control epoch is attached to `ctl`.
     pub fn open(ifindexes: &[i32], pds: u32, ctl: &Epoch) -> io::Result<FlowCache> {
-        let flows = map_create(BPF_MAP_TYPE_LRU_HASH, KEY_SIZE as u32, VALUE_SIZE as u32, FLOW_ENTRIES, 0, "p4netem_flows")?;
+        let flows =
+            map_create(BPF_MAP_TYPE_LRU_HASH, KEY_SIZE as u32, VALUE_SIZE as u32, FLOW_ENTRIES, 0, "p4netem_flows")?;
         let epoch = Arc::new(MapMem::array(1, 16, "p4netem_epoch")?);
         let counts = Arc::new(FastCounts { mem: MapMem::array(pds + 1, 16, "p4netem_fcount")?, pds: pds as usize });
         let prog = prog_load_xdp(&program(flows.as_raw_fd(), epoch.fd(), counts.mem.fd(), pds), "p4netem_fast")?;
         let mut links = Vec::new();
         for &ifindex in ifindexes {
-            links.push(link_xdp_generic(&prog, ifindex).map_err(|e| io::Error::new(e.kind(), format!("ifindex {ifindex}: {e}")))?);
+            links.push(
+                link_xdp_generic(&prog, ifindex)
+                    .map_err(|e| io::Error::new(e.kind(), format!("ifindex {ifindex}: {e}")))?,
+            );
         }
         ctl.attach(epoch.clone());
         let empty = Recent { key: [0; KEY_SIZE], ctl: 0, dp: 0, at_ns: 0 };
@@ -386,7 +393,16 @@ impl FlowCache {
     /// into the kernel's map by [`FlowCache::commit`] after the turn's transmit.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    pub fn offer(&mut self, key: [u8; KEY_SIZE], ctl: u64, pd: u32, max_len: u32, out_ifindex: i32, ports: (u16, u16), now: u64) {
+    pub fn offer(
+        &mut self,
+        key: [u8; KEY_SIZE],
+        ctl: u64,
+        pd: u32,
+        max_len: u32,
+        out_ifindex: i32,
+        ports: (u16, u16),
+        now: u64,
+    ) {
         let slot = slot_of(&key);
         let r = &mut self.recent[slot];
         if r.key == key && r.ctl == ctl && r.dp == self.dp_epoch && now.wrapping_sub(r.at_ns) < RECENT_NS {
@@ -495,7 +511,9 @@ mod tests {
         let mut vlan = f[..12].to_vec();
         vlan.extend([0x81, 0x00, 0, 5]);
         vlan.extend(&f[12..]);
-        for (what, g) in [("options", opts), ("later fragment", frag), ("ICMP", icmp), ("VLAN", vlan), ("short", f[..41].to_vec())] {
+        for (what, g) in
+            [("options", opts), ("later fragment", frag), ("ICMP", icmp), ("VLAN", vlan), ("short", f[..41].to_vec())]
+        {
             assert_eq!(key_of(1, &g), None, "{what}");
         }
         // The first fragment (MF set, offset 0) carries the L4 header: it has a key.
@@ -513,7 +531,8 @@ mod tests {
     /// Loads the program into the kernel (the verifier checks it) with real maps; needs root.
     #[test]
     fn the_kernel_verifier_accepts_the_program() {
-        let flows = map_create(BPF_MAP_TYPE_LRU_HASH, KEY_SIZE as u32, VALUE_SIZE as u32, 64, 0, "t_flows").expect("LRU map");
+        let flows =
+            map_create(BPF_MAP_TYPE_LRU_HASH, KEY_SIZE as u32, VALUE_SIZE as u32, 64, 0, "t_flows").expect("LRU map");
         let epoch = MapMem::array(1, 16, "t_epoch").expect("epoch map");
         let counts = MapMem::array(9, 16, "t_counts").expect("counts map");
         prog_load_xdp(&program(flows.as_raw_fd(), epoch.fd(), counts.fd(), 8), "t_fast").expect("verifier accepts");

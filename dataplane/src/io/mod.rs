@@ -2,15 +2,15 @@
 //! capture, the wake-up eventfd.
 pub mod afpacket;
 pub mod afxdp;
+mod bpf;
 pub mod ethtool;
+pub mod flow_cache;
 mod kicker;
-pub mod port;
 pub mod pcap;
+pub mod port;
 mod sys;
 pub mod wake;
 mod xdp_prog;
-mod bpf;
-pub mod flow_cache;
 
 pub use afpacket::{AfPacket, RingConfig, RxFrame};
 pub use port::{IoMode, PortIo};

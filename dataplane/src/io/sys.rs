@@ -123,7 +123,13 @@ pub fn cvt(r: libc::c_int) -> std::io::Result<libc::c_int> {
 pub fn setsockopt<T>(fd: libc::c_int, level: libc::c_int, name: libc::c_int, val: &T) -> std::io::Result<()> {
     // SAFETY: val points to a live T of the given size for the duration of the call.
     cvt(unsafe {
-        libc::setsockopt(fd, level, name, val as *const T as *const libc::c_void, std::mem::size_of::<T>() as libc::socklen_t)
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            val as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
     })
     .map(|_| ())
 }

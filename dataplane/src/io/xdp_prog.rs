@@ -29,25 +29,25 @@ const MD_RX_QUEUE: i16 = 16;
 /// The program with `map_fd` patched into its map load.
 fn program(map_fd: i32) -> [u64; 19] {
     [
-        insn(MOV64_X, 6, 1, 0, 0),               // 0: r6 = ctx
-        insn(CALL, 0, 0, 0, FN_KTIME_GET_NS),    // 1: r0 = now
-        insn(MOV64_X, 7, 0, 0, 0),               // 2: r7 = now
-        insn(MOV64_X, 1, 6, 0, 0),               // 3: r1 = ctx
-        insn(MOV64_K, 2, 0, 0, -8),              // 4: r2 = -8
-        insn(CALL, 0, 0, 0, FN_XDP_ADJUST_META), // 5: adjust_meta(ctx, -8)
-        insn(JNE_K, 0, 0, 6, 0),                 // 6: failed -> 13
-        insn(LDX_W, 2, 6, MD_DATA_META, 0),      // 7: r2 = data_meta
-        insn(LDX_W, 3, 6, MD_DATA, 0),           // 8: r3 = data
-        insn(MOV64_X, 4, 2, 0, 0),               // 9: r4 = data_meta
-        insn(ADD64_K, 4, 0, 0, 8),               // 10: r4 += 8
-        insn(JGT_X, 4, 3, 1, 0),                 // 11: past data -> 13
-        insn(STX_DW, 2, 7, 0, 0),                // 12: *data_meta = now
-        insn(LDX_W, 2, 6, MD_RX_QUEUE, 0),       // 13: r2 = rx_queue_index
+        insn(MOV64_X, 6, 1, 0, 0),                    // 0: r6 = ctx
+        insn(CALL, 0, 0, 0, FN_KTIME_GET_NS),         // 1: r0 = now
+        insn(MOV64_X, 7, 0, 0, 0),                    // 2: r7 = now
+        insn(MOV64_X, 1, 6, 0, 0),                    // 3: r1 = ctx
+        insn(MOV64_K, 2, 0, 0, -8),                   // 4: r2 = -8
+        insn(CALL, 0, 0, 0, FN_XDP_ADJUST_META),      // 5: adjust_meta(ctx, -8)
+        insn(JNE_K, 0, 0, 6, 0),                      // 6: failed -> 13
+        insn(LDX_W, 2, 6, MD_DATA_META, 0),           // 7: r2 = data_meta
+        insn(LDX_W, 3, 6, MD_DATA, 0),                // 8: r3 = data
+        insn(MOV64_X, 4, 2, 0, 0),                    // 9: r4 = data_meta
+        insn(ADD64_K, 4, 0, 0, 8),                    // 10: r4 += 8
+        insn(JGT_X, 4, 3, 1, 0),                      // 11: past data -> 13
+        insn(STX_DW, 2, 7, 0, 0),                     // 12: *data_meta = now
+        insn(LDX_W, 2, 6, MD_RX_QUEUE, 0),            // 13: r2 = rx_queue_index
         insn(LD_DW_IMM, 1, PSEUDO_MAP_FD, 0, map_fd), // 14-15: r1 = &xsks
         0,
-        insn(MOV64_K, 3, 0, 0, XDP_PASS),        // 16: r3 = XDP_PASS (no socket on that queue)
-        insn(CALL, 0, 0, 0, FN_REDIRECT_MAP),    // 17: r0 = redirect_map(...)
-        insn(EXIT, 0, 0, 0, 0),                  // 18
+        insn(MOV64_K, 3, 0, 0, XDP_PASS), // 16: r3 = XDP_PASS (no socket on that queue)
+        insn(CALL, 0, 0, 0, FN_REDIRECT_MAP), // 17: r0 = redirect_map(...)
+        insn(EXIT, 0, 0, 0, 0),           // 18
     ]
 }
 

@@ -156,10 +156,7 @@ impl Arbiter {
 
     /// Whether `client` is the primary of the group its stream is bound to.
     pub fn client_is_primary(&self, client: ClientId) -> bool {
-        self.bound
-            .get(&client)
-            .and_then(|k| self.groups.get(k))
-            .is_some_and(|g| g.primary == Some(client))
+        self.bound.get(&client).and_then(|k| self.groups.get(k)).is_some_and(|g| g.primary == Some(client))
     }
 
     /// The group a stream is bound to (after its first successful arbitration update).

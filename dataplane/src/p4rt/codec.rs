@@ -95,13 +95,8 @@ pub fn decode_field(key: &KeyDef, fm: &pb::FieldMatch) -> P4Result<FieldMatch> {
     let Some(given) = fm.field_match_type.as_ref() else {
         return Err(P4Error::invalid(format!("{name}: no match value set")));
     };
-    let wrong_kind = || {
-        P4Error::invalid(format!(
-            "{name} has match kind {}, got {}",
-            kind_name(&key.kind),
-            given_kind_name(given)
-        ))
-    };
+    let wrong_kind =
+        || P4Error::invalid(format!("{name} has match kind {}, got {}", kind_name(&key.kind), given_kind_name(given)));
     match (&key.kind, given) {
         (MatchKind::Exact, T::Exact(e)) => Ok(FieldMatch::Exact(decode_uint(&e.value, key.bits, &name)?)),
         (MatchKind::Ternary, T::Ternary(t)) => {
@@ -164,10 +159,7 @@ pub fn decode_matches(table: &TableDef, fields: &[pb::FieldMatch]) -> P4Result<V
     let mut out: Vec<Option<FieldMatch>> = vec![None; table.keys.len()];
     for fm in fields {
         let Some(pos) = table.keys.iter().position(|k| k.id == fm.field_id) else {
-            return Err(P4Error::invalid(format!(
-                "table {} has no match field id {}",
-                table.name, fm.field_id
-            )));
+            return Err(P4Error::invalid(format!("table {} has no match field id {}", table.name, fm.field_id)));
         };
         if out[pos].is_some() {
             return Err(P4Error::invalid(format!(
@@ -176,7 +168,8 @@ pub fn decode_matches(table: &TableDef, fields: &[pb::FieldMatch]) -> P4Result<V
                 KeyName(&table.keys[pos])
             )));
         }
-        out[pos] = Some(decode_field(&table.keys[pos], fm).map_err(|e| e.context(format_args!("table {}", table.name)))?);
+        out[pos] =
+            Some(decode_field(&table.keys[pos], fm).map_err(|e| e.context(format_args!("table {}", table.name)))?);
     }
     for (key, slot) in table.keys.iter().zip(&out) {
         if slot.is_none() && matches!(key.kind, MatchKind::Exact) {
@@ -200,17 +193,15 @@ pub fn encode_matches(table: &TableDef, matches: &[Option<FieldMatch>]) -> Vec<p
         .filter_map(|(key, m)| {
             let t = match m.as_ref()? {
                 FieldMatch::Exact(v) => T::Exact(pb::field_match::Exact { value: encode_uint(*v) }),
-                FieldMatch::Ternary { value, mask } => T::Ternary(pb::field_match::Ternary {
-                    value: encode_uint(*value),
-                    mask: encode_uint(*mask),
-                }),
+                FieldMatch::Ternary { value, mask } => {
+                    T::Ternary(pb::field_match::Ternary { value: encode_uint(*value), mask: encode_uint(*mask) })
+                }
                 FieldMatch::Range { lo, hi } => {
                     T::Range(pb::field_match::Range { low: encode_uint(*lo), high: encode_uint(*hi) })
                 }
-                FieldMatch::Lpm { value, prefix_len } => T::Lpm(pb::field_match::Lpm {
-                    value: encode_uint(*value),
-                    prefix_len: *prefix_len as i32,
-                }),
+                FieldMatch::Lpm { value, prefix_len } => {
+                    T::Lpm(pb::field_match::Lpm { value: encode_uint(*value), prefix_len: *prefix_len as i32 })
+                }
             };
             Some(pb::FieldMatch { field_id: key.id, field_match_type: Some(t) })
         })
@@ -222,10 +213,7 @@ pub fn decode_params(action: &ActionDef, params: &[pb::action::Param]) -> P4Resu
     let mut out: Vec<Option<u128>> = vec![None; action.params.len()];
     for p in params {
         let Some(pos) = action.params.iter().position(|d| d.id == p.param_id) else {
-            return Err(P4Error::invalid(format!(
-                "action {} has no parameter id {}",
-                action.name, p.param_id
-            )));
+            return Err(P4Error::invalid(format!("action {} has no parameter id {}", action.name, p.param_id)));
         };
         let def = &action.params[pos];
         if out[pos].is_some() {
@@ -246,10 +234,7 @@ pub fn decode_params(action: &ActionDef, params: &[pb::action::Param]) -> P4Resu
         .zip(out)
         .map(|(def, v)| {
             v.ok_or_else(|| {
-                P4Error::invalid(format!(
-                    "action {}: parameter {} ({}) is missing",
-                    action.name, def.id, def.name
-                ))
+                P4Error::invalid(format!("action {}: parameter {} ({}) is missing", action.name, def.id, def.name))
             })
         })
         .collect()
@@ -259,16 +244,14 @@ pub fn decode_params(action: &ActionDef, params: &[pb::action::Param]) -> P4Resu
 pub fn decode_action(table: &TableDef, action: &pb::Action) -> P4Result<ActionCall> {
     if !table.action_ids.contains(&action.action_id) {
         return Err(match crate::contract::action(action.action_id) {
-            Some(a) => P4Error::invalid(format!(
-                "action {} (id {}) is not an action of table {}",
-                a.name, a.id, table.name
-            )),
+            Some(a) => {
+                P4Error::invalid(format!("action {} (id {}) is not an action of table {}", a.name, a.id, table.name))
+            }
             None => P4Error::invalid(format!("unknown action id {}", action.action_id)),
         });
     }
-    let def = crate::contract::action(action.action_id).ok_or_else(|| {
-        P4Error::invalid(format!("unknown action id {}", action.action_id))
-    })?;
+    let def = crate::contract::action(action.action_id)
+        .ok_or_else(|| P4Error::invalid(format!("unknown action id {}", action.action_id)))?;
     Ok(ActionCall { action_id: def.id, params: decode_params(def, &action.params)? })
 }
 

@@ -35,9 +35,13 @@ pub fn compare(ours: &cfg::P4Info, got: &cfg::P4Info) -> Check {
     compare_objects("action", &ours.actions, &got.actions, |a| &a.preamble, compare_action)?;
     compare_objects("counter", &ours.counters, &got.counters, |c| &c.preamble, compare_counter)?;
     compare_objects("register", &ours.registers, &got.registers, |r| &r.preamble, compare_register)?;
-    compare_objects("digest", &ours.digests, &got.digests, |d| &d.preamble, |o, g, name| {
-        compare_type_spec(&format!("digest {name}"), &o.type_spec, ours, &g.type_spec, got)
-    })?;
+    compare_objects(
+        "digest",
+        &ours.digests,
+        &got.digests,
+        |d| &d.preamble,
+        |o, g, name| compare_type_spec(&format!("digest {name}"), &o.type_spec, ours, &g.type_spec, got),
+    )?;
     compare_objects(
         "controller packet metadata",
         &ours.controller_packet_metadata,
@@ -100,9 +104,7 @@ fn match_type_name(m: &Option<cfg::match_field::Match>) -> String {
 }
 
 fn scope_name(s: i32) -> String {
-    cfg::action_ref::Scope::try_from(s)
-        .map(|s| s.as_str_name().to_string())
-        .unwrap_or_else(|_| format!("scope {s}"))
+    cfg::action_ref::Scope::try_from(s).map(|s| s.as_str_name().to_string()).unwrap_or_else(|_| format!("scope {s}"))
 }
 
 fn compare_table(o: &cfg::Table, g: &cfg::Table, name: &str, ours: &cfg::P4Info) -> Check {
@@ -228,9 +230,7 @@ fn compare_action(o: &cfg::Action, g: &cfg::Action, name: &str) -> Check {
 
 fn unit_name(spec: &Option<cfg::CounterSpec>) -> String {
     let u = spec.as_ref().map_or(0, |s| s.unit);
-    cfg::counter_spec::Unit::try_from(u)
-        .map(|u| u.as_str_name().to_string())
-        .unwrap_or_else(|_| format!("unit {u}"))
+    cfg::counter_spec::Unit::try_from(u).map(|u| u.as_str_name().to_string()).unwrap_or_else(|_| format!("unit {u}"))
 }
 
 fn compare_counter(o: &cfg::Counter, g: &cfg::Counter, name: &str) -> Check {
@@ -368,7 +368,12 @@ mod tests {
     use super::*;
 
     fn pre(id: u32, name: &str) -> Option<cfg::Preamble> {
-        Some(cfg::Preamble { id, name: name.into(), alias: name.rsplit('.').next().unwrap().into(), ..Default::default() })
+        Some(cfg::Preamble {
+            id,
+            name: name.into(),
+            alias: name.rsplit('.').next().unwrap().into(),
+            ..Default::default()
+        })
     }
     fn bits(w: i32) -> Option<cfg::P4DataTypeSpec> {
         Some(cfg::P4DataTypeSpec {
@@ -415,7 +420,12 @@ mod tests {
             }],
             actions: vec![cfg::Action {
                 preamble: pre(0x0100_0005, "P4netemIngress.set_profile"),
-                params: vec![cfg::action::Param { id: 1, name: "profile_id".into(), bitwidth: 16, ..Default::default() }],
+                params: vec![cfg::action::Param {
+                    id: 1,
+                    name: "profile_id".into(),
+                    bitwidth: 16,
+                    ..Default::default()
+                }],
             }],
             counters: vec![cfg::Counter {
                 preamble: pre(0x1200_0001, "P4netemIngress.profile_in"),
@@ -465,7 +475,8 @@ mod tests {
         got.pkg_info = Some(cfg::PkgInfo { name: "other".into(), arch: "psa".into(), ..Default::default() });
         got.tables[0].preamble.as_mut().unwrap().alias = "x".into();
         got.tables[0].preamble.as_mut().unwrap().annotations.push("@brief(\"x\")".into());
-        got.actions[0].preamble.as_mut().unwrap().doc = Some(cfg::Documentation { brief: "b".into(), ..Default::default() });
+        got.actions[0].preamble.as_mut().unwrap().doc =
+            Some(cfg::Documentation { brief: "b".into(), ..Default::default() });
         got.tables[0].match_fields.reverse();
         got.tables[0].size = 1024; // smaller than our capacity is fine
         assert_eq!(compare(&ours, &got), Ok(()));
@@ -484,7 +495,10 @@ mod tests {
             g.tables[0].match_fields[1].bitwidth = 16;
             g.registers[0].size = 1;
         });
-        assert_eq!(m, "table P4netemIngress.classifier key 1 (standard_metadata.ingress_port): bitwidth 9 expected, got 8");
+        assert_eq!(
+            m,
+            "table P4netemIngress.classifier key 1 (standard_metadata.ingress_port): bitwidth 9 expected, got 8"
+        );
     }
 
     #[test]

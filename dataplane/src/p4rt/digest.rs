@@ -191,8 +191,7 @@ impl DigestEngine {
             .buffers
             .iter()
             .filter(|(id, b)| {
-                !b.items.is_empty()
-                    && self.configs.get(id).is_some_and(|c| now >= b.first + ns(c.max_timeout_ns))
+                !b.items.is_empty() && self.configs.get(id).is_some_and(|c| now >= b.first + ns(c.max_timeout_ns))
             })
             .map(|(&id, _)| id)
             .collect();
@@ -211,13 +210,13 @@ impl DigestEngine {
 
     /// When `on_tick` next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let buffers = self.buffers.iter().filter(|(_, b)| !b.items.is_empty()).filter_map(|(id, b)| {
-            self.configs.get(id).map(|c| b.first + ns(c.max_timeout_ns))
-        });
-        let acks = self
-            .sent
+        let buffers = self
+            .buffers
             .iter()
-            .filter_map(|((id, _), s)| self.configs.get(id).map(|c| s.at + ns(c.ack_timeout_ns)));
+            .filter(|(_, b)| !b.items.is_empty())
+            .filter_map(|(id, b)| self.configs.get(id).map(|c| b.first + ns(c.max_timeout_ns)));
+        let acks =
+            self.sent.iter().filter_map(|((id, _), s)| self.configs.get(id).map(|c| s.at + ns(c.ack_timeout_ns)));
         buffers.chain(acks).min()
     }
 

@@ -306,7 +306,13 @@ mod tests {
     #[test]
     fn exact_table_rejects_priority_and_round_trips() {
         let t = exact_table();
-        let te = pb::TableEntry { table_id: t.id, r#match: exact_matches(t), action: Some(action_of(t)), controller_metadata: 7, ..Default::default() };
+        let te = pb::TableEntry {
+            table_id: t.id,
+            r#match: exact_matches(t),
+            action: Some(action_of(t)),
+            controller_metadata: 7,
+            ..Default::default()
+        };
         let TableOp::Entry { entry, .. } = decode_update(UpdateKind::Insert, &te).unwrap() else { panic!() };
         assert_eq!(encode_entry(&entry), te);
         let bad = pb::TableEntry { priority: 1, ..te };
@@ -316,7 +322,12 @@ mod tests {
     #[test]
     fn default_entry_rules() {
         let t = exact_table();
-        let te = pb::TableEntry { table_id: t.id, is_default_action: true, action: Some(action_of(t)), ..Default::default() };
+        let te = pb::TableEntry {
+            table_id: t.id,
+            is_default_action: true,
+            action: Some(action_of(t)),
+            ..Default::default()
+        };
         assert!(matches!(decode_update(UpdateKind::Modify, &te), Ok(TableOp::Default { action: Some(_), .. })));
         assert_eq!(decode_update(UpdateKind::Insert, &te).unwrap_err().code, Code::InvalidArgument);
         assert_eq!(decode_update(UpdateKind::Delete, &te).unwrap_err().code, Code::InvalidArgument);
@@ -328,11 +339,17 @@ mod tests {
 
     #[test]
     fn unknown_ids_and_unsupported_features() {
-        let e = decode_update(UpdateKind::Insert, &pb::TableEntry { table_id: 0x0200_0fff, ..Default::default() }).unwrap_err();
+        let e = decode_update(UpdateKind::Insert, &pb::TableEntry { table_id: 0x0200_0fff, ..Default::default() })
+            .unwrap_err();
         assert_eq!(e.code, Code::InvalidArgument);
         assert!(e.message.contains("unknown table id"), "{}", e.message);
         let t = exact_table();
-        let base = pb::TableEntry { table_id: t.id, r#match: exact_matches(t), action: Some(action_of(t)), ..Default::default() };
+        let base = pb::TableEntry {
+            table_id: t.id,
+            r#match: exact_matches(t),
+            action: Some(action_of(t)),
+            ..Default::default()
+        };
         for te in [
             pb::TableEntry { is_const: true, ..base.clone() },
             pb::TableEntry { idle_timeout_ns: 5, ..base.clone() },
@@ -365,11 +382,17 @@ mod tests {
                     params: a.params.iter().map(|p| pb::action::Param { param_id: p.id, value: vec![0] }).collect(),
                 })),
             };
-            let te = pb::TableEntry { table_id, r#match: exact_matches(t), action: Some(action.clone()), ..Default::default() };
+            let te = pb::TableEntry {
+                table_id,
+                r#match: exact_matches(t),
+                action: Some(action.clone()),
+                ..Default::default()
+            };
             let e = decode_update(UpdateKind::Insert, &te).unwrap_err();
             assert_eq!(e.code, Code::PermissionDenied, "{}", e.message);
             if !contract::default_is_const(table_id) {
-                let d = pb::TableEntry { table_id, is_default_action: true, action: Some(action), ..Default::default() };
+                let d =
+                    pb::TableEntry { table_id, is_default_action: true, action: Some(action), ..Default::default() };
                 assert!(decode_update(UpdateKind::Modify, &d).is_ok());
             }
         }
@@ -385,12 +408,19 @@ mod tests {
         assert_eq!(q.table_id, 0);
         assert!(decode_query(&pb::TableEntry { priority: 3, ..Default::default() }).is_err());
         let t = exact_table();
-        let q = decode_query(&pb::TableEntry { table_id: t.id, is_default_action: true, ..Default::default() }).unwrap();
+        let q =
+            decode_query(&pb::TableEntry { table_id: t.id, is_default_action: true, ..Default::default() }).unwrap();
         assert!(q.default_entry);
-        let q = decode_query(&pb::TableEntry { table_id: t.id, r#match: exact_matches(t), ..Default::default() }).unwrap();
+        let q =
+            decode_query(&pb::TableEntry { table_id: t.id, r#match: exact_matches(t), ..Default::default() }).unwrap();
         let TableOp::Entry { entry, .. } = decode_update(
             UpdateKind::Insert,
-            &pb::TableEntry { table_id: t.id, r#match: exact_matches(t), action: Some(action_of(t)), ..Default::default() },
+            &pb::TableEntry {
+                table_id: t.id,
+                r#match: exact_matches(t),
+                action: Some(action_of(t)),
+                ..Default::default()
+            },
         )
         .unwrap() else {
             panic!()

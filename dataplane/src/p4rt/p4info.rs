@@ -29,9 +29,9 @@ fn aliases(names: &[&str]) -> Vec<String> {
             let parts: Vec<&str> = name.split('.').collect();
             for n in 1..=parts.len() {
                 let suffix = parts[parts.len() - n..].join(".");
-                let clash = names.iter().any(|other| {
-                    other != name && (*other == suffix || other.ends_with(&format!(".{suffix}")))
-                });
+                let clash = names
+                    .iter()
+                    .any(|other| other != name && (*other == suffix || other.ends_with(&format!(".{suffix}"))));
                 if !clash {
                     return suffix;
                 }
@@ -120,7 +120,9 @@ pub fn build(caps: &Capacities) -> cfg::P4Info {
                     .map(|&id| {
                         let (scope, annotations) = match contract::action_scope(t.id, id) {
                             ActionScope::TableAndDefault => (cfg::action_ref::Scope::TableAndDefault, vec![]),
-                            ActionScope::TableOnly => (cfg::action_ref::Scope::TableOnly, vec!["@tableonly".to_string()]),
+                            ActionScope::TableOnly => {
+                                (cfg::action_ref::Scope::TableOnly, vec!["@tableonly".to_string()])
+                            }
                             ActionScope::DefaultOnly => {
                                 (cfg::action_ref::Scope::DefaultOnly, vec!["@defaultonly".to_string()])
                             }
@@ -284,7 +286,8 @@ mod tests {
             assert_eq!(r.size, def.size as i32);
             assert_eq!(super::super::compare::bit_width(&r.type_spec), Some(def.bits as i32));
         }
-        let cpm: Vec<&str> = info.controller_packet_metadata.iter().map(|c| c.preamble.as_ref().unwrap().name.as_str()).collect();
+        let cpm: Vec<&str> =
+            info.controller_packet_metadata.iter().map(|c| c.preamble.as_ref().unwrap().name.as_str()).collect();
         assert!(cpm.contains(&"packet_in") && cpm.contains(&"packet_out"));
         for d in &info.digests {
             let name = &d.preamble.as_ref().unwrap().name;
@@ -301,7 +304,8 @@ mod tests {
         let size_of = |id: u32| info.tables.iter().find(|t| t.preamble.as_ref().unwrap().id == id).unwrap().size;
         assert_eq!(size_of(contract::TABLE_CLASSIFIER), 100_000);
         assert_eq!(size_of(contract::TABLE_PROFILE), 16384);
-        let reg = info.registers.iter().find(|r| r.preamble.as_ref().unwrap().id == contract::REG_NEXT_FREE_NS).unwrap();
+        let reg =
+            info.registers.iter().find(|r| r.preamble.as_ref().unwrap().id == contract::REG_NEXT_FREE_NS).unwrap();
         assert_eq!(reg.size, 16384);
     }
 }

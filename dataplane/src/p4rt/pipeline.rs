@@ -139,7 +139,10 @@ mod tests {
     #[test]
     fn set_then_get_is_symmetric_and_response_types_select_fields() {
         let mut p = Pipeline::new(build(&Capacities::default()));
-        assert_eq!(p.set(Action::VerifyAndCommit as i32, Some(config(b"{\"bmv2\":1}", 42))), Ok(Effect::ClearForwardingState));
+        assert_eq!(
+            p.set(Action::VerifyAndCommit as i32, Some(config(b"{\"bmv2\":1}", 42))),
+            Ok(Effect::ClearForwardingState)
+        );
         assert_eq!(p.get(ResponseType::All as i32).unwrap(), config(b"{\"bmv2\":1}", 42));
         let c = p.get(ResponseType::CookieOnly as i32).unwrap();
         assert!(c.p4info.is_none() && c.p4_device_config.is_empty() && c.cookie.unwrap().cookie == 42);

@@ -131,10 +131,16 @@ pub fn read_entity(
             return Err(P4Error::invalid(format!("unknown meter id {} (this target has no meters)", m.meter_id)))
         }
         E::ValueSetEntry(v) if v.value_set_id != 0 => {
-            return Err(P4Error::invalid(format!("unknown value set id {} (this target has no value sets)", v.value_set_id)))
+            return Err(P4Error::invalid(format!(
+                "unknown value set id {} (this target has no value sets)",
+                v.value_set_id
+            )))
         }
         E::ExternEntry(x) if x.extern_type_id != 0 => {
-            return Err(P4Error::invalid(format!("unknown extern type {} (this target has no externs)", x.extern_type_id)))
+            return Err(P4Error::invalid(format!(
+                "unknown extern type {} (this target has no externs)",
+                x.extern_type_id
+            )))
         }
         E::ActionProfileMember(m) if m.action_profile_id != 0 => {
             return Err(P4Error::invalid(format!("unknown action profile id {}", m.action_profile_id)))
@@ -142,7 +148,11 @@ pub fn read_entity(
         E::ActionProfileGroup(g) if g.action_profile_id != 0 => {
             return Err(P4Error::invalid(format!("unknown action profile id {}", g.action_profile_id)))
         }
-        E::MeterEntry(_) | E::ValueSetEntry(_) | E::ExternEntry(_) | E::ActionProfileMember(_) | E::ActionProfileGroup(_) => {}
+        E::MeterEntry(_)
+        | E::ValueSetEntry(_)
+        | E::ExternEntry(_)
+        | E::ActionProfileMember(_)
+        | E::ActionProfileGroup(_) => {}
         E::DirectCounterEntry(_) => return Err(P4Error::invalid("this target has no direct counters")),
         E::DirectMeterEntry(_) => return Err(P4Error::invalid("this target has no direct meters")),
         // This target duplicates natively (no clone session) and has no multicast: there are no

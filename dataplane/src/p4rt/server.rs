@@ -28,7 +28,7 @@ use super::proto::p4::v1 as pb;
 use super::proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
 use super::read::read_entity;
 use super::stream::{u128_of, Sessions, STREAM_QUEUE};
-use super::write::{self, decode_op, dataplane_atomic_capable};
+use super::write::{self, dataplane_atomic_capable, decode_op};
 use super::ServerConfig;
 
 /// Entities per ReadResponse message: keeps each message far below gRPC's default 4 MiB limit.
@@ -243,11 +243,7 @@ impl P4Runtime for Service {
         };
 
         let _guard = s.ops.write().await;
-        let ops: Vec<P4Result<write::Op>> = req
-            .updates
-            .iter()
-            .map(|u| decode_op(&s.control, u))
-            .collect();
+        let ops: Vec<P4Result<write::Op>> = req.updates.iter().map(|u| decode_op(&s.control, u)).collect();
         if atomicity == Atomicity::DataplaneAtomic && !dataplane_atomic_capable(&ops) {
             return Err(P4Error::unimplemented(
                 "DATAPLANE_ATOMIC batches may hold only table match entries (default entries, registers, counters \

@@ -164,7 +164,8 @@ impl Shared {
         }
         let mut port = None;
         for (f, v) in header.fields.iter().zip(&values) {
-            let v = v.ok_or_else(|| P4Error::invalid(format!("packet_out metadata {} ({}) is missing", f.id, f.name)))?;
+            let v =
+                v.ok_or_else(|| P4Error::invalid(format!("packet_out metadata {} ({}) is missing", f.id, f.name)))?;
             if f.name == "egress_port" {
                 port = Some(v as u32);
             }
@@ -187,7 +188,12 @@ impl Shared {
 
     /// Handle one message of a stream. Err terminates the stream with that status (only
     /// arbitration errors do); other errors are reported as StreamError and the stream goes on.
-    pub fn on_stream_message(self: &Arc<Self>, client: ClientId, tx: &Tx, msg: pb::StreamMessageRequest) -> Result<(), Status> {
+    pub fn on_stream_message(
+        self: &Arc<Self>,
+        client: ClientId,
+        tx: &Tx,
+        msg: pb::StreamMessageRequest,
+    ) -> Result<(), Status> {
         use pb::stream_error::Details;
         use pb::stream_message_request::Update;
         let report = |e: P4Error, details: Details| {
@@ -242,7 +248,8 @@ impl Shared {
                         .collect()
                 })
                 .unwrap_or_default();
-            let msg = response(pb::stream_message_response::Update::Packet(pb::PacketIn { payload: p.payload, metadata }));
+            let msg =
+                response(pb::stream_message_response::Update::Packet(pb::PacketIn { payload: p.payload, metadata }));
             let _ = tx.try_send(Ok(msg));
         }
     }

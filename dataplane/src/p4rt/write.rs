@@ -33,10 +33,22 @@ use super::proto::p4::v1 as pb;
 pub enum Op {
     Table(TableOp),
     /// index None = every cell.
-    Register { id: u32, index: Option<u32>, value: u128 },
+    Register {
+        id: u32,
+        index: Option<u32>,
+        value: u128,
+    },
     /// index None = every cell; data None = leave unchanged.
-    Counter { id: u32, index: Option<u32>, data: Option<(u64, u64)> },
-    Digest { kind: UpdateKind, id: u32, config: Option<DigestConfig> },
+    Counter {
+        id: u32,
+        index: Option<u32>,
+        data: Option<(u64, u64)>,
+    },
+    Digest {
+        kind: UpdateKind,
+        id: u32,
+        config: Option<DigestConfig>,
+    },
 }
 
 fn update_kind(t: i32) -> P4Result<UpdateKind> {
@@ -65,16 +77,14 @@ pub(super) fn check_index(index: &Option<pb::Index>, size: u32, what: &str) -> P
 pub fn decode_op(control: &SwitchControl, u: &pb::Update) -> P4Result<Op> {
     use pb::entity::Entity as E;
     let kind = update_kind(u.r#type)?;
-    let entity = u
-        .entity
-        .as_ref()
-        .and_then(|e| e.entity.as_ref())
-        .ok_or_else(|| P4Error::invalid("update has no entity"))?;
+    let entity =
+        u.entity.as_ref().and_then(|e| e.entity.as_ref()).ok_or_else(|| P4Error::invalid("update has no entity"))?;
     match entity {
         E::TableEntry(te) => Ok(Op::Table(decode_update(kind, te)?)),
         E::RegisterEntry(r) => {
-            let def = contract::register(r.register_id)
-                .ok_or_else(|| P4Error::invalid(format!("unknown register id {} (0x{:08x})", r.register_id, r.register_id)))?;
+            let def = contract::register(r.register_id).ok_or_else(|| {
+                P4Error::invalid(format!("unknown register id {} (0x{:08x})", r.register_id, r.register_id))
+            })?;
             let what = format!("register {}", def.name);
             if kind != UpdateKind::Modify {
                 return Err(P4Error::invalid(format!("{what}: registers can only be modified (use MODIFY)")));
@@ -83,14 +93,17 @@ pub fn decode_op(control: &SwitchControl, u: &pb::Update) -> P4Result<Op> {
             let index = check_index(&r.index, size, &what)?;
             let value = match r.data.as_ref().and_then(|d| d.data.as_ref()) {
                 Some(pb::p4_data::Data::Bitstring(b)) => decode_uint(b, def.bits, &format_args!("{what} value"))?,
-                Some(_) => return Err(P4Error::invalid(format!("{what}: data must be a bitstring (bit<{}>)", def.bits))),
+                Some(_) => {
+                    return Err(P4Error::invalid(format!("{what}: data must be a bitstring (bit<{}>)", def.bits)))
+                }
                 None => return Err(P4Error::invalid(format!("{what}: data is missing"))),
             };
             Ok(Op::Register { id: def.id, index, value })
         }
         E::CounterEntry(c) => {
-            let def = contract::counter(c.counter_id)
-                .ok_or_else(|| P4Error::invalid(format!("unknown counter id {} (0x{:08x})", c.counter_id, c.counter_id)))?;
+            let def = contract::counter(c.counter_id).ok_or_else(|| {
+                P4Error::invalid(format!("unknown counter id {} (0x{:08x})", c.counter_id, c.counter_id))
+            })?;
             let what = format!("counter {}", def.name);
             if kind != UpdateKind::Modify {
                 return Err(P4Error::invalid(format!("{what}: counters can only be modified (use MODIFY)")));
@@ -107,8 +120,9 @@ pub fn decode_op(control: &SwitchControl, u: &pb::Update) -> P4Result<Op> {
             Ok(Op::Counter { id: def.id, index, data })
         }
         E::DigestEntry(d) => {
-            let def = contract::digest(d.digest_id)
-                .ok_or_else(|| P4Error::invalid(format!("unknown digest id {} (0x{:08x})", d.digest_id, d.digest_id)))?;
+            let def = contract::digest(d.digest_id).ok_or_else(|| {
+                P4Error::invalid(format!("unknown digest id {} (0x{:08x})", d.digest_id, d.digest_id))
+            })?;
             let config = match (&d.config, kind) {
                 (_, UpdateKind::Delete) => None,
                 (Some(c), _) => {
@@ -126,20 +140,22 @@ pub fn decode_op(control: &SwitchControl, u: &pb::Update) -> P4Result<Op> {
         }
         E::DirectCounterEntry(_) => Err(P4Error::invalid("this target has no direct counters")),
         E::DirectMeterEntry(_) => Err(P4Error::invalid("this target has no direct meters")),
-        E::MeterEntry(m) => Err(P4Error::invalid(format!("unknown meter id {} (this target has no meters)", m.meter_id))),
+        E::MeterEntry(m) => {
+            Err(P4Error::invalid(format!("unknown meter id {} (this target has no meters)", m.meter_id)))
+        }
         E::ValueSetEntry(v) => {
             Err(P4Error::invalid(format!("unknown value set id {} (this target has no value sets)", v.value_set_id)))
         }
-        E::ExternEntry(x) => Err(P4Error::invalid(format!("unknown extern type {} (this target has no externs)", x.extern_type_id))),
+        E::ExternEntry(x) => {
+            Err(P4Error::invalid(format!("unknown extern type {} (this target has no externs)", x.extern_type_id)))
+        }
         E::ActionProfileMember(_) | E::ActionProfileGroup(_) => {
             Err(P4Error::unimplemented("action profiles are not supported (this target has none)"))
         }
-        E::PacketReplicationEngineEntry(_) => {
-            Err(P4Error::unimplemented(
-                "multicast groups and clone sessions cannot be written: this target duplicates packets natively \
+        E::PacketReplicationEngineEntry(_) => Err(P4Error::unimplemented(
+            "multicast groups and clone sessions cannot be written: this target duplicates packets natively \
                  (no clone session needed) and has no multicast; reads find none",
-            ))
-        }
+        )),
     }
 }
 
@@ -223,7 +239,10 @@ fn simulate(
     let len = *shadow.len(entry.table_id)?;
     match (kind, &old) {
         (UpdateKind::Insert, Some(_)) => {
-            return Err(P4Error::new(Code::AlreadyExists, format!("table {name}: an entry with this match key and priority exists")))
+            return Err(P4Error::new(
+                Code::AlreadyExists,
+                format!("table {name}: an entry with this match key and priority exists"),
+            ))
         }
         (UpdateKind::Insert, None) if len >= capacity as usize => {
             return Err(P4Error::new(Code::ResourceExhausted, format!("table {name} is full ({capacity} entries)")))

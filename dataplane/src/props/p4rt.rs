@@ -2,8 +2,8 @@
 //! they encode whatever their leading zeros and are refused when too wide; every valid table
 //! entry of every table survives encode -> decode unchanged (read-write symmetry); and any bytes
 //! at all, or any mutation of a valid WriteRequest, decode to a value or an error, never a panic.
-use prost::Message;
 use proptest::prelude::*;
+use prost::Message;
 use tonic::Code;
 
 use crate::contract::{self, ActionScope, MatchKind, TableDef, TABLES};

@@ -95,13 +95,27 @@ impl Frame {
 }
 
 fn l3() -> impl Strategy<Value = L3> {
-    let proto = prop_oneof![Just(IP_PROTO_TCP), Just(IP_PROTO_UDP), Just(IP_PROTO_ICMP), Just(IP_PROTO_ICMPV6), any::<u8>()];
+    let proto =
+        prop_oneof![Just(IP_PROTO_TCP), Just(IP_PROTO_UDP), Just(IP_PROTO_ICMP), Just(IP_PROTO_ICMPV6), any::<u8>()];
     prop_oneof![
-        (5u8..=15, any::<u8>(), prop_oneof![Just(0u16), Just(0x4000), any::<u16>()], proto.clone(), any::<u32>(), any::<u32>())
+        (
+            5u8..=15,
+            any::<u8>(),
+            prop_oneof![Just(0u16), Just(0x4000), any::<u16>()],
+            proto.clone(),
+            any::<u32>(),
+            any::<u32>()
+        )
             .prop_map(|(ihl, dscp_ecn, frag, proto, src, dst)| L3::V4 { ihl, dscp_ecn, frag, proto, src, dst }),
-        (any::<u8>(), proto, any::<u128>(), any::<u128>()).prop_map(|(tc, proto, src, dst)| L3::V6 { tc, proto, src, dst }),
+        (any::<u8>(), proto, any::<u128>(), any::<u128>()).prop_map(|(tc, proto, src, dst)| L3::V6 {
+            tc,
+            proto,
+            src,
+            dst
+        }),
         any::<u16>()
-            .prop_filter("not IP or a tag", |et| ![ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_VLAN, ETHERTYPE_QINQ].contains(et))
+            .prop_filter("not IP or a tag", |et| ![ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_VLAN, ETHERTYPE_QINQ]
+                .contains(et))
             .prop_map(L3::Other),
     ]
 }
@@ -113,9 +127,8 @@ fn frame() -> impl Strategy<Value = Frame> {
         prop_oneof![Just(ETHERTYPE_VLAN), Just(ETHERTYPE_QINQ)].prop_map(|t| vec![t]),
         prop_oneof![Just(ETHERTYPE_VLAN), Just(ETHERTYPE_QINQ)].prop_map(|t| vec![t, ETHERTYPE_VLAN]),
     ];
-    (any::<[u8; 6]>(), any::<[u8; 6]>(), tags, l3(), any::<u16>(), any::<u16>(), 0usize..64).prop_map(
-        |(dst, src, tags, l3, sport, dport, payload)| Frame { dst, src, tags, l3, sport, dport, payload },
-    )
+    (any::<[u8; 6]>(), any::<[u8; 6]>(), tags, l3(), any::<u16>(), any::<u16>(), 0usize..64)
+        .prop_map(|(dst, src, tags, l3, sport, dport, payload)| Frame { dst, src, tags, l3, sport, dport, payload })
 }
 
 fn mac_u64(m: [u8; 6]) -> u64 {

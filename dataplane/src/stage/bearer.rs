@@ -229,7 +229,8 @@ impl Bearers {
         let mut next: Option<u64> = None;
         for &pd in &self.cells {
             let round = &self.rounds[pd as usize];
-            let Some(ready) = round.iter().filter_map(|&bi| self.head(regs, bi)).map(|h| self.pkts[h as usize].ready).min()
+            let Some(ready) =
+                round.iter().filter_map(|&bi| self.head(regs, bi)).map(|h| self.pkts[h as usize].ready).min()
             else {
                 continue;
             };
@@ -539,7 +540,7 @@ mod tests {
         assert_eq!(pf_decay(u64::MAX, 0, 63 << 10, 10), 1);
         assert_eq!(pf_decay(u64::MAX, 0, 1 << 63, 63), u64::MAX >> 1); // 2^63 ns: one half-life
         assert_eq!(pf_decay(u64::MAX, 0, 1 << 63, 200), u64::MAX >> 1); // wlog beyond 63 is 63
-        // 2^64 - 1 ns: two half-lives within the tangent's 3.7e-6 for a rest just under 1/256.
+                                                                        // 2^64 - 1 ns: two half-lives within the tangent's 3.7e-6 for a rest just under 1/256.
         let almost = pf_decay(u64::MAX, 0, u64::MAX, 63) as f64;
         assert!((almost / (u64::MAX >> 2) as f64 - 1.0).abs() < 3.7e-6, "{almost}");
         let under_one = pf_decay(u64::MAX, 0, (1 << 63) - 1, 63) as f64;
@@ -615,7 +616,8 @@ mod tests {
         // of it), over at least 4 half-lives; the old linear rule gave 1 / 1.386 for small steps.
         let w = 20;
         let h = 1u64 << w;
-        let splits = [1, 7, 1000, h / 1000, h / 256 - 1, h / 256, h / 256 + 1, h / 100, h / 7, h / 3, h / 2 + 1, h - 1, h];
+        let splits =
+            [1, 7, 1000, h / 1000, h / 256 - 1, h / 256, h / 256 + 1, h / 100, h / 7, h / 3, h / 2 + 1, h - 1, h];
         for step in splits {
             let steps = (4 * h).div_ceil(step);
             let e = compounded(step, steps, w);

@@ -90,7 +90,15 @@ fn should_drop(v: &mut Vars, p: &Params, now: u64, sojourn: u64, backlog: u64) -
 /// The decision for one packet dequeued at `now` (its service start), that waited `sojourn` behind
 /// `backlog` bytes; `queued_at_recheck`: it was already queued when the previous packet was
 /// dropped (its dequeue instant is that drop's). `ect`: the packet is ECN-capable.
-pub fn dequeue(v: &mut Vars, p: &Params, now: u64, sojourn: u64, backlog: u64, queued_at_recheck: bool, ect: bool) -> Decision {
+pub fn dequeue(
+    v: &mut Vars,
+    p: &Params,
+    now: u64,
+    sojourn: u64,
+    backlog: u64,
+    queued_at_recheck: bool,
+    ect: bool,
+) -> Decision {
     let recheck = v.state & (RECHECK_DROPPING | RECHECK_FIRST);
     v.state &= !(RECHECK_DROPPING | RECHECK_FIRST);
     if recheck != 0 {

@@ -77,7 +77,12 @@ mod tests {
     #[test]
     fn constant_delay_and_order_keeping() {
         let (regs, counters, mut rng) = setup();
-        let imp = Impairment { delay_ns: 10_000_000, jitter_ns: 5_000_000, jitter_dist: JITTER_UNIFORM, ..Default::default() };
+        let imp = Impairment {
+            delay_ns: 10_000_000,
+            jitter_ns: 5_000_000,
+            jitter_dist: JITTER_UNIFORM,
+            ..Default::default()
+        };
         let mut prev = 0;
         for i in 0..10_000u64 {
             let now = i * 1000;
@@ -93,8 +98,16 @@ mod tests {
     #[test]
     fn jitter_distributions_have_expected_sigma() {
         let (regs, counters, mut rng) = setup();
-        for (dist, want_sigma) in [(JITTER_UNIFORM, 1e6 / 3f64.sqrt()), (JITTER_NORMAL, 1e6), (crate::contract::JITTER_PARETONORMAL, 1e6)] {
-            let imp = Impairment { delay_ns: 50_000_000, jitter_ns: 1_000_000, jitter_dist: dist, reorder_mode: 1, ..Default::default() };
+        for (dist, want_sigma) in
+            [(JITTER_UNIFORM, 1e6 / 3f64.sqrt()), (JITTER_NORMAL, 1e6), (crate::contract::JITTER_PARETONORMAL, 1e6)]
+        {
+            let imp = Impairment {
+                delay_ns: 50_000_000,
+                jitter_ns: 1_000_000,
+                jitter_dist: dist,
+                reorder_mode: 1,
+                ..Default::default()
+            };
             let n = 100_000;
             let mut xs = Vec::with_capacity(n);
             for _ in 0..n {

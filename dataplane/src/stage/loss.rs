@@ -124,7 +124,8 @@ mod tests {
         let regs = Registers::new(&caps, vec![0; 16384].into(), 1);
         let counters = Counters::new(&caps);
         let mut rng = Prng::new(99);
-        let imp = Impairment { ge_p: p(0.01), ge_r: p(0.2), ge_loss_good: 0, ge_loss_bad: u32::MAX, ..Default::default() };
+        let imp =
+            Impairment { ge_p: p(0.01), ge_r: p(0.2), ge_loss_good: 0, ge_loss_bad: u32::MAX, ..Default::default() };
         let n = 2_000_000;
         let (mut lost, mut bursts, mut prev) = (0u64, 0u64, false);
         for _ in 0..n {
@@ -179,7 +180,8 @@ mod tests {
 
     #[test]
     fn four_state_boundaries_are_the_kernels() {
-        let imp = Impairment { loss4_p13: 10, loss4_p31: 20, loss4_p32: 5, loss4_p23: 7, loss4_p14: 3, ..Default::default() };
+        let imp =
+            Impairment { loss4_p13: 10, loss4_p31: 20, loss4_p32: 5, loss4_p23: 7, loss4_p14: 3, ..Default::default() };
         assert_eq!(four_state(0, 2, &imp), (LOST_IN_GAP, Some(DropReason::LossRandom)));
         assert_eq!(four_state(TX_IN_GAP, 3, &imp), (TX_IN_GAP, None)); // rnd == a4: no branch
         assert_eq!(four_state(TX_IN_GAP, 12, &imp), (LOST_IN_BURST, Some(DropReason::LossBurst)));

@@ -162,7 +162,9 @@ fn next_timer(p: &RadioParams, u: &Ue) -> Option<(u64, u8)> {
     let long_start = if lte_short_drx(p) { drx_start.saturating_add(p.short_drx_time_ns) } else { drx_start };
     let next = match (p.model, u.state) {
         (_, st::PROMOTING) => Some((u.done, promotion_target(p.model))),
-        (model::UMTS, st::DCH) if p.dch_fach_timer_ns != 0 => Some((local.saturating_add(p.dch_fach_timer_ns), st::FACH)),
+        (model::UMTS, st::DCH) if p.dch_fach_timer_ns != 0 => {
+            Some((local.saturating_add(p.dch_fach_timer_ns), st::FACH))
+        }
         (model::UMTS, st::FACH) if p.fach_idle_timer_ns != 0 => {
             Some((local.saturating_add(p.fach_idle_timer_ns), st::IDLE))
         }

@@ -171,11 +171,11 @@ impl Stage for Rate {
         }
         if imp.aqm == AQM_CODEL {
             // CoDel at the packet's dequeue instant (`begin`); see codel.rs.
-            let params = codel::Params { target_ns: imp.codel_target_ns, interval_ns: imp.codel_interval_ns, ecn: imp.ecn };
+            let params =
+                codel::Params { target_ns: imp.codel_target_ns, interval_ns: imp.codel_interval_ns, ecn: imp.ecn };
             let cell = &regs.codel[pd];
             let mut vars = cell.load();
-            decision =
-                codel::dequeue(&mut vars, &params, begin, begin - pkt.ready, bytes, pkt.ready <= free_at, ect);
+            decision = codel::dequeue(&mut vars, &params, begin, begin - pkt.ready, bytes, pkt.ready <= free_at, ect);
             cell.store(&vars);
             if decision == codel::Decision::Drop {
                 // Dropped at dequeue: no link time, no backlog.
@@ -203,8 +203,16 @@ impl Rate {
     /// Queues an admitted packet until `departure` (backlog registers and the ring of departures).
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    fn admit(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt, departure: u64, wire: u64, bytes: u64,
-             pkts: u32) -> Verdict {
+    fn admit(
+        &mut self,
+        imp: &Impairment,
+        ctx: &mut Ctx,
+        pkt: &mut Pkt,
+        departure: u64,
+        wire: u64,
+        bytes: u64,
+        pkts: u32,
+    ) -> Verdict {
         let pd = ctx.pd as usize;
         let regs = ctx.regs;
         if departure > ctx.now {

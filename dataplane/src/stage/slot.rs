@@ -182,7 +182,13 @@ mod tests {
     #[test]
     fn distribution_draws_have_the_mean_and_sigma_and_never_go_below_zero() {
         for (dist, sigma) in [(JITTER_NORMAL, 1e6), (JITTER_UNIFORM, 1e6 / 3f64.sqrt())] {
-            let imp = Impairment { slot_delay_ns: 10 * MS, slot_span_ns: MS, slot_dist: dist, slot_packets: 1, ..Default::default() };
+            let imp = Impairment {
+                slot_delay_ns: 10 * MS,
+                slot_span_ns: MS,
+                slot_dist: dist,
+                slot_packets: 1,
+                ..Default::default()
+            };
             let got = releases(&imp, &vec![0; 50_000], 100);
             let gaps: Vec<f64> = got.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
             let m = gaps.iter().sum::<f64>() / gaps.len() as f64;

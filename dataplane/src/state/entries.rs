@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use crate::contract::{self, *};
 use crate::tables::hash::FxHashMap;
 use crate::tables::{
-    ClassKey, ClassOp, Classifier, Forward, Impairment, MacMap, PortMap, ProfileSel, ProfileTable, RadioParams, RadioTable,
-    Rule, Snapshot,
+    ClassKey, ClassOp, Classifier, Forward, Impairment, MacMap, PortMap, ProfileSel, ProfileTable, RadioParams,
+    RadioTable, Rule, Snapshot,
 };
 
 use super::{ActionCall, Capacities, FieldMatch, StateError, TableEntry, UpdateKind};
@@ -103,7 +103,11 @@ impl TableStore {
 
     /// Canonical form of the match fields: checked against the key definitions, don't-care
     /// matches (ternary mask 0, full range) turned into `None` so that equal entries compare equal.
-    fn canonical_matches(&self, def: &TableDef, matches: &[Option<FieldMatch>]) -> Result<Vec<Option<FieldMatch>>, StateError> {
+    fn canonical_matches(
+        &self,
+        def: &TableDef,
+        matches: &[Option<FieldMatch>],
+    ) -> Result<Vec<Option<FieldMatch>>, StateError> {
         if matches.len() != def.keys.len() {
             return Err(invalid(format!(
                 "table {} has {} match fields, entry gives {}",
@@ -130,10 +134,7 @@ impl TableStore {
                         return Err(invalid(format!("{}: value/mask exceed {} bits", k.name, k.bits)));
                     }
                     if value & !mask != 0 {
-                        return Err(invalid(format!(
-                            "{}: value {value:#x} has bits outside mask {mask:#x}",
-                            k.name
-                        )));
+                        return Err(invalid(format!("{}: value {value:#x} has bits outside mask {mask:#x}", k.name)));
                     }
                     if *mask == 0 {
                         None
@@ -143,10 +144,7 @@ impl TableStore {
                 }
                 (MatchKind::Range, Some(FieldMatch::Range { lo, hi })) => {
                     if *hi > max || lo > hi {
-                        return Err(invalid(format!(
-                            "{}: range [{lo}, {hi}] invalid for {} bits",
-                            k.name, k.bits
-                        )));
+                        return Err(invalid(format!("{}: range [{lo}, {hi}] invalid for {} bits", k.name, k.bits)));
                     }
                     if *lo == 0 && *hi == max {
                         None
@@ -166,10 +164,7 @@ impl TableStore {
                     }
                 }
                 (kind, Some(other)) => {
-                    return Err(invalid(format!(
-                        "{}: match kind {kind:?} expected, got {other:?}",
-                        k.name
-                    )));
+                    return Err(invalid(format!("{}: match kind {kind:?} expected, got {other:?}", k.name)));
                 }
             };
             out.push(c);
@@ -365,11 +360,8 @@ impl TableStore {
     }
 
     pub fn read(&self, table_id: u32) -> Result<Vec<TableEntry>, StateError> {
-        let selected: Vec<&Table> = if table_id == 0 {
-            self.tables.iter().collect()
-        } else {
-            vec![&self.tables[self.index(table_id)?]]
-        };
+        let selected: Vec<&Table> =
+            if table_id == 0 { self.tables.iter().collect() } else { vec![&self.tables[self.index(table_id)?]] };
         let mut out = Vec::new();
         for t in selected {
             let mut v: Vec<&Stored> = t.entries.values().collect();
@@ -430,9 +422,9 @@ impl TableStore {
             let entries = || t.entries.values();
             match t.def.id {
                 TABLE_PORT_MAP => {
-                    s.port_map = Arc::new(PortMap::new(entries().map(|e| {
-                        (exact(&e.entry.matches[0]) as u16, forward(&e.entry.action))
-                    })));
+                    s.port_map = Arc::new(PortMap::new(
+                        entries().map(|e| (exact(&e.entry.matches[0]) as u16, forward(&e.entry.action))),
+                    ));
                     s.port_map_default = forward(&t.default);
                 }
                 TABLE_L2_FWD => {
@@ -464,8 +456,8 @@ impl TableStore {
                             (exact(&e.entry.matches[0]) as u32, RadioParams::from_params(&e.entry.action.params))
                         }),
                     ));
-                    s.radio_default = (t.default.action_id == ACTION_SET_RADIO)
-                        .then(|| RadioParams::from_params(&t.default.params));
+                    s.radio_default =
+                        (t.default.action_id == ACTION_SET_RADIO).then(|| RadioParams::from_params(&t.default.params));
                 }
                 _ => {}
             }

@@ -136,8 +136,12 @@ impl Capacities {
             REG_RADIO_FACH_FREE_NS => self.ue_ids * RADIO_DIRECTIONS,
             id if crate::state::BEARER_UE_REGISTERS.contains(&id) => self.ue_ids * RADIO_DIRECTIONS,
             REG_RADIO_STATE_TIME_NS => self.ue_ids * RADIO_STATE_STRIDE,
-            REG_RADIO_STATE | REG_RADIO_LAST_ACTIVITY_NS | REG_RADIO_PROMO_DONE_NS | REG_RADIO_DRX_REF_NS
-            | REG_RADIO_STATE_SINCE_NS | REG_RADIO_PROMO_PKTS => self.ue_ids,
+            REG_RADIO_STATE
+            | REG_RADIO_LAST_ACTIVITY_NS
+            | REG_RADIO_PROMO_DONE_NS
+            | REG_RADIO_DRX_REF_NS
+            | REG_RADIO_STATE_SINCE_NS
+            | REG_RADIO_PROMO_PKTS => self.ue_ids,
             _ => self.pds(),
         })
     }

@@ -270,7 +270,11 @@ pub struct PdRed {
 impl PdRed {
     #[inline]
     pub fn load(&self) -> crate::stage::red::Vars {
-        crate::stage::red::Vars { qavg: self.qavg.load(Relaxed), count: self.count.load(Relaxed), qr: self.qr.load(Relaxed) }
+        crate::stage::red::Vars {
+            qavg: self.qavg.load(Relaxed),
+            count: self.count.load(Relaxed),
+            qr: self.qr.load(Relaxed),
+        }
     }
 
     #[inline]
@@ -535,8 +539,12 @@ impl RadioRegisters {
     fn size(&self, reg_id: u32) -> Option<usize> {
         let n = self.ues.len();
         Some(match reg_id {
-            REG_RADIO_STATE | REG_RADIO_LAST_ACTIVITY_NS | REG_RADIO_PROMO_DONE_NS | REG_RADIO_DRX_REF_NS
-            | REG_RADIO_STATE_SINCE_NS | REG_RADIO_PROMO_PKTS => n,
+            REG_RADIO_STATE
+            | REG_RADIO_LAST_ACTIVITY_NS
+            | REG_RADIO_PROMO_DONE_NS
+            | REG_RADIO_DRX_REF_NS
+            | REG_RADIO_STATE_SINCE_NS
+            | REG_RADIO_PROMO_PKTS => n,
             REG_RADIO_FACH_FREE_NS => n * RADIO_DIRECTIONS as usize,
             REG_RADIO_STATE_TIME_NS => self.state_time_ns.len(),
             _ => return None,

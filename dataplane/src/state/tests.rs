@@ -150,7 +150,10 @@ fn defaults_and_const_default() {
     assert!(l.snapshot.load().learn_on_miss);
     let e = c.set_default_action(TABLE_L2_FWD, Some(ActionCall { action_id: ACTION_SEND_TO_CPU, params: vec![] }));
     assert_eq!(kind(&e), "invalid");
-    let bad = c.set_default_action(TABLE_CLASSIFIER, Some(ActionCall { action_id: ACTION_SET_PROFILE, params: vec![9, 0, 0] }));
+    let bad = c.set_default_action(
+        TABLE_CLASSIFIER,
+        Some(ActionCall { action_id: ACTION_SET_PROFILE, params: vec![9, 0, 0] }),
+    );
     assert_eq!(kind(&bad), "range");
     c.set_default_action(TABLE_L2_LEARN, None).unwrap();
     assert!(!l.snapshot.load().learn_on_miss);
@@ -246,7 +249,7 @@ fn radio_table_ue_range_and_radio_registers() {
     let key = crate::tables::ClassKey { ingress_port: 1, ipv4_dst: 0x0a00_0023, ..Default::default() };
     let sel = l.snapshot.load().classifier.lookup(&key);
     assert_eq!(sel.map(|s| s.ue(0, 0x0a00_0023)), Some(935)); // 900 + (0x23 & 99)
-    // Per-UE registers: sized by --ue-ids, read/write at the edges, cleared by a reset.
+                                                              // Per-UE registers: sized by --ue-ids, read/write at the edges, cleared by a reset.
     assert_eq!(c.register_size(REG_RADIO_STATE).unwrap(), 1000);
     assert_eq!(c.register_size(REG_RADIO_STATE_TIME_NS).unwrap(), 16_000);
     assert_eq!(c.register_size(REG_RADIO_FACH_FREE_NS).unwrap(), 2000);
@@ -294,7 +297,10 @@ fn a_million_ues_cost_no_start_time() {
 /// holds it its copy is reused (caught up with the batches it missed) instead of rebuilt.
 #[test]
 fn classifier_copies_are_reused_only_when_unread_and_never_change_while_held() {
-    let cfg = ControlConfig { caps: Capacities { classifier_entries: 64, profiles: 32, ..Capacities::default() }, ..ControlConfig::default() };
+    let cfg = ControlConfig {
+        caps: Capacities { classifier_entries: 64, profiles: 32, ..Capacities::default() },
+        ..ControlConfig::default()
+    };
     let (c, l) = SwitchControl::new(cfg).unwrap();
     let key = |port: u16| crate::tables::ClassKey { ingress_port: port, ..Default::default() };
     let pd = |s: &crate::tables::Snapshot, port: u16| s.classifier.lookup(&key(port)).map(|r| r.pd());

@@ -383,7 +383,12 @@ mod tests {
             dport: range(rng),
             priority: 1 + small(rng, 50) as i32,
             seq,
-            result: ProfileSel { profile_id: seq as u16, direction: (seq & 1) as u8, ue_id: seq as u32, ..Default::default() },
+            result: ProfileSel {
+                profile_id: seq as u16,
+                direction: (seq & 1) as u8,
+                ue_id: seq as u32,
+                ..Default::default()
+            },
         }
     }
 
@@ -459,7 +464,15 @@ mod tests {
         let sel = |p| ProfileSel { profile_id: p, ..Default::default() };
         let rules = [
             Rule { value: any, mask: any, sport: (0, 65535), dport: (0, 65535), priority: 5, seq: 0, result: sel(1) },
-            Rule { value: v, mask: port_mask, sport: (0, 65535), dport: (0, 65535), priority: 5, seq: 1, result: sel(2) },
+            Rule {
+                value: v,
+                mask: port_mask,
+                sport: (0, 65535),
+                dport: (0, 65535),
+                priority: 5,
+                seq: 1,
+                result: sel(2),
+            },
         ];
         let c = Classifier::build(&rules);
         assert_eq!(c.lookup(&v), Some(sel(1)));

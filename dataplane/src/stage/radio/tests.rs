@@ -165,7 +165,7 @@ fn umts_fach_carries_small_bursts_at_the_fach_rate_and_promotes_above_the_rlc_th
     let p = umts();
     h.ready(&p, 0, UL, S);
     let t = S + 2 * S + 5 * S; // DCH since 3 s, FACH from 7 s
-    // 100 bytes at 20 kbit/s = 40 ms.
+                               // 100 bytes at 20 kbit/s = 40 ms.
     assert_eq!(h.ready(&p, 0, UL, t), t + 40 * MS);
     assert_eq!(h.take_events().last(), Some(&(st::DCH, st::FACH, 7 * S)));
     assert_eq!(h.state(0), st::FACH);
@@ -490,12 +490,18 @@ fn lte_short_drx_wake_and_direct_demotions_to_idle() {
     let last = S + 260 * MS;
     h.ready(&p, 0, UL, last + S);
     let ev = h.take_events();
-    assert_eq!(&ev[2..4], &[(st::CONNECTED, st::SHORT_DRX, last + 100 * MS), (st::SHORT_DRX, st::IDLE, last + 110 * MS)]);
+    assert_eq!(
+        &ev[2..4],
+        &[(st::CONNECTED, st::SHORT_DRX, last + 100 * MS), (st::SHORT_DRX, st::IDLE, last + 110 * MS)]
+    );
     // No long DRX: short DRX lasts until the tail.
     let p = RadioParams { long_drx_cycle_ns: 0, ..lte() };
     let mut h = Harness::new(2);
     h.ready(&p, 0, UL, S);
     let last = S + 260 * MS;
     h.ready(&p, 0, UL, last + 5 * S);
-    assert_eq!(h.take_events()[2..4], [(st::CONNECTED, st::SHORT_DRX, last + 100 * MS), (st::SHORT_DRX, st::CONNECTED, last + 5 * S)]);
+    assert_eq!(
+        h.take_events()[2..4],
+        [(st::CONNECTED, st::SHORT_DRX, last + 100 * MS), (st::SHORT_DRX, st::CONNECTED, last + 5 * S)]
+    );
 }
