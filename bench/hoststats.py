@@ -8,6 +8,7 @@ machine's, not the switch's logic.
 """
 from __future__ import annotations
 
+import argparse
 import os
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
@@ -43,6 +44,15 @@ def steal_between(before: dict[str, list[int]], after: dict[str, list[int]], wal
 # states as the switch they are compared with.
 CPU_LATENCY_US = 0
 PM_QOS_DEVICE = "/dev/cpu_dma_latency"
+
+
+def cpu_latency_arg(v: str) -> int | None:
+    """`--cpu-latency-us`: off (None) or 0..10000 microseconds, as the switch's flag takes it."""
+    if v == "off":
+        return None
+    if not v.isdigit() or int(v) > 10_000:
+        raise argparse.ArgumentTypeError(f"must be off or 0..10000 microseconds, got {v!r}")
+    return int(v)
 
 
 class CpuLatency:

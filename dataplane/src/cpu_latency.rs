@@ -7,9 +7,10 @@
 //! exit latency; on a virtual machine the idle state is a halted vCPU that the hypervisor has to
 //! schedule again. Measured on this project's 2-vCPU Firecracker VM (cpuidle driver `haltpoll`
 //! with its guest polling off; docs/dataplane.md "CPU wake-up latency"), quiet machine, same
-//! minutes, without and with a request of 0 us: one-entry MODIFY round trip p99 1.2-3.4 ms against
-//! 0.25-0.27 ms, netem-slot release error p99 2953-4201 us against 31-266 us, and the kernel's
-//! steal time during those runs 8-26 % of the wall clock against 0.2-1.7 %.
+//! hour, without and with a request of 0 us: one-entry MODIFY round trip p99 1.15-3.38 ms against
+//! 0.23-0.30 ms, netem-slot release error p99 2953 and 4201 us against a median of 41.5 us over 15
+//! runs (31.6-539 us), and the kernel's steal time during those runs 4-26 % of the wall clock
+//! against 0.1-1.7 %.
 //!
 //! This is the kernel's own interface for it (Documentation/power/pm_qos_interface.rst): the
 //! request holds while the file stays open and is removed when it is closed, by us or by the
@@ -26,15 +27,15 @@ const PM_QOS_DEVICE: &str = "/dev/cpu_dma_latency";
 #[derive(Debug)]
 pub struct CpuLatencyRequest {
     _file: File,
-    pub us: u32,
 }
 
 /// Asks every CPU to wake within `us` microseconds for as long as the returned value lives.
-pub fn hold(us: u32) -> std::io::Result<CpuLatencyRequest> {
+pub fn hold(us: u64) -> std::io::Result<CpuLatencyRequest> {
+    let us = i32::try_from(us).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     let mut file = OpenOptions::new().write(true).open(PM_QOS_DEVICE)?;
     // The device takes a binary s32 (or a hex string); one write sets the request.
-    file.write_all(&(us as i32).to_ne_bytes())?;
-    Ok(CpuLatencyRequest { _file: file, us })
+    file.write_all(&us.to_ne_bytes())?;
+    Ok(CpuLatencyRequest { _file: file })
 }
 
 #[cfg(test)]

@@ -118,7 +118,7 @@ struct Args {
     /// it from how late its own wake-ups come (wait.rs, docs/dataplane.md "The loop's wait"), a
     /// number fixes it (0..=1000; 0 = never spin, trust the timer).
     #[arg(long, default_value = "auto", value_name = "US|auto", value_parser = parse_wake_margin)]
-    wake_margin_us: WakeMarginArg,
+    wake_margin_us: MicrosOr,
 
     /// How late (0..=1000 us) a packet that waited behind another in a rate queue may leave: the
     /// loop does not spin for such releases, and while a port's frames all go to backlogged rate
@@ -148,12 +148,12 @@ struct Args {
     /// it. 0 (the default) keeps them polling, so a release's timer, a P4Runtime request and its
     /// reply wake their threads at once; it costs idle power, as with cyclictest or tuned's
     /// latency profiles. On a VM a halted vCPU made MODIFY round trips p99 1.2-3.4 ms against
-    /// 0.25 ms and slot releases ms late (docs/dataplane.md "CPU wake-up latency"). The request
+    /// 0.23-0.30 ms and slot releases ms late (docs/dataplane.md "CPU wake-up latency"). The request
     /// ends with the switch; the value in force is logged and served as
     /// p4netem_switch_cpu_latency_request_seconds.
     #[arg(long, default_value = "0", env = "P4NETEM_SWITCH_CPU_LATENCY_US", value_name = "US|off",
           value_parser = parse_cpu_latency)]
-    cpu_latency_us: CpuLatencyArg,
+    cpu_latency_us: MicrosOr,
 
     /// Do each port's transmit syscall on a thread of its own (on veths it runs the receiving
     /// host's network stack). Off by default: on a 2-vCPU machine unshaped TCP measured slightly
@@ -346,7 +346,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let _cpu_latency = args.cpu_latency_us.0.and_then(|us| match p4netem_switch::cpu_latency::hold(us) {
         Ok(req) => {
             tracing::info!(us, "holding CPU wake-up latency (PM QoS): idle CPUs wake within it while the switch runs");
-            health.cpu_latency_request_ns.store(i64::from(us) * 1000, Ordering::Relaxed);
+            let _ = health.cpu_latency_us.set(us);
             Some(req)
         }
         Err(e) => {
@@ -406,30 +406,25 @@ fn run(args: Args) -> anyhow::Result<()> {
     served.context("P4Runtime server")
 }
 
-/// `--cpu-latency-us`: `off` (None) or microseconds in 0..=10000.
+/// A flag that takes microseconds up to a bound, or one word meaning "none" (`auto`, `off`). A
+/// newtype, not `Option<u64>`: clap reads an `Option` field as "the flag may be absent".
 #[derive(Debug, Clone, Copy)]
-struct CpuLatencyArg(Option<u32>);
+struct MicrosOr(Option<u64>);
 
-fn parse_cpu_latency(v: &str) -> Result<CpuLatencyArg, String> {
-    if v == "off" {
-        return Ok(CpuLatencyArg(None));
+fn micros_or(v: &str, word: &str, max: u64, flag: &str) -> Result<MicrosOr, String> {
+    if v == word {
+        return Ok(MicrosOr(None));
     }
-    match v.parse::<u32>() {
-        Ok(us) if us <= 10_000 => Ok(CpuLatencyArg(Some(us))),
-        _ => Err(format!("--cpu-latency-us must be off or 0..=10000 microseconds, got {v:?}")),
+    match v.parse::<u64>() {
+        Ok(us) if us <= max => Ok(MicrosOr(Some(us))),
+        _ => Err(format!("{flag} must be {word} or 0..={max} microseconds, got {v:?}")),
     }
 }
 
-/// `--wake-margin-us`: `auto` (None) or microseconds in 0..=1000.
-#[derive(Debug, Clone, Copy)]
-struct WakeMarginArg(Option<u64>);
+fn parse_cpu_latency(v: &str) -> Result<MicrosOr, String> {
+    micros_or(v, "off", 10_000, "--cpu-latency-us")
+}
 
-fn parse_wake_margin(v: &str) -> Result<WakeMarginArg, String> {
-    if v == "auto" {
-        return Ok(WakeMarginArg(None));
-    }
-    match v.parse::<u64>() {
-        Ok(us) if us <= 1000 => Ok(WakeMarginArg(Some(us))),
-        _ => Err(format!("--wake-margin-us must be auto or 0..=1000 microseconds, got {v:?}")),
-    }
+fn parse_wake_margin(v: &str) -> Result<MicrosOr, String> {
+    micros_or(v, "auto", 1000, "--wake-margin-us")
 }

@@ -57,13 +57,12 @@ impl Collector for HealthCollector {
         gauge(&mut encoder, "p4netem_switch_release_slack_seconds",
               "How late a packet queued behind another in a rate queue may leave (--release-slack-us; 0: every release precise)",
               h.release_slack_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
-        let cpu_latency = h.cpu_latency_request_ns.load(Ordering::Relaxed);
-        if cpu_latency >= 0 {
+        if let Some(&us) = h.cpu_latency_us.get() {
             gauge(
                 &mut encoder,
                 "p4netem_switch_cpu_latency_request_seconds",
                 "CPU wake-up latency the switch holds as a PM QoS request (--cpu-latency-us); absent: none held",
-                cpu_latency as f64 / 1e9,
+                us as f64 / 1e6,
             )?;
         }
         gauge(
