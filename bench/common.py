@@ -118,15 +118,17 @@ def iperf3_tcp(topo: Topo, client: Host, server: Host, seconds: int, streams: in
 
 
 def pktgen_cmd(topo: Topo, host: Host, dst_ip: str, dst_mac: str, *, size: int, dst_count: int = 1,
-               duration: float = 0.0, count: int = 0, rate_pps: float = 0.0) -> list[str]:
+               duration: float = 0.0, count: int = 0, rate_pps: float = 0.0, first: int = 0,
+               stride: int = 1) -> list[str]:
     """The command running p4netem-pktgen (dataplane/src/bin: UDP frames of ``size`` Ethernet bytes
-    written into an AF_PACKET TX ring) in ``host``; it prints one JSON line (sent, seconds, pps)."""
+    written into an AF_PACKET TX ring) in ``host``; it prints one JSON line (sent, seconds, pps).
+    Packet i goes to ``dst_ip + ((first + i) * stride) % dst_count``."""
     if not PKTGEN.exists():
         raise RuntimeError(f"{PKTGEN} is missing: build the dataplane crate (make build)")
     return topo.netns(host, str(PKTGEN), "--iface", host.dev, "--src-mac", host.mac, "--dst-mac", dst_mac,
                       "--src-ip", host.ip, "--dst-ip", dst_ip, "--dst-count", str(dst_count),
                       "--size", str(size), "--duration", str(duration), "--count", str(count),
-                      "--rate", str(rate_pps))
+                      "--rate", str(rate_pps), "--first", str(first), "--stride", str(stride))
 
 
 def pktgen(topo: Topo, host: Host, dst_ip: str, dst_mac: str, **kw) -> dict:
@@ -166,6 +168,22 @@ def dp_cpu_ns(pid: int) -> float:
     if ns:
         return ns
     return float(time.clock_gettime_ns(((~pid) << 3) | 2))  # CPUCLOCK_SCHED of the process
+
+
+def softirq_threads_cpu_ns() -> float:
+    """Summed CPU time (ns) of the kernel's per-CPU softirq threads (`ksoftirqd/N`). Softirq work
+    runs in whatever thread raised it (on a veth, the sender's transmit syscall) until it takes too
+    long; then the rest is deferred to these threads, off the sender's accounting."""
+    total = 0.0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if open(f"/proc/{pid}/comm").read().startswith("ksoftirqd/"):
+                total += float(open(f"/proc/{pid}/schedstat").read().split()[0])
+        except OSError:
+            continue
+    return total
 
 
 def tx_threads_cpu_ns(pid: int) -> float:

@@ -2,8 +2,8 @@
 //! (a Python sender tops out near 120 kpps).
 //!
 //! Writes frames straight into an AF_PACKET TX ring (the switch's own `io::afpacket`), one
-//! `sendto` per batch. Packet i goes to destination address `--dst-ip + i % --dst-count`, so one
-//! sender can exercise many UEs (`set_profile_ue_by_addr` derives the UE from that address).
+//! `sendto` per batch. Packet i goes to destination address `--dst-ip + ((--first + i) * --stride) % --dst-count`,
+//! so one sender can exercise many UEs (`set_profile_ue_by_addr` derives the UE from that address).
 //! Prints one JSON line: packets sent, seconds, packets per second.
 //!
 //!   ip netns exec NS p4netem-pktgen --iface eth0 --src-mac 02:..:01 --dst-mac 02:..:02 \
@@ -32,6 +32,16 @@ struct Args {
     dst_ip: Ipv4Addr,
     #[arg(long, default_value_t = 1)]
     dst_count: u32,
+    /// Index of the first packet: packet i goes to --dst-ip + ((first + i) * stride) % dst-count,
+    /// so successive runs can continue where the last stopped.
+    #[arg(long, default_value_t = 0)]
+    first: u64,
+    /// Step between the destinations of consecutive packets (coprime with --dst-count, so every
+    /// destination still comes once per dst-count packets). 1 walks them in order, which the
+    /// receiver's caches and prefetchers see as a stream; a large odd prime scatters them as a
+    /// million independent UEs would arrive.
+    #[arg(long, default_value_t = 1)]
+    stride: u32,
     #[arg(long, default_value_t = 9)]
     src_port: u16,
     #[arg(long, default_value_t = 9)]
@@ -62,6 +72,14 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
         *m = u8::from_str_radix(p, 16).map_err(|_| format!("{s:?} is not a MAC address"))?;
     }
     Ok(mac)
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 /// Internet checksum of an IPv4 header whose checksum field is 0.
@@ -102,6 +120,9 @@ fn main() -> anyhow::Result<()> {
     if a.dst_count == 0 {
         bail!("--dst-count must be at least 1");
     }
+    if gcd(a.stride as u64, a.dst_count as u64) != 1 {
+        bail!("--stride {} must be coprime with --dst-count {} (every destination once per round)", a.stride, a.dst_count);
+    }
     if a.duration <= 0.0 && a.count == 0 {
         bail!("give --duration and/or --count");
     }
@@ -127,7 +148,8 @@ fn main() -> anyhow::Result<()> {
         };
         let mut batch = 0;
         while sent < due && batch < 256 {
-            let dst = base.wrapping_add((sent % a.dst_count as u64) as u32);
+            let k = (a.first.wrapping_add(sent) % a.dst_count as u64) * a.stride as u64 % a.dst_count as u64;
+            let dst = base.wrapping_add(k as u32);
             let pushed = port.tx_push(&frame, |d| {
                 d[30..34].copy_from_slice(&dst.to_be_bytes());
                 d[24..26].copy_from_slice(&[0, 0]);
