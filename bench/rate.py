@@ -73,8 +73,9 @@ LINE_OK_PCT = 1.0  # the design target: a bigger error with a full queue is the 
 
 
 def release_slack_us(log_path: Path | str | None) -> int | None:
-    """The switch's --release-slack-us as it logged it at start ("release slack: N us"): the setting
-    under which its line-rate figures were measured (docs/dataplane.md "Release slack")."""
+    """The switch's --release-slack-us as it logged it at start ("release slack: N us", followed by
+    "auto" when it applies only to fast links): the setting under which its line-rate figures were
+    measured (docs/dataplane.md "Release slack")."""
     if log_path is None or not Path(log_path).exists():
         return None
     m = re.search(r"release slack: (\d+) us", Path(log_path).read_text(errors="replace"))

@@ -85,8 +85,8 @@ BARS = (
     ("p4rt_modify_rtt_ms_p99", 1.0, "<=", "ms", "one-entry classifier MODIFY round trip, 64k entries, client "
      "SCHED_FIFO 4 as the timeline player (normal priority: p4rt_modify_rtt_ms_p99_normal)"),
     ("rate_1g_dataplane_busy_pct", 60.0, "<=", "%", "data-plane thread busy, 1 Gbit/s shaping, 2x overload, the "
-     "switch's defaults (release slack rate_1g_release_slack_us, 0: every release precise; in the gigabit "
-     "configuration, --tx-threads true --release-slack-us 500, on a fresh switch: "
+     "switch's defaults (release slack auto: rate_1g_release_slack_us for links that serve 32 frames within it, "
+     "1 Gbit/s among them; with TX threads too, --tx-threads true --release-slack-us 500, on a fresh switch: "
      "rate_1g_dataplane_busy_pct_gigabit, its TX threads rate_1g_tx_threads_busy_pct_gigabit)"),
     ("rrc_promotion_error_us_p99", 1000.0, "<=", "us", "first packet after idle vs promotion (100 ms)"),
     ("rrc_throughput_ratio_100k_ue", 0.9, ">=", "", "switch pps, 100k awake UEs / 1 UE (median of per-round ratios)"),

@@ -29,7 +29,7 @@ use crate::parse::parse;
 use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
 use crate::rng::Prng;
 
-use crate::release::{DelayLine, Exactness};
+use crate::release::{DelayLine, Exactness, Slack};
 use crate::stage::{Ctx, Edits, Impairment, Impairments, Pkt, Served, Stage, Verdict};
 use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
 use crate::tables::{Forward, Snapshot};
@@ -70,9 +70,9 @@ pub struct DataPlaneConfig {
     pub busy_poll_ns: u64,
     /// Fixed wake margin before a timed release (None: learnt, wait.rs).
     pub wake_margin_ns: Option<u64>,
-    /// How late a packet queued behind another in a rate queue may leave (release.rs); 0: every
-    /// release is precise.
-    pub release_slack_ns: u64,
+    /// How late a packet queued behind another in a rate queue may leave, and which such packets
+    /// (release.rs `Slack`).
+    pub release_slack: Slack,
     /// SCHED_FIFO priority for the data-plane thread (0 = normal scheduling).
     pub rt_priority: i32,
     /// One TX thread per port doing the `sendto`s (see io/kicker.rs); false: the loop does them.
@@ -152,7 +152,7 @@ pub struct DataPlane {
     wall_offset_ns: i64,
     busy_poll_ns: u64,
     wake_margin_ns: Option<u64>,
-    release_slack_ns: u64,
+    release_slack: Slack,
     rt_priority: i32,
     health: Arc<Health>,
     /// When this turn's first precise release was due (its tick), 0 if none (release_due).
@@ -365,7 +365,7 @@ impl DataPlane {
             wall_offset_ns: wall_offset_ns(),
             busy_poll_ns: cfg.busy_poll_ns,
             wake_margin_ns: cfg.wake_margin_ns,
-            release_slack_ns: cfg.release_slack_ns,
+            release_slack: cfg.release_slack,
             rt_priority: cfg.rt_priority,
             health,
             link,
@@ -424,7 +424,8 @@ impl DataPlane {
         // How long before a deadline the sleep ends (wait.rs): learnt from the wake-ups' lateness.
         let mut margin = self.wake_margin_ns.map_or_else(WakeMargin::default, WakeMargin::fixed);
         self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
-        self.health.release_slack_ns.store(self.release_slack_ns, Ordering::Relaxed);
+        self.health.release_slack_ns.store(self.release_slack.ns(), Ordering::Relaxed);
+        self.health.release_slack_auto.store(self.release_slack == Slack::Auto, Ordering::Relaxed);
         while !self.shutdown.load(Ordering::Relaxed) {
             // One clock read per turn, handed to every step; a second one only after a turn that
             // received frames (their processing took time, and releases must not be judged on a
@@ -533,7 +534,7 @@ impl DataPlane {
                 precise,
                 self.line.next_coalesced_ns(),
                 margin.margin_ns(),
-                self.release_slack_ns,
+                self.release_slack.ns(),
                 backlogged,
                 MAX_SLEEP_NS,
             ) {
@@ -817,7 +818,7 @@ impl DataPlane {
     /// stage queued it behind another and a release slack is set.
     #[inline]
     fn exactness(&self, pkt: &Pkt) -> Exactness {
-        if pkt.coalescable && self.release_slack_ns > 0 {
+        if pkt.coalescable && self.release_slack.coalesces(pkt.service_ns) {
             Exactness::Coalesced
         } else {
             Exactness::Precise

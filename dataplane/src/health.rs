@@ -10,7 +10,7 @@
 //! ring statistics once a second), never per packet; the scrape reads them. P4Runtime latency
 //! is a prometheus-client histogram per RPC, observed by the gRPC handlers.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -62,6 +62,9 @@ pub struct Health {
     /// `--release-slack-us` (ns): how late a packet queued behind another in a rate queue may
     /// leave (release.rs). Set once at start.
     pub release_slack_ns: AtomicU64,
+    /// `--release-slack-us auto`: the slack applies only to links fast enough to batch (release.rs
+    /// `Slack::Auto`). Set once at start.
+    pub release_slack_auto: AtomicBool,
     /// `--cpu-latency-us` as held (cpu_latency.rs); unset: no request held. Set once at start.
     pub cpu_latency_us: OnceLock<u64>,
     /// Free packet buffers at the last turn, of `buffers`.
@@ -87,6 +90,7 @@ impl Health {
             held_packets: AtomicU64::new(0),
             wake_margin_ns: AtomicU64::new(0),
             release_slack_ns: AtomicU64::new(0),
+            release_slack_auto: AtomicBool::new(false),
             cpu_latency_us: OnceLock::new(),
             free_buffers: AtomicU64::new(0),
             buffers: AtomicU64::new(0),

@@ -57,6 +57,9 @@ impl Collector for HealthCollector {
         gauge(&mut encoder, "p4netem_switch_release_slack_seconds",
               "How late a packet queued behind another in a rate queue may leave (--release-slack-us; 0: every release precise)",
               h.release_slack_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
+        gauge(&mut encoder, "p4netem_switch_release_slack_auto",
+              "1: --release-slack-us auto, the slack applies only to links that serve 32 frames within it; 0: to every queued packet",
+              h.release_slack_auto.load(Ordering::Relaxed) as u8 as f64)?;
         if let Some(&us) = h.cpu_latency_us.get() {
             gauge(
                 &mut encoder,

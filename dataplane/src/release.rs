@@ -17,6 +17,45 @@
 use crate::pool::Handle;
 use crate::wheel::Wheel;
 
+/// `--release-slack-us`: how late a coalescable packet may leave, and which ones are coalesced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slack {
+    /// Every coalescable packet may leave up to this many ns late (0: every release precise).
+    Fixed(u64),
+    /// The default: AUTO_SLACK_NS, for the packets of links that serve at least
+    /// AUTO_BATCH_FRAMES of them within it (service time <= AUTO_SLACK_NS / AUTO_BATCH_FRAMES:
+    /// for 1500-byte frames 768 Mbit/s and up, for 64-byte frames 33 Mbit/s and up). Those are the
+    /// links whose departures come so close together that releasing each precisely means
+    /// spinning through all of them: a gigabit shaper kept a core 95 % busy that way, 31 % with
+    /// the slack (docs/dataplane.md "Release slack"). Slower links stay precise, where a late
+    /// release would be a visible part of a frame's time and batching would gain nothing.
+    Auto,
+}
+
+/// The automatic slack and the batch it must allow (see [`Slack::Auto`]).
+pub const AUTO_SLACK_NS: u64 = 500_000;
+pub const AUTO_BATCH_FRAMES: u64 = 32;
+
+impl Slack {
+    /// How late a coalesced release may leave (ns).
+    pub fn ns(self) -> u64 {
+        match self {
+            Slack::Fixed(ns) => ns,
+            Slack::Auto => AUTO_SLACK_NS,
+        }
+    }
+
+    /// Whether a packet the rate stage queued behind another, served in `service_ns` on its
+    /// link, is coalesced rather than released precisely.
+    #[inline]
+    pub fn coalesces(self, service_ns: u64) -> bool {
+        match self {
+            Slack::Fixed(ns) => ns > 0,
+            Slack::Auto => service_ns.saturating_mul(AUTO_BATCH_FRAMES) <= AUTO_SLACK_NS,
+        }
+    }
+}
+
 /// Which wheel a packet waits in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exactness {
@@ -132,6 +171,26 @@ mod tests {
     use super::*;
     use crate::rng::Prng;
     use crate::wheel::TICK_SHIFT;
+
+    #[test]
+    fn auto_slack_coalesces_only_links_that_serve_a_batch_within_it() {
+        // Service time of a frame of `bytes` (wire bytes, as the rate stage counts) at `bps`.
+        let service = |bytes: u64, bps: u64| bytes * 8 * 1_000_000_000 / bps;
+        let auto = Slack::Auto;
+        assert_eq!(auto.ns(), 500_000);
+        // 1500-byte frames: 1 Gbit/s (12 us each, 32 in 384 us) batches; 100 Mbit/s (120 us) not.
+        assert!(auto.coalesces(service(1500, 1_000_000_000)));
+        assert!(!auto.coalesces(service(1500, 100_000_000)));
+        // The boundary: 32 services exactly fill the slack.
+        assert!(auto.coalesces(AUTO_SLACK_NS / AUTO_BATCH_FRAMES));
+        assert!(!auto.coalesces(AUTO_SLACK_NS / AUTO_BATCH_FRAMES + 1));
+        // Small frames batch on slower links: 64 bytes at 100 Mbit/s is 5.12 us each.
+        assert!(auto.coalesces(service(64, 100_000_000)));
+        assert!(!auto.coalesces(u64::MAX)); // no overflow on absurd services
+        // A fixed slack applies to every queued packet; 0 to none.
+        assert!(Slack::Fixed(250_000).coalesces(service(1500, 10_000_000)));
+        assert!(!Slack::Fixed(0).coalesces(0));
+    }
 
     #[test]
     fn merges_both_wheels_in_release_order_never_early() {

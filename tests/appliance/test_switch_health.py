@@ -86,8 +86,10 @@ def test_switch_health_moves_with_traffic_and_requests(health_lab, tmp_path):
         assert set(io.values()) <= {"af_xdp", "af_packet"} and len(io) == 2, health["ports"]
         assert _get(after, "p4netem_switch_port_io", port="1", io=io[lab.switch.ports[1]]) == 1
         assert 0 <= health["dataplane_busy_fraction"] <= 1 and health["buffers"] > 0
-        # The release slack in force (the lab runs the switch's default: every release precise).
-        assert health["release_slack_us"] == 0 and _get(after, "p4netem_switch_release_slack_seconds") == 0
+        # The release slack in force (the lab runs the switch's default, auto: 500 us for links
+        # that serve 32 frames within it, every other release precise).
+        assert health["release_slack_us"] == 500 and _get(after, "p4netem_switch_release_slack_seconds") == 500e-6
+        assert health["release_slack_auto"] is True and _get(after, "p4netem_switch_release_slack_auto") == 1
         # The CPU wake-up latency request the switch holds by default (--cpu-latency-us 0), which
         # the kernel reports back as the combined request in force while the switch runs.
         assert health["cpu_latency_us"] == 0 and _get(after, "p4netem_switch_cpu_latency_request_seconds") == 0

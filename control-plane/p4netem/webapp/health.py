@@ -74,6 +74,10 @@ class SwitchHealth:
             # The switch's release slack for backlogged rate queues (docs/dataplane.md): the
             # setting under which its rates and release times are what they are.
             "release_slack_us": round(value("p4netem_switch_release_slack_seconds") * 1e6, 3),
+            # auto: the slack applies only to links fast enough to batch (a switch older than the
+            # gauge: None).
+            "release_slack_auto": (bool(fams["p4netem_switch_release_slack_auto"].samples[0].value)
+                                   if "p4netem_switch_release_slack_auto" in fams else None),
             # The CPU wake-up latency the switch holds (--cpu-latency-us; None: none held), on which
             # its release times and P4Runtime round trips depend (docs/dataplane.md).
             "cpu_latency_us": (round(fams["p4netem_switch_cpu_latency_request_seconds"].samples[0].value * 1e6, 3)

@@ -75,6 +75,10 @@ pub struct Pkt {
     /// clock, not its arrival, set its departure. Its release may then be coalesced with others
     /// (release.rs, `--release-slack-us`); the slot stage clears it (slots open on time).
     pub coalescable: bool,
+    /// Set by the rate stage: the packet's service time on its shaped link (its wire bytes at the
+    /// link's rate). The automatic release slack coalesces only packets of links fast enough to
+    /// serve a batch of them within the slack (release.rs `Slack`).
+    pub service_ns: u64,
 }
 
 impl Pkt {

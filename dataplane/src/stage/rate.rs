@@ -194,6 +194,7 @@ impl Stage for Rate {
             // Behind another packet: its departure is the one before it plus its service, a
             // schedule the virtual clock keeps whenever the frame is handed to the kernel.
             pkt.coalescable = free_at > pkt.ready;
+            pkt.service_ns = service;
         }
         verdict
     }
@@ -285,6 +286,7 @@ mod tests {
             let mut ctx = Ctx { now: at, pd: 1, rng: &mut rng, regs: &regs, counters: &counters };
             let mut p = Pkt::new(1000, at);
             assert_eq!(rate.enqueue(&imp, &mut ctx, &mut p), Verdict::Pass);
+            assert_eq!(p.service_ns, 800_000, "its service on the link, for the automatic release slack");
             (p.departure, p.coalescable)
         };
         // 1000 bytes at 10 Mbit/s: 800 us each. An idle link: departure from the arrival, exact.
