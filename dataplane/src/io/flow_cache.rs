@@ -13,7 +13,7 @@
 //! e = flows[key];                             // LRU hash, installed by the data-plane thread
 //! if (!e || e->ctl_epoch != epoch[0].ctl || e->dp_epoch != epoch[0].dp) return XDP_PASS;
 //! if (frame length > e->max_len) return XDP_PASS;   // would be truncated/oversized: slow path
-//! counts[e->pd] += (len, 1); counts[TOTAL] += (len, 1);   // atomic adds, mmapped by the switch
+//! counts[e->pd] += (len, 1);                // atomic adds, mmapped by the switch
 //! return bpf_redirect(e->out_ifindex, 0);
 //! ```
 //!
@@ -54,6 +54,12 @@ pub const KEY_SIZE: usize = 32;
 const VALUE_SIZE: usize = 32;
 /// Entries in the flow cache: the least recently used go when it is full.
 pub const FLOW_ENTRIES: u32 = 65536;
+/// Bytes per pd in the counts array: one cache line each. A TCP flow's two directions are
+/// different pds, counted by the CPUs that run each direction's transmit; with a shared line (or
+/// a shared total counter, as the first version had) a hit's atomic add can find the line last
+/// written by the other CPU.
+const COUNT_STRIDE: u32 = 64;
+const COUNT_WORDS: usize = COUNT_STRIDE as usize / 8;
 /// Offers remembered, so that the packets of a flow already in the RX ring when its entry was
 /// installed do not install it again (direct-mapped by key hash).
 const RECENT: usize = 4096;
@@ -137,7 +143,7 @@ impl Drop for MapMem {
     }
 }
 
-/// The fast path's per-pd (bytes, packets), and the total at index `pds`.
+/// The fast path's per-pd (bytes, packets), one cache line per pd (`COUNT_STRIDE`).
 pub struct FastCounts {
     mem: MapMem,
     pds: usize,
@@ -156,12 +162,14 @@ impl FastCounts {
         if pd >= self.pds {
             return (0, 0);
         }
-        (self.mem.u64(2 * pd).load(Ordering::Relaxed), self.mem.u64(2 * pd + 1).load(Ordering::Relaxed))
+        let w = COUNT_WORDS * pd;
+        (self.mem.u64(w).load(Ordering::Relaxed), self.mem.u64(w + 1).load(Ordering::Relaxed))
     }
 
-    /// (bytes, packets) of every fast-path hit.
+    /// (bytes, packets) of every fast-path hit: the sum over pds (read for metrics and the stop
+    /// log, not per packet).
     pub fn total(&self) -> (u64, u64) {
-        (self.mem.u64(2 * self.pds).load(Ordering::Relaxed), self.mem.u64(2 * self.pds + 1).load(Ordering::Relaxed))
+        (0..self.pds).map(|pd| self.get(pd)).fold((0, 0), |(b, p), (pb, pp)| (b + pb, p + pp))
     }
 
     pub fn len(&self) -> usize {
@@ -224,8 +232,8 @@ pub fn key_of(ifindex: u32, frame: &[u8]) -> Option<[u8; KEY_SIZE]> {
     Some(k)
 }
 
-/// The program, with the three maps' fds patched in; `total` is the counts index of the total.
-fn program(flows: i32, epoch: i32, counts: i32, total: u32) -> Vec<u64> {
+/// The program, with the three maps' fds patched in.
+fn program(flows: i32, epoch: i32, counts: i32) -> Vec<u64> {
     let mut a = Asm::default();
     a.op(MOV64_X, 6, 1, 0, 0) // r6 = ctx
         .op(LDX_W, 2, 6, MD_DATA, 0) // r2 = data
@@ -283,8 +291,6 @@ fn program(flows: i32, epoch: i32, counts: i32, total: u32) -> Vec<u64> {
         .op(LDX_W, 5, 8, 16, 0) // pd
         .op(STX_W, FP, 5, -36, 0);
     count_at_fp36(&mut a, counts, "pass");
-    a.op(ST_W, FP, 0, -36, total as i32);
-    count_at_fp36(&mut a, counts, "redirect");
     a.label("redirect")
         .op(LDX_W, 1, 8, 24, 0) // out_ifindex
         .op(MOV64_K, 2, 0, 0, 0)
@@ -350,8 +356,9 @@ impl FlowCache {
         let flows =
             map_create(BPF_MAP_TYPE_LRU_HASH, KEY_SIZE as u32, VALUE_SIZE as u32, FLOW_ENTRIES, 0, "p4netem_flows")?;
         let epoch = Arc::new(MapMem::array(1, 16, "p4netem_epoch")?);
-        let counts = Arc::new(FastCounts { mem: MapMem::array(pds + 1, 16, "p4netem_fcount")?, pds: pds as usize });
-        let prog = prog_load_xdp(&program(flows.as_raw_fd(), epoch.fd(), counts.mem.fd(), pds), "p4netem_fast")?;
+        let counts =
+            Arc::new(FastCounts { mem: MapMem::array(pds.max(1), COUNT_STRIDE, "p4netem_fcount")?, pds: pds as usize });
+        let prog = prog_load_xdp(&program(flows.as_raw_fd(), epoch.fd(), counts.mem.fd()), "p4netem_fast")?;
         let mut links = Vec::new();
         for &ifindex in ifindexes {
             links.push(
@@ -534,8 +541,8 @@ mod tests {
         let flows =
             map_create(BPF_MAP_TYPE_LRU_HASH, KEY_SIZE as u32, VALUE_SIZE as u32, 64, 0, "t_flows").expect("LRU map");
         let epoch = MapMem::array(1, 16, "t_epoch").expect("epoch map");
-        let counts = MapMem::array(9, 16, "t_counts").expect("counts map");
-        prog_load_xdp(&program(flows.as_raw_fd(), epoch.fd(), counts.fd(), 8), "t_fast").expect("verifier accepts");
+        let counts = MapMem::array(8, COUNT_STRIDE, "t_counts").expect("counts map");
+        prog_load_xdp(&program(flows.as_raw_fd(), epoch.fd(), counts.fd()), "t_fast").expect("verifier accepts");
         // The epoch written through the mapping is what a map lookup returns.
         let ctl = Epoch::default();
         ctl.bump();
