@@ -424,8 +424,7 @@ impl DataPlane {
         // How long before a deadline the sleep ends (wait.rs): learnt from the wake-ups' lateness.
         let mut margin = self.wake_margin_ns.map_or_else(WakeMargin::default, WakeMargin::fixed);
         self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
-        self.health.release_slack_ns.store(self.release_slack.ns(), Ordering::Relaxed);
-        self.health.release_slack_auto.store(self.release_slack == Slack::Auto, Ordering::Relaxed);
+        let _ = self.health.release_slack.set(self.release_slack);
         while !self.shutdown.load(Ordering::Relaxed) {
             // One clock read per turn, handed to every step; a second one only after a turn that
             // received frames (their processing took time, and releases must not be judged on a

@@ -10,7 +10,7 @@
 //! ring statistics once a second), never per packet; the scrape reads them. P4Runtime latency
 //! is a prometheus-client histogram per RPC, observed by the gRPC handlers.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -19,6 +19,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 
 use crate::io::flow_cache::FastCounts;
+use crate::release::Slack;
 
 /// One port's kernel-side receive statistics, summed since the switch started (the kernel's
 /// PACKET_STATISTICS resets at each read).
@@ -59,12 +60,9 @@ pub struct Health {
     pub held_packets: AtomicU64,
     /// How long before a deadline the loop stops sleeping and spins (wait.rs), last value.
     pub wake_margin_ns: AtomicU64,
-    /// `--release-slack-us` (ns): how late a packet queued behind another in a rate queue may
-    /// leave (release.rs). Set once at start.
-    pub release_slack_ns: AtomicU64,
-    /// `--release-slack-us auto`: the slack applies only to links fast enough to batch (release.rs
-    /// `Slack::Auto`). Set once at start.
-    pub release_slack_auto: AtomicBool,
+    /// `--release-slack-us` (release.rs `Slack`): how late a packet queued behind another in a
+    /// rate queue may leave, and whether only on links fast enough to batch. Set once at start.
+    pub release_slack: OnceLock<Slack>,
     /// `--cpu-latency-us` as held (cpu_latency.rs); unset: no request held. Set once at start.
     pub cpu_latency_us: OnceLock<u64>,
     /// Free packet buffers at the last turn, of `buffers`.
@@ -89,8 +87,7 @@ impl Health {
             dataplane_busy_turns: AtomicU64::new(0),
             held_packets: AtomicU64::new(0),
             wake_margin_ns: AtomicU64::new(0),
-            release_slack_ns: AtomicU64::new(0),
-            release_slack_auto: AtomicBool::new(false),
+            release_slack: OnceLock::new(),
             cpu_latency_us: OnceLock::new(),
             free_buffers: AtomicU64::new(0),
             buffers: AtomicU64::new(0),

@@ -17,7 +17,7 @@ use p4netem_switch::io::flow_cache::FastPathMode;
 use p4netem_switch::io::IoMode;
 use p4netem_switch::metrics;
 use p4netem_switch::p4rt;
-use p4netem_switch::release::{Slack, AUTO_BATCH_FRAMES, AUTO_SLACK_NS};
+use p4netem_switch::release::Slack;
 use p4netem_switch::state::{ActionCall, Capacities, ControlConfig, FieldMatch, SwitchControl, TableEntry, UpdateKind};
 
 /// The p4netem software switch: the p4netem P4 pipeline (delay, jitter, rate, loss, duplication,
@@ -360,11 +360,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         }
     });
     tracing::info!(seed, ports = args.interfaces.len(), buffers = args.buffers, "data plane ready");
-    match args.release_slack_us.0 {
-        Some(us) => tracing::info!("release slack: {us} us (packets queued behind another in a rate queue may leave this late; 0: every release precise)"),
-        None => tracing::info!("release slack: {} us auto (packets queued behind another in a rate queue of a link serving {} frames within it may leave this late; slower links precise)",
-                               AUTO_SLACK_NS / 1000, AUTO_BATCH_FRAMES),
-    }
+    tracing::info!("release slack: {} (packets queued behind another in a rate queue may leave this late; 0: every release precise)",
+                   cfg.release_slack);
     let dp_shutdown = shutdown.clone();
     let dp_thread = std::thread::Builder::new().name("p4netem-dp".into()).spawn(move || {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dp.run()));

@@ -14,6 +14,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use crate::health::Health;
+use crate::release::Slack;
 
 #[derive(Debug)]
 struct HealthCollector(Arc<Health>);
@@ -56,10 +57,10 @@ impl Collector for HealthCollector {
               h.wake_margin_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
         gauge(&mut encoder, "p4netem_switch_release_slack_seconds",
               "How late a packet queued behind another in a rate queue may leave (--release-slack-us; 0: every release precise)",
-              h.release_slack_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
+              h.release_slack.get().map_or(0, |s| s.ns()) as f64 / 1e9)?;
         gauge(&mut encoder, "p4netem_switch_release_slack_auto",
               "1: --release-slack-us auto, the slack applies only to links that serve 32 frames within it; 0: to every queued packet",
-              h.release_slack_auto.load(Ordering::Relaxed) as u8 as f64)?;
+              (h.release_slack.get() == Some(&Slack::Auto)) as u8 as f64)?;
         if let Some(&us) = h.cpu_latency_us.get() {
             gauge(
                 &mut encoder,

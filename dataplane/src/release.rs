@@ -36,6 +36,16 @@ pub enum Slack {
 pub const AUTO_SLACK_NS: u64 = 500_000;
 pub const AUTO_BATCH_FRAMES: u64 = 32;
 
+/// As the start log says it: "500 us auto", "0 us".
+impl std::fmt::Display for Slack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Slack::Fixed(ns) => write!(f, "{} us", ns / 1000),
+            Slack::Auto => write!(f, "{} us auto, for links serving {AUTO_BATCH_FRAMES} frames within it", AUTO_SLACK_NS / 1000),
+        }
+    }
+}
+
 impl Slack {
     /// How late a coalesced release may leave (ns).
     pub fn ns(self) -> u64 {

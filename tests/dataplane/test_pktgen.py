@@ -2,6 +2,7 @@
 on a real veth, and its refusal of a stride that would skip destinations."""
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -45,7 +46,7 @@ def test_destinations_follow_first_and_stride(switch_bin, veth_ns):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sent"] == 12
     frames = [bytes.fromhex(h) for h in json.loads(cap.communicate(timeout=30)[0])]
-    got = [int.from_bytes(f[30:34], "big") - int.from_bytes(bytes([10, 96, 0, 0]), "big") for f in frames]
+    got = [int(ipaddress.IPv4Address(f[30:34])) - int(ipaddress.IPv4Address("10.96.0.0")) for f in frames]
     assert got == [((3 + i) * 7) % 10 for i in range(12)]
 
 

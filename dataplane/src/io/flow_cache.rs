@@ -291,8 +291,7 @@ fn program(flows: i32, epoch: i32, counts: i32) -> Vec<u64> {
         .op(LDX_W, 5, 8, 16, 0) // pd
         .op(STX_W, FP, 5, -36, 0);
     count_at_fp36(&mut a, counts, "pass");
-    a.label("redirect")
-        .op(LDX_W, 1, 8, 24, 0) // out_ifindex
+    a.op(LDX_W, 1, 8, 24, 0) // out_ifindex
         .op(MOV64_K, 2, 0, 0, 0)
         .op(CALL, 0, 0, 0, FN_REDIRECT)
         .op(EXIT, 0, 0, 0, 0)
