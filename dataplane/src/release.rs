@@ -41,7 +41,9 @@ impl std::fmt::Display for Slack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Slack::Fixed(ns) => write!(f, "{} us", ns / 1000),
-            Slack::Auto => write!(f, "{} us auto, for links serving {AUTO_BATCH_FRAMES} frames within it", AUTO_SLACK_NS / 1000),
+            Slack::Auto => {
+                write!(f, "{} us auto, for links serving {AUTO_BATCH_FRAMES} frames within it", AUTO_SLACK_NS / 1000)
+            }
         }
     }
 }
@@ -197,7 +199,7 @@ mod tests {
         // Small frames batch on slower links: 64 bytes at 100 Mbit/s is 5.12 us each.
         assert!(auto.coalesces(service(64, 100_000_000)));
         assert!(!auto.coalesces(u64::MAX)); // no overflow on absurd services
-        // A fixed slack applies to every queued packet; 0 to none.
+                                            // A fixed slack applies to every queued packet; 0 to none.
         assert!(Slack::Fixed(250_000).coalesces(service(1500, 10_000_000)));
         assert!(!Slack::Fixed(0).coalesces(0));
     }

@@ -121,7 +121,11 @@ fn main() -> anyhow::Result<()> {
         bail!("--dst-count must be at least 1");
     }
     if gcd(a.stride as u64, a.dst_count as u64) != 1 {
-        bail!("--stride {} must be coprime with --dst-count {} (every destination once per round)", a.stride, a.dst_count);
+        bail!(
+            "--stride {} must be coprime with --dst-count {} (every destination once per round)",
+            a.stride,
+            a.dst_count
+        );
     }
     if a.duration <= 0.0 && a.count == 0 {
         bail!("give --duration and/or --count");
