@@ -192,7 +192,7 @@ def print_table(res: dict) -> None:
         ("loss_measured", ""),
         ("codel_sojourn_ms_p50_min", "ms"), ("codel_sojourn_ms_p50_max", "ms"),
         ("codel_sojourn_ms_p50_pooled", "ms"), ("codel_reference_drop_agreement", ""),
-        ("taildrop_sojourn_ms_p50", "ms"), ("codel_sojourn_ms_p50_reno", "ms"),
+        ("taildrop_sojourn_ms_p50", "ms"), ("codel_sojourn_ms_p50_reno", "ms"), ("codel_sojourn_ms_p50_4_flows", "ms"),
         ("taildrop_sojourn_ms_p50_reno", "ms"), ("ecn_marks", ""), ("bearer_pf_fairness_pct_err", "pp"),
         ("rrc_promotion_error_us_p50", "us"), ("rrc_switch_mpps_1_ue", "Mpps"),
         ("rrc_switch_mpps_100k_ue", "Mpps"), ("rrc_throughput_ratio_1m_ue_of_medians", ""),
