@@ -12,6 +12,13 @@ stage. Per probe:
 ``delay_error_us_p50`` is the median of the signed error, ``delay_error_us_p99`` the 99th percentile of
 |error|.
 
+Then a third run with the delay and HEAVY_BPS of background (about 16 700 frames/s): the
+data-plane loop is awake most of the time, spinning before each release, which is where the
+kernel's RT throttling would stop a SCHED_FIFO thread for the rest of each second (wait.rs
+`SpinBudget`, which keeps the loop under it). ``delay_error_us_p99_heavy`` and
+``delay_error_us_max_heavy`` are its |error| against the same baseline (no bar; a throttled loop
+shows as a max of tens of milliseconds).
+
 During both runs the same probes also go, at the same moments, over a reference path between the same
 hosts that only a Linux bridge forwards (topo.py). Its one-way delays (``delay_reference_us_*``) are
 the machine's own tail: a switch-path tail that the reference does not share comes from the switch
@@ -26,6 +33,7 @@ from topo import Topo
 
 DELAY_NS = 50_000_000
 BACKGROUND_BPS = 50e6
+HEAVY_BPS = 200e6
 BACKGROUND_FRAME = 1500
 PROBE_PPS = 500
 PROBES = 2000
@@ -35,7 +43,7 @@ BG_PORT = 5102
 REF_PORT = 5103
 
 
-def probe(t: Topo) -> tuple[list[int], list[int], dict]:
+def probe(t: Topo, background_bps: float = BACKGROUND_BPS) -> tuple[list[int], list[int], dict]:
     """One probe run under background load through the switch, with reference probes over the
     bridge-only path at the same time. Returns the one-way delays (ns) of the switch probes and of the
     reference probes, and what the background flow achieved."""
@@ -44,7 +52,7 @@ def probe(t: Topo) -> tuple[list[int], list[int], dict]:
     with sink(t, t.h2, BG_PORT, idle=1.0) as bg_done, sink(t, t.h2, PROBE_PORT, idle=1.0) as done, \
             sink(t, h2r, REF_PORT, idle=1.0) as ref_done:
         # Background starts first and outlasts the probes so that every probe sees the load.
-        bg = send(t, t.h1, t.h2.ip, BG_PORT, BACKGROUND_BPS, BACKGROUND_FRAME,
+        bg = send(t, t.h1, t.h2.ip, BG_PORT, background_bps, BACKGROUND_FRAME,
                   duration=duration + 1.0, background=True)
         ref = send(t, h1r, h2r.ip, REF_PORT, PROBE_PPS * PROBE_FRAME * 8, PROBE_FRAME,
                    count=PROBES, background=True, tx_stamps=True)
@@ -79,11 +87,14 @@ def measure(t: Topo, ctl) -> dict:
     base, ref_base, base_bg = probe(t)
     ctl.set_impairment(1, 0, delay_ns=DELAY_NS)
     delayed, ref_delayed, load_bg = probe(t)
+    # The same delay under HEAVY_BPS: the loop is then awake most of the time (docstring).
+    heavy, _, heavy_bg = probe(t, HEAVY_BPS)
     ref = ref_base + ref_delayed
     ctl.set_impairment(1, 0)
     base_med = statistics.median(base)
     err = [d - DELAY_NS - base_med for d in delayed]
     abs_err = [abs(e) for e in err]
+    heavy_err = [abs(d - DELAY_NS - base_med) for d in heavy]
     us = US
     return {
         "delay_error_us_p50": statistics.median(err) * us,
@@ -91,6 +102,8 @@ def measure(t: Topo, ctl) -> dict:
         "delay_error_us_max": max(abs_err) * us,
         "delay_error_us_p1_signed": percentile(err, 1) * us,
         "delay_error_us_p99_signed": percentile(err, 99) * us,
+        "delay_error_us_p99_heavy": percentile(heavy_err, 99) * us,
+        "delay_error_us_max_heavy": max(heavy_err) * us,
         "delay_baseline_us_p50": base_med * us,
         "delay_baseline_us_p99": percentile(base, 99) * us,
         "delay_reference_us_p50": statistics.median(ref) * us,
@@ -101,6 +114,8 @@ def measure(t: Topo, ctl) -> dict:
                        "received_baseline": len(base), "received_delayed": len(delayed)},
             "background": {"offered_bps": BACKGROUND_BPS, "frame_bytes": BACKGROUND_FRAME,
                            "baseline_run": base_bg, "delayed_run": load_bg},
+            "heavy": {"background_offered_bps": HEAVY_BPS, "run": heavy_bg, "received": len(heavy),
+                      "abs_error_us": dist_us(heavy_err)},
             "baseline_one_way_us": dist_us(base),
             "delayed_error_us": dist_us(err),
             "reference_one_way_us": dist_us(ref),

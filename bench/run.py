@@ -187,7 +187,8 @@ def print_table(res: dict) -> None:
     extra = [
         ("throughput_bridge_gbit_s", "Gbit/s"), ("throughput_switch_gbit_s", "Gbit/s"),
         ("throughput_ratio_vs_bridge_of_medians", ""), ("throughput_ratio_full_tables_of_medians", ""),
-        ("delay_error_us_p50", "us"), ("delay_baseline_us_p50", "us"), ("delay_baseline_us_p99", "us"),
+        ("delay_error_us_p50", "us"), ("delay_error_us_p99_heavy", "us"), ("delay_error_us_max_heavy", "us"),
+        ("delay_baseline_us_p50", "us"), ("delay_baseline_us_p99", "us"),
         ("delay_reference_us_p50", "us"), ("delay_reference_us_p99", "us"),
         ("loss_measured", ""),
         ("codel_sojourn_ms_p50_min", "ms"), ("codel_sojourn_ms_p50_max", "ms"),
