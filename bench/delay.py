@@ -14,8 +14,8 @@ stage. Per probe:
 
 Then a third run with the delay and HEAVY_BPS of background (about 16 700 frames/s): the
 data-plane loop is awake most of the time, spinning before each release, which is where the
-kernel's RT throttling would stop a SCHED_FIFO thread for the rest of each second (wait.rs
-`SpinBudget`, which keeps the loop under it). ``delay_error_us_p99_heavy`` and
+kernel's RT throttling can stop a SCHED_FIFO thread for the rest of each second (docs/dataplane.md,
+"Known: the kernel's RT throttling"). ``delay_error_us_p99_heavy`` and
 ``delay_error_us_max_heavy`` are its |error| against the same baseline (no bar; a throttled loop
 shows as a max of tens of milliseconds).
 
