@@ -11,7 +11,7 @@ both through the same switch in the same run, interleaved: PAIRS times an empty-
 fill, a full-table run and the deletes, PAIR_SECONDS each run; the figure is the median over pairs of
 the full run over the pair's empty one (one 10 s run against the throughput step's earlier one measured
 0.79 to 1.04: iperf3 through veths drifts by 10 % between runs a minute apart, which pairing cancels;
-three pairs with the ratio of the medians gave 0.89 to 1.03 for the same binary, so there are now five,
+three pairs with the ratio of the medians gave 0.89 to 1.03 in three runs within two hours, so there are now five,
 and a pair's drift stays within its pair). The ratio of the medians is kept as
 ``throughput_ratio_full_tables_of_medians``. It runs right after throughput.py, when the classifier
 is empty: every insert must succeed (the Write raises on any refused update, so a table that was not

@@ -24,12 +24,14 @@ def ports_io(log_path: Path | None) -> dict[str, str]:
     return {m.group(2): m.group(1) for m in re.finditer(r"port up: (\w+) .*?iface=(\S+)", text)}
 
 
-def measure(t: topology.Topo, ctl, switch_pid: int, bridge: dict, figures: dict, slack_us: int | None = None) -> dict:
+def measure(t: topology.Topo, ctl, switch_pid: int, figures: dict, slack_us: int | None = None) -> dict:
+    """`figures`: the run's so far; with the throughput step's bridge median among them, iperf3 is
+    compared with it too."""
     out: dict = {}
-    if bridge:
+    if "throughput_bridge_gbit_s" in figures:
         sw = throughput.through_switch(t)
         out[f"throughput_switch_{OTHER}_gbit_s"] = sw["gbit_s"]
-        out[f"throughput_ratio_vs_bridge_{OTHER}"] = sw["gbit_s"] / bridge["gbit_s"]
+        out[f"throughput_ratio_vs_bridge_{OTHER}"] = sw["gbit_s"] / figures["throughput_bridge_gbit_s"]
     ctl.classify_by_ingress_port()
     line = rate.one_line_rate(t, ctl, rate.LINE_RATES[0], switch_pid, slack_us)
     out[f"rate_1g_dataplane_busy_pct_{OTHER}"] = line["dp_thread_cpu_pct"]

@@ -288,39 +288,27 @@ def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
     t = topology.setup(topology.make(unique_token()))
     res["config"]["topology"] = {"h1": t.h1.ns, "h2": t.h2.ns, "switch_ports": list(t.ports)}
     try:
-        bridge: dict = {}  # {"gbit_s": the paired step's bridge median}, for the later ratios
-
         @contextmanager
-        def forwarding_switch(name: str = "throughput"):
-            """A fresh switch forwarding port 1 <-> 2 with no impairment, for one run."""
+        def own_switch(name: str, extra: tuple[str, ...] = ()):
+            """A switch of its own on the same veths (same run), started with `extra`, forwarding
+            port 1 <-> 2 with no impairment: yields (its control, its SwitchProcess)."""
             with SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,
-                               log_path=ROOT / "build" / f"bench-switch-{name}.log") as one:
+                               log_path=ROOT / "build" / f"bench-switch-{name}.log", extra_args=list(extra)) as one:
                 c = control.Control(one.grpc_addr, one.device_id)
                 c.start()
                 try:
-                    yield one
+                    yield c, one
                 finally:
                     c.close()
 
-        def throughput_paired() -> dict:
-            out = throughput.paired(t, forwarding_switch)
-            bridge["gbit_s"] = out["throughput_bridge_gbit_s"]
-            return out
-
-        step("throughput", throughput_paired, label="throughput (bridge and switch, paired)")
+        # Bridge and switch in pairs, a fresh switch for each switch run (throughput.py).
+        step("throughput", lambda: throughput.paired(t, lambda: own_switch("throughput")),
+             label="throughput (bridge and switch, paired)")
 
         def on_second_switch(name: str, extra: list[str], step_name: str, label: str, fn) -> None:
-            """One step on a switch of its own (same veths, same run) started with `extra`:
-            fn(control, switch) gives the step's figures (switch: its SwitchProcess)."""
-            other = SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,
-                                  log_path=ROOT / "build" / f"bench-switch-{name}.log", extra_args=extra)
-            with other:
-                c = control.Control(other.grpc_addr, other.device_id)
-                c.start()
-                try:
-                    step(step_name, lambda: fn(c, other), label=label)
-                finally:
-                    c.close()
+            """One step on a switch of its own: fn(control, switch) gives the step's figures."""
+            with own_switch(name, tuple(extra)) as (c, other):
+                step(step_name, lambda: fn(c, other), label=label)
 
         sw = SwitchProcess({1: t.ports[0], 2: t.ports[1]}, seed=args.seed,
                            log_path=ROOT / "build" / "bench-switch.log")
@@ -350,12 +338,13 @@ def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
             finally:
                 ctl.close()
         res["config"]["switch_io"] = io_paths.ports_io(sw.log_path)  # its "port up" lines
-        if "throughput" in only and bridge and "throughput_switch_gbit_s" in figures:
+        if "throughput" in only and "throughput_bridge_gbit_s" in figures:
             # Issue 14: the switch above runs with its kernel fast path (--fast-path auto, the
             # default); the same two throughput figures with it off, in the same run, on the same
             # veths: every packet through the data-plane thread (and the classifier).
             on_second_switch("fast-path-off", ["--fast-path", "off"], "throughput", "throughput (fast path off)",
-                             lambda c, _sw: throughput.fast_path_off(t, c, bridge["gbit_s"], CLASSIFIER_CAPACITY))
+                             lambda c, _sw: throughput.fast_path_off(t, c, figures["throughput_bridge_gbit_s"],
+                                                                      CLASSIFIER_CAPACITY))
         if "rate" in only and "rate" not in errors:
             # Issue 14: the switch above runs the defaults (no TX threads, every release precise);
             # the 1 Gbit/s point again in the gigabit shaping configuration on a fresh switch, same
@@ -367,7 +356,7 @@ def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
             # config.switch_io); the same figures on AF_XDP, in the same run, on the same veths:
             # the comparison between the two paths.
             on_second_switch(io_paths.OTHER, ["--io", io_paths.OTHER], "io_paths", f"io paths ({io_paths.OTHER})",
-                             lambda c, sw2: io_paths.measure(t, c, sw2.proc.pid, bridge, figures,
+                             lambda c, sw2: io_paths.measure(t, c, sw2.proc.pid, figures,
                                                              rate.release_slack_us(sw2.log_path)))
         if "radio" in only and "radio" not in errors:
             # The burst method needs an RX ring that holds a whole burst: a switch of its own.

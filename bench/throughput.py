@@ -2,8 +2,8 @@
 (no impairment) on the same veths with the same offload settings; the figure is their ratio.
 
 Paired, because one run of each says little on this VM: iperf3 through the same bridge moved 2.2-3.4
-Gbit/s between runs minutes apart, so one bridge run against one switch run gave 0.95-1.25 for the same
-binary. ROUNDS pairs, each a bridge run and a switch run back to back in alternating order (ABBA: bridge
+Gbit/s between runs minutes apart, so one bridge run against one switch run gave 0.95, 1.05 and 1.25 in
+three runs within two hours (2026-11-26). ROUNDS pairs, each a bridge run and a switch run back to back in alternating order (ABBA: bridge
 first in even pairs, switch first in odd ones, so a drift within the step favours neither), SECONDS
 each. The switch is started afresh for each of its runs (the bridge and the switch cannot own the veths
 at once: the switch's XDP program and packet sockets see every frame the bridge forwards).
@@ -53,13 +53,15 @@ def paired(t: topology.Topo, switch: Callable[[], AbstractContextManager], round
     bridge_runs: list[dict] = []
     switch_runs: list[dict] = []
 
+    def on_bridge() -> None:
+        bridge_runs.append(through_bridge(t))
+
     def on_switch() -> None:
         with switch():
             switch_runs.append(through_switch(t))
 
     for i in range(rounds):
-        order = (lambda: bridge_runs.append(through_bridge(t)), on_switch)
-        for run in order if i % 2 == 0 else reversed(order):
+        for run in (on_bridge, on_switch) if i % 2 == 0 else (on_switch, on_bridge):
             run()
     b = [r["gbit_s"] for r in bridge_runs]
     s = [r["gbit_s"] for r in switch_runs]
