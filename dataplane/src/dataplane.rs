@@ -33,7 +33,7 @@ use crate::release::{DelayLine, Exactness, Slack};
 use crate::stage::{Ctx, Edits, Impairment, Impairments, Pkt, Served, Stage, Verdict};
 use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
 use crate::tables::{Forward, Snapshot};
-use crate::wait::{plan, Lateness, Wait, WakeMargin};
+use crate::wait::{plan, Lateness, SpinBudget, Wait, WakeMargin, WINDOW_NS};
 
 /// Longest sleep: bounds pcap flush delay even when idle.
 const MAX_SLEEP_NS: u64 = 100_000_000;
@@ -388,6 +388,7 @@ impl DataPlane {
     pub fn run(mut self) {
         // SAFETY: prctl on the calling thread only. 1 ns slack: ppoll timeouts are not coalesced.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        let mut rt = false;
         if self.rt_priority > 0 {
             // Release accuracy is bounded by how soon this thread runs after its timer fires; a
             // real-time priority keeps ordinary load (compilers, traffic generators) from delaying
@@ -402,6 +403,7 @@ impl DataPlane {
                     std::io::Error::from_raw_os_error(r)
                 );
             } else {
+                rt = true;
                 tracing::info!(priority = self.rt_priority, "data-plane thread runs SCHED_FIFO");
             }
         }
@@ -423,6 +425,16 @@ impl DataPlane {
         let mut last_work = 0u64;
         // How long before a deadline the sleep ends (wait.rs): learnt from the wake-ups' lateness.
         let mut margin = self.wake_margin_ns.map_or_else(WakeMargin::default, WakeMargin::fixed);
+        // How long the loop may be awake per window before it stops spinning (wait.rs): only a
+        // real-time thread is throttled by the kernel.
+        let mut budget = if rt { SpinBudget::of_this_kernel() } else { SpinBudget::unlimited() };
+        if let Some(limit) = budget.limit_ns() {
+            tracing::info!(
+                awake_ms = limit / 1_000_000,
+                window_ms = WINDOW_NS / 1_000_000,
+                "spin budget (below the kernel's RT throttling)"
+            );
+        }
         self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
         let _ = self.health.release_slack.set(self.release_slack);
         while !self.shutdown.load(Ordering::Relaxed) {
@@ -502,7 +514,9 @@ impl DataPlane {
                 last_work = now;
             }
             if work > 0 || backlog {
-                self.health.busy_turn(monotonic_ns().saturating_sub(turn_start));
+                let took = monotonic_ns().saturating_sub(turn_start);
+                self.health.busy_turn(took);
+                budget.worked(took);
                 // Every packet the switch holds is in a pool buffer, wherever it waits: the delay
                 // line (rate, delay, slot and trace release times), a cell's bearer queues, a
                 // port's TX backlog. So the buffers in use are the held packets, all queues counted.
@@ -512,7 +526,8 @@ impl DataPlane {
                 continue;
             }
             // A turn without work: `now` is this turn's read (nothing since took long).
-            if now.saturating_sub(last_work) < self.busy_poll_ns {
+            let may_spin = budget.may_spin(now);
+            if may_spin && now.saturating_sub(last_work) < self.busy_poll_ns {
                 std::hint::spin_loop();
                 continue;
             }
@@ -527,14 +542,17 @@ impl DataPlane {
             // Sleep until `margin` before a precise deadline, then spin through ordinary turns up
             // to it; a coalesced release is slept for up to its time (wait.rs says why); with no
             // deadline, sleep until a frame or MAX_SLEEP_NS.
+            // Over the spin budget: no margin, slack or batching, so it sleeps until the earliest
+            // release itself (wait.rs SpinBudget).
             let backlogged = self.ports.iter().any(|p| p.rx_backlogged);
+            let (margin_ns, slack_ns) = if may_spin { (margin.margin_ns(), self.release_slack.ns()) } else { (0, 0) };
             let (sleep, timed, defer_rx) = match plan(
                 now,
                 precise,
                 self.line.next_coalesced_ns(),
-                margin.margin_ns(),
-                self.release_slack.ns(),
-                backlogged,
+                margin_ns,
+                slack_ns,
+                backlogged && may_spin,
                 MAX_SLEEP_NS,
             ) {
                 Wait::Spin => {
@@ -557,14 +575,22 @@ impl DataPlane {
             let ts = libc::timespec { tv_sec: (sleep / 1_000_000_000) as _, tv_nsec: (sleep % 1_000_000_000) as _ };
             // SAFETY: fds is a valid array of pollfd; ts a valid timespec; no signal mask change.
             let ready = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+            let woke = monotonic_ns();
+            budget.slept(woke.saturating_sub(start));
             if ready == 0 && timed {
                 // Woken by the timeout, not by a frame: how late is what the margin must cover.
-                margin.observe(monotonic_ns().saturating_sub(start + sleep));
+                margin.observe(woke.saturating_sub(start + sleep));
                 self.health.wake_margin_ns.store(margin.margin_ns(), Ordering::Relaxed);
+            }
+            if !may_spin {
+                self.health.spin_budget_exhausted.store(budget.windows_exhausted, Ordering::Relaxed);
             }
             if fds.last().is_some_and(|f| f.revents != 0) {
                 self.link.waker.drain();
             }
+        }
+        if budget.limit_ns().is_some() {
+            tracing::info!(windows = budget.windows_exhausted, "spin budget ran out (windows of 100 ms)");
         }
         self.finish();
     }

@@ -60,6 +60,9 @@ pub struct Health {
     pub held_packets: AtomicU64,
     /// How long before a deadline the loop stops sleeping and spins (wait.rs), last value.
     pub wake_margin_ns: AtomicU64,
+    /// 100 ms windows in which the loop's spin budget ran out (wait.rs `SpinBudget`): it then
+    /// slept until each release instead of spinning, so as not to be throttled by the kernel.
+    pub spin_budget_exhausted: AtomicU64,
     /// `--release-slack-us` (release.rs `Slack`): how late a packet queued behind another in a
     /// rate queue may leave, and whether only on links fast enough to batch. Set once at start.
     pub release_slack: OnceLock<Slack>,
@@ -87,6 +90,7 @@ impl Health {
             dataplane_busy_turns: AtomicU64::new(0),
             held_packets: AtomicU64::new(0),
             wake_margin_ns: AtomicU64::new(0),
+            spin_budget_exhausted: AtomicU64::new(0),
             release_slack: OnceLock::new(),
             cpu_latency_us: OnceLock::new(),
             free_buffers: AtomicU64::new(0),

@@ -55,6 +55,9 @@ impl Collector for HealthCollector {
         gauge(&mut encoder, "p4netem_switch_wake_margin_seconds",
               "How long before its next release the data-plane loop stops sleeping and spins (learnt from its wake-ups' lateness)",
               h.wake_margin_ns.load(Ordering::Relaxed) as f64 / 1e9)?;
+        counter(&mut encoder, "p4netem_switch_spin_budget_exhausted",
+                "100 ms windows in which the data-plane loop stopped spinning before releases, so that the kernel's RT throttling would not stop it (it slept until each release instead)",
+                h.spin_budget_exhausted.load(Ordering::Relaxed) as f64)?;
         gauge(&mut encoder, "p4netem_switch_release_slack_seconds",
               "How late a packet queued behind another in a rate queue may leave (--release-slack-us; 0: every release precise)",
               h.release_slack.get().map_or(0, |s| s.ns()) as f64 / 1e9)?;

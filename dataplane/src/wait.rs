@@ -140,6 +140,114 @@ pub fn plan(
     Wait::Sleep { ns: sleep, timed, defer_rx }
 }
 
+/// How much of its time the data-plane loop may spend awake before it stops spinning, so that the
+/// kernel's RT throttling never stops it.
+///
+/// A SCHED_FIFO thread that runs more than `sched_rt_runtime_us` of every `sched_rt_period_us`
+/// (950 ms of 1 s by default) is not run at all for the rest of the period. For the switch that is
+/// a freeze of every port for up to 50 ms, every second: measured on 2026-11-26 with a 50 ms delay
+/// profile carrying 200 Mbit/s (its loop awake 96 % of the time, most of it spinning before
+/// releases), probes left 20-35 ms late in runs of ten, and the same with `--wake-margin-us 250` at
+/// 50 Mbit/s. Spinning is what the loop can give up: over budget it plans its waits with no margin
+/// and no busy poll (`plan` with margin, slack and backlog zero: it sleeps until the earliest
+/// release itself and wakes a wake-up's lateness after it, tens of microseconds on a VM, instead of
+/// being stopped for tens of milliseconds).
+///
+/// The budget is kept per WINDOW_NS: the loop may be awake (anything but its `ppoll` sleeps) for
+/// `limit_ns` of each window, the kernel's share less HEADROOM_PCT: the rest of a window
+/// may still hold work (frames, due releases), which the loop does whatever the budget. With the
+/// default 95 %, 85 ms of every 100 ms; no limit when throttling is off (`-1`) or the thread is
+/// not real-time. Only a window that also spun (awake but not in turns with work) for MIN_SPIN_NS
+/// stops spinning: giving up spinning is all the budget can do, and a loop busy with work alone
+/// keeps its ordinary waits.
+#[derive(Debug, Clone)]
+pub struct SpinBudget {
+    limit_ns: Option<u64>,
+    window_start_ns: u64,
+    slept_ns: u64,
+    /// Time in turns with work (packets, due releases) this window: what giving up spinning
+    /// cannot save.
+    worked_ns: u64,
+    /// This window already ran out (counted once).
+    exhausted: bool,
+    /// Windows in which the budget ran out.
+    pub windows_exhausted: u64,
+}
+
+pub const WINDOW_NS: u64 = 100_000_000;
+/// Points of the kernel's share kept for work the loop cannot put off once its budget is spent.
+const HEADROOM_PCT: u64 = 10;
+/// Over the limit, spinning stops only if the window spun at least this long: a loop awake
+/// because of work alone (a flood) would gain nothing by it, and its waits are left as they are
+/// (the radio bench's 1M-UE bursts measured 3-6 % slower when they were not).
+const MIN_SPIN_NS: u64 = 5_000_000;
+
+impl SpinBudget {
+    /// The budget for the kernel's RT throttling settings (`runtime_us` of every `period_us`;
+    /// `runtime_us` negative: throttling off). `None`: no limit.
+    pub fn for_rt_throttling(runtime_us: i64, period_us: i64) -> SpinBudget {
+        let limit_ns = (runtime_us >= 0 && period_us > 0).then(|| {
+            let pct = (runtime_us as u64 * 100 / period_us as u64).min(100);
+            WINDOW_NS * pct.saturating_sub(HEADROOM_PCT) / 100
+        });
+        SpinBudget { limit_ns, window_start_ns: 0, slept_ns: 0, worked_ns: 0, exhausted: false, windows_exhausted: 0 }
+    }
+
+    /// No limit (a thread the kernel does not throttle).
+    pub fn unlimited() -> SpinBudget {
+        SpinBudget::for_rt_throttling(-1, 1)
+    }
+
+    /// The running system's settings (/proc/sys/kernel/sched_rt_*); unreadable: the kernel's
+    /// defaults.
+    pub fn of_this_kernel() -> SpinBudget {
+        let read = |name: &str, default: i64| {
+            std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(default)
+        };
+        SpinBudget::for_rt_throttling(read("sched_rt_runtime_us", 950_000), read("sched_rt_period_us", 1_000_000))
+    }
+
+    /// The awake time allowed per window; None: no limit.
+    pub fn limit_ns(&self) -> Option<u64> {
+        self.limit_ns
+    }
+
+    /// Whether the loop may spin at `now` (a new window starts with a fresh budget).
+    #[inline]
+    pub fn may_spin(&mut self, now: u64) -> bool {
+        let Some(limit) = self.limit_ns else { return true };
+        let elapsed = now.saturating_sub(self.window_start_ns);
+        if elapsed >= WINDOW_NS {
+            (self.window_start_ns, self.slept_ns, self.worked_ns, self.exhausted) = (now, 0, 0, false);
+            return true;
+        }
+        let awake = elapsed.saturating_sub(self.slept_ns);
+        if awake < limit || awake.saturating_sub(self.worked_ns) < MIN_SPIN_NS {
+            return true;
+        }
+        if !self.exhausted {
+            self.exhausted = true;
+            self.windows_exhausted += 1;
+        }
+        false
+    }
+
+    /// The loop slept `ns` in `ppoll`.
+    #[inline]
+    pub fn slept(&mut self, ns: u64) {
+        self.slept_ns += ns;
+    }
+
+    /// A turn with work took `ns`.
+    #[inline]
+    pub fn worked(&mut self, ns: u64) {
+        self.worked_ns += ns;
+    }
+}
+
 /// How late the loop's releases from the timing wheel are (the earliest packet of each turn that
 /// released any, measured after the turn's transmit), in power-of-two microsecond buckets:
 /// logged when the switch stops, so a run's release accuracy can be read from the switch's own
@@ -247,6 +355,61 @@ mod tests {
         assert_eq!(l.quantile_us(0.99), Some(4));
         assert_eq!(l.quantile_us(1.0), Some(2048));
         assert_eq!((l.turns(), l.max_us()), (100, 2000));
+    }
+
+    #[test]
+    fn the_spin_budget_follows_the_kernels_rt_share() {
+        assert_eq!(SpinBudget::for_rt_throttling(950_000, 1_000_000).limit_ns(), Some(85_000_000));
+        assert_eq!(SpinBudget::for_rt_throttling(500_000, 1_000_000).limit_ns(), Some(40_000_000));
+        assert_eq!(SpinBudget::for_rt_throttling(100_000, 1_000_000).limit_ns(), Some(0));
+        assert_eq!(SpinBudget::for_rt_throttling(-1, 1_000_000).limit_ns(), None);
+        assert_eq!(SpinBudget::unlimited().limit_ns(), None);
+    }
+
+    #[test]
+    fn the_spin_budget_runs_out_within_a_window_and_comes_back_with_the_next() {
+        let mut b = SpinBudget::for_rt_throttling(950_000, 1_000_000);
+        assert!(b.may_spin(0)); // the first window starts
+        b.slept(10_000_000);
+        b.worked(40_000_000); // and it spun the other 44-50 ms
+        assert!(b.may_spin(94_000_000)); // awake 84 ms of 94
+        assert!(!b.may_spin(96_000_000)); // awake 86 ms: over
+        assert!(!b.may_spin(97_000_000));
+        assert_eq!(b.windows_exhausted, 1); // counted once per window
+        b.slept(1_000_000);
+        assert!(!b.may_spin(99_000_000)); // 99 - 11 = 88 ms awake
+        assert!(b.may_spin(100_000_000)); // a new window
+        assert!(b.may_spin(180_000_000)); // 80 ms awake of 80
+        assert!(!b.may_spin(186_000_000));
+        assert_eq!(b.windows_exhausted, 2);
+        // A window awake with work alone keeps spinning: there is nothing to save.
+        let mut flood = SpinBudget::for_rt_throttling(950_000, 1_000_000);
+        assert!(flood.may_spin(0));
+        flood.worked(97_000_000);
+        assert!(flood.may_spin(99_000_000)); // awake 99 ms, 2 ms of it not working
+        assert_eq!(flood.windows_exhausted, 0);
+        assert!(flood.may_spin(100_000_000)); // a new window
+        flood.worked(80_000_000);
+        assert!(!flood.may_spin(190_000_000)); // awake 90 ms, 10 of them spinning
+        assert_eq!(flood.windows_exhausted, 1);
+        let mut free = SpinBudget::unlimited();
+        assert!(free.may_spin(99_000_000));
+        assert_eq!(free.windows_exhausted, 0);
+    }
+
+    #[test]
+    fn over_budget_the_plan_sleeps_until_the_release_itself() {
+        // The loop's frugal plan: margin, slack and backlog zero.
+        let now = 1_000_000;
+        assert_eq!(
+            plan(now, Some(now + 80_000), None, 0, 0, false, MAX),
+            Wait::Sleep { ns: 80_000, timed: true, defer_rx: false }
+        );
+        assert_eq!(
+            plan(now, None, Some(now + 30_000), 0, 0, false, MAX),
+            Wait::Sleep { ns: 30_000, timed: true, defer_rx: false }
+        );
+        assert_eq!(plan(now, Some(now), None, 0, 0, false, MAX), Wait::Spin); // due: work, not a spin
     }
 
     #[test]

@@ -66,6 +66,8 @@ def test_switch_health_moves_with_traffic_and_requests(health_lab, tmp_path):
     busy = _get(after, "p4netem_switch_dataplane_busy_seconds_total")
     assert 0 < busy < _get(after, "p4netem_switch_uptime_seconds_total")
     assert _get(after, "p4netem_switch_dataplane_busy_turns_total") > _get(before, "p4netem_switch_dataplane_busy_turns_total")
+    # Served, and a few pings are nowhere near the loop's spin budget (docs/dataplane.md).
+    assert _get(after, "p4netem_switch_spin_budget_exhausted_total") == 0
     reads_before = [v for (n, ls), v in before.items()
                     if n == "p4netem_switch_p4runtime_request_seconds_count" and dict(ls)["rpc"] == "Read"]
     assert _get(after, "p4netem_switch_p4runtime_request_seconds_count", rpc="Read") > sum(reads_before)
