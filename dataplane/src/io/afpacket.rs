@@ -13,6 +13,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::sys::*;
+use crate::mapping::Mapping;
 
 /// Ring geometry. 2048-byte frames hold a 1518-byte frame (1522 with a re-inserted VLAN tag)
 /// after the V2 header; 64 KiB blocks keep frames contiguous (frame i at i * FRAME_SIZE).
@@ -79,14 +80,14 @@ pub struct AfPacket {
     fd: OwnedFd,
     pub ifname: String,
     pub ifindex: i32,
-    map: *mut u8,
-    map_len: usize,
     rx: Ring,
     tx: Ring,
     /// Frames committed to the TX ring since the last `tx_flush`.
     tx_queued: usize,
-    /// The TX thread doing the `sendto`s, if any (declared before the fields it uses: dropped first).
+    /// The TX thread doing the `sendto`s, if any (stopped in `drop`, before the fields it uses).
     kicker: Option<super::kicker::Kicker>,
+    /// The rings the kernel shares (RX, then TX): `rx` and `tx` point into it.
+    _map: Mapping,
 }
 
 // SAFETY: the mapping is owned by this value and only touched through &mut self / &self by the
@@ -130,33 +131,19 @@ impl AfPacket {
         setsockopt(raw, SOL_PACKET, PACKET_TX_RING, &txr).map_err(|e| with(e, "PACKET_TX_RING"))?;
         let rx_len = rxr.tp_block_nr as usize * BLOCK_SIZE;
         let tx_len = txr.tp_block_nr as usize * BLOCK_SIZE;
-        let map_len = rx_len + tx_len;
-        // SAFETY: maps the rings just configured on this socket; RX first, then TX (kernel layout).
-        let map = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                raw,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(with(io::Error::last_os_error(), "mmap of the rings"));
-        }
-        let map = map as *mut u8;
+        // The rings just configured on this socket: RX first, then TX (the kernel's layout).
+        let map = Mapping::shared(raw, rx_len + tx_len, 0).map_err(|e| with(e, "mmap of the rings"))?;
+        let base = map.as_ptr();
         let port = AfPacket {
             fd,
             ifname: ifname.to_string(),
             ifindex,
-            map,
-            map_len,
-            rx: Ring { base: map, frames: rxr.tp_frame_nr as usize, head: 0 },
-            // SAFETY: rx_len < map_len.
-            tx: Ring { base: unsafe { map.add(rx_len) }, frames: txr.tp_frame_nr as usize, head: 0 },
+            rx: Ring { base, frames: rxr.tp_frame_nr as usize, head: 0 },
+            // SAFETY: rx_len < the mapping's length.
+            tx: Ring { base: unsafe { base.add(rx_len) }, frames: txr.tp_frame_nr as usize, head: 0 },
             tx_queued: 0,
             kicker: None,
+            _map: map,
         };
         if let Err(e) = setsockopt(raw, SOL_PACKET, PACKET_QDISC_BYPASS, &1i32) {
             tracing::warn!(iface = ifname, "PACKET_QDISC_BYPASS unavailable ({e}); transmitting through the qdisc");
@@ -326,9 +313,7 @@ impl AsRawFd for AfPacket {
 
 impl Drop for AfPacket {
     fn drop(&mut self) {
-        // Stop the TX thread before the mapping and the socket go away.
+        // Stop the TX thread before the mapping and the socket go away (the fields drop after this).
         self.kicker = None;
-        // SAFETY: unmaps exactly the mapping made in open().
-        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
     }
 }

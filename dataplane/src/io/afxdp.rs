@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use super::afpacket::{RingConfig, RxFrame, RX_MAX_FRAME, TX_MAX_FRAME};
 use super::sys::*;
 use super::xdp_prog::XdpRedirect;
+use crate::mapping::{Mapping, Pages};
 
 /// UMEM chunk. 4 KiB (a page): the kernel puts a received frame 256 bytes in (XDP headroom), and
 /// 4096 - 256 holds the largest frame the AF_PACKET path accepts whole, so both paths truncate
@@ -39,28 +40,16 @@ struct XRing<T> {
     local: u32,
     /// The kernel's index as last read.
     cached: u32,
-    map: *mut libc::c_void,
-    map_len: usize,
+    /// Holds the indexes and entries above.
+    _map: Mapping,
 }
 
 impl<T: Copy> XRing<T> {
     fn map(fd: RawFd, off: &libc::xdp_ring_offset, size: u32, pgoff: u64) -> io::Result<XRing<T>> {
         let map_len = off.desc as usize + size as usize * std::mem::size_of::<T>();
-        // SAFETY: maps the ring the kernel set up for this socket at the documented page offset.
-        let map = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                pgoff as libc::off_t,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = map as *mut u8;
+        // The ring the kernel set up for this socket, at its documented page offset.
+        let map = Mapping::shared(fd, map_len, pgoff)?;
+        let base = map.as_ptr();
         // SAFETY: the offsets come from XDP_MMAP_OFFSETS and lie inside the mapping.
         unsafe {
             let producer = base.add(off.producer as usize) as *const AtomicU32;
@@ -73,8 +62,7 @@ impl<T: Copy> XRing<T> {
                 mask: size - 1,
                 local: 0,
                 cached: 0,
-                map,
-                map_len,
+                _map: map,
             })
         }
     }
@@ -137,13 +125,6 @@ impl<T: Copy> XRing<T> {
     }
 }
 
-impl<T> Drop for XRing<T> {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in map().
-        unsafe { libc::munmap(self.map, self.map_len) };
-    }
-}
-
 pub struct AfXdp {
     /// Declared first: detaches the program before the socket and UMEM go away.
     _xdp: XdpRedirect,
@@ -152,8 +133,6 @@ pub struct AfXdp {
     ctl: OwnedFd,
     pub ifname: String,
     pub ifindex: i32,
-    umem: *mut u8,
-    umem_len: usize,
     fill: XRing<u64>,
     comp: XRing<u64>,
     rx: XRing<libc::xdp_desc>,
@@ -167,6 +146,9 @@ pub struct AfXdp {
     /// Frames received since the last `rx_stats`, and the kernel's drop counters at that time.
     rx_count: u32,
     last_drops: u64,
+    /// The frames' memory. Declared last, so it is unmapped after the socket and its rings are
+    /// gone (the kernel pinned its pages at XDP_UMEM_REG until then anyway).
+    umem: Mapping,
 }
 
 // SAFETY: the mappings are owned by this value and only touched by the one thread that owns it.
@@ -210,39 +192,21 @@ impl AfXdp {
         let (rx_n, tx_n) = (ring_size(cfg.rx_frames), ring_size(cfg.tx_frames));
         let chunks = (rx_n + tx_n) as usize;
         let umem_len = chunks * CHUNK;
-        // SAFETY: anonymous private mapping, owned by the returned value (unmapped in Drop).
-        let umem = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                umem_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if umem == libc::MAP_FAILED {
-            return Err(with(io::Error::last_os_error(), "UMEM mmap"));
-        }
-        let umem = umem as *mut u8;
-        let unmap = |e: io::Error| {
-            // SAFETY: the mapping made just above; nothing refers to it on this error path.
-            unsafe { libc::munmap(umem as *mut libc::c_void, umem_len) };
-            e
-        };
+        // Owned by the returned value; an error return below unmaps it.
+        let umem = Mapping::zeroed(umem_len, Pages::Now).map_err(|e| with(e, "UMEM mmap"))?;
         // SAFETY: zeroed is a valid xdp_umem_reg; fields set below.
         let mut reg: libc::xdp_umem_reg = unsafe { std::mem::zeroed() };
-        reg.addr = umem as u64;
+        reg.addr = umem.as_ptr() as u64;
         reg.len = umem_len as u64;
         reg.chunk_size = CHUNK as u32;
-        setsockopt(raw, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|e| unmap(with(e, "UMEM_REG")))?;
+        setsockopt(raw, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|e| with(e, "UMEM_REG"))?;
         for (opt, n) in [
             (libc::XDP_UMEM_FILL_RING, rx_n),
             (libc::XDP_UMEM_COMPLETION_RING, tx_n),
             (libc::XDP_RX_RING, rx_n),
             (libc::XDP_TX_RING, tx_n),
         ] {
-            setsockopt(raw, libc::SOL_XDP, opt, &n).map_err(|e| unmap(with(e, "ring setup")))?;
+            setsockopt(raw, libc::SOL_XDP, opt, &n).map_err(|e| with(e, "ring setup"))?;
         }
         // SAFETY: zeroed offsets are a valid out-parameter.
         let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
@@ -257,7 +221,7 @@ impl AfXdp {
                 &mut len,
             )
         })
-        .map_err(|e| unmap(with(e, "MMAP_OFFSETS")))?;
+        .map_err(|e| with(e, "MMAP_OFFSETS"))?;
         let rings = (|| -> io::Result<_> {
             let fill: XRing<u64> = XRing::map(raw, &off.fr, rx_n, libc::XDP_UMEM_PGOFF_FILL_RING)?;
             let comp: XRing<u64> = XRing::map(raw, &off.cr, tx_n, libc::XDP_UMEM_PGOFF_COMPLETION_RING)?;
@@ -265,7 +229,7 @@ impl AfXdp {
             let tx: XRing<libc::xdp_desc> = XRing::map(raw, &off.tx, tx_n, libc::XDP_PGOFF_TX_RING as u64)?;
             Ok((fill, comp, rx, tx))
         })();
-        let (mut fill, comp, rx, tx) = rings.map_err(|e| unmap(with(e, "ring mmap")))?;
+        let (mut fill, comp, rx, tx) = rings.map_err(|e| with(e, "ring mmap"))?;
         for i in 0..rx_n as u64 {
             fill.produce(i * CHUNK as u64);
         }
@@ -284,16 +248,14 @@ impl AfXdp {
                 std::mem::size_of::<libc::sockaddr_xdp>() as u32,
             )
         })
-        .map_err(|e| unmap(with(e, "bind (copy mode)")))?;
-        let xdp = XdpRedirect::attach(ifindex, raw).map_err(|e| unmap(with(e, "XDP program")))?;
+        .map_err(|e| with(e, "bind (copy mode)"))?;
+        let xdp = XdpRedirect::attach(ifindex, raw).map_err(|e| with(e, "XDP program"))?;
         Ok(AfXdp {
             _xdp: xdp,
             fd,
             ctl,
             ifname: ifname.to_string(),
             ifindex,
-            umem,
-            umem_len,
             fill,
             comp,
             rx,
@@ -303,6 +265,7 @@ impl AfXdp {
             rx_current: 0,
             rx_count: 0,
             last_drops: 0,
+            umem,
         })
     }
 
@@ -316,7 +279,7 @@ impl AfXdp {
         // SAFETY: the kernel wrote the frame at addr inside the UMEM; the program's timestamp sits
         // in the 8 bytes before it (inside the chunk's 256-byte headroom).
         let (data, ts) = unsafe {
-            let data = self.umem.add(d.addr as usize);
+            let data = self.umem.as_ptr().add(d.addr as usize);
             let ts_ptr = data.sub(META_TS) as *mut u64;
             let ts = ts_ptr.read_unaligned();
             // Cleared so that a frame without metadata never shows a stale stamp.
@@ -368,7 +331,7 @@ impl AfXdp {
         let len = frame.len().min(TX_MAX_FRAME);
         // SAFETY: the chunk is ours (it was on the free stack) and CHUNK >= TX_MAX_FRAME bytes.
         unsafe {
-            let data = std::slice::from_raw_parts_mut(self.umem.add(addr as usize), len);
+            let data = std::slice::from_raw_parts_mut(self.umem.as_ptr().add(addr as usize), len);
             data.copy_from_slice(&frame[..len]);
             edit(data);
         }
@@ -447,15 +410,5 @@ impl AfXdp {
 impl AsRawFd for AfXdp {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
-    }
-}
-
-impl Drop for AfXdp {
-    fn drop(&mut self) {
-        // The fields (XDP link first, then the socket and its rings) drop after this. The kernel
-        // pinned the UMEM pages at XDP_UMEM_REG and holds them until the socket is gone, so our
-        // view can go first.
-        // SAFETY: unmaps exactly the UMEM mapped in open().
-        unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
     }
 }

@@ -44,11 +44,11 @@
 //! the atomic add but cannot be mmapped, so every counter read would be a system call per pd.
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::bpf::*;
+use crate::mapping::Mapping;
 
 pub const KEY_SIZE: usize = 32;
 const VALUE_SIZE: usize = 32;
@@ -97,8 +97,7 @@ impl std::str::FromStr for FastPathMode {
 
 /// A shared mapping of a BPF array's values.
 pub struct MapMem {
-    ptr: *mut u8,
-    len: usize,
+    mem: Mapping,
     _fd: OwnedFd,
 }
 
@@ -113,33 +112,21 @@ impl MapMem {
         let fd = map_create(BPF_MAP_TYPE_ARRAY, 4, value_size, entries, BPF_F_MMAPABLE, name)?;
         let page = 4096usize;
         let len = (entries as usize * value_size as usize).div_ceil(page) * page;
-        // SAFETY: maps the array's values (offset 0) shared with the kernel; unmapped in Drop.
-        let ptr = unsafe {
-            libc::mmap(ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
-        };
-        if ptr == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(e.kind(), format!("mmap of BPF map {name}: {e}")));
-        }
-        Ok(MapMem { ptr: ptr as *mut u8, len, _fd: fd })
+        // The array's values (offset 0), shared with the kernel.
+        let mem = Mapping::shared(fd.as_raw_fd(), len, 0)
+            .map_err(|e| io::Error::new(e.kind(), format!("mmap of BPF map {name}: {e}")))?;
+        Ok(MapMem { mem, _fd: fd })
     }
 
     #[inline]
     fn u64(&self, i: usize) -> &AtomicU64 {
-        assert!((i + 1) * 8 <= self.len);
+        assert!((i + 1) * 8 <= self.mem.len());
         // SAFETY: in bounds (checked), 8-aligned (page-aligned base), and only used atomically.
-        unsafe { &*(self.ptr.add(i * 8) as *const AtomicU64) }
+        unsafe { &*(self.mem.as_ptr().add(i * 8) as *const AtomicU64) }
     }
 
     fn fd(&self) -> i32 {
         self._fd.as_raw_fd()
-    }
-}
-
-impl Drop for MapMem {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in array().
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
     }
 }
 

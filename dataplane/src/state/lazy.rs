@@ -6,6 +6,8 @@
 //! allocates and then writes zeros over everything, touching every page.)
 use std::ops::Deref;
 
+use crate::mapping::{Mapping, Pages};
+
 /// Types for which all-zero bytes are a valid value (integer atomics and structs of them).
 ///
 /// # Safety
@@ -22,9 +24,11 @@ unsafe impl ZeroValid for std::sync::atomic::AtomicU32 {}
 unsafe impl ZeroValid for std::sync::atomic::AtomicU64 {}
 
 pub struct LazyArray<T: ZeroValid> {
-    ptr: *mut T,
+    /// The first element: in `_map`, or dangling for an empty array.
+    ptr: *const T,
     len: usize,
-    map_len: usize,
+    /// Owns the elements' memory (None: nothing to map).
+    _map: Option<Mapping>,
 }
 
 // SAFETY: the elements are atomics (ZeroValid types used here are Sync); the mapping is owned.
@@ -38,45 +42,23 @@ impl<T: ZeroValid> LazyArray<T> {
     pub fn new(len: usize, huge_pages: bool) -> Self {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).expect("array size overflows");
         if bytes == 0 {
-            return LazyArray { ptr: std::ptr::NonNull::dangling().as_ptr(), len, map_len: 0 };
+            return LazyArray { ptr: std::ptr::NonNull::dangling().as_ptr(), len, _map: None };
         }
         assert!(std::mem::align_of::<T>() <= 4096, "page alignment suffices for every element type");
-        // SAFETY: a fresh anonymous mapping; checked for failure below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            panic!("mmap of {bytes} bytes for a zeroed array failed: {}", std::io::Error::last_os_error());
-        }
+        let map = Mapping::zeroed(bytes, Pages::OnFirstTouch)
+            .unwrap_or_else(|e| panic!("mmap of {bytes} bytes for a zeroed array failed: {e}"));
         if huge_pages {
-            // SAFETY: advice on our own mapping; failure only means small pages.
-            unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
+            map.advise_huge_pages();
         }
-        LazyArray { ptr: p as *mut T, len, map_len: bytes }
+        LazyArray { ptr: map.as_ptr() as *const T, len, _map: Some(map) }
     }
 }
 
 impl<T: ZeroValid> Deref for LazyArray<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        // SAFETY: ptr is valid for len elements (page-aligned mapping, zero bytes are valid T),
-        // or dangling with len 0.
+        // SAFETY: ptr is valid for len elements while `_map` lives (page-aligned mapping, zero
+        // bytes are valid T), or dangling with no bytes to read.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl<T: ZeroValid> Drop for LazyArray<T> {
-    fn drop(&mut self) {
-        if self.map_len != 0 {
-            // SAFETY: unmaps exactly the mapping made in new(); no references outlive self.
-            unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.map_len) };
-        }
     }
 }
