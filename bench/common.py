@@ -170,6 +170,21 @@ def dp_cpu_ns(pid: int) -> float:
     return float(time.clock_gettime_ns(((~pid) << 3) | 2))  # CPUCLOCK_SCHED of the process
 
 
+def dp_run_delay_ns(pid: int) -> int | None:
+    """How long the switch's data-plane thread has waited runnable but not run, ns (`run_delay`,
+    the second field of its schedstat). The thread is SCHED_FIFO, which no ordinary thread makes
+    wait, so this is time a kernel or real-time thread held its CPU, or the kernel's RT throttling
+    stopped it (docs/dataplane.md "The spin budget"); a vCPU the hypervisor does not run (steal)
+    does not count. None if the kernel does not expose it."""
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            if open(f"/proc/{pid}/task/{task}/comm").read().strip() == "p4netem-dp":
+                return int(open(f"/proc/{pid}/task/{task}/schedstat").read().split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def softirq_threads_cpu_ns() -> float:
     """Summed CPU time (ns) of the kernel's per-CPU softirq threads (`ksoftirqd/N`). Softirq work
     runs in whatever thread raised it (on a veth, the sender's transmit syscall) until it takes too

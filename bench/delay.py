@@ -15,9 +15,11 @@ stage. Per probe:
 Then a third run with the delay and HEAVY_BPS of background (about 16 700 frames/s): the
 data-plane loop is awake most of the time, spinning before each release, which is where the
 kernel's RT throttling can stop a SCHED_FIFO thread for the rest of each second (docs/dataplane.md,
-"Known: the kernel's RT throttling"). ``delay_error_us_p99_heavy`` and
+"The spin budget"). ``delay_error_us_p99_heavy`` and
 ``delay_error_us_max_heavy`` are its |error| against the same baseline (no bar; a throttled loop
-shows as a max of tens of milliseconds).
+shows as a max of tens of milliseconds, and as tens of milliseconds of the data-plane thread's
+`run_delay`, recorded per run in the JSON as ``dp_thread_run_delay_ms``; a stalled VM does not
+add to it).
 
 During both runs the same probes also go, at the same moments, over a reference path between the same
 hosts that only a Linux bridge forwards (topo.py). Its one-way delays (``delay_reference_us_*``) are
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import statistics
 
-from common import finish, one_way_ns, percentile, send, sink
+from common import dp_run_delay_ns, finish, one_way_ns, percentile, send, sink
 from topo import Topo
 
 DELAY_NS = 50_000_000
@@ -43,11 +45,14 @@ BG_PORT = 5102
 REF_PORT = 5103
 
 
-def probe(t: Topo, background_bps: float = BACKGROUND_BPS) -> tuple[list[int], list[int], dict]:
+def probe(t: Topo, background_bps: float = BACKGROUND_BPS, switch_pid: int | None = None
+          ) -> tuple[list[int], list[int], dict]:
     """One probe run under background load through the switch, with reference probes over the
     bridge-only path at the same time. Returns the one-way delays (ns) of the switch probes and of the
-    reference probes, and what the background flow achieved."""
+    reference probes, and what the background flow achieved (with `switch_pid`, also how long the
+    data-plane thread waited runnable during the run: a throttled loop, not a stalled VM)."""
     duration = PROBES / PROBE_PPS
+    waited = dp_run_delay_ns(switch_pid) if switch_pid else None
     h1r, h2r = t.ref
     with sink(t, t.h2, BG_PORT, idle=1.0) as bg_done, sink(t, t.h2, PROBE_PORT, idle=1.0) as done, \
             sink(t, h2r, REF_PORT, idle=1.0) as ref_done:
@@ -61,6 +66,8 @@ def probe(t: Topo, background_bps: float = BACKGROUND_BPS) -> tuple[list[int], l
         bg_sent = finish(bg)
         ref_sent = finish(ref)
         rec, ref_rec, bg_rec = done(), ref_done(), bg_done()
+    if waited is not None and (now := dp_run_delay_ns(switch_pid)) is not None:
+        waited = now - waited
     if len(rec["seq"]) < 0.99 * PROBES:
         raise RuntimeError(f"only {len(rec['seq'])} of {PROBES} probes arrived")
     bg_bytes = sum(bg_rec["frame_bytes"])
@@ -69,6 +76,8 @@ def probe(t: Topo, background_bps: float = BACKGROUND_BPS) -> tuple[list[int], l
             "bg_received_mbit_s": bg_bytes * 8 / bg_span / 1e6 if bg_span else 0.0,
             "probes_received": len(rec["seq"]), "reference_probes_received": len(ref_rec["seq"]),
             "probe_sender_max_late_ms": sent["max_late_ms"]}
+    if waited is not None:
+        info["dp_thread_run_delay_ms"] = waited / 1e6
     probes, info["tx_stamp_fallbacks"] = one_way_ns(rec, sent)
     refs, info["reference_tx_stamp_fallbacks"] = one_way_ns(ref_rec, ref_sent)
     return list(probes.values()), list(refs.values()), info
@@ -82,15 +91,15 @@ def dist_us(v: list[float]) -> dict:
         "max": max(v) * US}
 
 
-def measure(t: Topo, ctl) -> dict:
+def measure(t: Topo, ctl, switch_pid: int | None = None) -> dict:
     ctl.set_impairment(1, 0, delay_ns=0)
-    base, ref_base, base_bg = probe(t)
+    base, ref_base, base_bg = probe(t, switch_pid=switch_pid)
     ctl.set_impairment(1, 0, delay_ns=DELAY_NS)
-    delayed, ref_delayed, load_bg = probe(t)
+    delayed, ref_delayed, load_bg = probe(t, switch_pid=switch_pid)
     # The same delay under HEAVY_BPS: the loop is then awake most of the time (docstring). No bar
     # hangs on it, so a run that loses probes is recorded, not allowed to lose the figures above.
     try:
-        heavy, _, heavy_bg = probe(t, HEAVY_BPS)
+        heavy, _, heavy_bg = probe(t, HEAVY_BPS, switch_pid)
     except RuntimeError as e:
         heavy, heavy_bg = [], {"error": str(e)}
     ref = ref_base + ref_delayed

@@ -322,7 +322,7 @@ def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
                                                                    CLASSIFIER_CAPACITY),
                          label="throughput (full tables)")
                 ctl.classify_by_ingress_port()
-                step("delay", lambda: delay.measure(t, ctl))
+                step("delay", lambda: delay.measure(t, ctl, sw.proc.pid))
                 step("rate", lambda: rate.measure(t, ctl, sw.proc.pid, rate.release_slack_us(sw.log_path)))
                 step("loss", lambda: loss.measure(t, ctl))
                 step("ge", lambda: ge.measure_ge(t, ctl))
