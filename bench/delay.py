@@ -17,9 +17,10 @@ data-plane loop is awake most of the time, spinning before each release, which i
 kernel's RT throttling can stop a SCHED_FIFO thread for the rest of each second (docs/dataplane.md,
 "The spin budget"). ``delay_error_us_p99_heavy`` and
 ``delay_error_us_max_heavy`` are its |error| against the same baseline (no bar; a throttled loop
-shows as a max of tens of milliseconds, and as tens of milliseconds of the data-plane thread's
-`run_delay`, recorded per run in the JSON as ``dp_thread_run_delay_ms``; a stalled VM does not
-add to it).
+shows as a max of tens of milliseconds). Each run also records how long the data-plane thread
+waited runnable (``dp_thread_run_delay_ms``, common.dp_run_delay_ns): throttling adds tens of
+milliseconds at a time to it, a stalled VM nothing, softirq work on its CPU a few milliseconds
+per run.
 
 During both runs the same probes also go, at the same moments, over a reference path between the same
 hosts that only a Linux bridge forwards (topo.py). Its one-way delays (``delay_reference_us_*``) are
