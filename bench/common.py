@@ -174,7 +174,7 @@ def dp_run_delay_ns(pid: int) -> int | None:
     """How long the switch's data-plane thread has waited runnable but not run, ns (`run_delay`,
     the second field of its schedstat). The thread is SCHED_FIFO, which no ordinary thread makes
     wait, so this is time the kernel held its CPU after waking it (softirq work, a kernel or
-    real-time thread: 4-23 ms per probe run here) or the kernel's RT throttling stopped it (tens
+    real-time thread: 4-31 ms per probe run here) or the kernel's RT throttling stopped it (tens
     of ms at a time: docs/dataplane.md "The spin budget"); a vCPU the hypervisor does not run
     (steal) does not count. None if the kernel does not expose it."""
     try:
