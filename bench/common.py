@@ -141,23 +141,26 @@ def pktgen(topo: Topo, host: Host, dst_ip: str, dst_mac: str, **kw) -> dict:
     return json.loads(r.stdout)
 
 
+def _thread_dirs(pid: int, named):
+    """The /proc directories of the threads of `pid` whose name satisfies `named` (OSError if the
+    process or a thread goes away while read)."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        d = f"/proc/{pid}/task/{task}"
+        if named(open(f"{d}/comm").read().strip()):
+            yield d
+
+
 def _threads_cpu_ns(pid: int, named) -> float | None:
     """Summed CPU time (ns, scheduler accounting) of the threads of `pid` whose name satisfies
     `named`; None if the kernel does not expose per-thread figures."""
     total = 0.0
     try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    for task in tasks:
-        try:
-            if not named(open(f"/proc/{pid}/task/{task}/comm").read().strip()):
-                continue
-            for line in open(f"/proc/{pid}/task/{task}/sched"):
+        for d in _thread_dirs(pid, named):
+            for line in open(f"{d}/sched"):
                 if line.startswith("se.sum_exec_runtime"):
                     total += float(line.split(":")[1]) * 1e6
-        except OSError:
-            return None
+    except OSError:
+        return None
     return total
 
 
@@ -178,9 +181,8 @@ def dp_run_delay_ns(pid: int) -> int | None:
     of ms at a time: docs/dataplane.md "The spin budget"); a vCPU the hypervisor does not run
     (steal) does not count. None if the kernel does not expose it."""
     try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            if open(f"/proc/{pid}/task/{task}/comm").read().strip() == "p4netem-dp":
-                return int(open(f"/proc/{pid}/task/{task}/schedstat").read().split()[1])
+        for d in _thread_dirs(pid, lambda name: name == "p4netem-dp"):
+            return int(open(f"{d}/schedstat").read().split()[1])
     except (OSError, ValueError, IndexError):
         pass
     return None

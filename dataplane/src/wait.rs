@@ -147,7 +147,7 @@ pub fn plan(
 /// (950 ms of 1 s by default) is not run at all for the rest of the period. For the switch that is
 /// a freeze of every port for up to 50 ms, every second: measured on 2026-11-26 with a 50 ms delay
 /// profile carrying 200 Mbit/s (its loop awake 96 % of the time, most of it spinning before
-/// releases), probes left 20-35 ms late in runs of ten, and the same with `--wake-margin-us 250` at
+/// releases), probes left 14-36 ms late in runs of ten, and the same with `--wake-margin-us 250` at
 /// 50 Mbit/s. Spinning is what the loop can give up: over budget it plans its waits with no margin
 /// and no busy poll (`plan` with margin, slack and backlog zero: it sleeps until the earliest
 /// release itself and wakes a wake-up's lateness after it, tens of microseconds on a VM, instead of
