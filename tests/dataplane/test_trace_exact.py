@@ -5,6 +5,7 @@ rest (queue_full)."""
 
 from __future__ import annotations
 
+import pytest
 from wirestats import MS, ms, settled_counters
 
 from p4netem import pipeline as pl
@@ -13,6 +14,9 @@ from p4netem.control.trace_tables import first_at_index
 from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, run_probe
 from p4netem.pipeline import UPLINK, DropReason
+
+# Asserts on packet timing: run once more if it failed while the host stalled (tests/conftest.py).
+pytestmark = pytest.mark.wire_timing
 
 
 def _load(lab: TwoHostLab, ms_list: list[int], **extra: int) -> None:
