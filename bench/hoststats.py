@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from p4netem.lab.hoststall import HostStalls, Stall
+
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
@@ -36,6 +38,35 @@ def steal_between(before: dict[str, list[int]], after: dict[str, list[int]], wal
         "busy_pct_of_wall": round(100 * sum(busy.values()) / (wall_s * len(busy)), 1)
         if wall_s > 0 and busy else 0.0,
     }
+
+
+# Host-stall watchers for a measurement (p4netem.lab.hoststall), below the switch's data-plane
+# thread (SCHED_FIFO 10): they never delay a release, and at the light loads they watch (the slot
+# step: 1600 datagrams a second) the switch spins for microseconds, so a wake-up a millisecond late
+# is the CPU not running. A stall that covers a wake-up is seen: every one of a period or more.
+WATCH_PRIORITY = 9
+WATCH_PERIOD_NS = 5_000_000
+WATCH_REPORT_NS = 1_000_000
+
+
+def watch_stalls() -> HostStalls:
+    return HostStalls(priority=WATCH_PRIORITY, period_ns=WATCH_PERIOD_NS, report_ns=WATCH_REPORT_NS)
+
+
+def stalled(stalls: list[Stall], intervals: list[tuple[int, int]]) -> list[bool]:
+    """For each [start, end] interval (CLOCK_REALTIME ns), whether a watched stall may have fallen
+    in it: the CPU stopped somewhere in the late wake-up's last period plus its lateness."""
+    windows = sorted((s.at_real_ns - s.late_ns - WATCH_PERIOD_NS, s.at_real_ns) for s in stalls)
+    return [any(a <= end and start <= b for a, b in windows) for start, end in intervals]
+
+
+def stalls_summary(w: HostStalls, t0_real_ns: int) -> dict:
+    """The watched stalls for a step's JSON: how many, the worst, and the five longest (ms, CPU,
+    seconds after t0)."""
+    top = sorted(w.stalls, key=lambda s: -s.late_ns)[:5]
+    return {"watcher_wakes": w.wakes, "over_1ms": len(w.stalls), "worst_ms": round(w.worst_ns / 1e6, 2),
+            "longest": [[round(s.late_ns / 1e6, 2), s.cpu, round((s.at_real_ns - t0_real_ns) / 1e9, 3)]
+                        for s in top]}
 
 
 # The switch holds a PM QoS CPU wake-up latency request while it runs (--cpu-latency-us, default 0;

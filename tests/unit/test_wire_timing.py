@@ -1,4 +1,4 @@
-"""The host-stall watchers and the wire_timing rerun (tests/hoststall.py, tests/wiretiming.py).
+"""The host-stall watchers and the wire_timing rerun (p4netem.lab.hoststall, tests/wiretiming.py).
 
 A stall is made for real: a SCHED_FIFO busy loop above the watchers' priority, pinned to one CPU
 for STALL_MS, keeps that CPU from them exactly as a descheduled virtual CPU would. The rerun is
@@ -13,7 +13,9 @@ import textwrap
 import time
 
 import pytest
-from hoststall import PRIORITY, HostStalls
+
+from p4netem.lab import hoststall
+from p4netem.lab.hoststall import PRIORITY, HostStalls
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the watchers and the stall need SCHED_FIFO (root)")
 
@@ -118,8 +120,8 @@ def test_a_watcher_whose_parent_died_stops() -> None:
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import subprocess, sys, time
         import os
-        w = subprocess.Popen([sys.executable, {os.path.join(os.path.dirname(__file__), '..', 'hoststall.py')!r}, "{CPU}",
-                              str(os.getpid())])
+        w = subprocess.Popen([sys.executable, {hoststall.__file__!r}, "{CPU}", str(os.getpid()), "50", "5000000",
+                              "2000000"])
         print(w.pid, flush=True)
         time.sleep(60)
     """)], stdout=subprocess.PIPE, text=True)

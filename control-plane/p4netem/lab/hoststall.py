@@ -1,0 +1,143 @@
+"""Host stalls, watched from outside the switch: did this machine stop running us for a while?
+
+On a VM the hypervisor may deschedule a virtual CPU for tens of milliseconds (a CI run saw the
+switch's releases 24-170 ms late on a machine with nothing else running). A measurement of timing
+to the millisecond cannot pass through that, and the switch is not what failed. The switch's own
+release lateness cannot tell the two apart, since a late switch is exactly what a broken switch
+looks like. So this watches from outside: one small process per CPU, pinned to it at a SCHED_FIFO
+priority, sleeps `period_ns` at a time and writes down every wake-up at least `report_ns` late.
+
+At the default priority (50, above the switch's data-plane thread at 10 and its P4Runtime threads
+at 5) nothing on the CPU can hold a watcher off but interrupts, a non-preemptible kernel section
+(well under a millisecond) or the CPU itself not running: a wake-up tens of milliseconds late means
+the host stopped the CPU. The wire tests use that (tests/wiretiming.py). A benchmark that must not
+be disturbed at all runs them below the switch (priority 9): a release is never delayed by a
+watcher, and a watcher then also waits while the switch spins, which at light load is microseconds.
+
+A watcher sees a stall that covers one of its wake-ups: every stall of a period or more, a shorter
+one with a chance of its length over the period. RT throttling would also stop it (for at most
+50 ms of each second, sched_rt_runtime_us 950000), and that one could be the switch's doing; the
+switch keeps itself under the throttle (its spin budget, docs/dataplane.md), logs "spin budget ran
+out" when it did, and tests/control/test_switch_health.py checks that it does not under light load.
+
+Run as a script (`python hoststall.py CPU PARENT_PID PRIORITY PERIOD_NS REPORT_NS`), it is the
+watcher itself: it prints "ready" once it watches, "LATE_NS MONOTONIC_NS REALTIME_NS" per
+late wake-up and "end WAKES MAX_LATE_NS" when terminated or when PARENT_PID is no longer its parent.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+PRIORITY = 50
+PERIOD_NS = 5_000_000  # 200 wake-ups a second per CPU, ~20 us each: well under 1 % of a CPU
+REPORT_NS = 2_000_000  # late wake-ups written down
+
+
+@dataclass(frozen=True)
+class Stall:
+    cpu: int
+    late_ns: int
+    at_ns: int  # CLOCK_MONOTONIC when the late wake-up came
+    at_real_ns: int  # the same instant in CLOCK_REALTIME (kernel packet stamps use it)
+
+
+class HostStalls:
+    """`with HostStalls() as w: ...` watches every CPU this process may run on; afterwards
+    `w.stalls` lists the late wake-ups and `w.worst_ns` the longest (0 if none)."""
+
+    def __init__(self, priority: int = PRIORITY, period_ns: int = PERIOD_NS, report_ns: int = REPORT_NS) -> None:
+        self.priority, self.period_ns, self.report_ns = priority, period_ns, report_ns
+        self._procs: list[tuple[int, subprocess.Popen[str]]] = []
+        self.stalls: list[Stall] = []
+        self.wakes = 0
+
+    def __enter__(self) -> HostStalls:
+        for cpu in sorted(os.sched_getaffinity(0)):
+            args = [cpu, os.getpid(), self.priority, self.period_ns, self.report_ns]
+            # Run by its path, not with -m: the p4netem package's imports would take half a second.
+            proc = subprocess.Popen([sys.executable, __file__, *map(str, args)], stdout=subprocess.PIPE, text=True)
+            self._procs.append((cpu, proc))
+        # Watched from here on: each says so once it sleeps on its CPU at its priority.
+        for cpu, proc in self._procs:
+            if proc.stdout.readline().strip() != "ready":
+                self.__exit__()
+                raise RuntimeError(f"the host-stall watcher of CPU {cpu} did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for _, proc in self._procs:
+            proc.send_signal(signal.SIGTERM)
+        for cpu, proc in self._procs:
+            out, _ = proc.communicate(timeout=10)
+            for line in out.splitlines():
+                fields = line.split()
+                if fields[0] == "end":
+                    self.wakes += int(fields[1])
+                elif len(fields) == 3:
+                    self.stalls.append(Stall(cpu, *map(int, fields)))
+        self._procs.clear()
+
+    @property
+    def worst_ns(self) -> int:
+        return max((s.late_ns for s in self.stalls), default=0)
+
+    def summary(self, over_ns: int | None = None) -> str:
+        over_ns = self.report_ns if over_ns is None else over_ns
+        big = [s for s in self.stalls if s.late_ns >= over_ns]
+        if not big:
+            return f"no wake-up of the host-stall watchers was {over_ns / 1e6:g} ms late ({self.wakes} wake-ups)"
+        worst = max(big, key=lambda s: s.late_ns)
+        return (f"{len(big)} wake-ups of the host-stall watchers were {over_ns / 1e6:g} ms or more late, the worst "
+                f"{worst.late_ns / 1e6:.1f} ms on CPU {worst.cpu} ({self.wakes} wake-ups)")
+
+
+def wait_until_quiet(under_ns: int, quiet_s: float = 5.0, limit_s: float = 60.0) -> bool:
+    """Waits for quiet_s seconds in which no CPU stalled for under_ns, for at most limit_s; whether
+    it came."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        with HostStalls() as w:
+            time.sleep(quiet_s)
+        if w.worst_ns < under_ns:
+            return True
+    return False
+
+
+def _watch(cpu: int, parent: int, priority: int, period_ns: int, report_ns: int) -> None:
+    os.sched_setaffinity(0, {cpu})
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except PermissionError:
+        pass  # not root: still watches, at normal priority (the wire tests and benches run as root)
+    running = True
+
+    def stop(*_: object) -> None:
+        nonlocal running
+        running = False
+
+    signal.signal(signal.SIGTERM, stop)
+    wakes, worst = 0, 0
+    period_s = period_ns / 1e9
+    print("ready", flush=True)
+    prev = time.monotonic_ns()
+    # A parent that died without stopping it (a killed test run) leaves it to the init process: stop.
+    while running and os.getppid() == parent:
+        time.sleep(period_s)
+        now = time.monotonic_ns()
+        late = now - prev - period_ns
+        wakes += 1
+        worst = max(worst, late)
+        if late >= report_ns:
+            print(late, now, time.time_ns(), flush=True)
+        prev = now
+    print("end", wakes, worst, flush=True)
+
+
+if __name__ == "__main__":
+    _watch(*map(int, sys.argv[1:6]))
