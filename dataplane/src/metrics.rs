@@ -127,7 +127,6 @@ impl Collector for HealthCollector {
             probe.metric_type(),
         )?;
         ConstGauge::new(1i64).encode(family.encode_family(&[("state", state.to_string())])?)?;
-        drop(family);
         let (bytes, packets) = h.fast_counts.get().map_or((0, 0), |c| c.total());
         counter(
             &mut encoder,

@@ -298,7 +298,7 @@ pub(crate) mod tests {
         for cut in 0..base.len() {
             let _ = parse(&base[..cut], 1);
         }
-        let mut buf = vec![0u8; 200];
+        let mut buf = [0u8; 200];
         for _ in 0..200_000 {
             let len = r.up_to(120) as usize;
             for b in buf.iter_mut().take(len) {

@@ -25,7 +25,6 @@ const STEP_NS: u64 = 100;
 const UP_NS: u64 = 99 * STEP_NS;
 /// Where the estimate starts (a few early releases adjust it within a second at a 5 ms period).
 const INITIAL_ESTIMATE_NS: u64 = 100_000;
-const MIN_ESTIMATE_NS: u64 = 0;
 /// Spinning is bounded: at most this long per deadline, whatever the machine's stalls.
 const MAX_ESTIMATE_NS: u64 = 300_000;
 /// Room for the loop turn that follows the wake-up (RX poll of every port, stages, release).
@@ -66,7 +65,8 @@ impl WakeMargin {
         self.estimate_ns = if late_ns > self.estimate_ns {
             (self.estimate_ns + UP_NS).min(MAX_ESTIMATE_NS)
         } else {
-            self.estimate_ns.saturating_sub(STEP_NS).max(MIN_ESTIMATE_NS)
+            // Down to nothing on a machine that always wakes on time: no spinning at all.
+            self.estimate_ns.saturating_sub(STEP_NS)
         };
     }
 

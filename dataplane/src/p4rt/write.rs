@@ -298,10 +298,8 @@ pub fn apply(
     atomic: Option<&str>,
     capacity: impl Fn(u32) -> u32,
 ) -> Vec<P4Result<()>> {
-    if atomic.is_some() {
-        if ops.iter().any(|o| o.is_err()) {
-            return aborted(ops.into_iter().map(|o| o.map(|_| ())).collect());
-        }
+    if atomic.is_some() && ops.iter().any(|o| o.is_err()) {
+        return aborted(ops.into_iter().map(|o| o.map(|_| ())).collect());
     }
     let mut results: Vec<P4Result<()>> = ops.iter().map(|o| o.as_ref().map(|_| ()).map_err(Clone::clone)).collect();
     let mut shadow = Shadow { control, changed: HashMap::new(), len: HashMap::new() };
@@ -346,10 +344,8 @@ pub fn apply(
             }
         }
     }
-    if atomic.is_some() {
-        if results.iter().any(|r| r.is_err()) {
-            return aborted(results);
-        }
+    if atomic.is_some() && results.iter().any(|r| r.is_err()) {
+        return aborted(results);
     }
 
     // Apply. Only the table batch can still fail (if the store disagrees with the simulation).

@@ -17,6 +17,7 @@
 //!   pause): Linux passes the last packets (at most one MTU behind them) and leaves the dropping
 //!   state, this may still drop one of them, and the extra drop raises the count a later
 //!   dropping episode restarts from. rate.rs's `codel_drop_schedule_matches_...` test shows both.
+//!
 //! The arithmetic (count, Newton step of 1/sqrt(count) in 16 bits, control law) is Linux's
 //! (include/net/codel_impl.h), so the drop schedule matches `tc qdisc ... codel`. The per-pd
 //! variables are contract registers (`codel_*`), so p4src, which runs the same steps at ingress,
@@ -220,7 +221,7 @@ mod tests {
             assert_eq!(dequeue(&mut v, &p, i * MS, 4 * MS, 30_000, true, false), Decision::Pass);
         }
         v.state = DROPPING;
-        assert_eq!(dequeue(&mut v, &p, 300 * MS, 1 * MS, 30_000, true, false), Decision::Pass);
+        assert_eq!(dequeue(&mut v, &p, 300 * MS, MS, 30_000, true, false), Decision::Pass);
         assert_eq!(v.state & DROPPING, 0);
     }
 

@@ -140,7 +140,7 @@ mod tests {
         let want_frac = 0.01 / 0.21;
         assert!((frac - want_frac).abs() / want_frac < 0.05, "loss fraction {frac}");
         assert!((mean_burst - 5.0).abs() / 5.0 < 0.05, "mean burst {mean_burst}");
-        assert_eq!(regs.ge_state[3].load(Relaxed) <= 1, true);
+        assert!(regs.ge_state[3].load(Relaxed) <= 1);
     }
 
     /// The 4-state chain's long-run loss and mean burst against its stationary law: p13 2 %, p31

@@ -377,6 +377,7 @@ mod tests {
     /// - B re-enters dropping at 1030.8 ms (first_above 1030 ms, as in A) less than 16 intervals
     ///   after A's last drop_next: count restarts at count - lastcount = 8 - 1 = 7, not 1, so B's
     ///   drops come faster (38.4 ms apart at first, not 100).
+    ///
     /// Linux keeps time in 1.024 us units, the switch in ns, so a drop_next within a microsecond of
     /// a dequeue instant could fall on the other side in Linux (280.8 ms above is such a case).
     /// Where the switch departs from Linux (codel.rs): it judges the backlog by the bytes queued

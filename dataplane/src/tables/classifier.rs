@@ -336,7 +336,7 @@ mod tests {
 
     fn random_key(rng: &mut Xoshiro256PlusPlus) -> ClassKey {
         ClassKey {
-            ipv6_src: small(rng, 4) as u128 * 0x2001_0db8 << 96,
+            ipv6_src: (small(rng, 4) as u128 * 0x2001_0db8) << 96,
             ipv6_dst: small(rng, 4) as u128,
             ipv4_src: 0x0a00_0000 | small(rng, 16) as u32,
             ipv4_dst: 0x0a00_0100 | small(rng, 16) as u32,
@@ -457,10 +457,8 @@ mod tests {
     #[test]
     fn equal_priority_prefers_earlier_entry_across_groups() {
         let any = ClassKey::default();
-        let mut port_mask = ClassKey::default();
-        port_mask.ingress_port = 0x1ff;
-        let mut v = ClassKey::default();
-        v.ingress_port = 3;
+        let port_mask = ClassKey { ingress_port: 0x1ff, ..Default::default() };
+        let v = ClassKey { ingress_port: 3, ..Default::default() };
         let sel = |p| ProfileSel { profile_id: p, ..Default::default() };
         let rules = [
             Rule { value: any, mask: any, sport: (0, 65535), dport: (0, 65535), priority: 5, seq: 0, result: sel(1) },
@@ -482,12 +480,10 @@ mod tests {
     #[test]
     fn large_table_lookup_uses_few_groups() {
         // 64k entries that differ only in ipv4 src (one mask tuple): one probe per lookup.
-        let mut mask = ClassKey::default();
-        mask.ipv4_src = u32::MAX;
+        let mask = ClassKey { ipv4_src: u32::MAX, ..Default::default() };
         let rules: Vec<Rule> = (0..65536u32)
             .map(|i| {
-                let mut v = ClassKey::default();
-                v.ipv4_src = 0x0a00_0000 + i;
+                let v = ClassKey { ipv4_src: 0x0a00_0000 + i, ..Default::default() };
                 Rule {
                     value: v,
                     mask,
@@ -501,8 +497,7 @@ mod tests {
             .collect();
         let c = Classifier::build(&rules);
         assert_eq!(c.group_count(), 1);
-        let mut k = ClassKey::default();
-        k.ipv4_src = 0x0a00_0000 + 40000;
+        let mut k = ClassKey { ipv4_src: 0x0a00_0000 + 40000, ..Default::default() };
         assert_eq!(c.lookup(&k).unwrap().ue_id, 40000);
         k.ipv4_src = 0x0b00_0000;
         assert_eq!(c.lookup(&k), None);
