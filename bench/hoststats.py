@@ -4,7 +4,8 @@ On a virtual machine a vCPU can be descheduled by the host for milliseconds. A u
 exposed to that: packets wait in its ring while its vCPU is away, whereas a Linux bridge forwards in
 the sender's own context, where a stall delays the send timestamp too and stays invisible. So every
 measurement records the steal that happened during it; a latency tail that comes with steal is the
-machine's, not the switch's logic.
+machine's, not the switch's logic. Steal is a total, though: where a step must say *which* packets
+a stopped CPU held, it runs host-stall watchers (`watch_stalls`, `stalled`).
 """
 from __future__ import annotations
 
