@@ -10,8 +10,9 @@ LAB_PROFILE uplink and port-2 traffic in LAB_PROFILE downlink. Set impairments w
 
 When a test that used the lab fails, the end of the switch's log is printed with the failure.
 
-`@pytest.mark.wire_timing` (or `pytestmark` in a module): the test asserts on packet timing through
-a real switch; when it fails while the host stalled, it runs once more (tests/wiretiming.py).
+`@pytest.mark.p4netem_timing` (the p4netem plugin's, p4netem/testing/stalls.py; `pytestmark` in a
+module): the test asserts on packet timing through a real switch; when it fails while the host
+stalled, it runs once more.
 """
 
 from __future__ import annotations
@@ -20,14 +21,6 @@ import os
 from collections.abc import Callable, Iterator
 
 import pytest
-
-# The wire_timing marker and its rerun after a host stall: hooks, registered here by name.
-from wiretiming import (  # noqa: F401
-    pytest_addoption,
-    pytest_configure,
-    pytest_runtest_protocol,
-    pytest_terminal_summary,
-)
 
 from p4netem.lab import TwoHostLab
 from p4netem.p4rt import P4Info

@@ -26,8 +26,8 @@ from p4netem.lab import LAB_PROFILE, TwoHostLab
 from p4netem.lab.probe import ProbeResult, run_probe
 from p4netem.profiles import Profile
 
-# Asserts on packet timing: run once more if it failed while the host stalled (tests/conftest.py).
-pytestmark = pytest.mark.wire_timing
+# Asserts on packet timing: run once more if it failed while the host stalled (the p4netem plugin).
+pytestmark = pytest.mark.p4netem_timing
 
 RATE = 2_000_000
 FRAME = 1514  # the download's frames: 1472 bytes of UDP payload

@@ -10,8 +10,8 @@ from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import run_probe
 from p4netem.pipeline import DOWNLINK, UPLINK
 
-# Asserts on packet timing: run once more if it failed while the host stalled (tests/conftest.py).
-pytestmark = pytest.mark.wire_timing
+# Asserts on packet timing: run once more if it failed while the host stalled (the p4netem plugin).
+pytestmark = pytest.mark.p4netem_timing
 
 DELAY = 20 * MS
 TOLERANCE = 2 * MS  # median error allowed: a 0 or 40 ms delay (or 18/22) fails

@@ -11,8 +11,8 @@ from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import run_probe
 from p4netem.pipeline import UPLINK, JitterDist
 
-# Asserts on packet timing: run once more if it failed while the host stalled (tests/conftest.py).
-pytestmark = pytest.mark.wire_timing
+# Asserts on packet timing: run once more if it failed while the host stalled (the p4netem plugin).
+pytestmark = pytest.mark.p4netem_timing
 
 DELAY = 10 * MS
 JITTER = 4 * MS  # uniform in [-4, +4] ms: packets 0.5 ms apart overtake each other often

@@ -21,8 +21,8 @@ from p4netem.pipeline import PromotionKind, RadioState
 from p4netem.profiles import Profile
 from p4netem.radio import IdledUe, RadioWatcher, estimate_energy, idle_ues, read_ue, read_ues
 
-# Asserts on packet timing: run once more if it failed while the host stalled (tests/conftest.py).
-pytestmark = pytest.mark.wire_timing
+# Asserts on packet timing: run once more if it failed while the host stalled (the p4netem plugin).
+pytestmark = pytest.mark.p4netem_timing
 
 S = 1000 * MS
 

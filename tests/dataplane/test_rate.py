@@ -10,8 +10,8 @@ from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, run_probe
 from p4netem.pipeline import UPLINK, DropReason
 
-# Asserts on packet timing: run once more if it failed while the host stalled (tests/conftest.py).
-pytestmark = pytest.mark.wire_timing
+# Asserts on packet timing: run once more if it failed while the host stalled (the p4netem plugin).
+pytestmark = pytest.mark.p4netem_timing
 
 RATE = 10_000_000  # bit/s
 SIZE = 1000  # UDP payload bytes -> 1042-byte frames

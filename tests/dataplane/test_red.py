@@ -13,8 +13,8 @@ from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import run_probe
 from p4netem.pipeline import UPLINK, Aqm, DropReason
 
-# Asserts on packet timing: run once more if it failed while the host stalled (tests/conftest.py).
-pytestmark = pytest.mark.wire_timing
+# Asserts on packet timing: run once more if it failed while the host stalled (the p4netem plugin).
+pytestmark = pytest.mark.p4netem_timing
 
 MIN_BYTES, MAX_BYTES = 30_000, 90_000  # 24 ms and 72 ms of queue at 10 Mbit/s
 

@@ -10,9 +10,10 @@ priority, sleeps `period_ns` at a time and writes down every wake-up at least `r
 At the default priority (50, above the switch's data-plane thread at 10 and its P4Runtime threads
 at 5) nothing on the CPU can hold a watcher off but interrupts, a non-preemptible kernel section
 (well under a millisecond) or the CPU itself not running: a wake-up tens of milliseconds late means
-the host stopped the CPU. The wire tests use that (tests/wiretiming.py). A benchmark that must not
-be disturbed at all runs them below the switch (priority 9): a release is never delayed by a
-watcher, and a watcher then also waits while the switch spins, which at light load is microseconds.
+the host stopped the CPU. The pytest marker p4netem_timing uses that (p4netem/testing/stalls.py).
+A benchmark that must not be disturbed at all runs them below the switch (priority 9): a release
+is never delayed by a watcher, and a watcher then also waits while the switch spins, which at
+light load is microseconds.
 
 A watcher sees a stall that covers one of its wake-ups: every stall of a period or more, a shorter
 one with a chance of its length over the period. RT throttling would also stop it (for at most

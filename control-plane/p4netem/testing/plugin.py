@@ -11,6 +11,9 @@ Fixtures (all names start with p4netem_ so they never shadow a project's own):
 - `p4netem_baseline`: `.record(name, value, tolerance_pct=10, worse="higher")`. With
   `--p4netem-baseline DIR` the test fails when a metric is worse than DIR's baseline by more than
   its tolerance (a table says what regressed); `--p4netem-save-baseline` writes DIR instead.
+
+Marker `@pytest.mark.p4netem_timing`: the test asserts on packet timing; when it fails while the
+host stopped a CPU for 10 ms or more, it runs once more (stalls.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from . import stalls
+from .stalls import pytest_runtest_protocol, pytest_terminal_summary  # noqa: F401  (hooks, by name)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("p4netem", "p4netem regression testing")
@@ -31,10 +37,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the recorded metrics to --p4netem-baseline DIR instead of comparing")
     group.addoption("--p4netem-switch", metavar="PATH", default=None,
                     help="p4netem-switch binary for p4netem_lab (default: the build's)")
+    stalls.addoption(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "p4netem_profile(name): apply this p4netem profile for the test's duration")
+    stalls.configure(config)
 
 
 class UserLab:

@@ -1,4 +1,5 @@
-"""The host-stall watchers and the wire_timing rerun (p4netem.lab.hoststall, tests/wiretiming.py).
+"""The host-stall watchers and the p4netem plugin's p4netem_timing rerun (p4netem.lab.hoststall,
+p4netem/testing/stalls.py).
 
 A stall is made for real: a SCHED_FIFO busy loop above the watchers' priority, pinned to one CPU
 for STALL_MS, keeps that CPU from them exactly as a descheduled virtual CPU would. The rerun is
@@ -39,10 +40,6 @@ namespace: dict = {}
 exec(STALL_SRC, namespace)
 stall = namespace["stall"]
 
-CONFTEST = ("from wiretiming import pytest_addoption, pytest_configure, pytest_runtest_protocol, "
-            "pytest_terminal_summary  # noqa: F401\n")
-
-
 def test_a_cpu_held_by_a_higher_priority_task_is_seen_as_a_stall_of_that_cpu() -> None:
     with HostStalls() as w:
         time.sleep(0.05)  # the watchers are up and sleeping
@@ -54,8 +51,7 @@ def test_a_cpu_held_by_a_higher_priority_task_is_seen_as_a_stall_of_that_cpu() -
 
 
 def _inner(pytester: pytest.Pytester, body: str, ini: str = "") -> pytest.RunResult:
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini(f"[pytest]\nwire_timing_quiet_s = 0.3\n{ini}")
+    pytester.makeini(f"[pytest]\np4netem_timing_quiet_s = 0.3\n{ini}")
     pytester.makepyfile(test_inner=STALL_SRC + textwrap.dedent(body))
     return pytester.runpytest("-p", "no:cacheprovider")
 
@@ -65,7 +61,7 @@ FAILS_ONCE = """
     import pathlib
     import pytest
 
-    @pytest.mark.wire_timing
+    @pytest.mark.p4netem_timing
     def test_timing():
         ran = pathlib.Path(__file__).with_name("ran-once")
         if not ran.exists():
@@ -80,7 +76,7 @@ def test_a_marked_test_that_failed_while_the_host_stalled_runs_again_and_its_sec
     result = _inner(pytester, FAILS_ONCE)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
-        "*wire-timing tests run again after a host stall*",
+        "*p4netem_timing tests run again after a host stall*",
         "*test_timing: passed on its second run; the first failed (AssertionError: late on the first run*"
         f"the worst * ms on CPU {CPU}*",
     ])
@@ -90,7 +86,7 @@ def test_a_second_failure_stands_and_says_what_both_runs_saw(pytester: pytest.Py
     result = _inner(pytester, """
         import pytest
 
-        @pytest.mark.wire_timing
+        @pytest.mark.p4netem_timing
         def test_timing():
             stall()
             assert False, "late every time"
@@ -105,12 +101,12 @@ def test_a_second_failure_stands_and_says_what_both_runs_saw(pytester: pytest.Py
 
 def test_no_rerun_below_the_stall_threshold_or_without_the_marker(pytester: pytest.Pytester) -> None:
     # The same stall, but the threshold is 10 s: the first failure stands.
-    result = _inner(pytester, FAILS_ONCE, ini="wire_timing_stall_ms = 10000")
+    result = _inner(pytester, FAILS_ONCE, ini="p4netem_timing_stall_ms = 10000")
     result.assert_outcomes(failed=1)
     assert "run again after a host stall" not in result.stdout.str()
     # Unmarked: never rerun, whatever the host did.
     (pytester.path / "ran-once").unlink()
-    unmarked = _inner(pytester, FAILS_ONCE.replace("@pytest.mark.wire_timing", ""))
+    unmarked = _inner(pytester, FAILS_ONCE.replace("@pytest.mark.p4netem_timing", ""))
     unmarked.assert_outcomes(failed=1)
     assert "run again after a host stall" not in unmarked.stdout.str()
 

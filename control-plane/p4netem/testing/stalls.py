@@ -1,19 +1,19 @@
-"""The `wire_timing` marker: a test that asserts on packet timing, to the millisecond, through a real
-switch, and is run once more when it failed while the host stalled.
+"""`@pytest.mark.p4netem_timing`: a test that asserts on packet timing through a real switch, run
+once more when it failed while the host stalled (part of the p4netem pytest plugin).
 
-Host-stall watchers (p4netem.lab.hoststall) run beside every marked test. When it fails and the
-watchers saw the host stop a CPU for the ini option `wire_timing_stall_ms` (default 10 ms) or longer
-while it ran, the failure is the machine's, not the switch's: the test runs once more, from fresh
-fixtures, after the host has been quiet for a few seconds, and that second run's result stands,
-whatever it is. A switch that is late by itself fails both runs. Every such rerun is listed at the
-end of the session with its first failure and the stall, and a failure of a marked test says what
-the watchers saw.
+On a VM the hypervisor may stop a virtual CPU for tens of milliseconds, and a test that checks
+timing to the millisecond then fails although the switch did nothing wrong. Host-stall watchers
+(p4netem.lab.hoststall: one SCHED_FIFO process per CPU, above the switch's threads) run beside
+every marked test. When it fails and the watchers saw the host stop a CPU for the ini option
+`p4netem_timing_stall_ms` (default 10 ms) or longer while it ran, the test runs once more, from
+fresh fixtures, after the host has been quiet for `p4netem_timing_quiet_s` seconds (at most 60 s
+of waiting), and that second run's result stands, whatever it is. A switch (or an application)
+that is late by itself fails both runs. Every such rerun is listed at the end of the session with
+its first failure and the stall, and a failure of a marked test says what the watchers saw.
 
-Why 10 ms: each marked test tolerates a few milliseconds (a 10 ms gap between the slot tests'
-bursts, 2 ms around a median delay); on this VM the watchers see 2-5 ms stalls every few seconds
-even when it is idle, and 10-17 ms ones about once a minute (2026-11-27).
-
-The hooks are registered by tests/conftest.py, which imports them.
+Why 10 ms: p4netem's own wire tests tolerate a few milliseconds (a 10 ms gap between the slot
+tests' bursts, 2 ms around a median delay); on the development VM the watchers see 2-5 ms stalls
+every few seconds even when it is idle, and 10-17 ms ones about once a minute (2026-11-27).
 """
 
 from __future__ import annotations
@@ -23,17 +23,20 @@ from _pytest.runner import runtestprotocol
 
 from p4netem.lab.hoststall import HostStalls, wait_until_quiet
 
+MARKER = "p4netem_timing"
 _RERUNS = pytest.StashKey[list[str]]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini("wire_timing_stall_ms", "host stall (ms) that reruns a failed wire_timing test once", default="10")
-    parser.addini("wire_timing_quiet_s", "quiet seconds awaited (for at most 60 s) before the rerun", default="5")
+def addoption(parser: pytest.Parser) -> None:
+    parser.addini("p4netem_timing_stall_ms", "host stall (ms) that reruns a failed p4netem_timing test once",
+                  default="10")
+    parser.addini("p4netem_timing_quiet_s", "quiet seconds awaited (for at most 60 s) before that rerun",
+                  default="5")
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "wire_timing: asserts on packet timing; run once more if it failed while the host stalled")
+        "markers", f"{MARKER}: asserts on packet timing; run once more if it failed while the host stalled")
     config.stash[_RERUNS] = []
 
 
@@ -46,7 +49,7 @@ def _run(item: pytest.Item, nextitem: pytest.Item | None) -> tuple[list[pytest.T
     try:
         watch.__enter__()
     except (OSError, RuntimeError) as e:
-        # The test still runs, unwatched (so never rerun); tests/unit/test_wire_timing.py fails then.
+        # The test still runs, unwatched (so never rerun), and its failure says why.
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
         for r in reports:
             r.sections.append(("host stalls", f"not watched: {e}"))
@@ -60,15 +63,15 @@ def _run(item: pytest.Item, nextitem: pytest.Item | None) -> tuple[list[pytest.T
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    if item.get_closest_marker("wire_timing") is None:
+    if item.get_closest_marker(MARKER) is None:
         return None
-    stall_ns = int(float(item.config.getini("wire_timing_stall_ms")) * 1e6)
+    stall_ns = int(float(item.config.getini("p4netem_timing_stall_ms")) * 1e6)
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     reports, watch = _run(item, nextitem)
     if _failed(reports) and watch.worst_ns >= stall_ns:
         first = next(r for r in reports if r.failed)
         why = watch.summary(stall_ns)
-        quiet_s = float(item.config.getini("wire_timing_quiet_s"))
+        quiet_s = float(item.config.getini("p4netem_timing_quiet_s"))
         quiet = wait_until_quiet(under_ns=stall_ns, quiet_s=quiet_s)
         item._initrequest()  # fresh fixtures for the second run (as pytest-rerunfailures does)
         reports, watch = _run(item, nextitem)
@@ -90,6 +93,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     reruns = config.stash.get(_RERUNS, [])
     if reruns:
-        terminalreporter.section("wire-timing tests run again after a host stall")
+        terminalreporter.section("p4netem_timing tests run again after a host stall")
         for line in reruns:
             terminalreporter.line(line)
