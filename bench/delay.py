@@ -17,7 +17,11 @@ data-plane loop is awake most of the time, spinning before each release, which i
 kernel's RT throttling can stop a SCHED_FIFO thread for the rest of each second (docs/dataplane.md,
 "The spin budget"). ``delay_error_us_p99_heavy`` and
 ``delay_error_us_max_heavy`` are its |error| against the same baseline (no bar; a throttled loop
-shows as a max of tens of milliseconds). Each run also records how long the data-plane thread
+shows as a max of tens of milliseconds). The heavy run has host-stall watchers beside it, above
+the switch (hoststats.watch_stalls): ``heavy.run.host_stalls``, the probes a watched stall may
+have held and the largest |error| of the others (``abs_error_us_max_not_held``): a max that a
+stall held is the host's (or throttling's, which stops the watchers too; the switch's log says
+whether its spin budget ran out). Each run also records how long the data-plane thread
 waited runnable (``dp_thread_run_delay_ms``, common.dp_run_delay_ns): throttling adds tens of
 milliseconds at a time to it, a stalled VM nothing, softirq work on its CPU a few milliseconds
 per run.
@@ -29,8 +33,11 @@ process (its thread descheduled, by other load or by the hypervisor: see hoststa
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
+import time
 
+import hoststats
 from common import dp_run_delay_ns, finish, one_way_ns, percentile, send, sink
 from topo import Topo
 
@@ -46,17 +53,22 @@ BG_PORT = 5102
 REF_PORT = 5103
 
 
-def probe(t: Topo, background_bps: float = BACKGROUND_BPS, switch_pid: int | None = None
-          ) -> tuple[list[int], list[int], dict]:
+def probe(t: Topo, background_bps: float = BACKGROUND_BPS, switch_pid: int | None = None,
+          watch_expected_ns: int | None = None) -> tuple[list[int], list[int], dict]:
     """One probe run under background load through the switch, with reference probes over the
     bridge-only path at the same time. Returns the one-way delays (ns) of the switch probes and of the
     reference probes, and what the background flow achieved (with `switch_pid`, also how long the
-    data-plane thread waited runnable during the run: a throttled loop, not a stalled VM)."""
+    data-plane thread waited runnable during the run: a throttled loop, not a stalled VM). With
+    `watch_expected_ns` (the one-way delay a probe should have), host-stall watchers run above the
+    switch, and the info says which probes a watched stall may have held and the largest |error|
+    of the others."""
     duration = PROBES / PROBE_PPS
     waited = dp_run_delay_ns(switch_pid) if switch_pid else None
     h1r, h2r = t.ref
-    with sink(t, t.h2, BG_PORT, idle=1.0) as bg_done, sink(t, t.h2, PROBE_PORT, idle=1.0) as done, \
-            sink(t, h2r, REF_PORT, idle=1.0) as ref_done:
+    watch = hoststats.watch_stalls(priority=50) if watch_expected_ns is not None else contextlib.nullcontext()
+    t0_real = time.time_ns()
+    with (sink(t, t.h2, BG_PORT, idle=1.0) as bg_done, sink(t, t.h2, PROBE_PORT, idle=1.0) as done,
+          sink(t, h2r, REF_PORT, idle=1.0) as ref_done, watch as watched):
         # Background starts first and outlasts the probes so that every probe sees the load.
         bg = send(t, t.h1, t.h2.ip, BG_PORT, background_bps, BACKGROUND_FRAME,
                   duration=duration + 1.0, background=True)
@@ -81,6 +93,15 @@ def probe(t: Topo, background_bps: float = BACKGROUND_BPS, switch_pid: int | Non
         info["dp_thread_run_delay_ms"] = waited / 1e6
     probes, info["tx_stamp_fallbacks"] = one_way_ns(rec, sent)
     refs, info["reference_tx_stamp_fallbacks"] = one_way_ns(ref_rec, ref_sent)
+    if watch_expected_ns is not None:
+        rx = dict(zip(rec["seq"], rec["rx_ns"]))
+        # Held if the CPU stopped between the time the probe was due at the sink and its arrival.
+        due = {s: rx[s] - d + watch_expected_ns for s, d in probes.items()}
+        held = hoststats.stalled(watched.stalls, [(min(due[s], rx[s]), rx[s]) for s in probes])
+        clear = [abs(d - watch_expected_ns) for d, h in zip(probes.values(), held) if not h]
+        info["host_stalls"] = hoststats.stalls_summary(watched, t0_real)
+        info["held_by_host_stalls"] = sum(held)
+        info["abs_error_us_max_not_held"] = max(clear) / 1e3 if clear else None
     return list(probes.values()), list(refs.values()), info
 
 
@@ -100,7 +121,7 @@ def measure(t: Topo, ctl, switch_pid: int | None = None) -> dict:
     # The same delay under HEAVY_BPS: the loop is then awake most of the time (docstring). No bar
     # hangs on it, so a run that loses probes is recorded, not allowed to lose the figures above.
     try:
-        heavy, _, heavy_bg = probe(t, HEAVY_BPS, switch_pid)
+        heavy, _, heavy_bg = probe(t, HEAVY_BPS, switch_pid, watch_expected_ns=DELAY_NS + round(statistics.median(base)))
     except RuntimeError as e:
         heavy, heavy_bg = [], {"error": str(e)}
     ref = ref_base + ref_delayed

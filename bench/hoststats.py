@@ -50,8 +50,10 @@ WATCH_PERIOD_NS = 5_000_000
 WATCH_REPORT_NS = 1_000_000
 
 
-def watch_stalls() -> HostStalls:
-    return HostStalls(priority=WATCH_PRIORITY, period_ns=WATCH_PERIOD_NS, report_ns=WATCH_REPORT_NS)
+def watch_stalls(priority: int = WATCH_PRIORITY) -> HostStalls:
+    """Watchers for a step. Above the switch (priority 50, the default of p4netem.lab.hoststall)
+    where the switch spins for long (a heavy load): below it they would wait for it and report it."""
+    return HostStalls(priority=priority, period_ns=WATCH_PERIOD_NS, report_ns=WATCH_REPORT_NS)
 
 
 def stalled(stalls: list[Stall], intervals: list[tuple[int, int]]) -> list[bool]:
