@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -22,23 +23,19 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the watchers and the 
 
 STALL_MS = 40
 CPU = min(os.sched_getaffinity(0))
+STALL_CPU = Path(__file__).resolve().parents[1] / "tools" / "stallcpu.py"
 
-# Source of stall(): what the inner tests call to hold CPU for STALL_MS at a priority above the watchers'.
+# Source of stall(): what the inner tests call to hold CPU for STALL_MS above the watchers' priority.
 STALL_SRC = textwrap.dedent(f"""
-    import os, subprocess, sys
+    import subprocess, sys
 
     def stall():
-        code = ("import os, time\\n"
-                "os.sched_setaffinity(0, {{{CPU}}})\\n"
-                "os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param({PRIORITY + 10}))\\n"
-                "end = time.monotonic() + {STALL_MS / 1000}\\n"
-                "while time.monotonic() < end:\\n"
-                "    pass\\n")
-        subprocess.run([sys.executable, "-c", code], check=True)
+        subprocess.run([sys.executable, {str(STALL_CPU)!r}, "{CPU}", "{STALL_MS}", "{PRIORITY + 10}"], check=True)
 """)
 namespace: dict = {}
 exec(STALL_SRC, namespace)
 stall = namespace["stall"]
+
 
 def test_a_cpu_held_by_a_higher_priority_task_is_seen_as_a_stall_of_that_cpu() -> None:
     with HostStalls() as w:

@@ -1,7 +1,7 @@
 """The `p4netem` command line (typer). One module per command group; this module only assembles
 them, so each group's options and help live next to the code they drive.
 
-Commands: switch, apply, set, reset, show, stats, web, replay, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check, load), profiles
+Commands: switch, apply, set, reset, show, stats, web, replay, host-check, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check, load), profiles
 (list, show, validate, from-netem); with the studies package installed (studies/, package
 p4netem_studies), also lab (Mininet labs), measure (page loads; docs/labs.md) and experiment (the
 studies E1-E5; docs/experiments.md), which join through the entry-point group `p4netem.commands`:
@@ -13,7 +13,8 @@ P4NETEM_GRPC_CA, ...) come before the command and hold for all of them. docs/cli
 Exit codes a script can rely on (every command):
   0    done
   1    the command ran and found a problem: an invalid profile, rule or timeline (nothing was
-       written to the switch), a check that did not pass (timeline --max-error), or the switch
+       written to the switch), a check that did not pass (timeline --max-error, host-check
+       --max-stall-ms), or the switch
        process failed (`p4netem switch`)
   2    bad usage (unknown option, missing argument: typer/click's own code)
   3    the switch could not be reached or refused the request (not primary, bad request); the
@@ -21,7 +22,7 @@ Exit codes a script can rely on (every command):
   130  a timeline was interrupted with Ctrl-C (the switch keeps the last profile applied)
 
 Errors are printed on stderr, first line starting with `error:`; warnings with `warning:`.
-`--json` (apply, show, stats, radio show, timeline run) prints machine-readable output on stdout;
+`--json` (apply, show, stats, radio show, timeline run, host-check) prints machine-readable output on stdout;
 `radio watch --json` one JSON object per line.
 """
 
@@ -31,7 +32,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from . import (apply_cmd, distribution_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
+from . import (apply_cmd, distribution_cmd, host_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
                timeline_cmd, trace_cmd, replay_cmd, web_cmd)
 from .common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE, GrpcCa, GrpcCert, GrpcKey,
                      GrpcServerName, use_tls)
@@ -63,6 +64,7 @@ radio_cmd.register(app)
 distribution_cmd.register(app)
 web_cmd.register(app)
 replay_cmd.register(app)
+host_cmd.register(app)
 app.add_typer(timeline_cmd.app, name="timeline")
 app.add_typer(trace_cmd.app, name="trace")
 app.add_typer(profiles_cmd.app, name="profiles")

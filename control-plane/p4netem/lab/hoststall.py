@@ -57,6 +57,7 @@ class HostStalls:
         self._procs: list[tuple[int, subprocess.Popen[str]]] = []
         self.stalls: list[Stall] = []
         self.wakes = 0
+        self.per_cpu: dict[int, tuple[int, int]] = {}  # cpu: (wake-ups, the largest lateness of one, ns)
 
     def __enter__(self) -> HostStalls:
         for cpu in sorted(os.sched_getaffinity(0)):
@@ -80,6 +81,7 @@ class HostStalls:
                 fields = line.split()
                 if fields[0] == "end":
                     self.wakes += int(fields[1])
+                    self.per_cpu[cpu] = (int(fields[1]), int(fields[2]))
                 elif len(fields) == 3:
                     self.stalls.append(Stall(cpu, *map(int, fields)))
         self._procs.clear()
@@ -96,6 +98,32 @@ class HostStalls:
         worst = max(big, key=lambda s: s.late_ns)
         return (f"{len(big)} wake-ups of the host-stall watchers were {over_ns / 1e6:g} ms or more late, the worst "
                 f"{worst.late_ns / 1e6:.1f} ms on CPU {worst.cpu} ({self.wakes} wake-ups)")
+
+
+def cpu_times() -> dict[str, list[int]]:
+    """Per-CPU /proc/stat jiffies: user nice system idle iowait irq softirq steal."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu") and line[3].isdigit():
+                name, *vals = line.split()
+                out[name] = [int(v) for v in vals[:8]]
+    return out
+
+
+def steal_between(before: dict[str, list[int]], after: dict[str, list[int]], wall_s: float) -> dict:
+    """CPU time the hypervisor took (steal) and the CPUs' busy share between two cpu_times()."""
+    tick_s = 1 / os.sysconf("SC_CLK_TCK")
+    per_cpu = {c: (after[c][7] - before[c][7]) * tick_s for c in after if c in before}
+    busy = {c: sum(after[c][i] - before[c][i] for i in (0, 1, 2, 5, 6)) * tick_s
+            for c in after if c in before}
+    return {
+        "steal_s": round(sum(per_cpu.values()), 3),
+        "steal_pct_of_wall": round(100 * sum(per_cpu.values()) / (wall_s * len(per_cpu)), 2)
+        if wall_s > 0 and per_cpu else 0.0,
+        "busy_pct_of_wall": round(100 * sum(busy.values()) / (wall_s * len(busy)), 1)
+        if wall_s > 0 and busy else 0.0,
+    }
 
 
 def wait_until_quiet(under_ns: int, quiet_s: float = 5.0, limit_s: float = 60.0) -> bool:
