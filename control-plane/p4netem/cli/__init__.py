@@ -14,8 +14,7 @@ Exit codes a script can rely on (every command):
   0    done
   1    the command ran and found a problem: an invalid profile, rule or timeline (nothing was
        written to the switch), a check that did not pass (timeline --max-error, host-check
-       --max-stall-ms), or the switch
-       process failed (`p4netem switch`)
+       --max-stall-ms), or the switch process failed (`p4netem switch`)
   2    bad usage (unknown option, missing argument: typer/click's own code)
   3    the switch could not be reached or refused the request (not primary, bad request); the
        message carries the gRPC status name, e.g. `error: switch 127.0.0.1:9559: UNAVAILABLE: ...`
