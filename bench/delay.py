@@ -96,8 +96,7 @@ def probe(t: Topo, background_bps: float = BACKGROUND_BPS, switch_pid: int | Non
     if watch_expected_ns is not None:
         rx = dict(zip(rec["seq"], rec["rx_ns"]))
         # Held if the CPU stopped between the time the probe was due at the sink and its arrival.
-        due = {s: rx[s] - d + watch_expected_ns for s, d in probes.items()}
-        held = hoststats.stalled(watched.stalls, [(min(due[s], rx[s]), rx[s]) for s in probes])
+        held = watched.may_have_held([(rx[s] - d + watch_expected_ns, rx[s]) for s, d in probes.items()])
         clear = [abs(d - watch_expected_ns) for d, h in zip(probes.values(), held) if not h]
         info["host_stalls"] = hoststats.stalls_summary(watched, t0_real)
         info["held_by_host_stalls"] = sum(held)

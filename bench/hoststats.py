@@ -5,14 +5,14 @@ exposed to that: packets wait in its ring while its vCPU is away, whereas a Linu
 the sender's own context, where a stall delays the send timestamp too and stays invisible. So every
 measurement records the steal that happened during it; a latency tail that comes with steal is the
 machine's, not the switch's logic. Steal is a total, though: where a step must say *which* packets
-a stopped CPU held, it runs host-stall watchers (`watch_stalls`, `stalled`).
+a stopped CPU held, it runs host-stall watchers (`watch_stalls`, `HostStalls.may_have_held`).
 """
 from __future__ import annotations
 
 import argparse
 import os
 
-from p4netem.lab.hoststall import HostStalls, Stall, cpu_times, steal_between  # noqa: F401  (run.py)
+from p4netem.lab.hoststall import HostStalls, cpu_times, steal_between  # noqa: F401  (run.py)
 
 # Host-stall watchers for a measurement (p4netem.lab.hoststall), below the switch's data-plane
 # thread (SCHED_FIFO 10): they never delay a release, and at the light loads they watch (the slot
@@ -25,15 +25,9 @@ WATCH_REPORT_NS = 1_000_000
 
 def watch_stalls(priority: int = WATCH_PRIORITY) -> HostStalls:
     """Watchers for a step. Above the switch (priority 50, the default of p4netem.lab.hoststall)
-    where the switch spins for long (a heavy load): below it they would wait for it and report it."""
+    where the switch spins for long (a heavy load): below it they would wait for it and report it.
+    Above it, each wake-up also holds the switch's CPU for its 55-90 us (p4netem.lab.hoststall)."""
     return HostStalls(priority=priority, period_ns=WATCH_PERIOD_NS, report_ns=WATCH_REPORT_NS)
-
-
-def stalled(stalls: list[Stall], intervals: list[tuple[int, int]]) -> list[bool]:
-    """For each [start, end] interval (CLOCK_REALTIME ns), whether a watched stall may have fallen
-    in it: the CPU stopped somewhere in the late wake-up's last period plus its lateness."""
-    windows = sorted((s.at_real_ns - s.late_ns - WATCH_PERIOD_NS, s.at_real_ns) for s in stalls)
-    return [any(a <= end and start <= b for a, b in windows) for start, end in intervals]
 
 
 def stalls_summary(w: HostStalls, t0_real_ns: int) -> dict:

@@ -109,7 +109,7 @@ def measure(t: Topo, ctl) -> dict:
     spacing = (starts[-1] - starts[0]) / (len(starts) - 1) if len(starts) > 1 else 0.0
     # Which datagrams a watched host stall may have held: its CPU stopped between the datagram's
     # due time (predicted plus the path) and its arrival.
-    held = hoststats.stalled(watch.stalls, [(min(p + offset, rx[i]), rx[i]) for i, p in zip(order, predicted)])
+    held = watch.may_have_held([(p + offset, rx[i]) for i, p in zip(order, predicted)])
     clear_us = [a for a, h in zip(abs_us, held) if not h]
     return {
         "slot_error_us_p99": percentile(abs_us, 99),
