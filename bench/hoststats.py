@@ -10,8 +10,8 @@ a stopped CPU held, it runs host-stall watchers (`watch_stalls`, `HostStalls.may
 from __future__ import annotations
 
 import argparse
-import os
 
+from p4netem.lab import cpulatency
 from p4netem.lab.hoststall import HostStalls, cpu_times, steal_between  # noqa: F401  (run.py)
 
 # Host-stall watchers for a measurement (p4netem.lab.hoststall), below the switch's data-plane
@@ -42,51 +42,14 @@ def stalls_summary(w: HostStalls, t0_real_ns: int) -> dict:
 # The switch holds a PM QoS CPU wake-up latency request while it runs (--cpu-latency-us, default 0;
 # dataplane/src/cpu_latency.rs). The bench holds the same request for its whole run, so that the
 # baselines measured without a switch (the Linux bridge, the reference paths) get the same idle
-# states as the switch they are compared with.
-CPU_LATENCY_US = 0
-PM_QOS_DEVICE = "/dev/cpu_dma_latency"
+# states as the switch they are compared with (p4netem.lab.cpulatency).
+CPU_LATENCY_US = cpulatency.DEFAULT_US
+CpuLatency = cpulatency.CpuLatency
 
 
 def cpu_latency_arg(v: str) -> int | None:
     """`--cpu-latency-us`: off (None) or 0..10000 microseconds, as the switch's flag takes it."""
-    if v == "off":
-        return None
-    if not v.isdigit() or int(v) > 10_000:
-        raise argparse.ArgumentTypeError(f"must be off or 0..10000 microseconds, got {v!r}")
-    return int(v)
-
-
-class CpuLatency:
-    """`with CpuLatency(us):` holds a PM QoS CPU latency request (removed when the file closes)."""
-
-    def __init__(self, us: int | None = CPU_LATENCY_US):
-        """us None: hold nothing (describe() says so)."""
-        self.us, self.fd, self.error = us, None, None
-
-    def __enter__(self) -> "CpuLatency":
-        if self.us is None:
-            return self
-        try:
-            self.fd = os.open(PM_QOS_DEVICE, os.O_WRONLY)
-            os.write(self.fd, self.us.to_bytes(4, "little", signed=True))
-        except OSError as e:
-            self.error = str(e)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def describe(self) -> dict:
-        """For the run's environment: the request and the machine's idle states."""
-        def read(path: str) -> str:
-            try:
-                with open(path) as f:
-                    return f.read().strip()
-            except OSError:
-                return ""
-        return {"request_us": self.us if self.fd is not None else None, "error": self.error,
-                "cpuidle_driver": read("/sys/devices/system/cpu/cpuidle/current_driver"),
-                "cpuidle_governor": read("/sys/devices/system/cpu/cpuidle/current_governor_ro")
-                or read("/sys/devices/system/cpu/cpuidle/current_governor")}
+    try:
+        return cpulatency.parse_us(v)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -52,3 +52,70 @@ def test_the_table_says_what_a_stall_means_and_a_generous_gate_passes() -> None:
 def test_bad_options_are_usage_errors() -> None:
     r = _check("--seconds", "0")
     assert r.returncode == 2 and "--seconds" in r.stderr, r.stderr
+
+
+def _holds_pm_qos(pid: int) -> bool:
+    """Whether the process has the PM QoS device open (its request lives exactly that long)."""
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(fd) == "/dev/cpu_dma_latency" for fd in fds.iterdir())
+    except OSError:  # gone, or an fd closed while listed
+        return False
+
+
+def _latency_in_force() -> int:
+    """The kernel's CPU wake-up latency target: the smallest request of every process (s32, us)."""
+    with open("/dev/cpu_dma_latency", "rb") as f:
+        return int.from_bytes(f.read(4), "little", signed=True)
+
+
+@pytest.mark.parametrize("value", ["7", "off"])
+def test_it_watches_holding_the_switch_wake_up_latency_request_unless_off(value: str) -> None:
+    """host-check measures the machine the switch runs on: with the switch's PM QoS request held
+    (any value it takes; 0 by default), or, with off, without one."""
+    proc = subprocess.Popen([*P4NETEM, "host-check", "--seconds", "2", "--json", "--cpu-latency-us", value],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    held, in_force = False, []
+    while proc.poll() is None:
+        if _holds_pm_qos(proc.pid):
+            held = True
+            in_force.append(_latency_in_force())
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    m = json.loads(out)
+    if value == "off":
+        assert not held and m["cpu_latency"]["request_us"] is None and m["cpu_latency"]["error"] is None, m
+    else:
+        # Other processes' requests (a switch of another test) combine to their minimum.
+        assert held and in_force and max(in_force) <= 7, in_force
+        assert m["cpu_latency"]["request_us"] == 7, m
+
+
+def test_the_report_names_the_request_and_the_kernel_preemption_model() -> None:
+    r = _check("--seconds", "1")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "wake-up latency request 0 us" in r.stdout and "0 us held, as the switch holds it" in r.stdout, r.stdout
+    assert "kernel preemption: " in r.stdout, r.stdout
+    r = _check("--seconds", "1", "--cpu-latency-us", "20000")
+    assert r.returncode == 2 and "--cpu-latency-us" in r.stderr and "0..10000" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("debugfs", "version", "cmdline", "config", "mode"), [
+    # The scheduler's debugfs file marks the mode in force.
+    ("none voluntary (full) lazy\n", "", "", "", "full"),
+    # Debian 12's kernel: PREEMPT_DYNAMIC, built voluntary, and preempt= overrides the default.
+    ("", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.115-1 (2024-11-01)", "BOOT_IMAGE=/vmlinuz quiet",
+     "CONFIG_PREEMPT_VOLUNTARY=y\nCONFIG_PREEMPT_DYNAMIC=y\n# CONFIG_PREEMPT is not set", "voluntary"),
+    ("", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.115-1 (2024-11-01)", "BOOT_IMAGE=/vmlinuz preempt=full quiet",
+     "CONFIG_PREEMPT_VOLUNTARY=y\nCONFIG_PREEMPT_DYNAMIC=y", "full"),
+    # The development VM's kernel: built none, PREEMPT_BUILD is not a mode.
+    ("", "#1 SMP PREEMPT_DYNAMIC @0", "console=ttyS0 quiet",
+     "CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_NONE=y\n# CONFIG_PREEMPT is not set\nCONFIG_PREEMPTION=y", "none"),
+    ("", "#1 SMP PREEMPT_RT Debian 6.1.115-1", "", "", "rt"),
+    ("", "#1 SMP PREEMPT Tue Nov 5 2024", "", "", "full"),
+    ("", "#1 SMP Tue Nov 5 2024", "", "", "unknown"),
+])
+def test_the_preemption_model_is_read_as_the_kernel_states_it(debugfs, version, cmdline, config, mode) -> None:
+    from p4netem.lab.hoststall import preemption_model
+    assert preemption_model(debugfs=debugfs, version=version, cmdline=cmdline, config=config)["mode"] == mode

@@ -8,12 +8,20 @@ looks like. So this watches from outside: one small process per CPU, pinned to i
 priority, sleeps `period_ns` at a time and writes down every wake-up at least `report_ns` late.
 
 At the default priority (50, above the switch's data-plane thread at 10 and its P4Runtime threads
-at 5) nothing on the CPU can hold a watcher off but interrupts, a non-preemptible kernel section
-(well under a millisecond) or the CPU itself not running: a wake-up tens of milliseconds late means
-the host stopped the CPU. The pytest marker p4netem_timing uses that (p4netem/testing/stalls.py).
-A benchmark that must not be disturbed at all runs them below the switch (priority 9): a release
-is never delayed by a watcher, and a watcher then also waits while the switch spins, which at
-light load is microseconds.
+at 5) nothing on the CPU can hold a watcher off but interrupts, kernel work that does not yield, or
+the CPU itself not running: a wake-up tens of milliseconds late means the host stopped the CPU.
+The pytest marker p4netem_timing uses that (p4netem/testing/stalls.py). A benchmark that must not
+be disturbed at all runs them below the switch (priority 9): a release is never delayed by a
+watcher, and a watcher then also waits while the switch spins, which at light load is
+microseconds.
+
+Kernel work can hold a CPU for a millisecond where the kernel's preemption model is "none" or
+"voluntary" (`preemption_model()`; the development VM's is "none"): there, with the switch's
+wake-up latency request held, a TCP flow over a veth pair beside the watchers made 12-39
+wake-ups per CPU in 20 s a millisecond or more late at 0.2-0.35 % steal, where two user-mode
+busy loops made 2-5 (2026-11-27; docs/cli.md, "host-check"). Where they measure for the switch,
+the watchers run with the switch's wake-up latency request held (p4netem.lab.cpulatency):
+without it an idle vCPU halts, and waking it costs milliseconds on a VM.
 
 A watcher sees a stall that covers one of its wake-ups: every stall of a period or more, a shorter
 one with a chance of its length over the period. RT throttling would also stop it (for at most
@@ -28,12 +36,15 @@ late wake-up and "end WAKES MAX_LATE_NS" when terminated or when PARENT_PID is n
 
 from __future__ import annotations
 
+import gzip
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 PRIORITY = 50
 # 200 wake-ups a second per CPU. Each costs 55-90 us of CPU on the development VM (a bare Python
@@ -137,12 +148,65 @@ def steal_between(before: dict[str, list[int]], after: dict[str, list[int]], wal
     }
 
 
+# The kernel's preemption models (Documentation/admin-guide/kernel-parameters.txt, "preempt=") and
+# the config option that builds each as the default.
+PREEMPT_CONFIGS = {"CONFIG_PREEMPT_RT": "rt", "CONFIG_PREEMPT_LAZY": "lazy", "CONFIG_PREEMPT": "full",
+                   "CONFIG_PREEMPT_VOLUNTARY": "voluntary", "CONFIG_PREEMPT_NONE": "none"}
+
+
+def preemption_model(debugfs: str | None = None, version: str | None = None, cmdline: str | None = None,
+                     config: str | None = None) -> dict:
+    """The kernel's preemption model, "none", "voluntary", "full", "lazy" or "rt" ("unknown" if
+    nothing says), and where that came from. It decides how long kernel work on a CPU (another
+    process's system call, a sender's network stack) can hold off the switch's real-time thread:
+    under "none" and "voluntary" until that work yields, which can be a millisecond.
+
+    In order: the scheduler's debugfs file (the mode in force, marked "(full)"); a PREEMPT_RT
+    kernel; on a PREEMPT_DYNAMIC kernel a `preempt=` on its command line; the built default from
+    the kernel config. Arguments replace the files (the unit test's real kernels)."""
+    def read(path: str) -> str:
+        try:
+            if path.endswith(".gz"):
+                with gzip.open(path, "rt") as f:
+                    return f.read()
+            return Path(path).read_text()
+        except OSError:
+            return ""
+
+    if debugfs is None:
+        debugfs = read("/sys/kernel/debug/sched/preempt")
+    if (m := re.search(r"\((\w+)\)", debugfs)) is not None:
+        return {"mode": m.group(1), "source": "/sys/kernel/debug/sched/preempt"}
+    version = os.uname().version if version is None else version
+    tokens = version.split()
+    if "PREEMPT_RT" in tokens:
+        return {"mode": "rt", "source": "uname -v"}
+    if "PREEMPT_DYNAMIC" in tokens:
+        cmdline = read("/proc/cmdline") if cmdline is None else cmdline
+        if (m := re.search(r"(?:^|\s)preempt=(\w+)", cmdline)) is not None:
+            return {"mode": m.group(1), "source": "preempt= on the kernel command line"}
+    if config is None:
+        config = read("/proc/config.gz") or read(f"/boot/config-{os.uname().release}")
+    built = {line.split("=")[0] for line in config.splitlines() if line.endswith("=y")}
+    for option, mode in PREEMPT_CONFIGS.items():
+        if option in built:
+            how = "the default of a PREEMPT_DYNAMIC kernel" if "PREEMPT_DYNAMIC" in tokens else "built in"
+            return {"mode": mode, "source": f"{option}=y in the kernel config, {how}"}
+    if "PREEMPT" in tokens:
+        return {"mode": "full", "source": "uname -v"}
+    return {"mode": "unknown", "source": "no debugfs, kernel config or uname -v says"}
+
+
 def wait_until_quiet(under_ns: int, quiet_s: float = 5.0, limit_s: float = 60.0) -> bool:
     """Waits for quiet_s seconds in which no CPU stalled for under_ns, for at most limit_s; whether
-    it came."""
+    it came. Watched with the wake-up latency request the switch holds (p4netem.lab.cpulatency):
+    without it idle CPUs halt, and on a VM that alone makes wake-ups milliseconds late."""
+    # Here, not at the top: this file also runs as the watcher script, outside the package.
+    from .cpulatency import CpuLatency
+
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        with HostStalls() as w:
+        with CpuLatency(), HostStalls() as w:
             time.sleep(quiet_s)
         if w.worst_ns < under_ns:
             return True
