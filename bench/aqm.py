@@ -24,6 +24,15 @@ when the TCP flow has filled whatever queue the AQM lets it keep:
                            ms per round on 2026-11-26) where one flow's lands below it (1.6-1.9
                            ms). CoDel's target bounds the sojourn's minimum over an interval, not
                            its median (docs/benchmarks.md, "AQM")
+  codel_sojourn_ms_p50_rtt_<N>ms
+                           the headline CoDel run (one long CUBIC flow, the same short flows) at
+                           the other base RTTs of SWEEP_RTTS_MS, SWEEP_ROUNDS rounds each, median
+                           of their medians; no bar. The issue names the link, the queue and the
+                           flows but not the round trip, and the one-flow median moves with it
+                           (6.90, 5.93, 1.81 and 2.37 ms at 10, 20, 40 and 80 ms in one run on
+                           2026-11-27, docs/benchmarks.md "AQM"). The headline stays at
+                           BASE_RTT_MS, chosen on 2026-11-25 before this was known; the sweep
+                           shows where the bar holds, for the issue's owner to choose the RTT
   taildrop_sojourn_ms_p50  the same link with tail drop: the standing queue (no bar; shown with it)
   codel_sojourn_ms_p50_reno, taildrop_sojourn_ms_p50_reno
                            the same two with Reno (no bar; beta 0.5 halves the window at each drop,
@@ -81,6 +90,8 @@ MANY_FLOWS = 4  # the same CoDel run with this many long CUBIC flows (no bar: se
 MANY_ROUNDS = 3
 CC_COMPARED = "reno"
 BASE_RTT_MS = 40
+SWEEP_RTTS_MS = (10, 20, 80)  # the headline CoDel run at these base RTTs too (no bar; see the docstring)
+SWEEP_ROUNDS = 3
 CODEL = {"aqm": pl.Aqm.CODEL, "codel_target_ns": 5_000_000, "codel_interval_ns": 100_000_000}
 RED_MIN, RED_MAX, RED_MAX_P = 30_000, 90_000, 0.10
 
@@ -330,6 +341,10 @@ def measure(t: Topo, ctl) -> dict:
             check: dict = {}
             tail, codel_runs = _pair(t, ctl, CC, CODEL_ROUNDS, capture=check)
             many_runs = [_loaded_sojourn(t, ctl, MANY_FLOWS, **CODEL) for _ in range(MANY_ROUNDS)]
+            sweep = {}
+            for rtt_ms in SWEEP_RTTS_MS:
+                ctl.set_impairment(1, pl.DOWNLINK, delay_ns=rtt_ms * 1_000_000)
+                sweep[rtt_ms] = [_loaded_sojourn(t, ctl, **CODEL) for _ in range(SWEEP_ROUNDS)]
         finally:
             _cubic_routes(t, False)
     finally:
@@ -338,8 +353,9 @@ def measure(t: Topo, ctl) -> dict:
         ctl.set_impairment(1, pl.DOWNLINK)
     rounds = _rounds(codel_runs)
     many = _rounds(many_runs)
+    by_rtt = {rtt_ms: _rounds(runs) for rtt_ms, runs in sweep.items()}
     codel = codel_runs[rounds["p50_ms"].index(sorted(rounds["p50_ms"])[len(codel_runs) // 2])]  # the median round
-    for r in (tail, tail_reno, codel_reno, red, gentle, *codel_runs, *many_runs):
+    for r in (tail, tail_reno, codel_reno, red, gentle, *codel_runs, *many_runs, *(x for runs in sweep.values() for x in runs)):
         r.pop("late_sojourns_ms")
     return {
         "codel_sojourn_ms_p50": rounds["median_of_rounds_ms"],
@@ -349,6 +365,7 @@ def measure(t: Topo, ctl) -> dict:
         "codel_sojourn_ms_p50_pooled": rounds["pooled_p50_ms"],
         "codel_reference_drop_agreement": check.get("agreement"),
         f"codel_sojourn_ms_p50_{MANY_FLOWS}_flows": many["median_of_rounds_ms"],
+        **{f"codel_sojourn_ms_p50_rtt_{rtt_ms}ms": r["median_of_rounds_ms"] for rtt_ms, r in by_rtt.items()},
         "taildrop_sojourn_ms_p50": tail["sojourn_ms_p50"],
         "codel_sojourn_ms_p50_reno": codel_reno["sojourn_ms_p50"],
         "taildrop_sojourn_ms_p50_reno": tail_reno["sojourn_ms_p50"],
@@ -361,6 +378,7 @@ def measure(t: Topo, ctl) -> dict:
                        "probe_pps": PROBE_PPS, "short_bytes": SHORT_BYTES, "short_every_s": SHORT_EVERY_S,
                        "codel": codel, "codel_rounds": {**rounds, "runs": codel_runs},
                        f"codel_{MANY_FLOWS}_flows_rounds": {**many, "runs": many_runs},
+                       "codel_rtt_sweep": {f"{rtt_ms}ms": {**by_rtt[rtt_ms], "runs": runs} for rtt_ms, runs in sweep.items()},
                        "codel_reference_check": check, "tail_drop": tail, "codel_reno": codel_reno, "tail_drop_reno": tail_reno,
                        "ecn": ecn,
                        "red": {"min_bytes": RED_MIN, "max_bytes": RED_MAX, "max_p": RED_MAX_P, **red},
