@@ -30,7 +30,8 @@ when the TCP flow has filled whatever queue the AQM lets it keep:
                            of their medians; no bar. The issue names the link, the queue and the
                            flows but not the round trip, and the one-flow median moves with it
                            (6.90, 5.93, 1.81 and 2.37 ms at 10, 20, 40 and 80 ms in one run on
-                           2026-11-27, docs/benchmarks.md "AQM"). The headline stays at
+                           2026-11-27, 7.70, 5.47, 1.74 and 2.52 in the next; docs/benchmarks.md
+                           "AQM"). The headline stays at
                            BASE_RTT_MS, chosen on 2026-11-25 before this was known; the sweep
                            shows where the bar holds, for the issue's owner to choose the RTT
   taildrop_sojourn_ms_p50  the same link with tail drop: the standing queue (no bar; shown with it)
