@@ -60,13 +60,15 @@ def measure(seconds: float, cpu_latency_us: Optional[int] = DEFAULT_US) -> dict:
             "cpu_latency": request.describe(), "preemption": preemption_model()}
 
 
-def _check_cpu_latency(value: str) -> str:
-    """The option's check, so that a bad value is a usage error naming it (exit 2)."""
+def _cpu_latency_option(value: str | int) -> Optional[int]:
+    """`--cpu-latency-us` parsed once, as the switch takes it; a bad value is a usage error naming
+    the option (exit 2). Typer hands the default over as it is (an int)."""
+    if isinstance(value, int):
+        return value
     try:
-        parse_us(value)
+        return parse_us(value)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    return value
 
 
 @guarded
@@ -76,17 +78,17 @@ def host_check(
         "--max-stall-ms", min=0.0,
         help="Exit 1 if any CPU stopped this long or longer (a gate for a CI job or an experiment).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
-    cpu_latency_us: Annotated[str, typer.Option(
-        "--cpu-latency-us", metavar="US|off", callback=_check_cpu_latency,
+    cpu_latency_us: Annotated[Optional[int], typer.Option(
+        "--cpu-latency-us", metavar="US|off", parser=_cpu_latency_option,
         help="Hold this CPU wake-up latency request (PM QoS) while watching, as the switch holds its "
-             "--cpu-latency-us (default 0); off watches the machine without one.")] = str(DEFAULT_US),
+             "--cpu-latency-us (default 0); off watches the machine without one.")] = DEFAULT_US,
 ) -> None:
     """Watch this machine for host stalls (a CPU that does not run) and say what that means for
     the switch's timing. Needs root for the watchers' real-time priority."""
     if os.geteuid() != 0:
         warning("not root: the watchers run at normal priority, so other load on the machine also makes "
              "them late; run as root to see the host alone")
-    m = measure(seconds, parse_us(cpu_latency_us))
+    m = measure(seconds, cpu_latency_us)
     if as_json:
         console.print_json(json.dumps(m))
     else:

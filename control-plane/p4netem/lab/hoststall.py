@@ -18,7 +18,7 @@ microseconds.
 Kernel work can hold a CPU for a millisecond where the kernel's preemption model is "none" or
 "voluntary" (`preemption_model()`; the development VM's is "none"): there, with the switch's
 wake-up latency request held, a TCP flow over a veth pair beside the watchers made 12-39
-wake-ups per CPU in 20 s a millisecond or more late at 0.2-0.35 % steal, where two user-mode
+wake-ups per CPU in 20 s a millisecond or more late at 0.17-0.35 % steal, where two user-mode
 busy loops made 2-5 (2026-11-27; docs/cli.md, "host-check"). Where they measure for the switch,
 the watchers run with the switch's wake-up latency request held (p4netem.lab.cpulatency):
 without it an idle vCPU halts, and waking it costs milliseconds on a VM.
