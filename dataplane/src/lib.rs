@@ -3,8 +3,9 @@
 //! `contract` is the static pipeline definition; `state` is the control-plane facing store;
 //! `p4rt` is the P4Runtime server; `tables` the compiled lookup structures; the rest is the
 //! data plane (`parse`, `stage/*`, `wheel`, `pool`, `io/*`, `dataplane`); `health` and `metrics` the
-//! switch's own health on --metrics-addr; `cpu_latency` the CPU wake-up latency it holds; `mapping`
-//! the memory mappings they share with the kernel or fill lazily.
+//! switch's own health on --metrics-addr; `cpu_latency` the CPU wake-up latency it holds, `affinity`
+//! the CPUs its threads run on; `mapping` the memory mappings they share with the kernel or fill lazily.
+pub mod affinity;
 pub mod contract;
 pub mod cpu_latency;
 pub mod dataplane;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use clap::Parser;
 
+use p4netem_switch::affinity;
 use p4netem_switch::contract::{self, ACTION_SET_EGRESS_PORT, TABLE_PORT_MAP};
 use p4netem_switch::dataplane::{DataPlane, DataPlaneConfig, PortSpec};
 use p4netem_switch::io::afpacket::TX_MAX_FRAME;
@@ -157,6 +158,14 @@ struct Args {
           value_parser = parse_cpu_latency)]
     cpu_latency_us: MicrosOr,
 
+    /// Pin the data-plane thread to this CPU and keep the switch's other threads (main, P4Runtime,
+    /// TX threads) on the other CPUs the process may use. For a machine with a core to give it: on a
+    /// kernel without full preemption, another task's system call on the data-plane thread's CPU
+    /// holds off its releases until the call yields (docs/dataplane.md "A CPU of its own"). Unset
+    /// (the default): the scheduler places every thread.
+    #[arg(long, value_name = "CPU")]
+    dataplane_cpu: Option<usize>,
+
     /// Do each port's transmit syscall on a thread of its own (on veths it runs the receiving
     /// host's network stack). Off by default: on a 2-vCPU machine unshaped TCP measured slightly
     /// slower than with the syscalls on the data-plane thread, precise releases wait for the TX
@@ -303,6 +312,28 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     transport.check(&args.grpc_addr)?;
     transport.server_tls()?;
+    // Checked before anything opens; applied to this thread now, so that every thread started
+    // from here on (TX threads, the P4Runtime runtime) inherits the others' CPUs.
+    let placement = match args.dataplane_cpu {
+        Some(cpu) => {
+            let allowed = affinity::allowed().context("reading the process's CPU affinity")?;
+            let p = affinity::Placement::new(cpu, &allowed).map_err(anyhow::Error::msg)?;
+            if !p.others.is_empty() {
+                affinity::pin_current(&p.others).context("moving the switch's other threads off --dataplane-cpu")?;
+            }
+            tracing::info!(
+                "data-plane thread on CPU {}; the switch's other threads on CPU(s) {}",
+                p.dataplane,
+                if p.others.is_empty() {
+                    format!("{} (the only one allowed)", p.dataplane)
+                } else {
+                    affinity::cpu_list(&p.others)
+                }
+            );
+            Some(p)
+        }
+        None => None,
+    };
     let caps = Capacities { classifier_entries: args.classifier_entries, profiles: args.profiles, ue_ids: args.ue_ids };
     let seed = args.seed.unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -363,7 +394,15 @@ fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!("release slack: {} (packets queued behind another in a rate queue may leave this late; 0: every release precise)",
                    cfg.release_slack);
     let dp_shutdown = shutdown.clone();
+    let dp_cpu = placement.as_ref().map(|p| p.dataplane);
     let dp_thread = std::thread::Builder::new().name("p4netem-dp".into()).spawn(move || {
+        if let Some(cpu) = dp_cpu {
+            // Validated above against the process's CPUs; a refusal now (a cpuset changed under
+            // us) leaves the thread where the scheduler puts it, which only costs precision.
+            if let Err(e) = affinity::pin_current(&[cpu]) {
+                tracing::warn!("data-plane thread: --dataplane-cpu {cpu} not applied ({e})");
+            }
+        }
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dp.run()));
         if r.is_err() || !dp_shutdown.load(Ordering::Relaxed) {
             // Forwarding has stopped: do not keep a control plane that controls nothing.
