@@ -38,6 +38,7 @@ import statistics
 import time
 
 import hoststats
+import sched_trace
 from common import dp_run_delay_ns, finish, one_way_ns, percentile, send, sink
 from topo import Topo
 
@@ -51,23 +52,27 @@ PROBE_FRAME = 100
 PROBE_PORT = 5101
 BG_PORT = 5102
 REF_PORT = 5103
+TRACE_LATE_NS = 20_000  # --trace-sched attributes the delayed run's probes later than this
 
 
 def probe(t: Topo, background_bps: float = BACKGROUND_BPS, switch_pid: int | None = None,
-          watch_expected_ns: int | None = None) -> tuple[list[int], list[int], dict]:
+          watch_expected_ns: int | None = None, trace_sched: bool = False) -> tuple[list[int], list[int], dict]:
     """One probe run under background load through the switch, with reference probes over the
     bridge-only path at the same time. Returns the one-way delays (ns) of the switch probes and of the
     reference probes, and what the background flow achieved (with `switch_pid`, also how long the
     data-plane thread waited runnable during the run: a throttled loop, not a stalled VM). With
     `watch_expected_ns` (the one-way delay a probe should have), host-stall watchers run above the
     switch, and the info says which probes a watched stall may have held and the largest |error|
-    of the others."""
+    of the others. With `trace_sched`, perf records every CPU's scheduler and softirq events for
+    the run (sched_trace.py): the info then holds the trace ("_trace") and each probe's arrival
+    and one-way delay ("_arrivals"), for measure() to attribute the late ones."""
     duration = PROBES / PROBE_PPS
     waited = dp_run_delay_ns(switch_pid) if switch_pid else None
     h1r, h2r = t.ref
     watch = hoststats.watch_stalls(priority=50) if watch_expected_ns is not None else contextlib.nullcontext()
+    traced = sched_trace.record() if trace_sched else contextlib.nullcontext({})
     t0_real = time.time_ns()
-    with (sink(t, t.h2, BG_PORT, idle=1.0) as bg_done, sink(t, t.h2, PROBE_PORT, idle=1.0) as done,
+    with (traced as trace, sink(t, t.h2, BG_PORT, idle=1.0) as bg_done, sink(t, t.h2, PROBE_PORT, idle=1.0) as done,
           sink(t, h2r, REF_PORT, idle=1.0) as ref_done, watch as watched):
         # Background starts first and outlasts the probes so that every probe sees the load.
         bg = send(t, t.h1, t.h2.ip, BG_PORT, background_bps, BACKGROUND_FRAME,
@@ -93,6 +98,10 @@ def probe(t: Topo, background_bps: float = BACKGROUND_BPS, switch_pid: int | Non
         info["dp_thread_run_delay_ms"] = waited / 1e6
     probes, info["tx_stamp_fallbacks"] = one_way_ns(rec, sent)
     refs, info["reference_tx_stamp_fallbacks"] = one_way_ns(ref_rec, ref_sent)
+    if trace_sched:
+        rx_of = dict(zip(rec["seq"], rec["rx_ns"]))
+        info["_trace"] = trace["trace"]
+        info["_arrivals"] = [(rx_of[s], d) for s, d in probes.items()]
     if watch_expected_ns is not None:
         rx = dict(zip(rec["seq"], rec["rx_ns"]))
         # Held if the CPU stopped between the time the probe was due at the sink and its arrival.
@@ -112,11 +121,20 @@ def dist_us(v: list[float]) -> dict:
         "max": max(v) * US}
 
 
-def measure(t: Topo, ctl, switch_pid: int | None = None) -> dict:
+def measure(t: Topo, ctl, switch_pid: int | None = None, trace_sched: bool = False) -> dict:
+    """With `trace_sched` (bench/run.py --trace-sched), the delayed run is traced (sched_trace.py)
+    and `delay_config.trace` says how many of its late probes a silent CPU held."""
     ctl.set_impairment(1, 0, delay_ns=0)
     base, ref_base, base_bg = probe(t, switch_pid=switch_pid)
     ctl.set_impairment(1, 0, delay_ns=DELAY_NS)
-    delayed, ref_delayed, load_bg = probe(t, switch_pid=switch_pid)
+    delayed, ref_delayed, load_bg = probe(t, switch_pid=switch_pid, trace_sched=trace_sched)
+    traced = None
+    if trace_sched:
+        # Late by more than the bar of issue 14: (due, arrived), due = arrival - lateness.
+        trace, arrivals = load_bg.pop("_trace"), load_bg.pop("_arrivals")
+        base_med0 = statistics.median(base)
+        late = [(rx - e, rx) for rx, d in arrivals if (e := d - DELAY_NS - round(base_med0)) > TRACE_LATE_NS]
+        traced = sched_trace.summary(trace, late) | {"late_over_us": TRACE_LATE_NS / 1e3}
     # The same delay under HEAVY_BPS: the loop is then awake most of the time (docstring). No bar
     # hangs on it, so a run that loses probes is recorded, not allowed to lose the figures above.
     try:
@@ -153,6 +171,7 @@ def measure(t: Topo, ctl, switch_pid: int | None = None) -> dict:
             "baseline_one_way_us": dist_us(base),
             "delayed_error_us": dist_us(err),
             "reference_one_way_us": dist_us(ref),
+            "trace": traced,
             "reference": "probes at the same rate over the bridge-only path h1-ref -> h2-ref, "
                          "concurrently with both runs: the machine's own latency tail",
             "clock": "tx: the kernel's software transmit stamp (SO_TIMESTAMPING; the time carried in "

@@ -229,6 +229,14 @@ def print_table(res: dict) -> None:
         console.print(f"host during delay: CPUs {d['busy_pct_of_wall']}% busy (the bench's own load is "
                       f"~30%), steal {d['steal_pct_of_wall']}%; load average at start "
                       f"{env['loadavg_at_start'][0]}")
+    tr = res["config"].get("delay_config", {}).get("trace")
+    if tr:
+        rng = tr["silent_stretch_ms"]
+        console.print(f"delay, traced (--trace-sched): of {tr['late_at_least_silent_min']} probes at least "
+                      f"{tr['silent_min_us']:g} us late, {tr['held_by_a_silent_cpu']} waited on a CPU that logged "
+                      f"nothing (stretches {rng[0] if rng else '-'}-{rng[1] if rng else '-'} ms); "
+                      f"{tr['late_below_silent_min']} more {tr['late_over_us']:g}-{tr['silent_min_us']:g} us late, "
+                      f"not attributed; {tr['lost_events']} events lost")
     for name, err in res["errors"].items():
         console.print(f"[red]{name} failed:[/red] {err.splitlines()[-1]}")
 
@@ -245,6 +253,10 @@ def main() -> int:
                     help="CPU wake-up latency (PM QoS) held for the whole run and by every switch the bench "
                          "starts (their --cpu-latency-us, through P4NETEM_SWITCH_CPU_LATENCY_US); default "
                          "%(default)s, the switch's own default")
+    ap.add_argument("--trace-sched", action="store_true",
+                    help="record every CPU's scheduler and softirq events (perf) during the delay step's "
+                         "loaded run and say how many late probes waited on a CPU that ran nothing "
+                         "(bench/sched_trace.py); adds load, so not for the figures of record")
     args = ap.parse_args()
     only = set(args.only.split(","))
     if unknown := only - set(MEASUREMENTS):
@@ -258,7 +270,8 @@ def main() -> int:
 
 
 def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
-    res: dict = {"environment": dict(environment(), cpu_latency=cpu_latency.describe()),
+    res: dict = {"environment": dict(environment(), cpu_latency=cpu_latency.describe(),
+                                     trace_sched=args.trace_sched),
                  "figures": {}, "config": {}, "errors": {},
                  "bars": {k: f"{c} {b:g}" for k, b, c, _, _ in BARS},
                  "design_targets": {k: f"{c} {b:g}" for k, b, c, _, _ in DESIGN}}
@@ -322,7 +335,7 @@ def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
                                                                    CLASSIFIER_CAPACITY),
                          label="throughput (full tables)")
                 ctl.classify_by_ingress_port()
-                step("delay", lambda: delay.measure(t, ctl, sw.proc.pid))
+                step("delay", lambda: delay.measure(t, ctl, sw.proc.pid, trace_sched=args.trace_sched))
                 step("rate", lambda: rate.measure(t, ctl, sw.proc.pid, rate.release_slack_us(sw.log_path)))
                 step("loss", lambda: loss.measure(t, ctl))
                 step("ge", lambda: ge.measure_ge(t, ctl))
