@@ -98,12 +98,11 @@ def probe(t: Topo, background_bps: float = BACKGROUND_BPS, switch_pid: int | Non
         info["dp_thread_run_delay_ms"] = waited / 1e6
     probes, info["tx_stamp_fallbacks"] = one_way_ns(rec, sent)
     refs, info["reference_tx_stamp_fallbacks"] = one_way_ns(ref_rec, ref_sent)
+    rx = dict(zip(rec["seq"], rec["rx_ns"]))
     if trace_sched:
-        rx_of = dict(zip(rec["seq"], rec["rx_ns"]))
         info["_trace"] = trace["trace"]
-        info["_arrivals"] = [(rx_of[s], d) for s, d in probes.items()]
+        info["_arrivals"] = [(rx[s], d) for s, d in probes.items()]
     if watch_expected_ns is not None:
-        rx = dict(zip(rec["seq"], rec["rx_ns"]))
         # Held if the CPU stopped between the time the probe was due at the sink and its arrival.
         held = watched.may_have_held([(rx[s] - d + watch_expected_ns, rx[s]) for s, d in probes.items()])
         clear = [abs(d - watch_expected_ns) for d, h in zip(probes.values(), held) if not h]
@@ -126,24 +125,23 @@ def measure(t: Topo, ctl, switch_pid: int | None = None, trace_sched: bool = Fal
     and `delay_config.trace` says how many of its late probes a silent CPU held."""
     ctl.set_impairment(1, 0, delay_ns=0)
     base, ref_base, base_bg = probe(t, switch_pid=switch_pid)
+    base_med = statistics.median(base)
     ctl.set_impairment(1, 0, delay_ns=DELAY_NS)
     delayed, ref_delayed, load_bg = probe(t, switch_pid=switch_pid, trace_sched=trace_sched)
     traced = None
     if trace_sched:
         # Late by more than the bar of issue 14: (due, arrived), due = arrival - lateness.
         trace, arrivals = load_bg.pop("_trace"), load_bg.pop("_arrivals")
-        base_med0 = statistics.median(base)
-        late = [(rx - e, rx) for rx, d in arrivals if (e := d - DELAY_NS - round(base_med0)) > TRACE_LATE_NS]
+        late = [(rx - e, rx) for rx, d in arrivals if (e := d - DELAY_NS - round(base_med)) > TRACE_LATE_NS]
         traced = sched_trace.summary(trace, late) | {"late_over_us": TRACE_LATE_NS / 1e3}
     # The same delay under HEAVY_BPS: the loop is then awake most of the time (docstring). No bar
     # hangs on it, so a run that loses probes is recorded, not allowed to lose the figures above.
     try:
-        heavy, _, heavy_bg = probe(t, HEAVY_BPS, switch_pid, watch_expected_ns=DELAY_NS + round(statistics.median(base)))
+        heavy, _, heavy_bg = probe(t, HEAVY_BPS, switch_pid, watch_expected_ns=DELAY_NS + round(base_med))
     except RuntimeError as e:
         heavy, heavy_bg = [], {"error": str(e)}
     ref = ref_base + ref_delayed
     ctl.set_impairment(1, 0)
-    base_med = statistics.median(base)
     err = [d - DELAY_NS - base_med for d in delayed]
     abs_err = [abs(e) for e in err]
     heavy_err = [abs(d - DELAY_NS - base_med) for d in heavy]

@@ -72,8 +72,11 @@ class Trace:
 
     def held(self, due_real_ns: int, arrived_real_ns: int) -> bool:
         """Whether a silent stretch of the data-plane thread's CPU accounts for the packet's lateness."""
-        s = self.silent_ns(due_real_ns, arrived_real_ns)
-        return s >= SILENT_MIN_NS and s >= COVER * (arrived_real_ns - due_real_ns)
+        return _accounts(self.silent_ns(due_real_ns, arrived_real_ns), arrived_real_ns - due_real_ns)
+
+
+def _accounts(silent_ns: int, late_ns: int) -> bool:
+    return silent_ns >= SILENT_MIN_NS and silent_ns >= COVER * late_ns
 
 
 def parse(lines, offset_ns: int = 0, lost: int = 0) -> Trace:
@@ -140,9 +143,11 @@ def summary(trace: Trace, late: list[tuple[int, int]]) -> dict:
     """For late packets (due, arrived) in realtime ns: how many a silent CPU held. Only those at
     least SILENT_MIN_NS late can be (docstring); the others are counted, not attributed."""
     big = [(d, a) for d, a in late if a - d >= SILENT_MIN_NS]
-    held = [(d, a) for d, a in big if trace.held(d, a)]
-    silent = [trace.silent_ns(d, a) for d, a in held]
+    silent = []  # the stretches of the packets held
+    for d, a in big:
+        if _accounts(s := trace.silent_ns(d, a), a - d):
+            silent.append(s)
     return {"events": trace.count, "lost_events": trace.lost, "cover": COVER,
-            "late_at_least_silent_min": len(big), "held_by_a_silent_cpu": len(held),
+            "late_at_least_silent_min": len(big), "held_by_a_silent_cpu": len(silent),
             "silent_stretch_ms": [round(min(silent) / 1e6, 3), round(max(silent) / 1e6, 3)] if silent else None,
             "late_below_silent_min": len(late) - len(big), "silent_min_us": SILENT_MIN_NS / 1e3}

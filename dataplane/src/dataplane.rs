@@ -75,6 +75,8 @@ pub struct DataPlaneConfig {
     pub release_slack: Slack,
     /// SCHED_FIFO priority for the data-plane thread (0 = normal scheduling).
     pub rt_priority: i32,
+    /// The CPU the data-plane thread pins itself to (`--dataplane-cpu`, affinity.rs; None: anywhere).
+    pub cpu: Option<usize>,
     /// One TX thread per port doing the `sendto`s (see io/kicker.rs); false: the loop does them.
     pub tx_threads: bool,
     /// Packet I/O path of the ports (io/port.rs).
@@ -154,6 +156,7 @@ pub struct DataPlane {
     wake_margin_ns: Option<u64>,
     release_slack: Slack,
     rt_priority: i32,
+    cpu: Option<usize>,
     health: Arc<Health>,
     /// When this turn's first precise release was due (its tick), 0 if none (release_due).
     first_due_ns: u64,
@@ -367,6 +370,7 @@ impl DataPlane {
             wake_margin_ns: cfg.wake_margin_ns,
             release_slack: cfg.release_slack,
             rt_priority: cfg.rt_priority,
+            cpu: cfg.cpu,
             health,
             link,
             first_due_ns: 0,
@@ -388,6 +392,13 @@ impl DataPlane {
     pub fn run(mut self) {
         // SAFETY: prctl on the calling thread only. 1 ns slack: ppoll timeouts are not coalesced.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        if let Some(cpu) = self.cpu {
+            // Checked at start against the process's CPUs; a refusal now (a cpuset changed under
+            // us) leaves the thread where the scheduler puts it, which only costs precision.
+            if let Err(e) = crate::affinity::pin_current(&[cpu]) {
+                tracing::warn!("data-plane thread: --dataplane-cpu {cpu} not applied ({e})");
+            }
+        }
         let mut rt = false;
         if self.rt_priority > 0 {
             // Release accuracy is bounded by how soon this thread runs after its timer fires; a

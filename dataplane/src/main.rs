@@ -314,26 +314,19 @@ fn run(args: Args) -> anyhow::Result<()> {
     transport.server_tls()?;
     // Checked before anything opens; applied to this thread now, so that every thread started
     // from here on (TX threads, the P4Runtime runtime) inherits the others' CPUs.
-    let placement = match args.dataplane_cpu {
-        Some(cpu) => {
-            let allowed = affinity::allowed().context("reading the process's CPU affinity")?;
-            let p = affinity::Placement::new(cpu, &allowed).map_err(anyhow::Error::msg)?;
-            if !p.others.is_empty() {
-                affinity::pin_current(&p.others).context("moving the switch's other threads off --dataplane-cpu")?;
-            }
+    if let Some(cpu) = args.dataplane_cpu {
+        let allowed = affinity::allowed().context("reading the process's CPU affinity")?;
+        let p = affinity::Placement::new(cpu, &allowed).map_err(anyhow::Error::msg)?;
+        if p.others.is_empty() {
+            tracing::info!("data-plane thread on CPU {cpu}, the only one allowed: the switch's other threads share it");
+        } else {
+            affinity::pin_current(&p.others).context("moving the switch's other threads off --dataplane-cpu")?;
             tracing::info!(
-                "data-plane thread on CPU {}; the switch's other threads on CPU(s) {}",
-                p.dataplane,
-                if p.others.is_empty() {
-                    format!("{} (the only one allowed)", p.dataplane)
-                } else {
-                    affinity::cpu_list(&p.others)
-                }
+                "data-plane thread on CPU {cpu}; the switch's other threads on CPU(s) {}",
+                affinity::cpu_list(&p.others)
             );
-            Some(p)
         }
-        None => None,
-    };
+    }
     let caps = Capacities { classifier_entries: args.classifier_entries, profiles: args.profiles, ue_ids: args.ue_ids };
     let seed = args.seed.unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -370,6 +363,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         wake_margin_ns: args.wake_margin_us.0.map(|us| us * 1000),
         release_slack: args.release_slack_us.0.map_or(Slack::Auto, |us| Slack::Fixed(us * 1000)),
         rt_priority: args.rt_priority.clamp(0, 99),
+        cpu: args.dataplane_cpu,
         tx_threads: args.tx_threads,
         io: args.io,
         fast_path: args.fast_path,
@@ -394,15 +388,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!("release slack: {} (packets queued behind another in a rate queue may leave this late; 0: every release precise)",
                    cfg.release_slack);
     let dp_shutdown = shutdown.clone();
-    let dp_cpu = placement.as_ref().map(|p| p.dataplane);
     let dp_thread = std::thread::Builder::new().name("p4netem-dp".into()).spawn(move || {
-        if let Some(cpu) = dp_cpu {
-            // Validated above against the process's CPUs; a refusal now (a cpuset changed under
-            // us) leaves the thread where the scheduler puts it, which only costs precision.
-            if let Err(e) = affinity::pin_current(&[cpu]) {
-                tracing::warn!("data-plane thread: --dataplane-cpu {cpu} not applied ({e})");
-            }
-        }
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dp.run()));
         if r.is_err() || !dp_shutdown.load(Ordering::Relaxed) {
             // Forwarding has stopped: do not keep a control plane that controls nothing.
