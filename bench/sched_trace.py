@@ -65,9 +65,9 @@ class Trace:
         if cpu is None or arrived <= due:
             return 0
         times = self.events.get(cpu, [])
-        lo = max(bisect.bisect_right(times, due) - 1, 0)
-        hi = bisect.bisect_left(times, arrived)
-        marks = [due] + [t for t in times[lo:hi + 1] if due < t < arrived] + [arrived]
+        # The events strictly inside (due, arrived), bounded by the two ends.
+        inside = times[bisect.bisect_right(times, due):bisect.bisect_left(times, arrived)]
+        marks = [due, *inside, arrived]
         return max(b - a for a, b in zip(marks, marks[1:]))
 
     def held(self, due_real_ns: int, arrived_real_ns: int) -> bool:

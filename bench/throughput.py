@@ -24,12 +24,13 @@ from common import iperf3_tcp
 
 SECONDS = 5
 STREAMS = 1
-# Twelve pairs, not six (2026-11-27): one pair's ratio has a standard deviation of about 0.18 here
-# (the bridge alone moved 2.1-3.6 Gbit/s between runs), so the median of six has one of about 0.1.
+# Twelve pairs, not six (2026-11-27): one pair's ratio has a standard deviation of about 0.19 here
+# (the bridge alone moved 1.9-3.6 Gbit/s between runs), so the median of six has one of about 0.09.
 # Resampling the 42 pairs of seven runs that day (median ratio 1.18; 1.13 in the four runs of the
 # afternoon) put a median of six under 1.0 in 5 % of runs (14 % on the afternoon's pairs), of
 # twelve in 1.3 % (7 %); two of the afternoon's four runs were under it (0.975 and 0.995) with
-# the switch at its usual 2.8-3.0 Gbit/s. The same estimator with more pairs (docs/benchmarks.md).
+# the switch at its usual 2.75-2.98 Gbit/s (median per run). The same estimator with more pairs
+# (docs/benchmarks.md).
 ROUNDS = 12
 
 

@@ -39,27 +39,18 @@ pub fn pin_current(cpus: &[usize]) -> io::Result<()> {
     Ok(())
 }
 
-/// The split `--dataplane-cpu` asks for: the data plane's CPU and the others' CPUs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placement {
-    pub dataplane: usize,
-    /// Where the switch's other threads go: the allowed CPUs but the data plane's; empty when that
-    /// was the only one (they then share it, below the data plane's real-time priority).
-    pub others: Vec<usize>,
-}
-
-impl Placement {
-    /// Checks `cpu` against the CPUs the process may use (`allowed`): a CPU outside them is an
-    /// error naming the option and the allowed list.
-    pub fn new(cpu: usize, allowed: &[usize]) -> Result<Placement, String> {
-        if !allowed.contains(&cpu) {
-            return Err(format!(
-                "--dataplane-cpu {cpu}: not a CPU this process may run on (allowed: {})",
-                cpu_list(allowed)
-            ));
-        }
-        Ok(Placement { dataplane: cpu, others: allowed.iter().copied().filter(|&c| c != cpu).collect() })
+/// Where `--dataplane-cpu cpu` sends the switch's other threads: the CPUs the process may use
+/// (`allowed`) but `cpu`; empty when `cpu` is the only one (they then share it, below the data
+/// plane's real-time priority). A CPU outside `allowed` is an error naming the option and the
+/// allowed list.
+pub fn others(cpu: usize, allowed: &[usize]) -> Result<Vec<usize>, String> {
+    if !allowed.contains(&cpu) {
+        return Err(format!(
+            "--dataplane-cpu {cpu}: not a CPU this process may run on (allowed: {})",
+            cpu_list(allowed)
+        ));
     }
+    Ok(allowed.iter().copied().filter(|&c| c != cpu).collect())
 }
 
 /// A CPU list as the kernel writes one (`0-3,6`).
@@ -95,9 +86,9 @@ mod tests {
 
     #[test]
     fn placement_splits_the_allowed_cpus() {
-        assert_eq!(Placement::new(1, &[0, 1, 2]).unwrap(), Placement { dataplane: 1, others: vec![0, 2] });
-        assert_eq!(Placement::new(3, &[3]).unwrap().others, Vec::<usize>::new());
-        let e = Placement::new(5, &[0, 1]).unwrap_err();
+        assert_eq!(others(1, &[0, 1, 2]).unwrap(), vec![0, 2]);
+        assert_eq!(others(3, &[3]).unwrap(), Vec::<usize>::new());
+        let e = others(5, &[0, 1]).unwrap_err();
         assert!(e.contains("--dataplane-cpu 5") && e.contains("allowed: 0-1"), "{e}");
     }
 

@@ -316,14 +316,14 @@ fn run(args: Args) -> anyhow::Result<()> {
     // from here on (TX threads, the P4Runtime runtime) inherits the others' CPUs.
     if let Some(cpu) = args.dataplane_cpu {
         let allowed = affinity::allowed().context("reading the process's CPU affinity")?;
-        let p = affinity::Placement::new(cpu, &allowed).map_err(anyhow::Error::msg)?;
-        if p.others.is_empty() {
+        let others = affinity::others(cpu, &allowed).map_err(anyhow::Error::msg)?;
+        if others.is_empty() {
             tracing::info!("data-plane thread on CPU {cpu}, the only one allowed: the switch's other threads share it");
         } else {
-            affinity::pin_current(&p.others).context("moving the switch's other threads off --dataplane-cpu")?;
+            affinity::pin_current(&others).context("moving the switch's other threads off --dataplane-cpu")?;
             tracing::info!(
                 "data-plane thread on CPU {cpu}; the switch's other threads on CPU(s) {}",
-                affinity::cpu_list(&p.others)
+                affinity::cpu_list(&others)
             );
         }
     }
