@@ -5,7 +5,10 @@ Traffic (p4netem-pktgen, 64-byte UDP frames on an AF_PACKET TX ring):
   overflows), to 64 server addresses: 10.97.0.0/27 is rule MIX, whose profile a timeline switches
   every 100 ms (delay+jitter, a 2 Mbit/s rate with a full 50-packet queue, loss+duplication with a
   bursty-loss downlink, CoDel on a 5 Mbit/s queue); 10.97.0.32/27 is rule FULL, a 1 Mbit/s link
-  whose queue is full all along.
+  whose queue is full all along; 10.97.0.64/27 matches no rule: unimpaired, so after each flow's
+  first packet the kernel fast path (issue 14, an XDP flow cache) forwards it, and every write of
+  the timeline (which bumps the fast path's epoch) sends the flows' next packets back through the
+  pipeline to be installed again.
 - downlink h2 -> h1 at RADIO_PPS to RADIO_UES client addresses of rule RADIO (LTE radio, UE by
   address, 500 ms tail): each UE sees a packet every ~2 s, so UEs fall asleep and are woken
   (a promotion holds their packets) all the time.
@@ -20,7 +23,10 @@ are read and checked exactly against the kernels' own counts, for the packets of
   out of the cycle    == rx_packets of the receiving host's veth (what the switch sent arrived)
   in of the cycle     <= tx_packets of the sending host (the rest overflowed the switch's RX ring)
 and at the end, from the switch's own shutdown report of its RX rings:
-  sending host's tx_packets (whole run) == the ring's kernel_rx; kernel_rx - ring drops == in.
+  sending host's tx_packets (whole run) == the ring's kernel_rx + fast-path packets;
+  kernel_rx - ring drops + fast-path packets == in
+(the fast path's packets never reach the ring: the switch's /metrics counts them, and they are in
+the pds' in and out counters like every other packet).
 During traffic, every second: no pd's held count (in + dup - out - drops) is ever negative.
 `soak_conservation_errors` is the number of packets by which any of these fails (bar: 0).
 
@@ -46,9 +52,11 @@ import grpc
 from p4netem import pipeline as pl
 from p4netem.control import Controller, Profile, Rule, Timeline
 from p4netem.lab import TwoHostLab
+from p4netem.lab.free import free_tcp_port
 from p4netem.lab.twohost import Host
 from p4netem.p4rt import P4RuntimeError, build_counter_entry
 from p4netem.radio import read_promotions
+from p4netem.webapp.health import SwitchHealth
 
 ROOT = Path(__file__).resolve().parents[1]
 PKTGEN = ROOT / "dataplane" / "target" / "release" / "p4netem-pktgen"
@@ -61,7 +69,8 @@ WARMUP_FRACTION = 0.1
 READ_TIMEOUT_S = 60.0
 UP_SENDERS = 2  # one sender alone does not outrun the switch (its RX ring never overflowed)
 FRAME = 64
-SERVERS = "10.97.0.0"  # + i % 64: the uplink flood's destinations
+SERVERS = "10.97.0.0"  # + i % SERVER_COUNT: the uplink flood's destinations
+SERVER_COUNT = 96  # /27 MIX, /27 FULL and a /27 no rule matches (the fast path's)
 RADIO_NET, RADIO_UES, RADIO_PPS = "10.96.0.0", 3000, 1500
 
 MIX = [
@@ -232,7 +241,10 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
     per_cycle = []
     rss_cycles: list[int] = []  # the switch's VmRSS (kB) at the end of each cycle
     t0 = time.monotonic()
-    lab = TwoHostLab(seed=seed, log_path=log_path).start()
+    metrics_port = free_tcp_port("127.0.0.1")
+    lab = TwoHostLab(seed=seed, log_path=log_path,
+                     switch_args=("--metrics-addr", f"127.0.0.1:{metrics_port}")).start()
+    health = SwitchHealth(f"http://127.0.0.1:{metrics_port}/metrics", timeout_s=READ_TIMEOUT_S)
     ctl = reader_ctl = None
     try:
         pid = lab.switch.proc.pid
@@ -249,13 +261,13 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
         counters = Counters(reader_ctl)
         prev = counters.read()
         prev_h1, prev_h2 = _link(lab.h1), _link(lab.h2)
-        start_h1, start_h2 = prev_h1, prev_h2
         rss_warm = rss_start = _rss_kb(pid)
+        prev_fast = fast_start = health.summary()["fast_path"]
         sent_total = {"up": 0, "down": 0}
         reader = _LiveReader(counters)
         reader.start()
         for cycle in range(cycles):
-            ups = [_pktgen(lab.h1, lab.h2, SERVERS, 64, traffic_s, 0) for _ in range(UP_SENDERS)]
+            ups = [_pktgen(lab.h1, lab.h2, SERVERS, SERVER_COUNT, traffic_s, 0) for _ in range(UP_SENDERS)]
             down = _pktgen(lab.h2, lab.h1, RADIO_NET, RADIO_UES, traffic_s, RADIO_PPS)
             result = ctl.run_timeline(_timeline(rng, traffic_s - 0.3), [RULE_MIX])
             sent = {"up": sum(_sent(up) for up in ups), "down": _sent(down)}
@@ -269,7 +281,9 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
                     break
                 time.sleep(0.1)
             h1, h2 = _link(lab.h1), _link(lab.h2)
-            cyc = {"cycle": cycle, "sent": sent, "timeline_max_late_ms": round(late, 2)}
+            fast = health.summary()["fast_path"]
+            cyc = {"cycle": cycle, "sent": sent, "timeline_max_late_ms": round(late, 2),
+                   "fast_path": {k: fast[k] - prev_fast[k] for k in ("packets", "installs")}}
             if still:
                 n = sum(abs(v) for v in still.values())
                 errors.append(f"cycle {cycle}: {n} packets still held {DRAIN_S} s after the senders stopped: {still}")
@@ -299,7 +313,7 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
                                        for r in a["drops"] if a["drops"].get(r, 0) != b["drops"].get(r, 0)}}
                 sent_total[key] += sent[key]
             per_cycle.append(cyc)
-            prev, prev_h1, prev_h2 = now, h1, h2
+            prev, prev_h1, prev_h2, prev_fast = now, h1, h2, fast
             rss_cycles.append(_rss_kb(pid))
             if cycle + 1 == warmup_cycles:
                 rss_warm = rss_cycles[-1]
@@ -319,6 +333,7 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
             errors.append(f"a held count went negative during traffic (by {reader.negative} packets)")
         final = prev
         end_h1, end_h2 = prev_h1, prev_h2
+        fast_end = prev_fast
     finally:
         for c in (reader_ctl, ctl):
             if c is not None:
@@ -329,8 +344,11 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
     log = Path(lab.switch.log_path).read_text(errors="replace")
     rings = _ring_report(log)
     ring = {}
-    for port, direction, src_start, src_end, name in ((1, pl.UPLINK, start_h1, end_h1, "uplink"),
-                                                     (2, pl.DOWNLINK, start_h2, end_h2, "downlink")):
+    # Only the uplink has unimpaired flows (the downlink is all radio): every fast-path packet is
+    # the uplink's, and one on the downlink fails both checks.
+    fast_packets = fast_end["packets"]
+    for port, direction, fast_in, src_end, name in ((1, pl.UPLINK, fast_packets, end_h1, "uplink"),
+                                                   (2, pl.DOWNLINK, 0, end_h2, "downlink")):
         if port not in rings:
             errors.append(f"no shutdown report of port {port} in the switch log")
             error_packets += 1
@@ -339,10 +357,11 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
         # The ring counts from the switch's start; the lab's set-up sends nothing (static ARP, no IPv6).
         tx = src_end["tx"]
         read_by_switch = totals(final, direction)["in"]
-        ring[name] = {"kernel_rx": kernel_rx, "ring_drops": ring_drops, "sender_tx": tx,
+        ring[name] = {"kernel_rx": kernel_rx, "ring_drops": ring_drops, "fast_path": fast_in, "sender_tx": tx,
                       "switch_in": read_by_switch}
-        for what, x, y in (("sender tx == ring kernel_rx", tx, kernel_rx),
-                           ("ring kernel_rx - ring drops == switch in", kernel_rx - ring_drops, read_by_switch)):
+        for what, x, y in (("sender tx == ring kernel_rx + fast path", tx, kernel_rx + fast_in),
+                           ("ring kernel_rx - ring drops + fast path == switch in",
+                            kernel_rx - ring_drops + fast_in, read_by_switch)):
             if x != y:
                 errors.append(f"{name}: {what}: {x} != {y}")
                 error_packets += abs(x - y)
@@ -361,6 +380,8 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
         "soak_downlink": down_total,
         "soak_rings": ring,
         "soak_radio_promotions": promotions,
+        "soak_fast_path": {"state": fast_end["state"],
+                           **{k: fast_end[k] - fast_start[k] for k in ("packets", "installs")}},
         "soak_rss_mb_by_cycle": [round(v / 1024, 1) for v in rss_cycles[::max(1, len(rss_cycles) // 60)]],
         "soak_live_reads": reader.reads,
         "soak_live_reads_timed_out": reader.slow,
