@@ -58,7 +58,7 @@ MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "slot", "t
 
 # (key, bar, comparison, unit, what)
 BARS = (
-    ("throughput_ratio_vs_bridge", 1.0, ">=", "", "TCP throughput / Linux bridge, median of 6 paired runs (issue 14; kernel fast path on, "
+    ("throughput_ratio_vs_bridge", 1.0, ">=", "", f"TCP throughput / Linux bridge, median of {throughput.ROUNDS} paired runs (issue 14; kernel fast path on, "
      "the default; off: throughput_ratio_vs_bridge_fast_path_off)"),
     ("delay_error_us_p99", 200.0, "<=", "us", "added-delay error p99 (50 ms, 50 Mbit/s load)"),
     ("rate_error_pct_max", 2.0, "<=", "%", "worst rate error, 64k..100 Mbit/s"),
