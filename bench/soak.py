@@ -404,7 +404,8 @@ def main() -> None:
 
     def progress(cyc: dict, errs: int) -> None:
         print(f"cycle {cyc['cycle']}: up in {cyc['uplink']['in']} out {cyc['uplink']['out']} "
-              f"ring overflow {cyc['uplink']['ring_overflow']}; down in {cyc['downlink']['in']}; "
+              f"ring overflow {cyc['uplink']['ring_overflow']} fast path {cyc['fast_path']['packets']}; "
+              f"down in {cyc['downlink']['in']}; "
               f"errors so far {errs}", flush=True)
 
     result = run(args.seconds, args.seed, args.log, progress)

@@ -17,8 +17,10 @@ def test_short_fuzz_run_no_crash_no_probe_loss(tmp_path: Path) -> None:
     assert result["fuzz_crashes"] == 0, (tmp_path / "switch.log").read_text()[-3000:]
     # (The sending kernel refuses some, e.g. frames shorter than an Ethernet header.)
     assert result["fuzz_frames"] >= 15_000 and result["fuzz_requests"] == 2_000, result
-    # What reached the switch's ring (the kernel drops a few of what the sending socket took).
-    assert 0.9 * result["fuzz_frames"] <= result["fuzz_frames_at_switch"] <= result["fuzz_frames"], result
+    # Every frame the sending socket took reached the switch (its ring, or the kernel fast path),
+    # but for the VLAN frames too short for their tag, which the receiving kernel frees first.
+    assert result["fuzz_frames_untaggable"] > 0, result
+    assert result["fuzz_frames_unaccounted"] == 0, result
     assert result["fuzz_probe_loss"] == 0 and result["fuzz_probes"] > 20, result
     # Every request got an answer with a status: P4Runtime's refusals, the batch error (UNKNOWN),
     # INTERNAL for bytes that are no protobuf (gRPC's status for an undecodable request); never

@@ -1,6 +1,8 @@
 """Generate and send malformed frames from an interface (AF_PACKET), paced, for the fuzz suite.
 
-    python fuzzframes.py IFACE SRC_MAC DST_MAC COUNT SEED     prints the number of frames sent
+    python fuzzframes.py IFACE SRC_MAC DST_MAC COUNT SEED
+        prints two numbers: the frames sent, and how many of those the receiving kernel drops
+        before any packet socket sees them (see `untaggable`)
 
 Kinds, in turn: truncated IPv4/IPv6/TCP/UDP (cut anywhere), runts (< 14 bytes), bad IHL (0-4,
 larger than the packet), bad total/payload lengths, bad checksums, VLAN stacks (1-4 tags, 0x8100
@@ -20,6 +22,14 @@ import sys
 import time
 
 RATE = 20_000
+VLAN_TYPES = (0x8100, 0x88A8)
+
+
+def untaggable(f: bytes) -> bool:
+    """A frame the receiving Linux drops before its packet taps, so the switch never sees it: a
+    VLAN EtherType with fewer than the tag and the next EtherType after it (skb_vlan_untag pulls
+    14 + 4 + 2 bytes in __netif_receive_skb_core, before the taps, and frees the frame if it cannot)."""
+    return len(f) < 20 and int.from_bytes(f[12:14], "big") in VLAN_TYPES
 
 
 def _ipv4(rng: random.Random, payload: bytes, proto: int) -> bytes:
@@ -63,7 +73,7 @@ def frame(rng: random.Random, src: bytes, dst: bytes) -> bytes:
     vlans = b""
     if kind == 4 or rng.random() < 0.1:
         for _ in range(rng.randint(1, 4)):
-            vlans += struct.pack("!HH", rng.choice((0x8100, 0x88A8)), rng.getrandbits(16))
+            vlans += struct.pack("!HH", rng.choice(VLAN_TYPES), rng.getrandbits(16))
     if kind == 0:
         return rng.randbytes(rng.randint(0, 13))  # runt
     if kind == 6:
@@ -85,7 +95,7 @@ def main() -> None:
     iface, src, dst, count, seed = sys.argv[1:6]
     rng = random.Random(int(seed))
     src_b, dst_b = bytes.fromhex(src.replace(":", "")), bytes.fromhex(dst.replace(":", ""))
-    sent = 0
+    sent = untaggable_sent = 0
     t0 = time.monotonic()
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
         s.bind((iface, 0))
@@ -96,13 +106,14 @@ def main() -> None:
             try:
                 s.send(f)
                 sent += 1
+                untaggable_sent += untaggable(f)
             except OSError:
                 pass  # the kernel refuses some (shorter than a header): not sent, not counted
             if i % 256 == 255:
                 ahead = (i + 1) / RATE - (time.monotonic() - t0)
                 if ahead > 0:
                     time.sleep(ahead)
-    print(sent)
+    print(sent, untaggable_sent)
 
 
 if __name__ == "__main__":
