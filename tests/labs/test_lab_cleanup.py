@@ -252,3 +252,49 @@ def test_clean_dead_labs_checks_the_owner_by_pid_and_start_time(tmp_path, monkey
     finally:
         for prefix in (dead, live):
             subprocess.run(["ip", "netns", "delete", f"{prefix}x"], capture_output=True)
+
+
+_STUCK_CLOSE = """
+import subprocess, sys, threading
+from p4netem.lab.owner import LabRecord, Owner
+from p4netem_studies.runs.local import _arm_teardown_deadline
+
+prefix = sys.argv[1]
+subprocess.run(["ip", "netns", "add", prefix + "x"], check=True)
+LabRecord.open(prefix, "test").add_namespace(prefix + "x")
+sleeper = subprocess.Popen(["ip", "netns", "exec", prefix + "x", "sleep", "300"])
+print(sleeper.pid, flush=True)
+_arm_teardown_deadline(1.0)
+threading.Event().wait()     # a close that never returns
+"""
+
+
+def test_a_lab_process_whose_close_is_stuck_removes_its_lab_at_the_deadline(tmp_path, monkeypatch):
+    """A lab process of `experiment run --parallel` whose orderly close never returns (seen once:
+    grpc's Channel.close waiting forever after the driver's death cut a call off) removes what its
+    lab record lists when the deadline passes, and exits 143; a lab of another, live owner in the
+    same directory stays."""
+    from p4netem.lab import PREFIX, unique_token
+    from p4netem.lab.owner import LabRecord, Owner, start_ticks
+    from p4netem_studies.runs.local import FORCED_EXIT
+
+    monkeypatch.setenv("P4NETEM_RUN_DIR", str(tmp_path))
+    stuck, live = f"{PREFIX}{unique_token()}", f"{PREFIX}{unique_token()}"
+    proc = None
+    try:
+        subprocess.run(["ip", "netns", "add", f"{live}x"], check=True)
+        LabRecord(live, Owner.current(), "test", path=tmp_path / f"{live}.json",
+                  namespaces=[f"{live}x"]).save()
+        proc = subprocess.Popen([sys.executable, "-c", _STUCK_CLOSE, stuck], stdout=subprocess.PIPE,
+                                text=True, env={**os.environ, "P4NETEM_RUN_DIR": str(tmp_path)})
+        sleeper = int(proc.stdout.readline())
+        assert proc.wait(60) == FORCED_EXIT
+        assert start_ticks(sleeper) is None
+        names = _netns_names()
+        assert f"{stuck}x" not in names and f"{live}x" in names
+        assert sorted(p.name for p in tmp_path.iterdir()) == [f"{live}.json"]
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        for prefix in (stuck, live):
+            subprocess.run(["ip", "netns", "delete", f"{prefix}x"], capture_output=True)

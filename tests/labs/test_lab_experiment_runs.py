@@ -79,6 +79,44 @@ def _wait_stored(out: Path, n: int, proc: subprocess.Popen, timeout: float = 400
         time.sleep(0.5)
 
 
+def _labs_of(driver: int) -> dict[str, tuple[list[tuple[int, int]], Path]]:
+    """The labs (prefix -> [(pid, start time) of the owner and of the switch], record) whose
+    owner is a child of `driver`."""
+    from p4netem.lab.owner import run_dir
+    labs = {}
+    for path in run_dir().glob("p4n*.json"):
+        try:
+            doc = json.loads(path.read_text())
+            stat = Path(f"/proc/{doc['owner']['pid']}/stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == driver:
+            pids = [(p["pid"], p["start"]) for p in [doc["owner"], *doc["processes"]]]
+            labs[doc["prefix"]] = (pids, path)
+    return labs
+
+
+def _assert_labs_gone(labs: dict, timeout: float = 90) -> None:
+    """Every lab process and switch ended, the namespaces named with the lab's prefix and its
+    record removed, within `timeout` (the labs' own close deadline, local.TEARDOWN_DEADLINE_S,
+    is 30 s)."""
+    from p4netem.lab.owner import start_ticks
+
+    def left() -> list[str]:
+        names = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True
+                                   ).stdout.split())
+        out = []
+        for prefix, (pids, record) in labs.items():
+            out += [f"{prefix}: process {p}" for p, start in pids if start_ticks(p) == start]
+            out += [f"{prefix}: namespace {n}" for n in names if n.startswith(prefix)]
+            out += [f"{prefix}: record {record}"] if record.exists() else []
+        return out
+    deadline = time.monotonic() + timeout
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left(), left()
+
+
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("serial")
@@ -131,11 +169,16 @@ def test_killed_run_resumes_to_exactly_the_plan(serial, tmp_path):
                             text=True, env=ENV)
     try:
         _wait_stored(out, 1, proc)
+        labs = _labs_of(proc.pid)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
     finally:
         if proc.poll() is None:
             proc.kill()
+    # The lab processes died with their driver and took their labs down, on their own: before
+    # anything else runs `lab clean` (the resume below would, at its labs' start).
+    assert labs, "no lab of the run was found in the lab records"
+    _assert_labs_gone(labs)
     done = _stored(out)
     assert 1 <= done < LOADS
     st = json.loads(_cli("status", str(out), "--json").stdout)
@@ -145,8 +188,6 @@ def test_killed_run_resumes_to_exactly_the_plan(serial, tmp_path):
     part = _cli("analyze", str(out))
     assert part.returncode == 0, part.stderr[-2000:]
     assert len(_rows(out / "runs.csv")) == done
-    # The lab processes died with their driver and took their labs down.
-    time.sleep(2)
     res = _cli("resume", str(out), "--parallel", "2")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert _keys(out) == _keys(ref)

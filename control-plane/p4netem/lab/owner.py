@@ -38,7 +38,7 @@ from pathlib import Path
 _SAVE_LOCK = threading.RLock()
 
 __all__ = ["RUN_DIR", "Owner", "LabRecord", "CleanedLab", "CleanupReport", "clean_dead_labs", "open_record",
-           "run_dir"]
+           "run_dir", "tear_down_own_labs"]
 
 RUN_DIR = Path("/run/p4netem/labs")
 log = logging.getLogger(__name__)
@@ -179,11 +179,13 @@ class CleanedLab:
     links: list[str]
     processes: list[int]
     problems: list[str]
+    owner_alive: bool = False      # True when its owner tore it down itself (tear_down_own_labs)
 
     def describe(self) -> str:
         parts = [f"{len(self.namespaces)} namespace(s)", f"{len(self.links)} link(s)",
                  f"{len(self.processes)} process(es)"]
-        text = f"{self.prefix} ({self.kind or 'lab'} of dead pid {self.owner_pid}): removed {', '.join(parts)}"
+        owner = f"pid {self.owner_pid}" if self.owner_alive else f"dead pid {self.owner_pid}"
+        text = f"{self.prefix} ({self.kind or 'lab'} of {owner}): removed {', '.join(parts)}"
         return text + (f"; left: {'; '.join(self.problems)}" if self.problems else "")
 
 
@@ -222,25 +224,52 @@ def clean_dead_labs(directory: Path | None = None) -> CleanupReport:
                 os.rename(claim, directory / claim.name[1:].rsplit(".cleaning-", 1)[0])
             except OSError:
                 pass
+    for path, record in _records(directory, report):
+        if record.owner.alive():
+            report.live.append(record.prefix)
+            continue
+        _claim_and_clean(path, record, report)
+    return report
+
+
+def tear_down_own_labs(directory: Path | None = None) -> CleanupReport:
+    """Remove every lab recorded in `directory` (default run_dir()) whose owner is this process,
+    the way `clean_dead_labs` removes a dead owner's: the last resort of a process that must go
+    now and whose own orderly close did not finish (a lab process told to stop by its dead
+    driver, stuck in a teardown step that waits forever). Other owners' labs are left alone."""
+    directory = directory or run_dir()
+    report = CleanupReport()
+    if not directory.is_dir():
+        return report
+    me = Owner.current()
+    for path, record in _records(directory, report):
+        if record.owner == me:
+            _claim_and_clean(path, record, report)
+    return report
+
+
+def _records(directory: Path, report: CleanupReport):
+    """(path, record) of every readable lab record in `directory`; unreadable ones are noted in
+    the report and skipped."""
     for path in sorted(directory.glob("p4n*.json")):
         try:
-            record = LabRecord.from_json(json.loads(path.read_text()), path)
+            yield path, LabRecord.from_json(json.loads(path.read_text()), path)
         except FileNotFoundError:
             continue  # its owner closed it, or another cleaner claimed it
         except (OSError, ValueError, KeyError, TypeError):
             report.unreadable.append(path.name)
-            continue
-        if record.owner.alive():
-            report.live.append(record.prefix)
-            continue
-        claimed = path.with_name(f".{path.name}.cleaning-{os.getpid()}")
-        try:
-            os.rename(path, claimed)
-        except FileNotFoundError:
-            continue  # another cleaner was first
-        report.cleaned.append(_clean(record))
-        claimed.unlink(missing_ok=True)
-    return report
+
+
+def _claim_and_clean(path: Path, record: LabRecord, report: CleanupReport) -> None:
+    claimed = path.with_name(f".{path.name}.cleaning-{os.getpid()}")
+    try:
+        os.rename(path, claimed)
+    except FileNotFoundError:
+        return  # another cleaner was first
+    cleaned = _clean(record)
+    cleaned.owner_alive = record.owner.alive()
+    report.cleaned.append(cleaned)
+    claimed.unlink(missing_ok=True)
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:

@@ -39,6 +39,11 @@ from p4.v1.p4runtime_pb2_grpc import P4RuntimeStub  # noqa: E402  isort: skip
 
 log = logging.getLogger(__name__)
 
+# How long close() waits for gRPC to wind the channel down. grpc's Channel.close waits for the
+# channel's calls to finish; a call cut off halfway (an exception a signal handler raised into
+# it, as a lab process told to stop gets) may never finish, and close() would wait forever.
+CLOSE_TIMEOUT_S = 5.0
+
 @dataclass(frozen=True)
 class CounterValue:
     packets: int
@@ -76,6 +81,19 @@ CHANNEL_OPTIONS = [
     ("grpc.max_metadata_size", METADATA_LIMIT),
     ("grpc.absolute_max_metadata_size", METADATA_LIMIT),
 ]
+
+
+def _close_channel(channel: grpc.Channel, timeout_s: float) -> bool:
+    """Close `channel` from a daemon thread and wait at most `timeout_s`; False (and a warning)
+    when it did not finish: the channel is then left to the process's exit."""
+    closer = threading.Thread(target=channel.close, name="p4rt-close", daemon=True)
+    closer.start()
+    closer.join(timeout_s)
+    if closer.is_alive():
+        log.warning("P4Runtime channel did not close in %.0f s; leaving it to the process's exit",
+                    timeout_s)
+        return False
+    return True
 
 
 def _uint128(value: int) -> p4runtime_pb2.Uint128:
@@ -269,7 +287,7 @@ class P4RuntimeClient:
         self._requests.put(None)
         self.is_primary = False
         if self._channel is not None:
-            self._channel.close()
+            _close_channel(self._channel, CLOSE_TIMEOUT_S)
             self._channel = None
         self._stub = None
         if self._reader is not None:

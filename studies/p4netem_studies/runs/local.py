@@ -8,6 +8,12 @@ servers, and talks to the driver over a pipe:
 A lab process dies with its driver (PR_SET_PDEATHSIG: SIGTERM, which tears its lab down), so a
 driver killed with SIGKILL leaves no lab running; Ctrl-C goes to the driver only (the lab ignores
 SIGINT), which then closes every lab in order.
+
+The SIGTERM cuts into whatever the lab is doing (a page load can run for minutes), so the orderly
+close that follows may find a part in a state it cannot leave: after one such cut, grpc's
+Channel.close waited forever and the lab outlived its killed driver with its namespaces, switch
+and servers. So the close runs against a deadline (TEARDOWN_DEADLINE_S); past it the lab process
+removes what its lab record lists, as `p4netem lab clean` would for a dead owner, and exits.
 """
 
 from __future__ import annotations
@@ -17,13 +23,21 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import traceback
 from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 
+from p4netem.lab.owner import tear_down_own_labs
+
 from .worker import LabWorker
 
 PR_SET_PDEATHSIG = 1
+# An orderly close takes a few seconds (Mininet stops its hosts, the switch drains); the driver
+# waits 60 s for its labs to close before it gives up on them, so a lab must be gone before that.
+TEARDOWN_DEADLINE_S = 30.0
+# Exit status of a lab that had to be removed the hard way (128 + SIGTERM, as a killed process).
+FORCED_EXIT = 143
 
 
 def _die_with_parent() -> None:
@@ -75,11 +89,29 @@ def _lab_main(conn, session: dict, lab_id: str, index: int, shared: bool, run_di
         # The teardown must finish whatever arrives now (the driver's abort, its death's
         # PDEATHSIG): a lab stopped halfway through closing leaves namespaces and servers behind.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _arm_teardown_deadline(TEARDOWN_DEADLINE_S)
         info = worker.close()
         try:
             conn.send(("closed", info))
         except (OSError, BrokenPipeError):
             pass
+
+
+def _arm_teardown_deadline(seconds: float) -> None:
+    """Past `seconds`, remove this process's labs by their records and exit at once: a close
+    stuck for good must not keep a lab running. A daemon timer, so a close that finishes in
+    time exits normally."""
+    def force() -> None:
+        print(f"lab close did not finish in {seconds:.0f} s: removing the lab by its record",
+              file=sys.stderr, flush=True)
+        try:
+            for line in tear_down_own_labs().lines():
+                print(line, file=sys.stderr, flush=True)
+        finally:
+            os._exit(FORCED_EXIT)     # no interpreter teardown: its atexit hooks would close again
+    timer = threading.Timer(seconds, force)
+    timer.daemon = True
+    timer.start()
 
 
 def _one_line(exc: BaseException) -> str:
