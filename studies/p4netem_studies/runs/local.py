@@ -53,6 +53,9 @@ def _lab_main(conn, session: dict, lab_id: str, index: int, shared: bool, run_di
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def on_term(signum, frame):
+        # Once: the driver's abort and its death's PDEATHSIG can both come, and a second
+        # SystemExit would cut into the close the first one started.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise SystemExit(143)
     signal.signal(signal.SIGTERM, on_term)
     # Mininet and the servers print: into the lab's own log, never over the driver's progress.
