@@ -31,7 +31,9 @@ During traffic, every second: no pd's held count (in + dup - out - drops) is eve
 `soak_conservation_errors` is the number of packets by which any of these fails (bar: 0).
 
 Memory: the switch's VmRSS after the warm-up (WARMUP_FRACTION of the run, at least one cycle)
-and at the end: `soak_rss_growth_mb` (bar: flat).
+and at the end: `soak_rss_growth_mb` (bar: flat), and where it went: `soak_rss_growth_by_mapping`
+(from /proc/PID/smaps; the packet pool's slab is the anonymous mapping of about `soak_buffers`
+buffers' size, paged in as more packets are held at once than ever before).
 
 usage: .venv/bin/python bench/soak.py [--seconds 3600] [--seed S] [--out PATH]
 """
@@ -180,6 +182,39 @@ def _rss_kb(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+def _rss_by_mapping(pid: int) -> dict[str, tuple[str, int, int]]:
+    """The switch's resident memory per mapping: start address -> (what it maps, size kB, RSS kB).
+    Keyed by start, since a malloc arena or the heap grows at its end."""
+    out: dict[str, tuple[str, int, int]] = {}
+    start = name = ""
+    size = 0
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and ":" not in head[0]:
+            start = head[0].split("-")[0]
+            name = head[5] if len(head) > 5 else "[anon]"
+        elif head[:1] == ["Size:"]:
+            size = int(head[1])
+        elif head[:1] == ["Rss:"]:
+            out[start] = (name, size, int(head[1]))
+    return out
+
+
+def _rss_growth_by_mapping(warm: dict, end: dict, at_least_kb: int = 64) -> list[dict]:
+    """The mappings whose RSS changed by `at_least_kb` or more between the two snapshots, the
+    largest growth first: where `soak_rss_growth_mb` went (the packet pool's slab, which pages
+    in as more buffers are held at once than ever before; the heap; malloc's per-thread arenas)."""
+    rows = []
+    for start in warm.keys() | end.keys():
+        name, size, rss_end = end.get(start, warm.get(start, ("", 0, 0)))
+        rss_warm = warm.get(start, (name, size, 0))[2]
+        if abs(rss_end - rss_warm) >= at_least_kb:
+            rows.append({"mapping": name, "start": start, "size_mb": round(size / 1024, 1),
+                         "rss_mb_after_warmup": round(rss_warm / 1024, 2),
+                         "rss_mb_end": round(rss_end / 1024, 2)})
+    return sorted(rows, key=lambda r: r["rss_mb_after_warmup"] - r["rss_mb_end"])
+
+
 def _timeline(rng: random.Random, seconds: float) -> Timeline:
     steps = []
     names = [p["name"] for p in MIX]
@@ -263,6 +298,7 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
         prev = counters.read()
         prev_h1, prev_h2 = _link(lab.h1), _link(lab.h2)
         rss_warm = rss_start = _rss_kb(pid)
+        maps_warm = _rss_by_mapping(pid)
         prev_fast = health.summary()["fast_path"]
         sent_total = {"up": 0, "down": 0}
         reader = _LiveReader(counters)
@@ -317,7 +353,7 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
             prev, prev_h1, prev_h2, prev_fast = now, h1, h2, fast
             rss_cycles.append(_rss_kb(pid))
             if cycle + 1 == warmup_cycles:
-                rss_warm = rss_cycles[-1]
+                rss_warm, maps_warm = rss_cycles[-1], _rss_by_mapping(pid)
             if reader.error is not None:
                 raise reader.error
             if not lab.switch.running():
@@ -327,7 +363,8 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
                 progress(cyc, error_packets)
         reader.stop.set()
         reader.join(timeout=30)
-        rss_end = _rss_kb(pid)
+        rss_end, maps_end = _rss_kb(pid), _rss_by_mapping(pid)
+        buffers = health.summary()["buffers"]
         promotions = sum(sum(k.values()) for k in read_promotions(reader_ctl.client, range(RADIO_UES)).values())
         error_packets += reader.negative
         if reader.negative:
@@ -373,6 +410,8 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
                         "end": round(rss_end / 1024, 1),
                         "max_after_warmup": round(max(rss_cycles[warmup_cycles - 1:], default=0) / 1024, 1),
                         "warmup_cycles": warmup_cycles},
+        "soak_rss_growth_by_mapping": _rss_growth_by_mapping(maps_warm, maps_end),
+        "soak_buffers": buffers,
         "soak_seconds": round(time.monotonic() - t0, 1),
         "soak_cycles": len(per_cycle),
         "soak_packets_sent": sent_total,
