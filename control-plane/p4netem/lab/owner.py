@@ -15,7 +15,8 @@ The owner is the process that built the lab, identified by pid *and* start time 
 mistaken for the owner. `clean_dead_labs()` removes exactly the labs whose owner is dead: the
 processes of the record (checked against their start time too), every process in the lab's
 namespaces, the namespaces and links of the record and those named with its prefix, then the
-record. A lab whose owner lives is never touched, whoever calls.
+record. A lab whose owner lives is never touched, whoever calls; only its owner may remove it the
+same way (`tear_down_own_labs()`), when its orderly close cannot finish.
 
 Two cleaners may run at once (parallel runs starting together): each claims a record by renaming
 it, so one lab is cleaned once.
@@ -253,11 +254,13 @@ def _records(directory: Path, report: CleanupReport):
     the report and skipped."""
     for path in sorted(directory.glob("p4n*.json")):
         try:
-            yield path, LabRecord.from_json(json.loads(path.read_text()), path)
+            record = LabRecord.from_json(json.loads(path.read_text()), path)
         except FileNotFoundError:
             continue  # its owner closed it, or another cleaner claimed it
         except (OSError, ValueError, KeyError, TypeError):
             report.unreadable.append(path.name)
+            continue
+        yield path, record
 
 
 def _claim_and_clean(path: Path, record: LabRecord, report: CleanupReport) -> None:
