@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 # it, as a lab process told to stop gets) may never finish, and close() would wait forever.
 CLOSE_TIMEOUT_S = 5.0
 
+
 @dataclass(frozen=True)
 class CounterValue:
     packets: int
