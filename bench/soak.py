@@ -206,8 +206,8 @@ def _rss_growth_by_mapping(warm: dict, end: dict, at_least_kb: int = 64) -> list
     in as more buffers are held at once than ever before; the heap; malloc's per-thread arenas)."""
     rows = []
     for start in warm.keys() | end.keys():
-        name, size, rss_end = end.get(start, warm.get(start, ("", 0, 0)))
-        rss_warm = warm.get(start, (name, size, 0))[2]
+        name, size, _ = end.get(start) or warm[start]
+        rss_warm, rss_end = warm.get(start, ("", 0, 0))[2], end.get(start, ("", 0, 0))[2]
         if abs(rss_end - rss_warm) >= at_least_kb:
             rows.append({"mapping": name, "start": start, "size_mb": round(size / 1024, 1),
                          "rss_mb_after_warmup": round(rss_warm / 1024, 2),

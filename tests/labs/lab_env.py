@@ -3,6 +3,9 @@ and the tests; a module of its own so it never collides with tests/conftest.py).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,3 +80,42 @@ class WebLab:
             cap.stop()
         return Load(report, wire_metrics(read_pcap(pcap), self.lab.ip("client"),
                                          initcwnd=self.iw or 10), pcap)
+
+
+# What a lab leaves behind, by its prefix (the lab cleanup tests and the killed-run test).
+
+def netns_names() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def links() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie of ours would still answer; look at its state.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def assert_gone(prefix: str, pids: list[int], timeout: float = 10) -> None:
+    """No namespace or link named with `prefix` and none of `pids` alive, within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (not any(n.startswith(prefix) for n in netns_names())
+                and not any(l.startswith(prefix) for l in links())
+                and not any(alive(p) for p in pids)):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"left behind: namespaces "
+                         f"{[n for n in netns_names() if n.startswith(prefix)]}, links "
+                         f"{[l for l in links() if l.startswith(prefix)]}, processes "
+                         f"{[p for p in pids if alive(p)]}")

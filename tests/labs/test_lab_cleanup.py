@@ -21,50 +21,15 @@ from p4netem.lab.netns import LabError
 from p4netem_studies.mininet import load_topology
 from p4netem_studies.mininet.nodes import netns_pids
 from child_signals import default_sigint, sigint_ignored
+from lab_env import alive as _alive, assert_gone as _assert_gone, netns_names as _netns_names
 
 P4NETEM = str(Path(sys.executable).parent / "p4netem")
-
-
-def _netns_names() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-
-def _links() -> set[str]:
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie of ours would still answer; look at its state.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def _switch_pids(prefix: str) -> list[int]:
     out = subprocess.run(["pgrep", "-f", f"p4netem-switch.*{prefix}p"], capture_output=True,
                          text=True).stdout
     return [int(p) for p in out.split()]
-
-
-def _assert_gone(prefix: str, pids: list[int]) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if (not any(n.startswith(prefix) for n in _netns_names())
-                and not any(l.startswith(prefix) for l in _links())
-                and not any(_alive(p) for p in pids)):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"left behind: namespaces "
-                         f"{[n for n in _netns_names() if n.startswith(prefix)]}, links "
-                         f"{[l for l in _links() if l.startswith(prefix)]}, processes "
-                         f"{[p for p in pids if _alive(p)]}")
 
 
 def test_exception_inside_the_lab_removes_everything(switch_bin):

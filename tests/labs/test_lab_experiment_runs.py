@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from lab_env import assert_gone
+
 P4NETEM = str(Path(sys.executable).parent / "p4netem")
 SLICE = ["--quick", "--reps", "1", "--only", "profile=lan-10mbit",
          "--only", "client=http1.0,http1.1", "--quiet"]
@@ -79,42 +81,18 @@ def _wait_stored(out: Path, n: int, proc: subprocess.Popen, timeout: float = 400
         time.sleep(0.5)
 
 
-def _labs_of(driver: int) -> dict[str, tuple[list[tuple[int, int]], Path]]:
-    """The labs (prefix -> [(pid, start time) of the owner and of the switch], record) whose
-    owner is a child of `driver`."""
-    from p4netem.lab.owner import run_dir
-    labs = {}
+def _labs_of(driver: int) -> list:
+    """The lab records (p4netem.lab.owner.LabRecord) whose owner is a child of `driver`."""
+    from p4netem.lab.owner import LabRecord, parent_pid, run_dir
+    records = []
     for path in run_dir().glob("p4n*.json"):
         try:
-            doc = json.loads(path.read_text())
-            stat = Path(f"/proc/{doc['owner']['pid']}/stat").read_text()
+            record = LabRecord.from_json(json.loads(path.read_text()), path)
         except (OSError, ValueError):
             continue
-        if int(stat[stat.rindex(")") + 2:].split()[1]) == driver:
-            pids = [(p["pid"], p["start"]) for p in [doc["owner"], *doc["processes"]]]
-            labs[doc["prefix"]] = (pids, path)
-    return labs
-
-
-def _assert_labs_gone(labs: dict, timeout: float = 90) -> None:
-    """Every lab process and switch ended, the namespaces named with the lab's prefix and its
-    record removed, within `timeout` (the labs' own close deadline, local.TEARDOWN_DEADLINE_S,
-    is 30 s)."""
-    from p4netem.lab.owner import start_ticks
-
-    def left() -> list[str]:
-        names = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True
-                                   ).stdout.split())
-        out = []
-        for prefix, (pids, record) in labs.items():
-            out += [f"{prefix}: process {p}" for p, start in pids if start_ticks(p) == start]
-            out += [f"{prefix}: namespace {n}" for n in names if n.startswith(prefix)]
-            out += [f"{prefix}: record {record}"] if record.exists() else []
-        return out
-    deadline = time.monotonic() + timeout
-    while left() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not left(), left()
+        if parent_pid(record.owner.pid) == driver:
+            records.append(record)
+    return records
 
 
 @pytest.fixture(scope="module")
@@ -177,8 +155,11 @@ def test_killed_run_resumes_to_exactly_the_plan(serial, tmp_path):
             proc.kill()
     # The lab processes died with their driver and took their labs down, on their own: before
     # anything else runs `lab clean` (the resume below would, at its labs' start).
+    # Within 90 s: the labs' own close deadline (local.TEARDOWN_DEADLINE_S) is 30 s.
     assert labs, "no lab of the run was found in the lab records"
-    _assert_labs_gone(labs)
+    for lab in labs:
+        assert_gone(lab.prefix, [lab.owner.pid, *(p["pid"] for p in lab.processes)], timeout=90)
+        assert not lab.path.exists(), lab.path
     done = _stored(out)
     assert 1 <= done < LOADS
     st = json.loads(_cli("status", str(out), "--json").stdout)

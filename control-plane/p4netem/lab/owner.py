@@ -56,18 +56,29 @@ def _boot_id() -> str:
         return ""
 
 
-def start_ticks(pid: int) -> int | None:
-    """Start time of a live process (clock ticks since boot), None when there is no such process
-    (or only its zombie)."""
+def _stat(pid: int) -> list[str] | None:
+    """Fields 3 on of /proc/PID/stat (state first) of a live process; None when there is no such
+    process (or only its zombie)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (OSError, ValueError):
         return None
     # comm (field 2) may hold spaces and parentheses: the fields after it follow the last ')'.
     rest = stat[stat.rindex(")") + 2:].split()
-    if rest[0] == "Z":
-        return None
-    return int(rest[19])
+    return None if rest[0] == "Z" else rest
+
+
+def start_ticks(pid: int) -> int | None:
+    """Start time of a live process (clock ticks since boot), None when there is no such process
+    (or only its zombie)."""
+    rest = _stat(pid)
+    return None if rest is None else int(rest[19])
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent of a live process, None when there is no such process (or only its zombie)."""
+    rest = _stat(pid)
+    return None if rest is None else int(rest[1])
 
 
 @dataclass(frozen=True)
@@ -229,7 +240,7 @@ def clean_dead_labs(directory: Path | None = None) -> CleanupReport:
         if record.owner.alive():
             report.live.append(record.prefix)
             continue
-        _claim_and_clean(path, record, report)
+        _claim_and_clean(path, record, report, owner_alive=False)
     return report
 
 
@@ -245,7 +256,7 @@ def tear_down_own_labs(directory: Path | None = None) -> CleanupReport:
     me = Owner.current()
     for path, record in _records(directory, report):
         if record.owner == me:
-            _claim_and_clean(path, record, report)
+            _claim_and_clean(path, record, report, owner_alive=True)
     return report
 
 
@@ -263,14 +274,14 @@ def _records(directory: Path, report: CleanupReport):
         yield path, record
 
 
-def _claim_and_clean(path: Path, record: LabRecord, report: CleanupReport) -> None:
+def _claim_and_clean(path: Path, record: LabRecord, report: CleanupReport, *, owner_alive: bool) -> None:
     claimed = path.with_name(f".{path.name}.cleaning-{os.getpid()}")
     try:
         os.rename(path, claimed)
     except FileNotFoundError:
         return  # another cleaner was first
     cleaned = _clean(record)
-    cleaned.owner_alive = record.owner.alive()
+    cleaned.owner_alive = owner_alive
     report.cleaned.append(cleaned)
     claimed.unlink(missing_ok=True)
 
