@@ -1,7 +1,8 @@
 """Labs leave nothing behind: no namespace, interface or process of theirs after a normal exit,
 an exception inside the lab, a failed start, SIGTERM to `p4netem lab up`, or Ctrl-C (SIGINT) to
 `p4netem measure`, which still writes the runs it finished. A run killed outright (SIGKILL) has no
-chance to clean up: `p4netem lab clean` and the next run remove exactly its lab, never a live one."""
+chance to clean up: `p4netem lab clean` and the next run remove exactly its lab, never a live one,
+and an owner that started its reaper (the labs of `experiment run`) has its lab removed at once."""
 
 from __future__ import annotations
 
@@ -263,3 +264,64 @@ def test_a_lab_process_whose_close_is_stuck_removes_its_lab_at_the_deadline(tmp_
             proc.kill()
         for prefix in (stuck, live):
             subprocess.run(["ip", "netns", "delete", f"{prefix}x"], capture_output=True)
+
+
+_WATCHED = """
+import subprocess, sys, threading
+from p4netem.lab.owner import LabRecord
+from p4netem.lab.reaper import watch_this_process
+
+prefix, watched = sys.argv[1], sys.argv[2] == "watched"
+if watched:
+    watch_this_process()
+    watch_this_process()     # once per process: a second call starts no second reaper
+subprocess.run(["ip", "netns", "add", prefix + "x"], check=True)
+LabRecord.open(prefix, "test").add_namespace(prefix + "x")
+sleeper = subprocess.Popen(["ip", "netns", "exec", prefix + "x", "sleep", "300"])
+print(sleeper.pid, flush=True)
+threading.Event().wait()
+"""
+
+
+def _reapers(owner: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", f"p4netem.lab.reaper .*--owner {owner}$"],
+                         capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["watched", "unwatched"])
+def test_a_killed_owner_s_reaper_removes_its_lab_at_once(tmp_path, monkeypatch, watched):
+    """A lab owner killed outright (SIGKILL: Ray killing a lab actor, the OOM killer) that
+    started its reaper (p4netem.lab.reaper, as every lab of `experiment run` does) has its lab
+    removed within seconds, with no `lab clean` and no next lab; its reaper, one per owner,
+    then exits. Without a reaper the lab stays (the control)."""
+    from p4netem.lab import PREFIX, clean_dead_labs, unique_token
+    from p4netem.lab.owner import parent_pid, start_ticks
+
+    monkeypatch.setenv("P4NETEM_RUN_DIR", str(tmp_path))
+    prefix = f"{PREFIX}{unique_token()}"
+    proc = subprocess.Popen([sys.executable, "-c", _WATCHED, prefix,
+                             "watched" if watched else "unwatched"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "P4NETEM_RUN_DIR": str(tmp_path)})
+    try:
+        sleeper = int(proc.stdout.readline())
+        reapers = _reapers(proc.pid)
+        assert len(reapers) == (1 if watched else 0), reapers
+        # Not the owner's child: whatever kills the owner's children (Ray does) spares it.
+        assert all(parent_pid(r) != proc.pid for r in reapers)
+        proc.kill()
+        proc.wait(10)
+        if watched:
+            _assert_gone(prefix, [sleeper, *reapers], timeout=30)
+            assert not list(tmp_path.glob("p4n*.json"))
+            assert f"{prefix} (test of dead pid {proc.pid}): removed 1 namespace(s)" in proc.stderr.read()
+        else:
+            time.sleep(3)
+            assert start_ticks(sleeper) is not None and f"{prefix}x" in _netns_names()
+            assert (tmp_path / f"{prefix}.json").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        clean_dead_labs()       # the control's lab (P4NETEM_RUN_DIR is tmp_path)

@@ -81,18 +81,46 @@ def _wait_stored(out: Path, n: int, proc: subprocess.Popen, timeout: float = 400
         time.sleep(0.5)
 
 
-def _labs_of(driver: int) -> list:
-    """The lab records (p4netem.lab.owner.LabRecord) whose owner is a child of `driver`."""
-    from p4netem.lab.owner import LabRecord, parent_pid, run_dir
+def _lab_records() -> list:
+    """Every lab record (p4netem.lab.owner.LabRecord) on this machine."""
+    from p4netem.lab.owner import LabRecord, run_dir
     records = []
     for path in run_dir().glob("p4n*.json"):
         try:
-            record = LabRecord.from_json(json.loads(path.read_text()), path)
+            records.append(LabRecord.from_json(json.loads(path.read_text()), path))
         except (OSError, ValueError):
             continue
-        if parent_pid(record.owner.pid) == driver:
-            records.append(record)
     return records
+
+
+def _labs_of(driver: int) -> list:
+    """The lab records whose owner is a child of `driver`."""
+    from p4netem.lab.owner import parent_pid
+    return [r for r in _lab_records() if parent_pid(r.owner.pid) == driver]
+
+
+def _kill_once_a_load_is_stored(args: list[str], out: Path, labs_of) -> list:
+    """`experiment run ARGS --out OUT`, killed with SIGKILL once it has stored a load; returns
+    `labs_of(driver)` (lab records) read just before the kill."""
+    proc = subprocess.Popen([P4NETEM, "experiment", "run", *args, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+    try:
+        _wait_stored(out, 1, proc)
+        labs = labs_of(proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return labs
+
+
+def _assert_removed(labs: list, timeout: float = 90) -> None:
+    """Every lab's processes, namespaces, links and record are gone within `timeout`."""
+    assert labs, "no lab of the run was found in the lab records"
+    for lab in labs:
+        assert_gone(lab.prefix, [lab.owner.pid, *(p["pid"] for p in lab.processes)], timeout=timeout)
+        assert not lab.path.exists(), lab.path
 
 
 @pytest.fixture(scope="module")
@@ -142,24 +170,12 @@ def test_parallel_run_has_the_serial_rows(serial, tmp_path):
 def test_killed_run_resumes_to_exactly_the_plan(serial, tmp_path):
     yaml, ref = serial
     out = tmp_path / "killed"
-    proc = subprocess.Popen([P4NETEM, "experiment", "run", str(yaml), *SLICE, "--parallel", "2",
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=ENV)
-    try:
-        _wait_stored(out, 1, proc)
-        labs = _labs_of(proc.pid)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    labs = _kill_once_a_load_is_stored([str(yaml), *SLICE, "--parallel", "2"], out,
+                                       lambda driver: _labs_of(driver.pid))
     # The lab processes died with their driver and took their labs down, on their own: before
     # anything else runs `lab clean` (the resume below would, at its labs' start).
     # Within 90 s: the labs' own close deadline (local.TEARDOWN_DEADLINE_S) is 30 s.
-    assert labs, "no lab of the run was found in the lab records"
-    for lab in labs:
-        assert_gone(lab.prefix, [lab.owner.pid, *(p["pid"] for p in lab.processes)], timeout=90)
-        assert not lab.path.exists(), lab.path
+    _assert_removed(labs)
     done = _stored(out)
     assert 1 <= done < LOADS
     st = json.loads(_cli("status", str(out), "--json").stdout)
@@ -284,6 +300,17 @@ def test_ray_cluster_of_two_nodes_survives_a_killed_worker(serial, ray_cluster, 
     assert len(nodes) == 2, nodes          # both Ray nodes ran labs
     outcomes = [o for (o,) in db.execute("SELECT outcome FROM attempts")]
     assert "lab-lost" in outcomes or "lab lost" in output
+
+
+def test_ray_run_whose_driver_is_killed_leaves_no_lab(serial, ray_cluster, tmp_path):
+    """The driver of a Ray run killed outright: Ray kills its lab actors (they share their
+    owner's fate), which get no chance to close their labs. Each actor's reaper removes its lab,
+    before any other lab starts or anyone runs `lab clean`."""
+    yaml, _ = serial
+    labs = _kill_once_a_load_is_stored(
+        [str(yaml), *SLICE, "--ray", ray_cluster, "--parallel", "2"], tmp_path / "ray-killed",
+        lambda driver: [r for r in _lab_records() if r.owner.pid in _ray_worker_pids()])
+    _assert_removed(labs)
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "not-an-address"])

@@ -165,7 +165,8 @@ class RayBackend:
 
 class _RayLab:
     """The actor: one LabWorker. It ends its lab when the driver closes it; if the actor is
-    killed, the lab's leftovers are removed by the next run's dead-owner cleanup."""
+    killed (ray.kill of a busy lab when the run stops, its driver's death), the reaper its
+    LabWorker started removes the lab (p4netem.lab.reaper)."""
 
     def __init__(self, session: dict, lab_id: str, index: int, shared: bool):
         self.worker = LabWorker(session, lab_id=lab_id, index=index, shared=shared)

@@ -18,8 +18,11 @@ import json
 import os
 import shutil
 import socket
+import sys
 import tempfile
 from pathlib import Path
+
+from p4netem.lab import reaper
 
 from .session import Session
 
@@ -49,6 +52,13 @@ class LabWorker:
         return socket.gethostname()
 
     def start(self) -> dict:
+        # Before the lab makes anything: if this process is killed from now on (Ray kills a busy
+        # actor's worker when its run stops or its driver dies), the reaper removes the lab.
+        try:
+            reaper.watch_this_process()
+        except OSError as exc:
+            print(f"warning: {exc}; if this lab's process is killed, its lab stays until the next "
+                  f"lab starts on {self.node} or `p4netem lab clean` runs", file=sys.stderr)
         plan = self.session.plan
         log_dir = (self.run_dir / "logs" / self.lab_id) if self.run_dir else None
         self._tmp = Path(tempfile.mkdtemp(prefix="p4n-lab-"))

@@ -1,0 +1,76 @@
+"""A lab owner's reaper: removes the labs of a process the moment it dies without closing them.
+
+Why: a lab cleans up after itself when it closes, and a dead owner's lab is removed by the next
+lab that starts on the machine (`clean_dead_labs` at its start) or by `p4netem lab clean`. Some
+owners die by other hands, with no chance to close, and no next lab may come: Ray kills a lab
+actor's worker outright when the driver stops a run (`ray.kill` of a busy lab) or dies (its
+actors share its fate), and the kernel's OOM killer picks large processes. Their namespaces,
+switch and servers then stay until someone runs `lab clean`.
+
+How: the owner opens a pidfd on itself and hands it to a detached process (`setsid -f`: a new
+session, and not the owner's child, so that whatever kills the owner's children spares it; Ray
+kills an exiting worker's direct children). The reaper sleeps in poll() on the pidfd, which the
+kernel makes readable once the owner has exited, then runs `clean_dead_labs()`. The pidfd names
+the process itself, so a reused pid cannot fool it. An owner that closed its labs leaves nothing
+to clean, and its reaper just exits; one that was killed has its labs removed within seconds.
+The reaper writes what it removed to the owner's stderr (a lab process's log, a Ray worker's log).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import threading
+
+__all__ = ["watch_this_process"]
+
+_started_for: int | None = None     # the pid whose reaper runs (a forked child needs its own)
+_lock = threading.Lock()
+
+
+def watch_this_process() -> None:
+    """Start this process's reaper, once per process. Raises OSError when it cannot start (no
+    pidfd on kernels before 5.3, no setsid): the caller decides whether a lab may run without."""
+    global _started_for
+    with _lock:
+        if _started_for == os.getpid():
+            return
+        fd = os.pidfd_open(os.getpid())
+        try:
+            # setsid -f forks, and its child (the reaper) leaves this process's session; the
+            # parent returns at once, so this costs a fork and an exec, not the reaper's imports.
+            subprocess.run(["setsid", "-f", sys.executable, "-m", "p4netem.lab.reaper",
+                            "--pidfd", str(fd), "--owner", str(os.getpid())],
+                           pass_fds=(fd,), stdin=subprocess.DEVNULL, check=True, timeout=10)
+        except subprocess.SubprocessError as exc:
+            raise OSError(f"cannot start the lab reaper: {exc}") from None
+        finally:
+            os.close(fd)
+        _started_for = os.getpid()
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    from .owner import clean_dead_labs
+
+    parser = argparse.ArgumentParser(prog="python -m p4netem.lab.reaper")
+    parser.add_argument("--pidfd", type=int, required=True, help="a pidfd of the owner")
+    parser.add_argument("--owner", type=int, required=True, help="the owner's pid (for the log)")
+    args = parser.parse_args(argv)
+    poller = select.poll()
+    poller.register(args.pidfd, select.POLLIN)
+    while not poller.poll():
+        pass
+    os.close(args.pidfd)
+    report = clean_dead_labs()
+    for line in report.lines():
+        print(f"p4netem lab reaper (owner pid {args.owner} ended): {line}", file=sys.stderr,
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
