@@ -284,7 +284,7 @@ threading.Event().wait()
 
 
 def _reapers(owner: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"p4netem.lab.reaper .*--owner {owner}$"],
+    out = subprocess.run(["pgrep", "-f", f"p4netem/lab/reaper\\.py --pidfd [0-9]+ --owner {owner}$"],
                          capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 

@@ -41,7 +41,10 @@ def watch_this_process() -> None:
         try:
             # setsid -f forks, and its child (the reaper) leaves this process's session; the
             # parent returns at once, so this costs a fork and an exec, not the reaper's imports.
-            subprocess.run(["setsid", "-f", sys.executable, "-m", "p4netem.lab.reaper",
+            # Run as a script (-P: without this file's folder on sys.path), not with -m: the
+            # package's imports (P4Runtime, protobuf: 40 MB) wait until there is work to do, so
+            # a reaper holds ~10 MB while its lab runs.
+            subprocess.run(["setsid", "-f", sys.executable, "-P", os.path.abspath(__file__),
                             "--pidfd", str(fd), "--owner", str(os.getpid())],
                            pass_fds=(fd,), stdin=subprocess.DEVNULL, check=True, timeout=10)
         except subprocess.SubprocessError as exc:
@@ -54,9 +57,7 @@ def watch_this_process() -> None:
 def main(argv: list[str]) -> int:
     import argparse
 
-    from .owner import clean_dead_labs
-
-    parser = argparse.ArgumentParser(prog="python -m p4netem.lab.reaper")
+    parser = argparse.ArgumentParser(prog="p4netem/lab/reaper.py")
     parser.add_argument("--pidfd", type=int, required=True, help="a pidfd of the owner")
     parser.add_argument("--owner", type=int, required=True, help="the owner's pid (for the log)")
     args = parser.parse_args(argv)
@@ -65,6 +66,7 @@ def main(argv: list[str]) -> int:
     while not poller.poll():
         pass
     os.close(args.pidfd)
+    from p4netem.lab.owner import clean_dead_labs
     report = clean_dead_labs()
     for line in report.lines():
         print(f"p4netem lab reaper (owner pid {args.owner} ended): {line}", file=sys.stderr,
