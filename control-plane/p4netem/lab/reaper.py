@@ -41,13 +41,15 @@ def watch_this_process() -> None:
         try:
             # setsid -f forks, and its child (the reaper) leaves this process's session; the
             # parent returns at once, so this costs a fork and an exec, not the reaper's imports.
-            # Run as a script (-P: without this file's folder on sys.path), not with -m: the
-            # package's imports (P4Runtime, protobuf: 40 MB) wait until there is work to do, so
-            # a reaper holds ~10 MB while its lab runs.
+            # Run as a script (-P, Python 3.11: without this file's folder on sys.path), not
+            # with -m: the package's imports (P4Runtime, protobuf: 40 MB) wait until there is
+            # work to do, so a reaper holds 14 MB while its lab runs. Only stderr is inherited, for
+            # its report: the owner's stdout may be a pipe that a parent reads to its end.
             subprocess.run(["setsid", "-f", sys.executable, "-P", os.path.abspath(__file__),
                             "--pidfd", str(fd), "--owner", str(os.getpid())],
-                           pass_fds=(fd,), stdin=subprocess.DEVNULL, check=True, timeout=10)
-        except subprocess.SubprocessError as exc:
+                           pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           check=True, timeout=10)
+        except (subprocess.SubprocessError, OSError) as exc:
             raise OSError(f"cannot start the lab reaper: {exc}") from None
         finally:
             os.close(fd)
