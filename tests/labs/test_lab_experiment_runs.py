@@ -99,16 +99,19 @@ def _labs_of(driver: int) -> list:
     return [r for r in _lab_records() if parent_pid(r.owner.pid) == driver]
 
 
-def _kill_once_a_load_is_stored(args: list[str], out: Path, labs_of) -> list:
-    """`experiment run ARGS --out OUT`, killed with SIGKILL once it has stored a load; returns
-    `labs_of(driver)` (lab records) read just before the kill."""
+def _kill_once_a_load_is_stored(args: list[str], out: Path, labs_of,
+                                sig: signal.Signals = signal.SIGKILL) -> list:
+    """`experiment run ARGS --out OUT`, sent `sig` once it has stored a load; returns
+    `labs_of(driver)` (lab records) read just before the signal."""
     proc = subprocess.Popen([P4NETEM, "experiment", "run", *args, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     try:
         _wait_stored(out, 1, proc)
         labs = labs_of(proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        proc.send_signal(sig)
+        output, _ = proc.communicate(timeout=90)
+        if sig == signal.SIGINT:
+            assert "stopped: the labs are down" in output, output[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -302,14 +305,16 @@ def test_ray_cluster_of_two_nodes_survives_a_killed_worker(serial, ray_cluster, 
     assert "lab-lost" in outcomes or "lab lost" in output
 
 
-def test_ray_run_whose_driver_is_killed_leaves_no_lab(serial, ray_cluster, tmp_path):
-    """The driver of a Ray run killed outright: Ray kills its lab actors (they share their
-    owner's fate), which get no chance to close their labs. Each actor's reaper removes its lab,
-    before any other lab starts or anyone runs `lab clean`."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "Ctrl-C"])
+def test_ray_run_stopped_or_killed_leaves_no_lab(serial, ray_cluster, tmp_path, sig):
+    """A Ray run's driver killed outright (Ray then kills its lab actors: they share their
+    owner's fate) or stopped with Ctrl-C (it kills its busy labs with ray.kill): the actors get no
+    chance to close their labs. Each actor's reaper removes its lab, before any other lab starts
+    or anyone runs `lab clean` (before the reaper, both ways left every busy lab behind)."""
     yaml, _ = serial
     labs = _kill_once_a_load_is_stored(
-        [str(yaml), *SLICE, "--ray", ray_cluster, "--parallel", "2"], tmp_path / "ray-killed",
-        lambda driver: [r for r in _lab_records() if r.owner.pid in _ray_worker_pids()])
+        [str(yaml), *SLICE, "--ray", ray_cluster, "--parallel", "2"], tmp_path / "ray-stopped",
+        lambda driver: [r for r in _lab_records() if r.owner.pid in _ray_worker_pids()], sig)
     _assert_removed(labs)
 
 
