@@ -312,9 +312,14 @@ def test_ray_run_stopped_or_killed_leaves_no_lab(serial, ray_cluster, tmp_path, 
     chance to close their labs. Each actor's reaper removes its lab, before any other lab starts
     or anyone runs `lab clean` (before the reaper, both ways left every busy lab behind)."""
     yaml, _ = serial
+    out = tmp_path / "ray-stopped"
+    # Five repetitions (20 loads, about a second each on two labs): the labs are still busy when
+    # the signal comes, half a second after the first load is stored.
+    reps = [*SLICE[:2], "5", *SLICE[3:]]
     labs = _kill_once_a_load_is_stored(
-        [str(yaml), *SLICE, "--ray", ray_cluster, "--parallel", "2"], tmp_path / "ray-stopped",
+        [str(yaml), *reps, "--ray", ray_cluster, "--parallel", "2"], out,
         lambda driver: [r for r in _lab_records() if r.owner.pid in _ray_worker_pids()], sig)
+    assert _stored(out) < 5 * LOADS, "the run ended before the signal: nothing was tested"
     _assert_removed(labs)
 
 
