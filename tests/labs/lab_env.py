@@ -3,12 +3,11 @@ and the tests; a module of its own so it never collides with tests/conftest.py).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from p4netem.lab.owner import links, netns_names, start_ticks
 from p4netem_studies.harness.endpoints import Endpoints, SiteContent
 from p4netem_studies.harness.metrics import WireMetrics, wire_metrics
 from p4netem_studies.harness.protocols import protocol
@@ -82,28 +81,12 @@ class WebLab:
                                          initcwnd=self.iw or 10), pcap)
 
 
-# What a lab leaves behind, by its prefix (the lab cleanup tests and the killed-run test).
-
-def netns_names() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-
-def links() -> set[str]:
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
-
+# What a lab leaves behind, by its prefix (the lab cleanup tests and the killed-run test), seen
+# as the crash cleanup sees it (p4netem.lab.owner).
 
 def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie of ours would still answer; look at its state.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
+    """A running process (not a zombie) has this pid."""
+    return start_ticks(pid) is not None
 
 
 def assert_gone(prefix: str, pids: list[int], timeout: float = 10) -> None:

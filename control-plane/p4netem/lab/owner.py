@@ -38,8 +38,8 @@ from pathlib import Path
 # Lab records are written by every thread of a lab (see LabRecord.save).
 _SAVE_LOCK = threading.RLock()
 
-__all__ = ["RUN_DIR", "Owner", "LabRecord", "CleanedLab", "CleanupReport", "clean_dead_labs", "open_record",
-           "run_dir", "tear_down_own_labs"]
+__all__ = ["RUN_DIR", "Owner", "LabRecord", "CleanedLab", "CleanupReport", "clean_dead_labs", "links",
+           "netns_names", "open_record", "parent_pid", "run_dir", "start_ticks", "tear_down_own_labs"]
 
 RUN_DIR = Path("/run/p4netem/labs")
 log = logging.getLogger(__name__)
@@ -290,11 +290,13 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
-def _netns_names() -> list[str]:
+def netns_names() -> list[str]:
+    """Every named network namespace on the machine."""
     return [line.split()[0] for line in _run(["ip", "netns", "list"]).stdout.splitlines() if line.strip()]
 
 
-def _links() -> list[str]:
+def links() -> list[str]:
+    """Every interface of the root namespace, by name (a veth's peer suffix `@...` cut)."""
     out = _run(["ip", "-o", "link", "show"]).stdout.splitlines()
     return [line.split(":")[1].strip().split("@")[0] for line in out if line.count(":") >= 2]
 
@@ -325,7 +327,7 @@ def _kill(pids: list[int], alive) -> list[int]:
 def _clean(record: LabRecord) -> CleanedLab:
     me = os.getpid()
     problems: list[str] = []
-    namespaces = sorted(set(record.namespaces) | {n for n in _netns_names() if n.startswith(record.prefix)})
+    namespaces = sorted(set(record.namespaces) | {n for n in netns_names() if n.startswith(record.prefix)})
     # Processes outside the namespaces (the switch): only while pid and start time still match.
     # Everything inside the lab's namespaces is the lab's.
     started = {int(p["pid"]): int(p["start"]) for p in record.processes}
@@ -338,12 +340,12 @@ def _clean(record: LabRecord) -> CleanedLab:
         problems.append(f"processes {stuck} would not end")
     for ns in namespaces:
         r = _run(["ip", "netns", "delete", ns])
-        if r.returncode != 0 and ns in _netns_names():
+        if r.returncode != 0 and ns in netns_names():
             problems.append(f"namespace {ns}: {r.stderr.strip()}")
-    links = sorted(set(record.links) | {l for l in _links() if l.startswith(record.prefix)})
-    for link in links:
+    deleted = sorted(set(record.links) | {l for l in links() if l.startswith(record.prefix)})
+    for link in deleted:
         _run(["ip", "link", "delete", link])  # gone already when its namespace went: fine
-    left = [l for l in _links() if l.startswith(record.prefix) or l in record.links]
+    left = [l for l in links() if l.startswith(record.prefix) or l in record.links]
     if left:
         problems.append(f"links {left}")
-    return CleanedLab(record.prefix, record.kind, record.owner.pid, namespaces, links, killed, problems)
+    return CleanedLab(record.prefix, record.kind, record.owner.pid, namespaces, deleted, killed, problems)

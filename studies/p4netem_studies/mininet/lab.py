@@ -32,7 +32,8 @@ from pathlib import Path
 
 from p4netem.control import Controller
 from p4netem.lab.netns import PREFIX, LabError, disable_offloads, run, unique_token
-from p4netem.lab.owner import LabRecord, clean_dead_labs, open_record
+from p4netem.lab.owner import LabRecord, clean_dead_labs, netns_names, open_record
+from p4netem.lab.owner import links as root_links
 from p4netem.p4rt import P4Info, P4RuntimeClient
 from p4netem.p4rt.bmv2_registers import Bmv2RuntimeCli, registers_over_p4runtime
 from p4netem.paths import p4info_path
@@ -308,11 +309,8 @@ class MininetLab:
     # ---- cleanup ---------------------------------------------------------------------------------
     def leftovers(self) -> dict[str, list[str]]:
         """Namespaces, links and processes of this lab still on the machine (empty after close)."""
-        names = run(["ip", "netns", "list"], check=False).stdout.split()
-        mine_ns = [n for n in names if n.startswith(self.prefix)]
-        links = run(["ip", "-o", "link", "show"], check=False).stdout.splitlines()
-        mine_links = [line.split(":")[1].strip().split("@")[0] for line in links
-                      if f" {self.prefix}p" in line]
+        mine_ns = [n for n in netns_names() if n.startswith(self.prefix)]
+        mine_links = [l for l in root_links() if l.startswith(f"{self.prefix}p")]
         procs = []
         sw = self.net.nameToNode.get("s1") if self.net is not None else None
         if isinstance(sw, P4NetemSwitch) and sw.process and sw.process.running():

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from p4netem.lab.owner import start_ticks
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
@@ -152,11 +153,8 @@ def execute(out: Path, *, kind: str, parallel: int | None = None, ray: str | Non
 
 def _process_identity(pid: int) -> list | None:
     """(pid, start time in clock ticks since boot): a pid alone may be reused by another process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return [pid, int(stat.rsplit(")", 1)[1].split()[19])]
-    except (OSError, IndexError, ValueError):
-        return None
+    start = start_ticks(pid)
+    return None if start is None else [pid, start]
 
 
 def driver_alive(store: RunStore, session: int) -> bool | None:
