@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from child_signals import default_sigint, sigint_ignored
 from lab_env import assert_gone
 
 P4NETEM = str(Path(sys.executable).parent / "p4netem")
@@ -99,19 +100,25 @@ def _labs_of(driver: int) -> list:
     return [r for r in _lab_records() if parent_pid(r.owner.pid) == driver]
 
 
-def _kill_once_a_load_is_stored(args: list[str], out: Path, labs_of) -> list:
-    """`experiment run ARGS --out OUT`, killed with SIGKILL once it has stored a load; returns
-    `labs_of(driver)` (lab records) read just before the kill."""
-    proc = subprocess.Popen([P4NETEM, "experiment", "run", *args, "--out", str(out)],
+def _kill_once_a_load_is_stored(args: list[str], out: Path, labs_of,
+                                sig: signal.Signals = signal.SIGKILL) -> list:
+    """`experiment run ARGS --out OUT`, sent `sig` once it has stored a load; returns
+    `labs_of(driver)` (lab records) read just before the signal. Ctrl-C must stop the run."""
+    proc = subprocess.Popen(default_sigint([P4NETEM, "experiment", "run", *args, "--out", str(out)]),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     try:
         _wait_stored(out, 1, proc)
         labs = labs_of(proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        assert not sigint_ignored(proc.pid), "the run started with SIGINT ignored"
+        proc.send_signal(sig)
+        output, _ = proc.communicate(timeout=90)
+        if sig == signal.SIGINT:
+            assert proc.returncode == 130, output[-3000:]
+            assert "stopped: the labs are down" in output, output[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
     return labs
 
 
@@ -302,12 +309,14 @@ def test_ray_cluster_of_two_nodes_survives_a_killed_worker(serial, ray_cluster, 
     assert "lab-lost" in outcomes or "lab lost" in output
 
 
-def test_ray_run_whose_driver_is_killed_leaves_no_lab(serial, ray_cluster, tmp_path):
-    """A Ray run's driver killed outright: Ray kills its lab actors (they share their owner's
-    fate), which get no chance to close their labs. Each actor's reaper removes its lab, before
-    any other lab starts or anyone runs `lab clean` (before the reaper, every busy lab stayed).
-    Ctrl-C (the driver ray.kills its busy labs) is not a case here: once, in CI under load, the
-    driver did not stop on SIGINT and finished the run (to be found out first)."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "Ctrl-C"])
+def test_ray_run_stopped_or_killed_leaves_no_lab(serial, ray_cluster, tmp_path, sig):
+    """A Ray run's driver killed outright (Ray then kills its lab actors: they share their
+    owner's fate) or stopped with Ctrl-C (it ray.kills its busy labs): the actors get no chance
+    to close their labs. Each actor's reaper removes its lab, before any other lab starts or
+    anyone runs `lab clean` (before the reaper, both ways left every busy lab behind).
+    The driver starts with SIGINT at its default disposition, as from a terminal: started from a
+    shell's `&` or nohup it inherits SIGINT ignored and rightly runs to the end (CI46, CI47)."""
     yaml, _ = serial
     out = tmp_path / "ray-stopped"
     # Five repetitions (20 loads, about a second each on two labs): the labs are still busy when
@@ -315,7 +324,7 @@ def test_ray_run_whose_driver_is_killed_leaves_no_lab(serial, ray_cluster, tmp_p
     reps = [*SLICE[:2], "5", *SLICE[3:]]
     labs = _kill_once_a_load_is_stored(
         [str(yaml), *reps, "--ray", ray_cluster, "--parallel", "2"], out,
-        lambda driver: [r for r in _lab_records() if r.owner.pid in _ray_worker_pids()])
+        lambda driver: [r for r in _lab_records() if r.owner.pid in _ray_worker_pids()], sig)
     assert _stored(out) < 5 * LOADS, "the run ended before the signal: nothing was tested"
     _assert_removed(labs)
 
