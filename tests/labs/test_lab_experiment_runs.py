@@ -13,6 +13,7 @@ import csv
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -132,12 +133,35 @@ def _assert_removed(labs: list, timeout: float = 90) -> None:
 
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
+    """The reference run. Its lab runs without a reaper: a `setsid` that fails comes first on
+    its PATH (the reaper's only use of it), as on a machine without one; that must change no
+    row, and the run must say so (test_a_lab_without_its_reaper_says_so)."""
     tmp = tmp_path_factory.mktemp("serial")
     yaml = _definition(tmp)
     out = tmp / "run"
-    proc = _cli("run", str(yaml), *SLICE, "--parallel", "1", "--out", str(out))
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "setsid").write_text("#!/bin/sh\nexit 3\n")
+    (bin_dir / "setsid").chmod(0o755)
+    proc = subprocess.run([P4NETEM, "experiment", "run", str(yaml), *SLICE, "--parallel", "1",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600,
+                          env={**ENV, "PATH": f"{bin_dir}:{ENV['PATH']}"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (tmp / "output.txt").write_text(proc.stdout + proc.stderr)
     return yaml, out
+
+
+def test_a_lab_without_its_reaper_says_so(serial):
+    """A lab whose reaper cannot start still runs (the serial run stored every load), and the
+    driver says so once, in one line, on its own output: a Ray worker's stderr, where a lab
+    could print it, is a log on its node."""
+    _, out = serial
+    text = (out.parent / "output.txt").read_text()
+    assert text.count("reaper") == 1, text
+    words = " ".join(text.split())      # the console wraps long lines at its width
+    assert (f"warning: lab s1-lab0: cannot start the lab reaper: setsid exited with status 3; if "
+            f"this lab's process is killed, its lab stays until the next lab starts on "
+            f"{socket.gethostname()} or `p4netem lab clean` runs there") in words, text
 
 
 def test_serial_run_is_stored_and_analysed_from_the_store(serial):

@@ -49,6 +49,9 @@ def watch_this_process() -> None:
                             "--pidfd", str(fd), "--owner", str(os.getpid())],
                            pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            check=True, timeout=10)
+        except subprocess.CalledProcessError as exc:
+            raise OSError(f"cannot start the lab reaper: setsid exited with status "
+                          f"{exc.returncode}") from None
         except (subprocess.SubprocessError, OSError) as exc:
             raise OSError(f"cannot start the lab reaper: {exc}") from None
         finally:

@@ -80,6 +80,19 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {(lines[0] if lines else '')[:300]}"
 
 
+# Ray's option (off by default) that makes the raylet a subreaper and SIGKILL every orphan of
+# a worker that exited; the lab's reaper is one (measured: with it on, a ray.kill'ed actor's lab
+# stayed; with it off, its reaper removed the lab).
+SUBREAPER_OPTION = "RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper"
+
+
+def raylet_kills_orphans(environ) -> bool:
+    """Whether the raylet that started this worker runs with SUBREAPER_OPTION (workers inherit
+    the raylet's environment; Ray reads a boolean as "true" or "1", any case). The same option
+    given in `_system_config` is not seen here."""
+    return environ.get(SUBREAPER_OPTION, "").lower() in ("1", "true")
+
+
 class RayLabHandle:
     def __init__(self, actor, lab_id: str, pending):
         self.actor = actor
@@ -176,6 +189,11 @@ class _RayLab:
         info = self.worker.start()
         # Several Ray nodes may share a host (ray.cluster_utils, tests): name the node too.
         info["node"] = f"{info['node']}/{ray.get_runtime_context().get_node_id()[:12]}"
+        if raylet_kills_orphans(os.environ):
+            info["warnings"].append(
+                f"{SUBREAPER_OPTION} is on for this node's raylet: once a worker exits it "
+                f"SIGKILLs the worker's orphans, this lab's reaper among them, so "
+                f"{self.worker.killed_lab_stays()}")
         return info
 
     def run(self, job: dict) -> dict:

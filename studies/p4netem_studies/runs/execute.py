@@ -114,11 +114,17 @@ def execute(out: Path, *, kind: str, parallel: int | None = None, ray: str | Non
                         console=console, transient=False)
     task = progress.add_task("starting labs", total=len(jobs), completed=len(done))
     stored = 0
+    warned: set[str] = set()
 
     def on_event(kind_: str, data: dict) -> None:
         nonlocal stored
         if kind_ == "lab_up":
             progress.console.print(f"lab {data['lab']} up on {data.get('node')}")
+            for text in data.get("warnings") or ():
+                if text not in warned:          # the same for every lab of a node: say it once
+                    warned.add(text)
+                    progress.console.print(f"[yellow]warning: lab {data['lab']}: {text}[/]",
+                                           highlight=False)
         elif kind_ == "load":
             progress.update(task, description=data["job"].key[:60])
         elif kind_ == "done":

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import socket
-import sys
 import tempfile
 from pathlib import Path
 
@@ -54,11 +53,13 @@ class LabWorker:
     def start(self) -> dict:
         # Before the lab makes anything: if this process is killed from now on (Ray kills a busy
         # actor's worker when its run stops or its driver dies), the reaper removes the lab.
+        # Warnings go back with the "up" message for the driver to print: a Ray worker's stderr
+        # is a log on its node that the user does not see.
+        warnings = []
         try:
             reaper.watch_this_process()
         except OSError as exc:
-            print(f"warning: {exc}; if this lab's process is killed, its lab stays until the next "
-                  f"lab starts on {self.node} or `p4netem lab clean` runs", file=sys.stderr)
+            warnings.append(f"{exc}; {self.killed_lab_stays()}")
         plan = self.session.plan
         log_dir = (self.run_dir / "logs" / self.lab_id) if self.run_dir else None
         self._tmp = Path(tempfile.mkdtemp(prefix="p4n-lab-"))
@@ -75,7 +76,12 @@ class LabWorker:
                                     switch_args=SHARED_SWITCH_ARGS if self.shared else ())
         self._lab.start()
         return {"lab": self.lab_id, "node": self.node, "pid": os.getpid(),
-                "namespaces": [self._lab.lab.ns(h.name) for h in self._lab.lab.topology.hosts]}
+                "namespaces": [self._lab.lab.ns(h.name) for h in self._lab.lab.topology.hosts],
+                "warnings": warnings}
+
+    def killed_lab_stays(self) -> str:
+        return (f"if this lab's process is killed, its lab stays until the next lab starts on "
+                f"{self.node} or `p4netem lab clean` runs there")
 
 
     def run(self, job: dict) -> dict:
