@@ -83,7 +83,6 @@ class LabWorker:
         return (f"if this lab's process is killed, its lab stays until the next lab starts on "
                 f"{self.node} or `p4netem lab clean` runs there")
 
-
     def run(self, job: dict) -> dict:
         assert self._lab is not None, "start() first"
         cond = self.session.condition(job["spec"]["condition"])
