@@ -41,9 +41,9 @@ def _definition(tmp_path: Path) -> Path:
     return dst
 
 
-def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def _cli(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([P4NETEM, "experiment", *args], capture_output=True, text=True,
-                          timeout=timeout, env=ENV)
+                          timeout=timeout, env=env or ENV)
 
 
 def _rows(path: Path) -> list[dict]:
@@ -143,18 +143,17 @@ def serial(tmp_path_factory):
     bin_dir.mkdir()
     (bin_dir / "setsid").write_text("#!/bin/sh\nexit 3\n")
     (bin_dir / "setsid").chmod(0o755)
-    proc = subprocess.run([P4NETEM, "experiment", "run", str(yaml), *SLICE, "--parallel", "1",
-                           "--out", str(out)], capture_output=True, text=True, timeout=600,
-                          env={**ENV, "PATH": f"{bin_dir}:{ENV['PATH']}"})
+    proc = _cli("run", str(yaml), *SLICE, "--parallel", "1", "--out", str(out),
+                env={**ENV, "PATH": f"{bin_dir}:{ENV['PATH']}"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (tmp / "output.txt").write_text(proc.stdout + proc.stderr)
     return yaml, out
 
 
 def test_a_lab_without_its_reaper_says_so(serial):
-    """A lab whose reaper cannot start still runs (the serial run stored every load), and the
-    driver says so once, in one line, on its own output: a Ray worker's stderr, where a lab
-    could print it, is a log on its node."""
+    """A lab whose reaper cannot start still runs (test_serial_run_is_stored_... checks its
+    loads), and the driver says so on its own output, once (not also from the lab process): a
+    Ray worker's stderr, where a lab could print it, is a log on its node."""
     _, out = serial
     text = (out.parent / "output.txt").read_text()
     assert text.count("reaper") == 1, text
