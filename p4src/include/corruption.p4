@@ -21,6 +21,11 @@ control CorruptionStage(inout headers_t hdr,
     @id(0x12000006)
     counter(PD_COUNT, CounterType.packets_and_bytes) profile_corrupt;
 
+    /* netem's `last` for corrupt_corr's correlated draws (probability.p4 corr_next). */
+    @name(".P4netemIngress.corrupt_corr_last")
+    @id(0x16000053)
+    register<bit<33>>(PD_COUNT) corrupt_corr_last;
+
     apply {
         if (meta.pass_kind == PASS_HOLD) {
             if (meta.corrupt_pending == 1) {
@@ -34,6 +39,15 @@ control CorruptionStage(inout headers_t hdr,
         } else if (meta.imp.corrupt_prob != 0 && standard_metadata.packet_length > ETH_HDR_BYTES) {
             bit<32> draw;
             random<bit<32>>(draw, 0, 0xFFFFFFFF);
+            if (meta.imp.corrupt_corr != 0) {
+                bit<33> cell;
+                bit<32> fresh;
+                corrupt_corr_last.read(cell, meta.pd);
+                random<bit<32>>(fresh, 0, 0xFFFFFFFF);
+                cell = corr_next(draw, fresh, cell, meta.imp.corrupt_corr);
+                corrupt_corr_last.write(meta.pd, cell);
+                draw = cell[31:0];
+            }
             if (chance(draw, meta.imp.corrupt_prob)) {
                 bit<32> end_byte = standard_metadata.packet_length;
                 if (end_byte > MAX_FRAME_BYTES) {

@@ -24,10 +24,24 @@ control DuplicationStage(inout headers_t hdr,
     @id(0x12000005)
     counter(PD_COUNT, CounterType.packets_and_bytes) profile_dup;
 
+    /* netem's `last` for dup_corr's correlated draws (probability.p4 corr_next). */
+    @name(".P4netemIngress.dup_corr_last")
+    @id(0x16000052)
+    register<bit<33>>(PD_COUNT) dup_corr_last;
+
     apply {
         if (meta.pass_kind == PASS_FIRST && meta.imp.dup_prob != 0) {
             bit<32> draw;
             random<bit<32>>(draw, 0, 0xFFFFFFFF);
+            if (meta.imp.dup_corr != 0) {
+                bit<33> cell;
+                bit<32> fresh;
+                dup_corr_last.read(cell, meta.pd);
+                random<bit<32>>(fresh, 0, 0xFFFFFFFF);
+                cell = corr_next(draw, fresh, cell, meta.imp.dup_corr);
+                dup_corr_last.write(meta.pd, cell);
+                draw = cell[31:0];
+            }
             if (chance(draw, meta.imp.dup_prob)) {
                 clone_preserving_field_list(CloneType.I2E, DUP_CLONE_SESSION, PRESERVE_FL);
                 profile_dup.count(meta.pd);

@@ -189,6 +189,13 @@ struct impairment_t {
     bit<8>        bearer_sched;
     bit<32>       bearer_quantum_bytes;
     bit<8>        bearer_pf_halflife_log2;
+    prob_t        delay_corr;
+    bit<64>       jitter_mod_recip;
+    prob_t        loss_corr;
+    prob_t        dup_corr;
+    prob_t        corrupt_corr;
+    prob_t        reorder_corr;
+    bit<32>       reorder_gap;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */

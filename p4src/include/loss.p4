@@ -7,7 +7,8 @@
  * model when loss4_p13 or loss4_p14 is non-zero: one draw moves the per-pd state exactly
  * as Linux's loss_4state does (its strict comparisons, 32-bit sums), and the packet is
  * lost when the new state is LOST_IN_GAP (reason loss_random) or LOST_IN_BURST (reason
- * loss_burst). Otherwise Bernoulli with loss_prob (reason loss_random). Duplicates never pass here: the copy is made
+ * loss_burst). Otherwise Bernoulli with loss_prob (reason loss_random), its draws correlated as
+ * netem's with loss_corr (netem correlates only this model). Duplicates never pass here: the copy is made
  * after this stage, from a packet that was not lost.
  */
 #ifndef P4NETEM_LOSS_P4
@@ -26,6 +27,11 @@ control LossStage(inout headers_t hdr,
     @name(".P4netemIngress.loss4_state")
     @id(0x16000019)
     register<bit<8>>(PD_COUNT) loss4_state;
+
+    /* netem's `last` for the Bernoulli loss's correlated draws (probability.p4 corr_next). */
+    @name(".P4netemIngress.loss_corr_last")
+    @id(0x16000051)
+    register<bit<33>>(PD_COUNT) loss_corr_last;
 
     apply {
         if (meta.pass_kind == PASS_FIRST) {
@@ -97,6 +103,15 @@ control LossStage(inout headers_t hdr,
                 }
             } else if (meta.imp.loss_prob != 0) {
                 random<bit<32>>(draw, 0, 0xFFFFFFFF);
+                if (meta.imp.loss_corr != 0) {
+                    bit<33> cell;
+                    bit<32> fresh;
+                    loss_corr_last.read(cell, meta.pd);
+                    random<bit<32>>(fresh, 0, 0xFFFFFFFF);
+                    cell = corr_next(draw, fresh, cell, meta.imp.loss_corr);
+                    loss_corr_last.write(meta.pd, cell);
+                    draw = cell[31:0];
+                }
                 if (chance(draw, meta.imp.loss_prob)) {
                     meta.drop = 1;
                     meta.drop_reason = DROP_LOSS_RANDOM;

@@ -58,7 +58,14 @@ control ProfileLookup(inout headers_t hdr,
                           bit<64>       trace_period_recip,
                           bit<8>        bearer_sched,
                           bit<32>       bearer_quantum_bytes,
-                          bit<8>        bearer_pf_halflife_log2) {
+                          bit<8>        bearer_pf_halflife_log2,
+                          prob_t        delay_corr,
+                          bit<64>       jitter_mod_recip,
+                          prob_t        loss_corr,
+                          prob_t        dup_corr,
+                          prob_t        corrupt_corr,
+                          prob_t        reorder_corr,
+                          bit<32>       reorder_gap) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -104,6 +111,13 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.bearer_sched = bearer_sched;
         meta.imp.bearer_quantum_bytes = bearer_quantum_bytes;
         meta.imp.bearer_pf_halflife_log2 = bearer_pf_halflife_log2;
+        meta.imp.delay_corr = delay_corr;
+        meta.imp.jitter_mod_recip = jitter_mod_recip;
+        meta.imp.loss_corr = loss_corr;
+        meta.imp.dup_corr = dup_corr;
+        meta.imp.corrupt_corr = corrupt_corr;
+        meta.imp.reorder_corr = reorder_corr;
+        meta.imp.reorder_gap = reorder_gap;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -168,6 +182,13 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.bearer_sched = BEARER_FIFO;
         meta.imp.bearer_quantum_bytes = 0;
         meta.imp.bearer_pf_halflife_log2 = 0;
+        meta.imp.delay_corr = 0;
+        meta.imp.jitter_mod_recip = 0;
+        meta.imp.loss_corr = 0;
+        meta.imp.dup_corr = 0;
+        meta.imp.corrupt_corr = 0;
+        meta.imp.reorder_corr = 0;
+        meta.imp.reorder_gap = 0;
         profile.apply();
     }
 }

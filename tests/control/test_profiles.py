@@ -312,7 +312,7 @@ def test_defaults_are_pass_through():
     assert profile.uplink.passthrough and profile.downlink.passthrough
     params = profile.to_table_params("uplink")
     assert set(params.values()) == {0}  # every param of "no impairment" is 0 ...
-    assert len(params) == len(IMPAIRMENT_PARAMS) == 45  # ... and all are present
+    assert len(params) == len(IMPAIRMENT_PARAMS) == 52  # ... and all are present
 
 
 def test_jitter_distribution_defaults_to_normal_only_with_jitter():
@@ -376,6 +376,9 @@ def test_encoding_of_each_field():
             "trace_base": 0, "trace_len": 0, "trace_ms_base": 0, "trace_period_ms": 0,
             "trace_period_recip": 0,  # tests/unit/test_trace_exact_profile.py
             "bearer_sched": 0, "bearer_quantum_bytes": 0, "bearer_pf_halflife_log2": 0,  # test_bearers_encode_and_read_back
+            # netem's correlations: none; gap 1 with a reorder probability (tests/unit/test_correlation.py)
+            "delay_corr": 0, "jitter_mod_recip": 0, "loss_corr": 0, "dup_corr": 0, "corrupt_corr": 0,
+            "reorder_corr": 0, "reorder_gap": 1,
     }
     assert params == expected
     assert LinkParams.from_table_params(params) == link

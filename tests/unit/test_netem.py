@@ -147,21 +147,19 @@ def test_loss_models_have_netems_statistics() -> None:
 
 
 def test_unsupported_and_malformed_tokens_are_named() -> None:
-    assert problems("delay 100ms 10ms 25% distribution normal") == [
-        'delay: correlation "25%" is not supported: p4netem draws every packet independently; leave it out '
-        '(for bursty loss: loss gemodel or loss state)']
-    found = problems("slot 800us 10ms packets 42 ecn frobnicate 3 rate 10% loss 1% 30% "
-                     "reorder 5% gap 5 delay 1ms distribution gauss")
-    # slot (tests/unit/test_slot_profile.py) is fine: the others are named, each once.
+    found = problems("slot 800us 10ms packets 42 ecn frobnicate 3 rate 10% loss gemodel 1% 10% 70% 0.1% 30% "
+                     "reorder 5% 25% gap 5 delay 1ms distribution gauss")
+    # slot (tests/unit/test_slot_profile.py), reorder's correlation and gap are fine: the others are
+    # named, each once.
     assert found[0].startswith("ecn: netem's ecn marks the packets its random loss would drop")
     assert found[1].startswith('"frobnicate" is not a netem option p4netem knows; allowed: delay TIME')
     assert found[2].startswith('rate: "10%": a rate in percent of the device\'s speed')
-    assert found[3].startswith('loss: correlation "30%" is not supported')
+    assert found[3] == ('loss gemodel: "30%": loss gemodel takes at most P R 1-H 1-K; netem has no correlation '
+                        'for it (only random loss is correlated: the Markov chain has its own memory)')
     assert found[4].startswith('distribution: "gauss" is not a built-in distribution (uniform, normal, pareto, '
                                'paretonormal) and there is no such table in tc\'s library directory; give the '
                                'path of a .dist file')
-    assert found[5].startswith("gap: 5: p4netem reorders each packet independently")
-    assert len(found) == 6
+    assert len(found) == 5
     assert problems("loss state 1% 30% 80%")[0].startswith("both.loss_state.p32: p31 + p32 = 110% leaves state 3")
     assert problems("loss sometimes 1%")[0].startswith('loss: "sometimes" is not a loss model; allowed: random')
     assert problems("rate 1mbit -4") == ["rate packetoverhead: -4: a negative overhead is not supported; "
@@ -185,6 +183,77 @@ def test_unsupported_and_malformed_tokens_are_named() -> None:
     assert problems() == ["no netem options given"]
 
 
+def test_correlation_and_gap_map_as_tc_reads_them() -> None:
+    # CORR after delay's jitter, loss, duplicate, corrupt and reorder; gap N (tc/q_netem.c).
+    assert fields("delay 100ms 10ms 25% loss 2% 25% reorder 25% 50% gap 5") == {
+        "delay": "100000000ns", "jitter": "10000000ns", "jitter_distribution": "uniform", "loss": "2%",
+        "reorder": {"probability": "25%", "gap": 5, "keep_order": False},
+        "correlation": {"delay": "25%", "loss": "25%", "reorder": "50%"}}
+    assert fields("duplicate 1% 10% corrupt 0.1% 5%") == {
+        "duplicate": "1%", "corrupt": "0.1%", "correlation": {"duplicate": "10%", "corrupt": "5%"}}
+    # The % may be left out; `random`, `drop` and abbreviations are tc's; gap is decimal or 0x hex.
+    assert fields("loss random 1% 25%") == fields("loss 1 25") == fields("drop 1% 25")
+    assert link("lo 1% 25.0%") == link("loss 1% 25%")
+    assert fields("d 10ms 1ms 5 r 5 50 g 0x10") == fields("delay 10ms 1ms 5% reorder 5% 50% gap 16")
+    assert fields("d 10ms 1ms 5 r 5 50 g 0x10")["reorder"]["gap"] == 16
+    # gap 0 is tc's "not given" (netem's default gap 1); gap 1 is the default too.
+    down = link("delay 10ms reorder 10% gap 0")
+    assert down.reorder.gap == 1 and down == link("delay 10ms reorder 10%") == link("delay 10ms reorder 10% gap 1")
+    # reorder 0% is no reordering: it needs no delay (tc), and gap 0 with it is fine.
+    assert fields("reorder 0% gap 0") == {"reorder": {"probability": "0%"}}
+    assert link("reorder 0% gap 0") == Profile.parse({"name": "x"}).downlink
+
+    profile, warnings = profile_from_netem("delay 100ms 10ms 25% loss 2% 25% duplicate 1% 10% corrupt 0.1% 5% "
+                                           "reorder 25% 50% gap 5")
+    # netem's own man page deprecates the loss correlation; the converter says what it does.
+    assert len(warnings) == 1 and warnings[0].startswith("loss 2% 25%: netem's loss correlation is deprecated")
+    assert "loss 1% 25% loses about 0.0003 %" in warnings[0], warnings
+    assert profile_from_netem("delay 100ms 10ms 25% duplicate 1% 10% corrupt 0.1% 5%")[1] == []
+    assert profile.uplink == profile.downlink
+    down = profile.downlink
+    assert (str(down.correlation.delay), str(down.correlation.loss), str(down.correlation.duplicate),
+            str(down.correlation.corrupt), str(down.correlation.reorder), down.reorder.gap) == \
+        ("25%", "25%", "10%", "5%", "50%", 5)
+    params = profile.to_table_params("downlink")
+    assert {k: params[k] for k in ("delay_corr", "jitter_mod_recip", "loss_corr", "dup_corr", "corrupt_corr",
+                                   "reorder_corr", "reorder_gap")} == {
+        "delay_corr": 2**30, "jitter_mod_recip": 2**64 // 20_000_000, "loss_corr": 2**30, "dup_corr": 429496730,
+        "corrupt_corr": 214748365, "reorder_corr": 2**31, "reorder_gap": 5}
+    (back,) = loads_profiles(dumps(profile))
+    assert back == profile
+    # A table distribution keeps its correlation (the cell is answer mod 4096): no reciprocal.
+    normal = profile_from_netem("delay 100ms 10ms 25% distribution normal")[0].downlink
+    assert str(normal.correlation.delay) == "25%" and normal.to_table_params()["jitter_mod_recip"] == 0
+
+
+def test_correlation_and_gap_refusals_name_the_field() -> None:
+    gap_alone = ('gap: 5 without a reorder probability: tc refuses it too ("gap specified without reorder '
+                 'probability"); add reorder PERCENT')
+    assert problems("delay 10ms gap 5") == [gap_alone]
+    assert problems("delay 10ms reorder 0% gap 5") == [gap_alone]
+    assert problems("delay 10ms reorder 5% gap -1") == ['gap: "-1" is negative']
+    assert problems("delay 10ms reorder 5% gap 4294967296") == ["both.reorder.gap: 4294967296 out of range "
+                                                                "1..4294967295"]
+    assert problems("reorder 5% 50%") == ["reorder: reordering needs some delay (tc refuses it too): add delay TIME"]
+    assert problems("loss state 1% 30% 0 100% 0 25%") == [
+        'loss state: "25%": loss state takes at most P13 P31 P32 P23 P14; netem has no correlation for it '
+        '(only random loss is correlated: the Markov chain has its own memory)']
+    assert problems("loss 1% 25x") == ['loss correlation: "25x" is not a percentage (e.g. 1% or 1)']
+    assert problems("loss 1% 150%") == ["both.correlation.loss: 150% out of range 0..100%"]
+    # A correlation with nothing to correlate: named by its profile field.
+    assert problems("delay 100ms 0 25%") == [
+        "both.correlation.delay: 25% has no effect without jitter (netem correlates the jitter's draw)"]
+    assert problems("delay 100ms 3s 25%") == [
+        "both.correlation.delay: 25% needs jitter at most 2147483647ns (netem's limit; jitter is 3s); leave the "
+        "correlation out for a larger jitter"]
+    assert problems("loss 0% 25%") == ["both.correlation.loss: 25% has no effect without loss"]
+    assert problems("duplicate 0 10 corrupt 0 5") == [
+        "both.correlation.duplicate: 10% has no effect without duplicate",
+        "both.correlation.corrupt: 5% has no effect without corrupt"]
+    assert problems("delay 10ms reorder 0 50") == [
+        "both.correlation.reorder: 50% has no effect without reorder.probability"]
+
+
 def test_per_direction_options_replace_the_shared_ones() -> None:
     profile, _ = profile_from_netem("delay 100ms 10ms loss gemodel 1% 20% rate 10mbit", downlink="delay 30ms",
                                     name="asym")
@@ -195,11 +264,15 @@ def test_per_direction_options_replace_the_shared_ones() -> None:
     assert down.rate.unlimited
     only_up, _ = profile_from_netem(uplink="rate 400kbit")
     assert int(only_up.uplink.rate) == 400_000 and only_up.downlink == Profile.parse({"name": "x"}).downlink
-    assert problems(uplink="delay 1ms 2ms 3%", downlink="loss 1% 5%") == [
-        'uplink.delay: correlation "3%" is not supported: p4netem draws every packet independently; '
-        'leave it out (for bursty loss: loss gemodel or loss state)',
-        'downlink.loss: correlation "5%" is not supported: p4netem draws every packet independently; '
-        'leave it out (for bursty loss: loss gemodel or loss state)']
+    assert problems(uplink="delay 1ms gap 3", downlink="loss 1% 5% ecn") == [
+        'uplink.gap: 3 without a reorder probability: tc refuses it too ("gap specified without reorder '
+        'probability"); add reorder PERCENT',
+        "downlink.ecn: netem's ecn marks the packets its random loss would drop; p4netem marks only where its AQM "
+        "drops: use codel ... ecn (and leave netem's ecn out)"]
+    # Each direction's correlations are its own.
+    corr, _ = profile_from_netem(uplink="delay 1ms 2ms 3%", downlink="loss 1% 5%")
+    assert corr.uplink.correlation.model_dump(mode="json", exclude_defaults=True) == {"delay": "3%"}
+    assert corr.downlink.correlation.model_dump(mode="json", exclude_defaults=True) == {"loss": "5%"}
 
 
 def test_the_yaml_loads_back_to_the_same_profile() -> None:

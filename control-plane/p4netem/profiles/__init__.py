@@ -4,7 +4,7 @@ the `set_impairment` action params of the pipeline contract. See docs/profiles.m
 from .errors import Problem, ProfileError
 from .gilbert_elliott import GilbertElliott
 from .library import BUILTIN_NAMES, builtin_profile, builtin_profiles
-from .link import JitterDistribution, LinkParams, Queue, Reorder
+from .link import Correlation, JitterDistribution, LinkParams, Queue, Reorder
 from .profile import Profile
 from .radio import RADIO_MODELS, Radio, RadioGprs, RadioLte, RadioNone, RadioUmts
 from .radio_table import RADIO_PARAMS, RADIO_TABLE, SET_RADIO, decode_radio, encode_radio
@@ -15,7 +15,7 @@ from .yaml_files import dump, dumps, load_profile, load_profiles, loads_profiles
 
 __all__ = [
     "Problem", "ProfileError", "GilbertElliott", "BUILTIN_NAMES",
-    "builtin_profile", "builtin_profiles", "JitterDistribution", "LinkParams", "Queue",
+    "builtin_profile", "builtin_profiles", "Correlation", "JitterDistribution", "LinkParams", "Queue",
     "Reorder", "Profile", "RADIO_MODELS", "Radio", "RadioGprs", "RadioLte", "RadioNone",
     "RadioUmts", "RADIO_PARAMS", "RADIO_TABLE", "SET_RADIO", "decode_radio", "encode_radio",
     "IMPAIRMENT_PARAMS", "PROFILE_TABLE", "SET_IMPAIRMENT", "Direction",

@@ -28,8 +28,8 @@ from .fields import (Delay48, LinkRate, Overhead16, PositiveProbability, Probabi
 from .gilbert_elliott import GilbertElliott
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
 
-__all__ = ["JitterDistribution", "Reorder", "Queue", "AqmKind", "Aqm", "LossState", "Slot", "TracePlacement",
-           "BearerScheduler", "Bearers", "LinkParams"]
+__all__ = ["JitterDistribution", "Reorder", "Correlation", "JITTER_CORR_MAX", "Queue", "AqmKind", "Aqm",
+           "LossState", "Slot", "TracePlacement", "BearerScheduler", "Bearers", "LinkParams"]
 
 # CoDel times: the control law scales the interval as a 32-bit count of ns (as Linux does).
 CodelTime = duration(1_000, 2**32 - 1)
@@ -106,6 +106,11 @@ Distribution = Annotated[JitterDistribution,
 
 
 KeepOrder = flag("keep per-direction release order")
+# netem's gap (u32 in struct tc_netem_qopt): 1 lets every packet skip the delay line.
+ReorderGap = integer(1, 2**32 - 1, "packets")
+# netem keeps jitter in an s32 (netem_change clamps it to INT_MAX ns): with delay correlation the
+# jitter's draw goes through netem's tabledist, whose arithmetic needs it.
+JITTER_CORR_MAX = 2**31 - 1
 
 
 class Reorder(BaseModel):
@@ -114,6 +119,9 @@ class Reorder(BaseModel):
     keep_order: true keeps per-direction release order (jitter never reorders: a packet is
     never released before the one admitted ahead of it); false lets jitter reorder.
     probability: share of packets that skip the delay line and leave early (netem "reorder").
+    gap: netem's gap: the first gap - 1 packets after each one that skipped the line (and from
+    the start) always take it; then each packet skips it with `probability`. 1 (netem's default)
+    lets every packet skip.
     Shorthand: `reorder: 25%` is `{probability: 25%}`.
     """
 
@@ -121,6 +129,7 @@ class Reorder(BaseModel):
 
     keep_order: KeepOrder = True
     probability: Probability = Percent(0)
+    gap: ReorderGap = 1
 
     @model_validator(mode="before")
     @classmethod
@@ -130,7 +139,32 @@ class Reorder(BaseModel):
         if isinstance(data, (Mapping, Reorder)):
             return data
         raise ValueError(f"{quote(data)} is not a reorder block "
-                         "({keep_order, probability}) or a percentage")
+                         "({keep_order, probability, gap}) or a percentage")
+
+
+class Correlation(BaseModel):
+    """netem's correlation of a direction's random draws (tc-netem(8)'s CORRELATION), each a
+    percentage, 0% = independent draws. Linux's sch_netem get_crandom, per profile, direction and
+    use: value = a fresh uniform 32-bit draw, rho = corr + 1 (corr as a fraction of 2^32),
+    answer = (value * (2^32 - rho) + last * rho) >> 32, last = answer (the first `last` is itself
+    a uniform draw). `delay` correlates the jitter's draw, `loss` the random (`loss`) model's,
+    `duplicate`, `corrupt` and `reorder` theirs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    delay: Probability = Percent(0)
+    loss: Probability = Percent(0)
+    duplicate: Probability = Percent(0)
+    corrupt: Probability = Percent(0)
+    reorder: Probability = Percent(0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _block(cls, data: Any) -> Any:
+        if isinstance(data, (Mapping, Correlation)):
+            return data
+        raise ValueError(f"{quote(data)} is not a correlation block ({{delay, loss, duplicate, corrupt, "
+                         "reorder}, each a percentage)")
 
 
 class Queue(BaseModel):
@@ -500,6 +534,7 @@ class LinkParams(BaseModel):
     trace: TracePlacement | None = None
     duplicate: Probability = Percent(0)
     corrupt: Probability = Percent(0)
+    correlation: Correlation = Correlation()
 
     @model_validator(mode="before")
     @classmethod
@@ -572,6 +607,34 @@ class LinkParams(BaseModel):
         if self.loss and self.gilbert_elliott is not None:
             problems.append(Problem("loss", f"{self.loss} is ignored when gilbert_elliott is "
                                     "set; give the loss as gilbert_elliott.loss_good/loss_bad"))
+        return problems + self._ineffective_correlation()
+
+    def _ineffective_correlation(self) -> list[Problem]:
+        """Correlations (and reorder.gap) with no draw to apply to, as netem would ignore them."""
+        c, problems = self.correlation, []
+        if c.delay and not self.jitter:
+            problems.append(Problem("correlation.delay", f"{c.delay} has no effect without jitter (netem "
+                                    "correlates the jitter's draw)"))
+        elif c.delay and self.jitter > JITTER_CORR_MAX:
+            problems.append(Problem("correlation.delay", f"{c.delay} needs jitter at most {JITTER_CORR_MAX}ns "
+                                    f"(netem's limit; jitter is {self.jitter}); leave the correlation out "
+                                    "for a larger jitter"))
+        if c.loss and (self.gilbert_elliott is not None or self.loss_state is not None):
+            model = "gilbert_elliott" if self.gilbert_elliott is not None else "loss_state"
+            problems.append(Problem("correlation.loss", f"{c.loss} does not apply to {model}: netem correlates "
+                                    "only random loss (`loss`); the Markov models have their own memory"))
+        elif c.loss and not self.loss:
+            problems.append(Problem("correlation.loss", f"{c.loss} has no effect without loss"))
+        if c.duplicate and not self.duplicate:
+            problems.append(Problem("correlation.duplicate", f"{c.duplicate} has no effect without duplicate"))
+        if c.corrupt and not self.corrupt:
+            problems.append(Problem("correlation.corrupt", f"{c.corrupt} has no effect without corrupt"))
+        if c.reorder and not self.reorder.probability:
+            problems.append(Problem("correlation.reorder", f"{c.reorder} has no effect without "
+                                    "reorder.probability"))
+        if self.reorder.gap > 1 and not self.reorder.probability:
+            problems.append(Problem("reorder.gap", f"{self.reorder.gap} has no effect without reorder.probability "
+                                    "(tc: gap specified without reorder probability)"))
         return problems
 
     @property
@@ -593,5 +656,6 @@ class LinkParams(BaseModel):
         return decode_link(params)
 
 
-KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Queue.model_fields, Aqm.model_fields,
-                    LossState.model_fields, Slot.model_fields, TracePlacement.model_fields, Bearers.model_fields)
+KNOWN_FIELDS.update(LinkParams.model_fields, Reorder.model_fields, Correlation.model_fields, Queue.model_fields,
+                    Aqm.model_fields, LossState.model_fields, Slot.model_fields, TracePlacement.model_fields,
+                    Bearers.model_fields)

@@ -8,11 +8,12 @@ may be abbreviated to any prefix, tried in tc's order (`d` is delay, `di` distri
 time is microseconds; a bare rate is bit/s and `bps` means BYTES per second (`kbps` = 8000
 bit/s, `KiBps` = 8192); a percentage may omit the `%`; a leading `tc qdisc add dev X root netem`
 is skipped. What each option becomes, and where p4netem differs, is in docs/profiles.md
-("From netem"). An option the pipeline does not have (correlation, ecn, cellsize, gap > 1)
-is an error that names the token and says
-what is allowed: a profile that silently did less than the netem command would be worse than
-none. One netem qdisc shapes one direction: the same options go to both directions unless
-`uplink`/`downlink` give a direction its own.
+("From netem"). netem's CORRELATION after delay, loss, duplicate, corrupt and reorder, and
+`gap`, become the profile's `correlation` block and `reorder.gap` (the switch runs netem's
+correlated generator). An option the pipeline does not have (ecn, seed, cellsize) is an error
+that names the token and says what is allowed: a profile that silently did less than the netem
+command would be worse than none. One netem qdisc shapes one direction: the same options go to
+both directions unless `uplink`/`downlink` give a direction its own.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ _RED_OPTIONS = ("limit", "min", "max", "avpkt", "burst", "probability", "bandwid
 # tc_util.c get_size: bytes, with k/m/g (1024-based) and kbit/mbit/gbit (bits) multiples.
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3,
                "gb": 1024**3, "kbit": 1024 // 8, "mbit": 1024**2 // 8, "gbit": 1024**3 // 8}
-_ALLOWED = ("delay TIME [JITTER [0]] [distribution uniform|normal|pareto|paretonormal|FILE.dist], "
-            "loss [random] PERCENT [0], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [P32 [P23 [P14]]]], "
-            "duplicate PERCENT [0], corrupt PERCENT [0], reorder PERCENT [0] [gap 1], "
+_ALLOWED = ("delay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|paretonormal|FILE.dist], "
+            "loss [random] PERCENT [CORR], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [P32 [P23 [P14]]]], "
+            "duplicate PERCENT [CORR], corrupt PERCENT [CORR], reorder PERCENT [CORR] [gap N], "
             "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS, codel [target TIME] [interval TIME] [ecn], "
             "red [limit BYTES] [min BYTES] max BYTES [avpkt BYTES] [burst PACKETS] [probability P] [ecn] [gentle], "
             "slot MIN [MAX] [packets N] [bytes B], "
@@ -194,13 +195,13 @@ def _packets(raw: str, where: str) -> int:
         raise _Bad(where, f"{quote(raw)} is not a number of packets") from None
 
 
-def _no_correlation(tokens: _Tokens, where: str) -> None:
-    """netem's optional CORRELATION: accepted only as 0 (p4netem draws every packet independently)."""
+def _correlation(tokens: _Tokens, out: dict[str, Any], field: str, where: str) -> None:
+    """netem's optional CORRELATION after a value (tc's NEXT_IS_NUMBER: a percentage, `%`
+    optional): the profile's correlation.<field>; 0 (netem's independent draws) is left out."""
     if tokens.next_is_number():
-        word = tokens.take("a correlation", where)
-        if _percent(word, where) != 0:
-            raise _Bad(where, f"correlation {quote(word)} is not supported: p4netem draws every packet "
-                              "independently; leave it out (for bursty loss: loss gemodel or loss state)")
+        value = _percent(tokens.take("a correlation", where), f"{where} correlation")
+        if value != 0:
+            out.setdefault("correlation", {})[field] = f"{value}%"
 
 
 def parse_netem(text: str | Sequence[str]) -> NetemLink:
@@ -236,17 +237,20 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                 out["delay"] = _time(tokens.take("a time", "delay"), "delay")
                 if tokens.next_is_number():
                     out["jitter"] = _time(tokens.take("a jitter", "delay"), "delay jitter")
-                    _no_correlation(tokens, "delay")
+                    _correlation(tokens, out, "delay", "delay")
             elif keyword == "loss":
                 _loss(tokens, out)
             elif keyword in ("duplicate", "corrupt"):
                 out[keyword] = f"{_percent(tokens.take('a percentage', keyword), keyword)}%"
-                _no_correlation(tokens, keyword)
+                _correlation(tokens, out, keyword, keyword)
             elif keyword == "reorder":
                 out["reorder"] = {"probability": f"{_percent(tokens.take('a percentage', 'reorder'), 'reorder')}%"}
-                _no_correlation(tokens, "reorder")
+                _correlation(tokens, out, "reorder", "reorder")
             elif keyword == "gap":
-                gap = _packets(tokens.take("a distance", "gap"), "gap")
+                raw = tokens.take("a distance", "gap")
+                gap = _packets(raw, "gap")
+                if gap < 0:
+                    raise _Bad("gap", f"{quote(raw)} is negative")
             elif keyword == "distribution":
                 name = tokens.take("a distribution", "distribution")
                 if name in _DISTRIBUTIONS:
@@ -283,13 +287,23 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
             # keyword, so that every bad option is reported, each once.
             while keyword != "ecn" and tokens.more() and _keyword(tokens.words[tokens.i]) is None:
                 tokens.i += 1
-    if gap is not None:
-        if "reorder" not in out:
-            problems.append(Problem("gap", "given without reorder (tc refuses it too)"))
-        elif gap > 1:
-            problems.append(Problem("gap", f"{gap}: p4netem reorders each packet independently, as netem with "
-                                           "gap 1 (the default); gap > 1 (every Nth packet) is not supported"))
-    if "reorder" in out and "delay" not in out:
+    loss_corr = out.get("correlation", {}).get("loss")
+    if loss_corr is not None and "loss" in out:
+        warnings.append(f"loss {out['loss']} {loss_corr}: netem's loss correlation is deprecated (tc-netem(8): "
+                        "\"bad behavior\"): its correlated numbers bunch around the middle, so a loss below 50 % is hit "
+                        "less often than it says and one above more often (loss 1% 25% loses about 0.0003 %; "
+                        "docs/profiles.md, "
+                        "\"Correlation\"). p4netem does what netem does; for bursty loss at a given rate use "
+                        "loss gemodel or loss state")
+    # tc acts on a non-zero reorder probability only (reorder 0% is no reordering).
+    reordering = "reorder" in out and Decimal(out["reorder"]["probability"][:-1]) != 0
+    if gap:  # gap 0 is tc's "not given": gap 1 with a reorder probability
+        if not reordering:
+            problems.append(Problem("gap", f"{gap} without a reorder probability: tc refuses it too (\"gap "
+                                           "specified without reorder probability\"); add reorder PERCENT"))
+        else:
+            out["reorder"]["gap"] = gap
+    if reordering and "delay" not in out:
         problems.append(Problem("reorder", "reordering needs some delay (tc refuses it too): add delay TIME"))
     if distribution is not None:
         if "jitter" not in out:
@@ -452,7 +466,7 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:
     if word == "random" or _NUMBER.match(word):
         raw = tokens.take("a percentage", "loss random") if word == "random" else word
         out["loss"] = f"{_percent(raw, 'loss')}%"
-        _no_correlation(tokens, "loss")
+        _correlation(tokens, out, "loss", "loss")
         return
     if word == "gemodel":
         # tc's defaults: r 100%, 1-h 100% (h = 0), 1-k 0%.
@@ -461,6 +475,7 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:
             if not tokens.next_is_number():
                 break
             args.append(_percent(tokens.take(name, "loss gemodel"), f"loss gemodel {name}"))
+        _no_markov_correlation(tokens, "loss gemodel", "P R 1-H 1-K")
         p, r, loss_bad, loss_good = (args + [Decimal(100), Decimal(100), Decimal(0)][len(args) - 1:])[:4]
         if p == 0:
             # Never leaves the good state: plain random loss at 1-k.
@@ -478,6 +493,7 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:
             if not tokens.next_is_number():
                 break
             args[name] = _percent(tokens.take(name, "loss state"), f"loss state {name}")
+        _no_markov_correlation(tokens, "loss state", "P13 P31 P32 P23 P14")
         if p13 == 0 and args["p14"] == 0:
             return  # never leaves state 1: no loss
         if args["p32"] != 0 or args["p14"] != 0:
@@ -490,6 +506,15 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:
         return
     raise _Bad("loss", f"{quote(word)} is not a loss model; allowed: random PERCENT (or just PERCENT), "
                        "gemodel P [R [1-H [1-K]]], state P13 [P31 [P32 [P23 [P14]]]]")
+
+
+def _no_markov_correlation(tokens: _Tokens, where: str, values: str) -> None:
+    """A number after a Markov loss model's last value: tc has no correlation there (netem
+    correlates only random loss), so it would not be part of the model."""
+    if tokens.next_is_number():
+        word = tokens.take("", where)
+        raise _Bad(where, f"{quote(word)}: {where} takes at most {values}; netem has no correlation for it "
+                          "(only random loss is correlated: the Markov chain has its own memory)")
 
 
 def _rate_option(tokens: _Tokens, out: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .link import LinkParams
+from .units import Percent
 from .profile import Profile
 
 __all__ = ["markdown_table", "radio_summary", "link_summary"]
@@ -18,11 +19,16 @@ def _pair(down: str, up: str) -> str:
     return down if down == up else f"{down} / {up}"
 
 
+def _corr(value: Percent) -> str:
+    """netem's correlation of a draw, as a suffix ("" when the draws are independent)."""
+    return f" (correlation {value})" if value else ""
+
+
 def _loss(link: LinkParams) -> str:
     ge = link.gilbert_elliott
     if ge is not None:
         return f"GE p={ge.p} r={ge.r} (mean {ge.mean_loss * 100:.3g}%)"
-    return str(link.loss) if link.loss else "-"
+    return f"{link.loss}{_corr(link.correlation.loss)}" if link.loss else "-"
 
 
 def _queue(link: LinkParams) -> str:
@@ -37,7 +43,7 @@ def _queue(link: LinkParams) -> str:
 def _jitter(link: LinkParams) -> str:
     if not link.jitter:
         return "-"
-    return f"{link.jitter} {link.jitter_distribution.value}"
+    return f"{link.jitter} {link.jitter_distribution.value}{_corr(link.correlation.delay)}"
 
 
 def link_summary(link: LinkParams) -> str:
@@ -52,7 +58,8 @@ def link_summary(link: LinkParams) -> str:
     if not link.reorder.keep_order:
         parts.append("jitter may reorder")
     if link.reorder.probability:
-        parts.append(f"reorder {link.reorder.probability}")
+        gap = f" gap {link.reorder.gap}" if link.reorder.gap > 1 else ""
+        parts.append(f"reorder {link.reorder.probability}{gap}{_corr(link.correlation.reorder)}")
     if link.loss or link.gilbert_elliott is not None:
         parts.append(f"loss {_loss(link)}")
     if link.rate and not link.queue.unlimited:
@@ -60,9 +67,9 @@ def link_summary(link: LinkParams) -> str:
     if link.overhead:
         parts.append(f"overhead {link.overhead}B")
     if link.duplicate:
-        parts.append(f"duplicate {link.duplicate}")
+        parts.append(f"duplicate {link.duplicate}{_corr(link.correlation.duplicate)}")
     if link.corrupt:
-        parts.append(f"corrupt {link.corrupt}")
+        parts.append(f"corrupt {link.corrupt}{_corr(link.correlation.corrupt)}")
     return ", ".join(parts) if parts else "no impairment"
 
 

@@ -5,10 +5,15 @@ Quantisation (the only places where the table holds less than the profile):
   probabilities  p_table = round_half_up(percent / 100 * 2^32), 100% -> 0xFFFFFFFF ("always").
                  Step 2^-32 (about 2.3e-8 %); a non-zero percent that would become 0 is refused
                  at validation. Read back as the shortest decimal percent with that encoding.
+                 netem's correlations (delay_corr, loss_corr, dup_corr, corrupt_corr,
+                 reorder_corr) are encoded the same way: they are netem's rho.
   rate           ns_per_byte_q16 = round_half_up(8e9 * 65536 / bit_per_s), 0 = unlimited.
                  Relative step 1/q: 1.9e-12 at 1 kbit/s, 1.9e-6 at 1 Gbit/s, 1.9e-4 at 100 Gbit/s.
                  Read back as the shortest decimal rate with that encoding.
-  sizes, counts  overhead_bytes, queue_limit_*: integers, exact.
+  sizes, counts  overhead_bytes, queue_limit_*, reorder_gap: integers, exact (reorder_gap is 0
+                 when reorder_prob is 0, and read back as gap 1).
+  derived        trace_period_recip, jitter_mod_recip, red_span_bytes: computed from the other
+                 fields for the data plane (which has no run-time division); not read back.
 So decode(encode(x)) == x for every value written with no more digits than its quantisation
 step allows (all built-in profiles), and encode(decode(t)) == t for every table value a valid
 profile can produce. Comparing two profiles by their encodings (`same_table_params`) is exact.
@@ -136,6 +141,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         **_encode_slot(link),
         **_encode_trace(link),
         **_encode_bearers(link),
+        **_encode_correlation(link),
     }
     _PARAMS.check_encoded(params)
     return params
@@ -168,7 +174,9 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         "jitter": Duration(values["jitter_ns"]),
         "jitter_distribution": JitterDistribution.from_code(values["jitter_dist"]),
         "reorder": {"keep_order": values["reorder_mode"] == REORDER_KEEP_ORDER,
-                    "probability": prob_to_percent(values["reorder_prob"])},
+                    "probability": prob_to_percent(values["reorder_prob"]),
+                    # The data plane treats 0 as 1 (every packet may skip the line).
+                    "gap": max(values["reorder_gap"], 1)},
         "rate": ns_per_byte_q16_to_rate(values["ns_per_byte_q16"]),
         "overhead": values["overhead_bytes"],
         "queue": {"packets": values["queue_limit_pkts"], "bytes": values["queue_limit_bytes"]},
@@ -181,6 +189,7 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         "corrupt": prob_to_percent(values["corrupt_prob"]),
         "aqm": _decode_aqm(values),
         "bearers": _decode_bearers(values),
+        "correlation": {field: prob_to_percent(values[param]) for field, param in _CORRELATION.items()},
     }
     try:
         return LinkParams.model_validate(data, context={"lenient": True})
@@ -299,6 +308,29 @@ def _decode_bearers(values: Mapping[str, int]) -> dict[str, Any]:
     return {}
 
 
+# Correlation field -> its set_impairment param (netem's rho, as a probability).
+_CORRELATION = {"delay": "delay_corr", "loss": "loss_corr", "duplicate": "dup_corr",
+                "corrupt": "corrupt_corr", "reorder": "reorder_corr"}
+
+
+def _encode_correlation(link: LinkParams) -> dict[str, int]:
+    c = link.correlation
+    corr = {param: percent_to_prob(getattr(c, field)) for field, param in _CORRELATION.items()}
+    jitter = int(link.jitter)
+    uniform = link.jitter_distribution is JitterDistribution.UNIFORM
+    return {
+        "delay_corr": corr["delay_corr"],
+        # netem's uniform jitter is (answer mod 2*jitter) - jitter: the data plane takes the modulo
+        # through this reciprocal (one correction step). Table jitter takes answer mod 4096 (a mask).
+        "jitter_mod_recip": 2**64 // (2 * jitter) if corr["delay_corr"] and jitter and uniform else 0,
+        "loss_corr": corr["loss_corr"],
+        "dup_corr": corr["dup_corr"],
+        "corrupt_corr": corr["corrupt_corr"],
+        "reorder_corr": corr["reorder_corr"],
+        "reorder_gap": int(link.reorder.gap) if percent_to_prob(link.reorder.probability) else 0,
+    }
+
+
 def _decode_aqm(values: Mapping[str, int]) -> dict[str, Any]:
     try:
         kind = AqmKind.from_code(values["aqm"])
@@ -320,7 +352,7 @@ def _decode_aqm(values: Mapping[str, int]) -> dict[str, Any]:
 _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_byte_q16",
                    "overhead": "overhead_bytes", "queue.bytes": "queue_limit_bytes",
                    "queue.packets": "queue_limit_pkts", "loss": "loss_prob",
-                   "reorder.probability": "reorder_prob", "duplicate": "dup_prob",
+                   "reorder.probability": "reorder_prob", "reorder.gap": "reorder_gap", "duplicate": "dup_prob",
                    "corrupt": "corrupt_prob", "gilbert_elliott.p": "ge_p",
                    "gilbert_elliott.r": "ge_r", "aqm.kind": "aqm", "aqm.target": "codel_target_ns",
                    "aqm.interval": "codel_interval_ns", "aqm.ecn": "ecn", "aqm.min": "red_min_bytes",
@@ -333,7 +365,8 @@ _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_b
                    "trace.opportunities": "trace_len", "trace.period": "trace_period_ms", "trace.cells": "trace_base",
                    "trace.index_cells": "trace_ms_base",
                    "bearers.scheduler": "bearer_sched", "bearers.quantum": "bearer_quantum_bytes",
-                   "bearers.halflife": "bearer_pf_halflife_log2"}
+                   "bearers.halflife": "bearer_pf_halflife_log2",
+                   **{f"correlation.{field}": param for field, param in _CORRELATION.items()}}
 
 
 def _to_param_names(problems: list[Problem]) -> list[Problem]:

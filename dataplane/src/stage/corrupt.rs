@@ -1,7 +1,7 @@
 //! Corruption stage: with `corrupt_prob` one bit, uniform over bytes [14, len), is chosen to be
 //! flipped when the frame is written out; counted in `profile_corrupt[pd]`. Like p4src, only the
 //! first 9216 bytes (MAX_FRAME_BYTES) are candidates.
-use super::{Ctx, Impairment, Pkt, Stage, Verdict};
+use super::{correlation, Ctx, Impairment, Pkt, Stage, Verdict};
 
 const ETH_HDR_BYTES: u32 = 14;
 const MAX_FRAME_BYTES: u32 = 9216;
@@ -11,7 +11,10 @@ pub struct Corrupt;
 impl Stage for Corrupt {
     #[inline]
     fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
-        if imp.corrupt_prob != 0 && pkt.len > ETH_HDR_BYTES && ctx.rng.chance(imp.corrupt_prob) {
+        if imp.corrupt_prob != 0
+            && pkt.len > ETH_HDR_BYTES
+            && correlation::chance(ctx, correlation::CORRUPT, imp.corrupt_corr, imp.corrupt_prob)
+        {
             let end = pkt.len.min(MAX_FRAME_BYTES);
             let span = (end - ETH_HDR_BYTES) * 8;
             pkt.flip_bit = Some(ETH_HDR_BYTES * 8 + ctx.rng.up_to(span as u64 - 1) as u32);

@@ -1,11 +1,11 @@
 //! Loss stage: Gilbert-Elliott when `ge_p != 0` (per-pd state in `ge_state`: transition first,
 //! then lose with the new state's probability, reason loss_burst), else netem's 4-state model when
 //! `loss4_p13` or `loss4_p14` is non-zero ([`four_state`]; per-pd state in `loss4_state`), else
-//! Bernoulli `loss_prob` (reason loss_random). Copies never pass here (they are made after this
+//! Bernoulli `loss_prob` (reason loss_random; its draws correlated as netem's with `loss_corr`). Copies never pass here (they are made after this
 //! stage).
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{Ctx, Impairment, Pkt, Stage, Verdict};
+use super::{correlation, Ctx, Impairment, Pkt, Stage, Verdict};
 use crate::contract::DropReason;
 
 pub struct Loss;
@@ -80,7 +80,7 @@ impl Stage for Loss {
             if let Some(reason) = lost {
                 return Verdict::Drop(reason);
             }
-        } else if ctx.rng.chance(imp.loss_prob) {
+        } else if correlation::chance(ctx, correlation::LOSS, imp.loss_corr, imp.loss_prob) {
             return Verdict::Drop(DropReason::LossRandom);
         }
         Verdict::Pass

@@ -12,6 +12,7 @@
 //! ([`RadioParams`]) instead of its impairment, and runs only for profiles that have a radio.
 pub mod bearer;
 pub mod codel;
+pub mod correlation;
 pub mod corrupt;
 pub mod delay;
 pub mod duplicate;

@@ -188,6 +188,8 @@ pub struct Registers {
     bearer_pd: Box<[[AtomicU64; 3]]>,
     /// Per-pd slot state (the `slot_*` registers; stage/slot.rs).
     pub slot: Box<[PdSlot]>,
+    /// Per-pd netem correlation state (the `*_corr_last` and `reorder_count` registers).
+    pub corr: Box<[PdCorr]>,
     /// Per-pd trace state and the loaded traces' cells (stage/trace.rs).
     pub trace: Box<[PdTrace]>,
     pub trace_opportunity_ms: Box<[AtomicU32]>,
@@ -353,6 +355,56 @@ impl PdSlot {
 }
 
 const SLOT_REGISTERS: [u32; 3] = [REG_SLOT_NEXT_NS, REG_SLOT_USED_PKTS, REG_SLOT_USED_BYTES];
+
+/// One pd's netem correlation state (stage/correlation.rs): the `*_corr_last` registers (one cell
+/// per correlated draw, in [`CORR_REGISTERS`] order) and `reorder_count`.
+#[derive(Default)]
+pub struct PdCorr {
+    /// Bit 32 set once drawn, bits 0..31 netem's `last` (0: never drawn, seeded on first use).
+    pub last: [AtomicU64; 5],
+    /// netem's reorder counter: packets that took the delay line since the last one that skipped.
+    pub reorder_count: AtomicU32,
+}
+
+impl PdCorr {
+    fn read(&self, reg_id: u32) -> Option<u128> {
+        if reg_id == REG_REORDER_COUNT {
+            return Some(self.reorder_count.load(Relaxed) as u128);
+        }
+        let k = CORR_REGISTERS.iter().position(|&r| r == reg_id)?;
+        Some(self.last[k].load(Relaxed) as u128)
+    }
+
+    fn write(&self, reg_id: u32, value: u128) -> bool {
+        if reg_id == REG_REORDER_COUNT {
+            self.reorder_count.store(value as u32, Relaxed);
+            return true;
+        }
+        match CORR_REGISTERS.iter().position(|&r| r == reg_id) {
+            Some(k) => {
+                self.last[k].store(value as u64, Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn clear(&self) {
+        for c in &self.last {
+            c.store(0, Relaxed);
+        }
+        self.reorder_count.store(0, Relaxed);
+    }
+}
+
+/// The `*_corr_last` registers; a cell's index in [`PdCorr::last`] is the register's position here
+/// (stage/correlation.rs names them).
+pub const CORR_REGISTERS: [u32; 5] =
+    [REG_DELAY_CORR_LAST, REG_LOSS_CORR_LAST, REG_DUP_CORR_LAST, REG_CORRUPT_CORR_LAST, REG_REORDER_CORR_LAST];
+
+fn is_corr_register(id: u32) -> bool {
+    id == REG_REORDER_COUNT || CORR_REGISTERS.contains(&id)
+}
 
 /// One pd's trace state (exact trace delivery, stage/trace.rs): the contract's per-pd `trace_*`
 /// registers are views of these fields.
@@ -630,6 +682,7 @@ impl Registers {
             ),
             bearer_pd: atomics(pds, Default::default),
             slot: atomics(pds, PdSlot::default),
+            corr: atomics(pds, PdCorr::default),
             trace: atomics(pds, PdTrace::default),
             trace_opportunity_ms: atomics(REG_TRACE_OPPORTUNITY_MS_SIZE, || AtomicU32::new(0)),
             trace_first_at: atomics(REG_TRACE_FIRST_AT_SIZE, || AtomicU32::new(0)),
@@ -670,6 +723,7 @@ impl Registers {
                 self.bearer_pd[i][k].load(Relaxed) as u128
             }
             id if SLOT_REGISTERS.contains(&id) => self.slot[i].read(id).expect("a slot register"),
+            id if is_corr_register(id) => self.corr[i].read(id).expect("a correlation register"),
             id if TRACE_REGISTERS.contains(&id) => self.trace[i].read(id).expect("a trace register"),
             REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms[i].load(Relaxed) as u128,
             REG_TRACE_FIRST_AT => self.trace_first_at[i].load(Relaxed) as u128,
@@ -713,6 +767,9 @@ impl Registers {
             id if SLOT_REGISTERS.contains(&id) => {
                 self.slot[i].write(id, value);
             }
+            id if is_corr_register(id) => {
+                self.corr[i].write(id, value);
+            }
             id if TRACE_REGISTERS.contains(&id) => {
                 self.trace[i].write(id, value);
             }
@@ -737,6 +794,7 @@ impl Registers {
             id if BEARER_UE_REGISTERS.contains(&id) => self.bearers.len() as u32,
             id if BEARER_PD_REGISTERS.contains(&id) => self.bearer_pd.len() as u32,
             id if SLOT_REGISTERS.contains(&id) => self.slot.len() as u32,
+            id if is_corr_register(id) => self.corr.len() as u32,
             id if TRACE_REGISTERS.contains(&id) => self.trace.len() as u32,
             REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms.len() as u32,
             REG_TRACE_FIRST_AT => self.trace_first_at.len() as u32,
@@ -783,6 +841,9 @@ impl Registers {
         }
         for r in self.slot.iter() {
             r.store(&Default::default());
+        }
+        for c in self.corr.iter() {
+            c.clear();
         }
         for r in self.trace.iter() {
             r.store(&Default::default());

@@ -60,6 +60,17 @@ pub struct Impairment {
     pub trace_ms_base: u32,
     pub trace_period_ms: u32,
     pub trace_period_recip: u64,
+    /// netem's correlations (stage/correlation.rs), each netem's rho as a fraction of 2^32; 0 =
+    /// independent draws. `jitter_mod_recip` = floor(2^64 / (2 * jitter_ns)) for the uniform
+    /// jitter's modulo (p4src has no run-time division; the switch does the same arithmetic).
+    pub delay_corr: u32,
+    pub jitter_mod_recip: u64,
+    pub loss_corr: u32,
+    pub dup_corr: u32,
+    pub corrupt_corr: u32,
+    pub reorder_corr: u32,
+    /// netem's reorder `gap` (stage/delay.rs); 0 and 1: every packet draws.
+    pub reorder_gap: u32,
 }
 
 impl Impairment {
@@ -112,6 +123,13 @@ impl Impairment {
             trace_ms_base: g(imp::TRACE_MS_BASE) as u32,
             trace_period_ms: g(imp::TRACE_PERIOD_MS) as u32,
             trace_period_recip: g(imp::TRACE_PERIOD_RECIP) as u64,
+            delay_corr: g(imp::DELAY_CORR) as u32,
+            jitter_mod_recip: g(imp::JITTER_MOD_RECIP) as u64,
+            loss_corr: g(imp::LOSS_CORR) as u32,
+            dup_corr: g(imp::DUP_CORR) as u32,
+            corrupt_corr: g(imp::CORRUPT_CORR) as u32,
+            reorder_corr: g(imp::REORDER_CORR) as u32,
+            reorder_gap: g(imp::REORDER_GAP) as u32,
         }
     }
 
@@ -229,6 +247,13 @@ mod tests {
             ("trace_ms_base", i.trace_ms_base as u64),
             ("trace_period_ms", i.trace_period_ms as u64),
             ("trace_period_recip", i.trace_period_recip),
+            ("delay_corr", i.delay_corr as u64),
+            ("jitter_mod_recip", i.jitter_mod_recip),
+            ("loss_corr", i.loss_corr as u64),
+            ("dup_corr", i.dup_corr as u64),
+            ("corrupt_corr", i.corrupt_corr as u64),
+            ("reorder_corr", i.reorder_corr as u64),
+            ("reorder_gap", i.reorder_gap as u64),
         ];
         for (name, got) in fields {
             assert_eq!(got, by_name(name), "{name}");
