@@ -38,6 +38,7 @@ import delay  # noqa: E402
 import endpoints  # noqa: E402
 import ge  # noqa: E402
 import loss4  # noqa: E402
+import netem_corr  # noqa: E402
 import loss  # noqa: E402
 import p4rt_writes  # noqa: E402
 import radio  # noqa: E402
@@ -53,7 +54,7 @@ from p4netem.paths import switch_binary  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 CLASSIFIER_CAPACITY = 65536  # the switch's default --classifier-entries
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "slot", "trace", "aqm", "bearers", "p4rt", "radio",
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "netem_corr", "slot", "trace", "aqm", "bearers", "p4rt", "radio",
                 "timeline", "endpoints", "dashboard", "io_paths")
 
 # (key, bar, comparison, unit, what)
@@ -65,6 +66,8 @@ BARS = (
     ("loss_error_sigma", 3.0, "<=", "sigma", "loss error at 1%, 1e5 packets"),
     ("loss4_error_sigma", 3.0, "<=", "sigma", "netem 4-state loss (loss state 2% 40% 20% 50% 1%): loss rate and "
      "mean burst vs theory, worse of the two, 2e5 packets"),
+    ("netem_corr_error_sigma", 3.0, "<=", "sigma", "netem's correlated loss (loss 25% 50%): loss rate and mean "
+     "burst vs netem's arithmetic simulated (20 runs), worse of the two, 2e5 packets"),
     ("trace_delivery_ratio", 0.995, ">=", "", "exact trace delivery: frames delivered / opportunities in one "
      "period of examples/traces/walk-cellular.trace, saturating flow"),
     ("slot_error_us_p99", 50.0, "<=", "us", "netem slots (slot 5ms packets 4, 2x backlog): release times against "
@@ -340,6 +343,7 @@ def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
                 step("loss", lambda: loss.measure(t, ctl))
                 step("ge", lambda: ge.measure_ge(t, ctl))
                 step("loss4", lambda: loss4.measure_loss4(t, ctl))
+                step("netem_corr", lambda: netem_corr.measure_netem_corr(t, ctl))
                 step("slot", lambda: slot.measure(t, ctl))
                 step("trace", lambda: trace_delivery.measure(t, ctl))
                 step("aqm", lambda: aqm.measure(t, ctl))
