@@ -55,6 +55,10 @@ CODEL_REGISTERS = tuple(f"{INGRESS}.codel_{n}" for n in ("first_above_ns", "drop
 RED_REGISTERS = tuple(f"{INGRESS}.red_{n}" for n in ("qavg", "count", "qr"))
 # netem 4-state loss per pd (0 reads as state 1, TX_IN_GAP).
 LOSS4_STATE = f"{INGRESS}.loss4_state"
+# netem's correlation per pd: each correlated draw's `last` (0: never drawn, seeded on first use as
+# netem seeds it when a qdisc is configured) and the reorder gap's counter.
+CORR_REGISTERS = (*(f"{INGRESS}.{n}_corr_last" for n in ("delay", "loss", "dup", "corrupt", "reorder")),
+                  f"{INGRESS}.reorder_count")
 # netem slots per pd (all zero: no slot opened yet).
 SLOT_REGISTERS = tuple(f"{INGRESS}.slot_{n}" for n in ("next_ns", "used_pkts", "used_bytes"))
 # Exact trace delivery: the trace cells the controller loads, and the per-pd state (all zero: not

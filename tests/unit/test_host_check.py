@@ -20,11 +20,33 @@ STALL_CPU = Path(__file__).resolve().parents[1] / "tools" / "stallcpu.py"
 CPU = min(os.sched_getaffinity(0))
 
 
+def _wait_for_watchers(pid: int, timeout: float = 60.0) -> None:
+    """Until host-check has one watcher per CPU running at its real-time priority, and a little
+    more: a fixed sleep was too short when the machine was busy (the CLI's imports alone took
+    over a second), and a stall made before the watchers watch is not seen."""
+    want = len(os.sched_getaffinity(0))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        fifo = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid and os.sched_getscheduler(int(stat.parent.name)) == os.SCHED_FIFO:
+                    fifo += 1
+            except (OSError, IndexError, ValueError):
+                continue  # a process that ended meanwhile
+        if fifo >= want:
+            time.sleep(0.3)  # each prints "ready" and takes its first time stamp right after
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"host-check's {want} watchers did not start within {timeout} s")
+
+
 def _check(*args: str, stall_ms: int = 0) -> subprocess.CompletedProcess[str]:
     proc = subprocess.Popen([*P4NETEM, "host-check", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     if stall_ms:
-        time.sleep(1.0)  # the watchers are up (they start within ~0.1 s)
+        _wait_for_watchers(proc.pid)
         subprocess.run([sys.executable, str(STALL_CPU), str(CPU), str(stall_ms)], check=True)
     out, err = proc.communicate(timeout=60)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
