@@ -376,7 +376,7 @@ def test_encoding_of_each_field():
             "trace_base": 0, "trace_len": 0, "trace_ms_base": 0, "trace_period_ms": 0,
             "trace_period_recip": 0,  # tests/unit/test_trace_exact_profile.py
             "bearer_sched": 0, "bearer_quantum_bytes": 0, "bearer_pf_halflife_log2": 0,  # test_bearers_encode_and_read_back
-            # netem's correlations: none; gap 1 with a reorder probability (tests/unit/test_correlation.py)
+            # netem's correlations: none; gap 1 with a reorder probability (tests/unit/test_correlation_profiles.py)
             "delay_corr": 0, "jitter_mod_recip": 0, "loss_corr": 0, "dup_corr": 0, "corrupt_corr": 0,
             "reorder_corr": 0, "reorder_gap": 1,
     }
