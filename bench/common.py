@@ -222,3 +222,23 @@ def link_counters(dev: str) -> tuple[int, dict[str, int]]:
         if t1 - t0 < 50_000:
             break
     return (t0 + t1) // 2, vals
+
+
+def loss_sequence(topo: Topo, ctl, params: dict[str, int], port: int, count: int, pps: int,
+                  frame: int) -> list[bool]:
+    """Per datagram, lost or not: `count` numbered `frame`-byte datagrams at `pps` from h1 to h2
+    through profile 1 uplink set to `params`, which is cleared afterwards. Raises if the sender's
+    kernel refused any: the sequence would then not be the switch's."""
+    ctl.set_impairment(1, 0, **params)
+    try:
+        with sink(topo, topo.h2, port, idle=1.0) as done:
+            sent = send(topo, topo.h1, topo.h2.ip, port, pps * frame * 8, frame, count=count)
+            rec = done()
+    finally:
+        ctl.set_impairment(1, 0)
+    if sent["send_errors"]:
+        raise RuntimeError(f"the sender's kernel refused {sent['send_errors']} datagrams: the loss "
+                           "sequence would not be the switch's")
+    got = set(rec["seq"])
+    return [i not in got for i in range(sent["sent"])]
+

@@ -12,7 +12,7 @@ a burst) so that a datagram lost elsewhere shows as lost_outside_switch.
 """
 from __future__ import annotations
 
-from common import send, sink
+from common import loss_sequence
 from ge_theory import measure
 from loss import prob_u32
 from loss4_theory import State4, expected
@@ -42,21 +42,11 @@ def _drops(ctl) -> tuple[int, int]:
 
 def measure_loss4(t: Topo, ctl) -> dict:
     params = _u32(MODEL)
-    ctl.set_impairment(1, pl.UPLINK, **params)
     before = _drops(ctl)
-    try:
-        with sink(t, t.h2, PORT, idle=1.0) as done:
-            sent = send(t, t.h1, t.h2.ip, PORT, PPS * FRAME * 8, FRAME, count=PACKETS)
-            rec = done()
-        after = _drops(ctl)
-    finally:
-        ctl.set_impairment(1, pl.UPLINK)
-    if sent["send_errors"]:
-        raise RuntimeError(f"the sender's kernel refused {sent['send_errors']} datagrams: the loss "
-                           "sequence would not be the switch's")
-    n = sent["sent"]
-    got = set(rec["seq"])
-    m = measure([i not in got for i in range(n)])
+    lost = loss_sequence(t, ctl, params, PORT, PACKETS, PPS, FRAME)
+    after = _drops(ctl)
+    n, received = len(lost), len(lost) - sum(lost)
+    m = measure(lost)
     theory = expected(_effective(params), n)
     isolated, burst = after[0] - before[0], after[1] - before[1]
 
@@ -70,9 +60,9 @@ def measure_loss4(t: Topo, ctl) -> dict:
     return {
         "loss4_error_sigma": max(j["sigma"] for j in per.values()),
         "loss4_config": {
-            "model": {"netem": MODEL.netem(), **params}, "packets_sent": n, "received": len(got),
+            "model": {"netem": MODEL.netem(), **params}, "packets_sent": n, "received": received,
             "pps": PPS, "frame_bytes": FRAME, "bursts": m.bursts, "per_figure": per,
             "switch_isolated_losses": isolated, "switch_burst_losses": burst,
-            "lost_outside_switch": n - len(got) - isolated - burst,
+            "lost_outside_switch": n - received - isolated - burst,
         },
     }

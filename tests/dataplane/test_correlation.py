@@ -2,8 +2,8 @@
 
 - gap: with `reorder 100% gap 5` exactly every 5th packet skips the delay (tc-netem(8): "the 5th
   (10th, 15th, ...) packet is sent immediately"); the others take it.
-- correlated loss: `loss 25% 50%` loses what netem's generator loses (a simulation of the kernel's
-  arithmetic, below): far less than 25 %, and a loss follows a loss much more often than the
+- correlated loss: `loss 25% 50%` loses what netem's generator loses (bench/netem_corr_theory.py
+  simulates the kernel's arithmetic): far less than 25 %, and a loss follows a loss much more often than the
   rate, which independent draws at either rate would not give.
 - a correlation of 100 % repeats its first number (netem's rho = 2^32): every packet gets the
   same jitter, and a 50 % duplication copies every packet or none.
@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 
 from wirestats import MS, percentile, prob, settled_counters
 
@@ -19,17 +21,8 @@ from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import run_probe
 from p4netem.pipeline import UPLINK, DropReason, JitterDist
 
-
-def netem_losses(p: int, corr: int, n: int, rng: random.Random) -> list[bool]:
-    """Linux sch_netem's random loss with correlation, as the kernel computes it (get_crandom:
-    u64 arithmetic, `last` seeded with a uniform draw), with the data plane's comparison."""
-    rho = corr + 1
-    last = rng.getrandbits(32)
-    out = []
-    for _ in range(n):
-        last = (rng.getrandbits(32) * ((1 << 32) - rho) + last * rho) >> 32
-        out.append(last < p)
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from netem_corr_theory import losses  # noqa: E402  (netem's arithmetic, as the bench's reference)
 
 
 def rate_and_repeat(lost: list[bool]) -> tuple[float, float]:
@@ -55,7 +48,7 @@ def test_correlated_loss_is_netem_s(lab: TwoHostLab) -> None:
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=7500, port=9041)
     present = set(result.seq)
     rate, repeat = rate_and_repeat([s not in present for s in range(n)])
-    want_rate, want_repeat = rate_and_repeat(netem_losses(p, corr, 400_000, random.Random(11)))
+    want_rate, want_repeat = rate_and_repeat(losses(p, corr, 400_000, random.Random(11)))
     # About 0.070 and 0.30. Standard errors at 30k packets: 0.002 for the rate (the losses
     # cluster), 0.01 for the repeat (about 2100 losses); the bounds are 5 of them. Independent
     # draws would give 0.25 / 0.25, or at the same rate 0.07 / 0.07.

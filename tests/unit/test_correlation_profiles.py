@@ -7,13 +7,18 @@ The netem spelling is in tests/unit/test_netem.py."""
 from __future__ import annotations
 
 import random
+import sys
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
 from p4netem.profiles import IMPAIRMENT_PARAMS, LinkParams, Profile, ProfileError, decode_link, dumps, encode_link
 from p4netem.profiles import loads_profiles
 from p4netem.profiles.summary import link_summary
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from netem_corr_theory import losses  # noqa: E402  (the kernel's arithmetic, shared with the bench)
 
 CORR_PARAMS = ("delay_corr", "jitter_mod_recip", "loss_corr", "dup_corr", "corrupt_corr", "reorder_corr",
                "reorder_gap")
@@ -208,26 +213,6 @@ def test_summary_shows_the_correlations_and_the_gap() -> None:
 
 # ---- netem's arithmetic ---------------------------------------------------------------------------
 
-def _netem_random_loss(loss_prob: int, loss_corr: int, n: int, rng: random.Random) -> list[bool]:
-    """Linux sch_netem's random loss (CLG_RANDOM) with its correlated generator, in its integer
-    arithmetic: init_crandom seeds `last` with a uniform draw; get_crandom draws `value`, and with
-    rho = corr + 1, answer = (value * (2^32 - rho) + last * rho) >> 32, last = answer; the packet
-    is lost when loss >= answer (corr 0: the uniform draw itself)."""
-    last = rng.getrandbits(32)
-    rho = loss_corr + 1
-    lost = []
-    for _ in range(n):
-        value = rng.getrandbits(32)
-        if loss_corr == 0:
-            answer = value
-        else:
-            answer = (value * (2**32 - rho) + last * rho) >> 32
-            assert 0 <= answer < 2**32  # the sum stays below 2^64 and the answer in 32 bits
-            last = answer
-        lost.append(loss_prob != 0 and loss_prob >= answer)
-    return lost
-
-
 def _encoded(netem_loss: str, corr: str) -> tuple[int, int]:
     params = _down(loss=netem_loss, correlation={"loss": corr}).downlink.to_table_params()
     return params["loss_prob"], params["loss_corr"]
@@ -241,17 +226,17 @@ def test_correlated_loss_is_netems_far_below_its_percentage() -> None:
     n = 200_000
     prob, corr = _encoded("1%", "25%")
     assert (prob, corr) == (42949673, 2**30)
-    lost = sum(_netem_random_loss(prob, corr, n, rng))
+    lost = sum(losses(prob, corr, n, rng))
     assert lost / n < 0.01 and lost <= 20  # expected about 0.5 in 200k
-    assert sum(_netem_random_loss(prob, 0, n, rng)) / n == pytest.approx(0.01, rel=0.06)
-    assert sum(_netem_random_loss(*_encoded("10%", "25%"), n, rng)) / n == pytest.approx(0.0175, rel=0.1)
-    assert sum(_netem_random_loss(*_encoded("25%", "50%"), n, rng)) / n == pytest.approx(0.0696, rel=0.08)
+    assert sum(losses(prob, 0, n, rng)) / n == pytest.approx(0.01, rel=0.06)
+    assert sum(losses(*_encoded("10%", "25%"), n, rng)) / n == pytest.approx(0.0175, rel=0.1)
+    assert sum(losses(*_encoded("25%", "50%"), n, rng)) / n == pytest.approx(0.0696, rel=0.08)
     # 50% keeps its mean (the answers are symmetric about the middle).
-    assert sum(_netem_random_loss(*_encoded("50%", "25%"), n, rng)) / n == pytest.approx(0.5, rel=0.02)
+    assert sum(losses(*_encoded("50%", "25%"), n, rng)) / n == pytest.approx(0.5, rel=0.02)
 
 
 def test_full_correlation_repeats_the_first_draw() -> None:
     # rho = 0xFFFFFFFF + 1 = 2^32: value's weight is 0, so every answer is the seed: all lost or none.
     prob, corr = _encoded("50%", "100%")
-    outcomes = {tuple(set(_netem_random_loss(prob, corr, 1000, random.Random(seed)))) for seed in range(40)}
+    outcomes = {tuple(set(losses(prob, corr, 1000, random.Random(seed)))) for seed in range(40)}
     assert outcomes == {(True,), (False,)}

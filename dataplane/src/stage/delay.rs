@@ -83,14 +83,11 @@ pub fn dist_sample(dist: u8, scale: u64, ctx: &mut Ctx) -> (bool, u64) {
 /// as netem's u32 counter).
 #[inline]
 fn skips_line(imp: &Impairment, ctx: &mut Ctx) -> bool {
-    let count = &ctx.regs.corr[ctx.pd as usize].reorder_count;
+    let regs = ctx.regs; // a copy of the shared reference: the draw below borrows ctx mutably
+    let count = &regs.corr[ctx.pd as usize].reorder_count;
     let n = count.load(Relaxed);
-    let skip = if imp.reorder_gap > 1 && n < imp.reorder_gap - 1 {
-        false
-    } else {
-        correlation::chance(ctx, correlation::REORDER, imp.reorder_corr, imp.reorder_prob)
-    };
-    let count = &ctx.regs.corr[ctx.pd as usize].reorder_count;
+    let in_gap = imp.reorder_gap > 1 && n < imp.reorder_gap - 1;
+    let skip = !in_gap && correlation::chance(ctx, correlation::REORDER, imp.reorder_corr, imp.reorder_prob);
     count.store(if skip { 0 } else { n.wrapping_add(1) }, Relaxed);
     skip
 }
