@@ -57,14 +57,16 @@ def sink(topo: Topo, host: Host, port: int, idle: float = 1.0, timeout: float = 
 
 def send(topo: Topo, host: Host, dst: str, port: int, rate_bps: float, size: int,
          count: int = 0, duration: float = 0.0, background: bool = False, dst_count: int = 1,
-         tx_stamps: bool = False):
+         tx_stamps: bool = False, tos: int = 0):
     """Run the paced UDP sender in ``host``. Returns its JSON summary, or the Popen when
     ``background`` (the caller then calls ``finish(proc)``). With ``dst_count`` N, datagram i goes
     to ``dst`` + i % N. With ``tx_stamps`` the summary has the kernel transmit timestamps
-    (``tx_kernel``, see traffic.py); ``one_way_ns`` uses them."""
+    (``tx_kernel``, see traffic.py); ``one_way_ns`` uses them. ``tos`` is the datagrams' IP TOS
+    byte, ECN bits included."""
     cmd = topo.netns(host, PY, TRAFFIC, "send", "--dst", dst, "--port", str(port),
                      "--rate-bps", str(rate_bps), "--size", str(size),
-                     "--count", str(count), "--duration", str(duration), "--dst-count", str(dst_count))
+                     "--count", str(count), "--duration", str(duration), "--dst-count", str(dst_count),
+                     "--tos", str(tos))
     if tx_stamps:
         cmd.append("--tx-stamps")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from p4netem import pipeline as pl
+
 from common import send, sink
 from topo import Topo
 
@@ -45,5 +47,43 @@ def measure(t: Topo, ctl) -> dict:
             "switch_loss_random_drops": switch_drops,
             "lost_outside_switch": None if switch_drops is None else n - got - switch_drops,
             "sigma": sigma,
+        },
+    }
+
+
+ECN_PORT = 5402
+ECT0 = 2
+
+
+def measure_ecn(t: Topo, ctl) -> dict:
+    """netem's `ecn` (`loss 1% ecn`): the same PACKETS datagrams at P, sent ECT(0), with loss_ecn on.
+    Every loss becomes a CE mark: the marks the sink sees (the TOS byte of each datagram as it
+    arrived) are Binomial(n, P) like the losses above, `netem_ecn_mark_error_sigma` = |marked / n -
+    P| / sigma; nothing may be lost in the switch (`netem_ecn_switch_drops`, the loss drop counters),
+    and the switch's ecn_mark counter must equal the marks on the wire."""
+    ctl.set_impairment(1, 0, loss_prob=prob_u32(P), loss_ecn=1)
+    before = ctl.counters(1, 0)
+    try:
+        with sink(t, t.h2, ECN_PORT, idle=1.0) as done:
+            sent = send(t, t.h1, t.h2.ip, ECN_PORT, PPS * FRAME * 8, FRAME, count=PACKETS, tos=ECT0)
+            rec = done()
+        ctl.wait_idle(1, 0)
+        after = ctl.counters(1, 0)
+    finally:
+        ctl.set_impairment(1, 0)
+    n = sent["sent"] - sent["send_errors"]
+    tos = dict(zip(rec["seq"], rec["tos"]))
+    marked = sum(1 for v in tos.values() if v >= 0 and v & 3 == 3)
+    unmarked = sum(1 for v in tos.values() if v == ECT0)
+    sigma = math.sqrt(P * (1 - P) / n)
+    drops = sum(after.drops[r] - before.drops[r] for r in (pl.DropReason.LOSS_RANDOM, pl.DropReason.LOSS_BURST))
+    return {
+        "netem_ecn_mark_error_sigma": abs(marked / n - P) / sigma,
+        "netem_ecn_switch_drops": drops,
+        "netem_ecn_config": {
+            "configured": P, "packets_sent": n, "received": len(tos), "marked_ce_on_wire": marked,
+            "unmarked_ect0": unmarked, "other_tos": len(tos) - marked - unmarked,
+            "switch_ecn_marks": after.ecn_marked - before.ecn_marked, "sigma": sigma,
+            "lost": n - len(tos),
         },
     }

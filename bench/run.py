@@ -54,7 +54,7 @@ from p4netem.paths import switch_binary  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 CLASSIFIER_CAPACITY = 65536  # the switch's default --classifier-entries
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "netem_corr", "slot", "trace", "aqm", "bearers", "p4rt", "radio",
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "netem_corr", "netem_ecn", "slot", "trace", "aqm", "bearers", "p4rt", "radio",
                 "timeline", "endpoints", "dashboard", "io_paths")
 
 # (key, bar, comparison, unit, what)
@@ -68,6 +68,9 @@ BARS = (
      "mean burst vs theory, worse of the two, 2e5 packets"),
     ("netem_corr_error_sigma", 3.0, "<=", "sigma", "netem's correlated loss (loss 25% 50%): loss rate and mean "
      "burst vs netem's arithmetic simulated (20 runs), worse of the two, 2e5 packets"),
+    ("netem_ecn_mark_error_sigma", 3.0, "<=", "sigma", "netem's ecn (loss 1% ecn, ECT(0) datagrams): CE marks seen "
+     "on the wire vs the loss rate, 1e5 packets"),
+    ("netem_ecn_switch_drops", 0.0, "<=", "", "loss drops of the same ECT(0) datagrams (every loss must be a mark)"),
     ("trace_delivery_ratio", 0.995, ">=", "", "exact trace delivery: frames delivered / opportunities in one "
      "period of examples/traces/walk-cellular.trace, saturating flow"),
     ("slot_error_us_p99", 50.0, "<=", "us", "netem slots (slot 5ms packets 4, 2x backlog): release times against "
@@ -344,6 +347,7 @@ def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
                 step("ge", lambda: ge.measure_ge(t, ctl))
                 step("loss4", lambda: loss4.measure_loss4(t, ctl))
                 step("netem_corr", lambda: netem_corr.measure_netem_corr(t, ctl))
+                step("netem_ecn", lambda: loss.measure_ecn(t, ctl))
                 step("slot", lambda: slot.measure(t, ctl))
                 step("trace", lambda: trace_delivery.measure(t, ctl))
                 step("aqm", lambda: aqm.measure(t, ctl))

@@ -153,17 +153,19 @@ def send(args: argparse.Namespace) -> None:
 
 def sink(args: argparse.Namespace) -> None:
     """Receive on ``--port``; stop ``--idle`` s after the last datagram (once one arrived) or after
-    ``--timeout`` s. Writes per-datagram records (seq, tx_ns, rx_ns, frame bytes) to ``--out``."""
+    ``--timeout`` s. Writes per-datagram records (seq, tx_ns, rx_ns, frame bytes, the IP TOS byte
+    as received: ECN marks are its low 2 bits) to ``--out``."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     sock.bind(("0.0.0.0", args.port))
-    seqs, txs, rxs, lens = (array.array("q") for _ in range(4))
+    seqs, txs, rxs, lens, toss = (array.array("q") for _ in range(5))
     deadline = time.monotonic() + args.timeout
     started = False
     print("ready", flush=True)
     recvmsg = sock.recvmsg
-    cmsg_space = socket.CMSG_SPACE(TIMESPEC.size)
+    cmsg_space = socket.CMSG_SPACE(TIMESPEC.size) + socket.CMSG_SPACE(4)
     while True:
         now = time.monotonic()
         wait = min(deadline - now, args.idle if started else deadline - now)
@@ -177,11 +179,13 @@ def sink(args: argparse.Namespace) -> None:
                 break
             continue
         started = True
-        rx_ns = 0
+        rx_ns, tos = 0, -1
         for level, ctype, cdata in anc:
             if level == socket.SOL_SOCKET and ctype == SO_TIMESTAMPNS:
                 sec, nsec = TIMESPEC.unpack(cdata[: TIMESPEC.size])
                 rx_ns = sec * 1_000_000_000 + nsec
+            elif level == socket.IPPROTO_IP and ctype == socket.IP_TOS and cdata:
+                tos = cdata[0]
         if len(data) < HEADER.size:
             continue
         seq, tx_ns = HEADER.unpack_from(data)
@@ -189,9 +193,10 @@ def sink(args: argparse.Namespace) -> None:
         txs.append(tx_ns)
         rxs.append(rx_ns or time.time_ns())
         lens.append(len(data) + FRAME_OVERHEAD)
+        toss.append(tos)
     with open(args.out, "w") as f:
         json.dump({"seq": seqs.tolist(), "tx_ns": txs.tolist(), "rx_ns": rxs.tolist(),
-                   "frame_bytes": lens.tolist()}, f)
+                   "frame_bytes": lens.tolist(), "tos": toss.tolist()}, f)
     print(json.dumps({"received": len(seqs)}), flush=True)
 
 

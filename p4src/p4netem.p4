@@ -16,6 +16,7 @@
 #include "include/parser.p4"
 #include "include/checksums.p4"
 #include "include/probability.p4"
+#include "include/ecn.p4"
 #include "include/forwarding.p4"
 #include "include/classifier.p4"
 #include "include/profile.p4"

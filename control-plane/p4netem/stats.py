@@ -25,7 +25,7 @@ class PdCounters:
     bytes_in: int = 0
     bytes_out: int = 0
     drop_bytes: dict[pl.DropReason, int] = field(default_factory=dict)
-    ecn_marked: int = 0  # packets the AQM marked CE instead of dropping (they were sent)
+    ecn_marked: int = 0  # packets marked CE instead of dropped, by the AQM or a loss with loss_ecn (they were sent)
 
     @property
     def dropped(self) -> int:

@@ -68,9 +68,7 @@ control CodelAqm(inout headers_t hdr,
         codel_state.read(st, meta.pd);
 
         time_ns_t interval = (time_ns_t)meta.imp.codel_interval_ns;
-        bool ect = (hdr.ipv4.isValid() && hdr.ipv4.ecn != 0) ||
-                   (hdr.ipv6.isValid() && hdr.ipv6.traffic_class[1:0] != 0);
-        bool can_mark = meta.imp.ecn == 1 && ect;
+        bool can_mark = meta.imp.ecn == 1 && is_ect(hdr);
         decision = CODEL_PASS;
 
         bit<8> recheck = st & (CODEL_RECHECK_DROPPING | CODEL_RECHECK_FIRST);
@@ -170,28 +168,6 @@ control CodelAqm(inout headers_t hdr,
         codel_lastcount.write(meta.pd, lastcount);
         codel_rec_inv_sqrt.write(meta.pd, rec);
         codel_state.write(meta.pd, st);
-    }
-}
-
-/*
- * Marks the packet CE (ECN 11). IPv4: the header checksum is updated for the changed
- * first word (RFC 1624, HC' = ~(~HC + ~m + m')), not recomputed, so a corrupted header
- * stays corrupted. IPv6 has no header checksum.
- */
-control MarkCe(inout headers_t hdr, inout metadata_t meta) {
-    apply {
-        if (hdr.ipv4.isValid()) {
-            bit<16> old_word = hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn;
-            hdr.ipv4.ecn = 3;
-            bit<16> new_word = hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn;
-            bit<32> sum = (bit<32>)(~hdr.ipv4.hdr_checksum) + (bit<32>)(~old_word) + (bit<32>)new_word;
-            sum = (sum & 0xFFFF) + (sum >> 16);
-            sum = (sum & 0xFFFF) + (sum >> 16);
-            hdr.ipv4.hdr_checksum = ~sum[15:0];
-        } else if (hdr.ipv6.isValid()) {
-            hdr.ipv6.traffic_class[1:0] = 3;
-        }
-        meta.ecn_marked = 1;
     }
 }
 

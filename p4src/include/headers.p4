@@ -196,6 +196,7 @@ struct impairment_t {
     prob_t        corrupt_corr;
     prob_t        reorder_corr;
     bit<32>       reorder_gap;
+    bit<1>        loss_ecn;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */
@@ -324,7 +325,7 @@ struct metadata_t {
     /* Drop decision of this pass. */
     bit<1> drop;
     bit<4> drop_reason;
-    /* The AQM marked this packet CE on this pass (counted in profile_ecn_mark). */
+    /* The AQM or the loss stage (loss_ecn) marked this packet CE on this pass (counted in profile_ecn_mark). */
     bit<1> ecn_marked;
     /* The packet left its bearer queue for the link on this pass: the delay stage runs now. */
     bit<1> bearer_served;

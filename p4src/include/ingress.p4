@@ -32,7 +32,8 @@ control P4netemIngress(inout headers_t hdr,
     @p4netem_drop_reasons("loss_random loss_burst queue_full radio no_route malformed buffer_exhausted tx_error aqm_drop")
     counter(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) drops;
 
-    /* ECN CE marks made by the AQM instead of a drop (contract: ecn_mark), per pd. */
+    /* ECN CE marks made instead of a drop (contract: ecn_mark), per pd: by the AQM, or by the
+     * loss stage with loss_ecn (netem's ecn); one per pass however many stages marked. */
     @id(0x12000008)
     counter(PD_COUNT, CounterType.packets_and_bytes) profile_ecn_mark;
 

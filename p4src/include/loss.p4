@@ -10,6 +10,11 @@
  * loss_burst). Otherwise Bernoulli with loss_prob (reason loss_random), its draws correlated as
  * netem's with loss_corr (netem correlates only this model). Duplicates never pass here: the copy is made
  * after this stage, from a packet that was not lost.
+ *
+ * With loss_ecn (netem's `ecn`), a lost packet that is ECN-capable (ECT(0), ECT(1) or CE) is
+ * marked CE and goes on instead (counted in profile_ecn_mark, not in drops), as Linux's
+ * netem_enqueue does on any loss event of any model; a packet that is not is dropped as
+ * before. The model's state moves the same either way.
  */
 #ifndef P4NETEM_LOSS_P4
 #define P4NETEM_LOSS_P4
@@ -33,9 +38,13 @@ control LossStage(inout headers_t hdr,
     @id(0x16000051)
     register<bit<33>>(PD_COUNT) loss_corr_last;
 
+    MarkCe() mark_ce;
+
     apply {
         if (meta.pass_kind == PASS_FIRST) {
             bit<32> draw;
+            bool lost = false;
+            bit<4> reason = DROP_LOSS_RANDOM;
             if (meta.imp.ge_p != 0) {
                 bit<8> ge;
                 ge_state.read(ge, meta.pd);
@@ -58,16 +67,15 @@ control LossStage(inout headers_t hdr,
                 }
                 random<bit<32>>(draw, 0, 0xFFFFFFFF);
                 if (chance(draw, loss_p)) {
-                    meta.drop = 1;
-                    meta.drop_reason = DROP_LOSS_BURST;
+                    lost = true;
+                    reason = DROP_LOSS_BURST;
                 }
             } else if (meta.imp.loss4_p13 != 0 || meta.imp.loss4_p14 != 0) {
                 bit<8> st;
                 loss4_state.read(st, meta.pd);
                 random<bit<32>>(draw, 0, 0xFFFFFFFF);
                 bit<8> next = st;
-                bool lost = false;
-                bit<4> reason = DROP_LOSS_BURST;
+                reason = DROP_LOSS_BURST;
                 if (st == LOSS4_TX_IN_BURST) {
                     if (draw < meta.imp.loss4_p23) {
                         next = LOSS4_LOST_IN_BURST;
@@ -97,10 +105,6 @@ control LossStage(inout headers_t hdr,
                     }
                 }
                 loss4_state.write(meta.pd, next);
-                if (lost) {
-                    meta.drop = 1;
-                    meta.drop_reason = reason;
-                }
             } else if (meta.imp.loss_prob != 0) {
                 random<bit<32>>(draw, 0, 0xFFFFFFFF);
                 if (meta.imp.loss_corr != 0) {
@@ -113,8 +117,15 @@ control LossStage(inout headers_t hdr,
                     draw = cell[31:0];
                 }
                 if (chance(draw, meta.imp.loss_prob)) {
+                    lost = true;
+                }
+            }
+            if (lost) {
+                if (meta.imp.loss_ecn == 1 && is_ect(hdr)) {
+                    mark_ce.apply(hdr, meta);
+                } else {
                     meta.drop = 1;
-                    meta.drop_reason = DROP_LOSS_RANDOM;
+                    meta.drop_reason = reason;
                 }
             }
         }

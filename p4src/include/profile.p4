@@ -65,7 +65,8 @@ control ProfileLookup(inout headers_t hdr,
                           prob_t        dup_corr,
                           prob_t        corrupt_corr,
                           prob_t        reorder_corr,
-                          bit<32>       reorder_gap) {
+                          bit<32>       reorder_gap,
+                          bit<1>        loss_ecn) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -118,6 +119,7 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.corrupt_corr = corrupt_corr;
         meta.imp.reorder_corr = reorder_corr;
         meta.imp.reorder_gap = reorder_gap;
+        meta.imp.loss_ecn = loss_ecn;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -189,6 +191,7 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.corrupt_corr = 0;
         meta.imp.reorder_corr = 0;
         meta.imp.reorder_gap = 0;
+        meta.imp.loss_ecn = 0;
         profile.apply();
     }
 }

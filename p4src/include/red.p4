@@ -63,8 +63,7 @@ control RedAqm(inout headers_t hdr,
         qavg = qavg + (bit<64>)backlog - (qavg >> wlog);
         bit<64> avg = qavg >> wlog;
 
-        bool ect = (hdr.ipv4.isValid() && hdr.ipv4.ecn != 0) ||
-                   (hdr.ipv6.isValid() && hdr.ipv6.traffic_class[1:0] != 0);
+        bool ect = is_ect(hdr);
         bool mark = false;
         bit<64> min_b = (bit<64>)meta.imp.red_min_bytes;
         bit<64> max_b = (bit<64>)meta.imp.red_max_bytes;

@@ -598,3 +598,76 @@ def test_p4_pf_decay_computes_the_switchs_vectors():
     bad[3] += 1
     assert any(p4_pf_decay(avg, 0, dt, w, bad, ln2) != want for avg, dt, w, want in vectors), \
         "a changed constant must change some vector"
+
+
+# ---------------------------------------------------------------------------------------------
+# action params -> metadata (the P4Info says what a controller writes, not where the program
+# puts it: a param left unassigned, or assigned to another field, would compile and match)
+# ---------------------------------------------------------------------------------------------
+
+def _action_block(text: str, action: str) -> tuple[list[str], str]:
+    """The param names of `action` and its body, from the source text."""
+    import re
+
+    m = re.search(rf"action {action}\((.*?)\)\s*\{{(.*?)\n    \}}", text, re.S)
+    assert m, f"action {action} not found"
+    params = [p.split()[-1] for p in m.group(1).split(",")]
+    return params, m.group(2)
+
+
+def _struct_fields(text: str, struct: str) -> list[str]:
+    import re
+
+    m = re.search(rf"struct {struct} \{{(.*?)\n\}}", text, re.S)
+    assert m, f"struct {struct} not found"
+    return re.findall(r"^\s*[\w<>]+\s+(\w+);", m.group(1), re.M)
+
+
+def metadata_assignment_problems(texts: dict[str, str]) -> list[str]:
+    """Each param of set_impairment / set_radio is copied, as itself, into the metadata field of
+    its name, every field of the struct is a param, and the profile lookup resets every
+    impairment field before the table (a miss means no impairment)."""
+    import re
+
+    problems = []
+    for file, action, struct, meta in (("profile.p4", "set_impairment", "impairment_t", "meta.imp"),
+                                       ("radio.p4", "set_radio", "radio_params_t", "meta.rp")):
+        params, body = _action_block(texts[file], action)
+        fields = _struct_fields(texts["headers.p4"], struct)
+        if sorted(params) != sorted(fields):
+            problems.append(f"{action} params {sorted(set(params) ^ set(fields))} not both a param and a {struct} field")
+        assigned = dict(re.findall(rf"{re.escape(meta)}\.(\w+)\s*=\s*([^;]+);", body))
+        for p in params:
+            if assigned.get(p, "").strip() != p:
+                problems.append(f"{action}: {meta}.{p} = {assigned.get(p, '(nothing)')}, not the param {p}")
+    apply = texts["profile.p4"].split("    apply {", 1)[1]
+    reset = set(re.findall(r"meta\.imp\.(\w+)\s*=", apply.split("profile.apply()", 1)[0]))
+    missing = [f for f in _struct_fields(texts["headers.p4"], "impairment_t") if f not in reset]
+    if missing:
+        problems.append(f"ProfileLookup does not reset meta.imp {missing} before the lookup")
+    return problems
+
+
+def _p4_texts(**overrides: tuple[str, str]) -> dict[str, str]:
+    texts = {f: (P4_INCLUDE / f).read_text() for f in ("profile.p4", "radio.p4", "headers.p4")}
+    for file, (old, new) in overrides.items():
+        assert texts[file.replace("_", ".")].count(old) == 1, old
+        texts[file.replace("_", ".")] = texts[file.replace("_", ".")].replace(old, new)
+    return texts
+
+
+def test_action_params_fill_their_metadata_fields():
+    problems = metadata_assignment_problems(_p4_texts())
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("file, old, new, named", [
+    ("profile_p4", "meta.imp.loss_ecn = loss_ecn;", "meta.imp.loss_ecn = 0;", "loss_ecn"),
+    ("profile_p4", "meta.imp.delay_ns = delay_ns;", "meta.imp.delay_ns = jitter_ns;", "delay_ns"),
+    ("profile_p4", "        meta.imp.loss_ecn = 0;\n        profile.apply();", "        profile.apply();", "loss_ecn"),
+    ("radio_p4", "meta.rp.idle_to_dch_ns = idle_to_dch_ns;", "", "idle_to_dch_ns"),
+    ("headers_p4", "    bit<1>        loss_ecn;\n", "", "loss_ecn"),
+])
+def test_metadata_assignment_mutation_is_caught(file, old, new, named):
+    problems = metadata_assignment_problems(_p4_texts(**{file: (old, new)}))
+    assert any(named in p for p in problems), problems

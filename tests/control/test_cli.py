@@ -284,7 +284,7 @@ def test_netem_options_apply_and_convert(bare_switch: SwitchProcess, tmp_path) -
     `show`); `profiles from-netem -o` writes the same profile as YAML; unsupported options
     are named and change nothing."""
     addr = bare_switch.grpc_addr
-    options = "delay 100ms 10ms distribution normal loss gemodel 1% 20% 70% rate 1mbit 24 limit 300"
+    options = "delay 100ms 10ms distribution normal loss gemodel 1% 20% 70% ecn rate 1mbit 24 limit 300"
     r = cli("apply", "--netem", options, "--netem-downlink", "delay 20ms rate 8mbit slot 2ms 4ms packets 8",
             "--name", "from-tc", "--json", addr=addr)
     assert r.returncode == 0, r.stderr
@@ -293,7 +293,7 @@ def test_netem_options_apply_and_convert(bare_switch: SwitchProcess, tmp_path) -
     assert shown[0]["uplink"] == {"delay": "100ms", "jitter": "10ms", "jitter_distribution": "normal",
                                   "reorder": {"keep_order": False}, "rate": "1Mbit", "overhead": 24,
                                   "queue": {"packets": 300},
-                                  "gilbert_elliott": {"p": "1%", "r": "20%", "loss_bad": "70%"}}
+                                  "gilbert_elliott": {"p": "1%", "r": "20%", "loss_bad": "70%"}, "loss_ecn": True}
     assert shown[0]["downlink"] == {"delay": "20ms", "rate": "8Mbit", "queue": {"packets": 1000},
                                     "slot": {"min": "2ms", "max": "4ms", "packets": 8}}
 
@@ -307,9 +307,10 @@ def test_netem_options_apply_and_convert(bare_switch: SwitchProcess, tmp_path) -
                   "--name", "from-tc")
     assert printed.returncode == 0 and printed.stdout == out.read_text()
 
-    r = cli("apply", "--netem", "loss random 1% ecn slot 5ms 1ms", addr=addr)
+    r = cli("apply", "--netem", "delay 1ms ecn slot 5ms 1ms", addr=addr)
     assert r.returncode == 1, r.stderr
-    assert "ecn: netem's ecn marks the packets" in r.stderr and 'slot max_delay: "1ms" is below' in r.stderr
+    assert 'ecn: without a loss model: tc refuses it too ("ecn requested without loss model")' in r.stderr
+    assert 'slot max_delay: "1ms" is below' in r.stderr
     r = cli("profiles", "from-netem", "delay 5ms frob")
     assert r.returncode == 1 and '"frob" is not a netem option p4netem knows' in r.stderr, r.stderr
     assert cli("apply", "lan", "--netem", "delay 1ms", addr=addr).returncode == 2

@@ -312,7 +312,7 @@ def test_defaults_are_pass_through():
     assert profile.uplink.passthrough and profile.downlink.passthrough
     params = profile.to_table_params("uplink")
     assert set(params.values()) == {0}  # every param of "no impairment" is 0 ...
-    assert len(params) == len(IMPAIRMENT_PARAMS) == 52  # ... and all are present
+    assert len(params) == len(IMPAIRMENT_PARAMS) == 53  # ... and all are present
 
 
 def test_jitter_distribution_defaults_to_normal_only_with_jitter():
@@ -379,6 +379,7 @@ def test_encoding_of_each_field():
             # netem's correlations: none; gap 1 with a reorder probability (tests/unit/test_correlation_profiles.py)
             "delay_corr": 0, "jitter_mod_recip": 0, "loss_corr": 0, "dup_corr": 0, "corrupt_corr": 0,
             "reorder_corr": 0, "reorder_gap": 1,
+            "loss_ecn": 0,  # netem's ecn: off (tests/unit/test_loss_ecn_profiles.py)
     }
     assert params == expected
     assert LinkParams.from_table_params(params) == link
@@ -779,9 +780,10 @@ def test_docs_builtin_table_matches_the_library():
 
 def test_docs_yaml_example_is_a_valid_profile():
     text = DOCS.read_text()
-    block = text[text.index("```yaml\n") + len("```yaml\n"):]
-    block = block[:block.index("```")]
-    profile = loads_profiles(block, "docs example")[0]
+    blocks = [b[:b.index("```")] for b in text.split("```yaml\n")[1:]]
+    examples = {p.name: p for b in blocks for p in loads_profiles(b, "docs example")}  # every example loads
+    assert examples["ecn-bursts"].downlink.loss_ecn  # "ECN marking instead of loss"
+    profile = examples["my-3g"]  # "Files"
     assert profile.uplink.gilbert_elliott.loss_bad == 80
     assert profile.downlink.queue.bytes == profile.uplink.queue.bytes == 64_000
     assert profile.downlink.duplicate == Decimal("0.1")

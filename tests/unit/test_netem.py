@@ -149,17 +149,16 @@ def test_loss_models_have_netems_statistics() -> None:
 def test_unsupported_and_malformed_tokens_are_named() -> None:
     found = problems("slot 800us 10ms packets 42 ecn frobnicate 3 rate 10% loss gemodel 1% 10% 70% 0.1% 30% "
                      "reorder 5% 25% gap 5 delay 1ms distribution gauss")
-    # slot (tests/unit/test_slot_profile.py), reorder's correlation and gap are fine: the others are
-    # named, each once.
-    assert found[0].startswith("ecn: netem's ecn marks the packets its random loss would drop")
-    assert found[1].startswith('"frobnicate" is not a netem option p4netem knows; allowed: delay TIME')
-    assert found[2].startswith('rate: "10%": a rate in percent of the device\'s speed')
-    assert found[3] == ('loss gemodel: "30%": loss gemodel takes at most P R 1-H 1-K; netem has no correlation '
+    # slot (tests/unit/test_slot_profile.py), reorder's correlation and gap are fine, and so is ecn (no
+    # arguments; its loss model is the refused gemodel, not named twice): the others are named, each once.
+    assert found[0].startswith('"frobnicate" is not a netem option p4netem knows; allowed: delay TIME')
+    assert found[1].startswith('rate: "10%": a rate in percent of the device\'s speed')
+    assert found[2] == ('loss gemodel: "30%": loss gemodel takes at most P R 1-H 1-K; netem has no correlation '
                         'for it (only random loss is correlated: the Markov chain has its own memory)')
-    assert found[4].startswith('distribution: "gauss" is not a built-in distribution (uniform, normal, pareto, '
+    assert found[3].startswith('distribution: "gauss" is not a built-in distribution (uniform, normal, pareto, '
                                'paretonormal) and there is no such table in tc\'s library directory; give the '
                                'path of a .dist file')
-    assert len(found) == 5
+    assert len(found) == 4
     assert problems("loss state 1% 30% 80%")[0].startswith("both.loss_state.p32: p31 + p32 = 110% leaves state 3")
     assert problems("loss sometimes 1%")[0].startswith('loss: "sometimes" is not a loss model; allowed: random')
     assert problems("rate 1mbit -4") == ["rate packetoverhead: -4: a negative overhead is not supported; "
@@ -254,6 +253,76 @@ def test_correlation_and_gap_refusals_name_the_field() -> None:
         "both.correlation.reorder: 50% has no effect without reorder.probability"]
 
 
+ECN_ALONE = ('ecn: without a loss model: tc refuses it too ("ecn requested without loss model"); netem\'s ecn '
+             'marks what the loss model would lose: add loss PERCENT, loss gemodel P [R [1-H [1-K]]] or loss state '
+             'P13 [...] (for marks where the rate queue is congested: codel ... ecn or red ... ecn)')
+
+
+def test_ecn_marks_instead_of_losing_for_every_loss_model() -> None:
+    # netem's own ecn (q_netem.c: TCA_NETEM_ECN) is the profile's loss_ecn, whichever loss model is given,
+    # before or after it.
+    assert fields("loss 5% ecn") == fields("ecn loss 5%") == {"loss": "5%", "loss_ecn": True}
+    assert fields("loss random 5% 25% ecn") == {"loss": "5%", "correlation": {"loss": "25%"}, "loss_ecn": True}
+    assert fields("loss gemodel 1% 20% 70% 0.1% ecn") == {
+        "gilbert_elliott": {"p": "1%", "r": "20%", "loss_bad": "70%", "loss_good": "0.1%"}, "loss_ecn": True}
+    assert fields("loss state 1% 30% 10% 50% 0.1% ecn") == {
+        "loss_state": {"p13": "1%", "p31": "30%", "p32": "10%", "p23": "50%", "p14": "0.1%"}, "loss_ecn": True}
+    # loss state as Gilbert's model, and gemodel with P 0 (random loss at 1-K): ecn goes with them.
+    assert fields("loss state 1% ecn") == {
+        "gilbert_elliott": {"p": "1%", "r": "99%", "loss_bad": "100%", "loss_good": "0%"}, "loss_ecn": True}
+    assert fields("loss gemodel 0 100 100 5 ecn") == {"loss": "5%", "loss_ecn": True}
+    # Without ecn nothing is marked; tc's abbreviation `e`, and ecn given twice (tc takes it), mean the same.
+    assert "loss_ecn" not in fields("loss 5%")
+    assert fields("loss 5% e") == fields("loss 5% ecn ecn") == fields("loss 5% ecn")
+    down = link("delay 10ms loss gemodel 1% 20% ecn")
+    assert down.loss_ecn and down.gilbert_elliott is not None and not down.aqm.ecn
+    params = down.to_table_params()
+    assert params["loss_ecn"] == 1 and params["ecn"] == 0 and params["ge_p"] != 0
+    assert link("delay 10ms loss gemodel 1% 20%").to_table_params()["loss_ecn"] == 0
+    profile, warnings = profile_from_netem("loss state 1% 30% 10% 50% 0.1% ecn", name="marks")
+    assert warnings == []
+    (back,) = loads_profiles(dumps(profile))
+    assert back == profile and back.uplink.loss_ecn and back.downlink.loss_state is not None
+
+
+def test_ecn_of_codel_and_red_stays_the_aqms() -> None:
+    # An ecn among codel's (red's) options is the AQM's; netem's own is the one after another option.
+    aqm_only = link("rate 1mbit codel ecn loss 1%")
+    assert aqm_only.aqm.ecn and not aqm_only.loss_ecn
+    both = link("loss 1% ecn rate 1mbit codel target 2ms ecn")
+    assert both.aqm.ecn and both.loss_ecn and int(both.aqm.target) == 2_000_000
+    assert link("rate 1mbit codel ecn loss 1% ecn") == both.model_copy(update={"aqm": link("rate 1mbit codel ecn").aqm})
+    netem_only = link("loss 1% ecn rate 1mbit codel")
+    assert netem_only.loss_ecn and not netem_only.aqm.ecn
+    red = link("loss 2% rate 10mbit red limit 400k max 90k ecn")
+    assert red.aqm.kind.value == "red" and red.aqm.ecn and not red.loss_ecn
+    assert link("loss 2% ecn rate 10mbit red limit 400k max 90k").aqm.ecn is False
+
+
+def test_ecn_without_a_loss_model_is_refused_as_tc_refuses_it() -> None:
+    # iproute2: `opt.loss <= 0 && loss_type == NETEM_LOSS_UNSPEC` -> "ecn requested without loss model".
+    assert problems("ecn") == problems("delay 10ms ecn") == problems("ecn ecn") == [ECN_ALONE]
+    # An ecn of codel's needs no loss model (it is the AQM's).
+    assert link("rate 1mbit codel ecn").aqm.ecn
+    # loss 0% is no loss model for tc either.
+    assert problems("loss 0% ecn") == problems("loss random 0 ecn") == [
+        ECN_ALONE.replace("without a loss model:", "without a loss model (loss 0% is none):")]
+    # Collected with the other problems, named once.
+    assert problems("delay 10ms gap 3 ecn seed 1") == [
+        "seed: a p4netem switch has one PRNG seed for everything (p4netem-switch --seed / p4netem switch --seed), "
+        "not one per profile",
+        'gap: 3 without a reorder probability: tc refuses it too ("gap specified without reorder probability"); '
+        "add reorder PERCENT",
+        ECN_ALONE]
+    # A loss model tc takes but that never loses: nothing to mark, named too.
+    assert problems("loss gemodel 0 ecn") == [
+        "ecn: has nothing to mark: loss gemodel with these values never loses a packet; leave ecn out (or give the "
+        "model a loss)"]
+    assert problems("loss state 0 ecn")[0].startswith("ecn: has nothing to mark: loss state with these values")
+    # A refused loss option is named once, without a second problem for ecn.
+    assert problems("loss 1x ecn") == ['loss: "1x" is not a percentage (e.g. 1% or 1)']
+
+
 def test_per_direction_options_replace_the_shared_ones() -> None:
     profile, _ = profile_from_netem("delay 100ms 10ms loss gemodel 1% 20% rate 10mbit", downlink="delay 30ms",
                                     name="asym")
@@ -264,11 +333,13 @@ def test_per_direction_options_replace_the_shared_ones() -> None:
     assert down.rate.unlimited
     only_up, _ = profile_from_netem(uplink="rate 400kbit")
     assert int(only_up.uplink.rate) == 400_000 and only_up.downlink == Profile.parse({"name": "x"}).downlink
-    assert problems(uplink="delay 1ms gap 3", downlink="loss 1% 5% ecn") == [
+    assert problems(uplink="delay 1ms gap 3", downlink="delay 1ms ecn") == [
         'uplink.gap: 3 without a reorder probability: tc refuses it too ("gap specified without reorder '
         'probability"); add reorder PERCENT',
-        "downlink.ecn: netem's ecn marks the packets its random loss would drop; p4netem marks only where its AQM "
-        "drops: use codel ... ecn (and leave netem's ecn out)"]
+        "downlink." + ECN_ALONE]
+    # ecn is each direction's own too.
+    marked, _ = profile_from_netem(uplink="loss 1% ecn", downlink="loss 1%")
+    assert marked.uplink.loss_ecn and not marked.downlink.loss_ecn
     # Each direction's correlations are its own.
     corr, _ = profile_from_netem(uplink="delay 1ms 2ms 3%", downlink="loss 1% 5%")
     assert corr.uplink.correlation.model_dump(mode="json", exclude_defaults=True) == {"delay": "3%"}

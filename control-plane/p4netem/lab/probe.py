@@ -13,6 +13,8 @@ that differs from the pattern (counted in flipped bits), a datagram shorter than
 length the kernel trims to) or from another source port (a flipped UDP source port) mark the
 datagram as corrupted, which is how corruption tests see the switch's bit flips. The sender disables
 the UDP checksum (SO_NO_CHECK) so that the kernel delivers corrupted payloads instead of dropping them.
+`send --tos N` sets the IP TOS byte, ECN bits included (UDP may set them: ECT(0) is --tos 2), and the
+receiver records each datagram's TOS byte as it arrived (IP_RECVTOS), which is how ECN tests see CE marks.
 
 `run_probe()` runs both ends in two namespaces and returns a ProbeResult.
 """
@@ -70,7 +72,7 @@ def make_datagram(seq: int, tx_ns: int, pad: bytes) -> bytes:
 
 
 def send(dst: str, port: int, count: int, rate: float, size: int, at: list[float] | None = None,
-         dst_count: int = 1) -> dict:
+         dst_count: int = 1, tos: int = 0) -> dict:
     """Send `count` datagrams of `size` payload bytes at `rate` per second (0 = as fast as possible),
     or one at each offset (seconds from the start) of `at`. With `dst_count` N > 1, datagram `seq`
     goes to address dst + seq % N (many receivers, or many UEs, with one sender)."""
@@ -78,6 +80,8 @@ def send(dst: str, port: int, count: int, rate: float, size: int, at: list[float
         raise SystemExit(f"--size must be at least {MIN_SIZE}")
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
+    if tos:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
     base = int(ipaddress.IPv4Address(dst))
     targets = [(str(ipaddress.IPv4Address(base + i)), port) for i in range(max(1, dst_count))]
     if len(targets) == 1:
@@ -130,6 +134,7 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
     except PermissionError:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     sock.bind((bind, port))
     offsets = [wall_offset_ns()]
     print("ready", file=sys.stderr, flush=True)
@@ -139,6 +144,7 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
     flips: list[int] = []  # per recorded datagram: filler bits that differ from the pattern
     sizes: list[int] = []
     sports: list[int] = []
+    tos: list[int] = []  # the IP TOS byte each recorded datagram arrived with (ECN: its low 2 bits)
     bad_header = 0
     pads: dict[int, bytes] = {}
     deadline = time.monotonic() + max_time
@@ -160,10 +166,13 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
             got_any = True
             sock.settimeout(idle)
         rx_ns = time.time_ns()
+        tos_byte = -1
         for level, kind, cdata in ancdata:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 sec, nsec = struct.unpack("qq", cdata[:16])
                 rx_ns = sec * 1_000_000_000 + nsec
+            elif level == socket.IPPROTO_IP and kind == socket.IP_TOS and cdata:
+                tos_byte = cdata[0]
         if len(data) < HEADER_LEN:
             bad_header += 1
             continue
@@ -186,9 +195,10 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
         flips.append(nflips)
         sizes.append(len(data))
         sports.append(source[1])
+        tos.append(tos_byte)
     offsets.append(wall_offset_ns())
     return {"seq": seqs, "tx_ns": tx, "rx_ns": rx, "flips": flips, "size": sizes, "sport": sports,
-            "bad_header": bad_header, "wall_offsets_ns": offsets}
+            "tos": tos, "bad_header": bad_header, "wall_offsets_ns": offsets}
 
 
 # ---- results --------------------------------------------------------------------------------------
@@ -210,6 +220,13 @@ class ProbeResult:
     sender: dict = field(default_factory=dict)
     #: CLOCK_REALTIME - CLOCK_MONOTONIC as sender and receiver saw it at their start and end.
     wall_offsets_ns: list[int] = field(default_factory=list)
+    #: The IP TOS byte of each received datagram (-1: the kernel gave none).
+    tos: list[int] = field(default_factory=list)
+
+    @property
+    def ce_marked(self) -> list[int]:
+        """Sequence numbers that arrived marked CE (ECN 11), in arrival order."""
+        return [s for s, t in zip(self.seq, self.tos) if t >= 0 and t & 3 == 3]
 
     @property
     def wall_clock_step_ns(self) -> int:
@@ -308,9 +325,10 @@ def run_probe(
     max_time: float | None = None,
     at: list[float] | None = None,
     dst_count: int = 1,
+    tos: int = 0,
 ) -> ProbeResult:
-    """Start a receiver in `dst`, send from `src`, and collect what arrived. `at` and
-    `dst_count` as for `send()` (the receiver listens on every address of `dst`)."""
+    """Start a receiver in `dst`, send from `src`, and collect what arrived. `at`, `dst_count`
+    and `tos` as for `send()` (the receiver listens on every address of `dst`)."""
     import subprocess
 
     if at is not None:
@@ -332,7 +350,7 @@ def run_probe(
     if "ready" not in line:
         receiver.kill()
         raise RuntimeError(f"probe receiver did not start: {line}{receiver.stderr.read()}")
-    extra = ["--dst-count", str(dst_count)]
+    extra = ["--dst-count", str(dst_count), "--tos", str(tos)]
     if at is not None:
         extra += ["--at", ",".join(f"{t:.6f}" for t in at)]
     sender = src.run(
@@ -348,7 +366,7 @@ def run_probe(
     return ProbeResult(
         sent=sent["sent"], size=size, seq=data["seq"], tx_ns=data["tx_ns"], rx_ns=data["rx_ns"],
         flips=data["flips"], sizes=data["size"], sports=data["sport"], bad_header=data["bad_header"], sender=sent,
-        wall_offsets_ns=data.get("wall_offsets_ns", []),
+        wall_offsets_ns=data.get("wall_offsets_ns", []), tos=data.get("tos", []),
     )
 
 
@@ -364,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--at", type=lambda t: [float(x) for x in t.split(",") if x],
                    help="send one datagram at each of these offsets (s, comma-separated) instead of --count/--rate")
     s.add_argument("--dst-count", type=int, default=1, help="datagram seq goes to --dst + seq %% N")
+    s.add_argument("--tos", type=lambda t: int(t, 0), default=0,
+                   help="IP TOS byte, ECN bits included (2: ECT(0), 1: ECT(1), 3: CE)")
     r = sub.add_parser("recv", help="record datagrams, print JSON")
     r.add_argument("--port", type=int, default=9000)
     r.add_argument("--bind", default="0.0.0.0")
@@ -371,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--max-time", type=float, default=60.0)
     args = parser.parse_args(argv)
     if args.mode == "send":
-        result = send(args.dst, args.port, args.count, args.rate, args.size, args.at, args.dst_count)
+        if not 0 <= args.tos <= 255:
+            parser.error(f"--tos {args.tos}: must be 0..255 (one byte)")
+        result = send(args.dst, args.port, args.count, args.rate, args.size, args.at, args.dst_count, args.tos)
     else:
         result = receive(args.port, args.idle, args.max_time, args.bind)
     json.dump(result, sys.stdout)

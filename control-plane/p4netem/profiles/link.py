@@ -39,6 +39,8 @@ RedBytes = byte_size(1, 2**32 - 1)
 RedAvpkt = byte_size(64, 65535)
 RedWlog = integer(1, 23, "(the average's weight is 2^-wlog)")
 GentleFlag = flag("gentle RED: the marking probability rises from max_p at max to 1 at 2 max")
+# netem's `ecn` (tc-netem(8)): every loss event of the direction's loss model marks instead of dropping.
+LossEcnFlag = flag("mark ECN-capable packets CE instead of losing them (netem's ecn), for whichever loss model is set")
 RED_DEFAULT_PROBABILITY = Percent(2)  # tc-red's default
 RED_DEFAULT_AVPKT = ByteSize(1000)  # tc-red's default
 _RED_FIELDS = ("min", "max", "probability", "avpkt", "wlog", "gentle")
@@ -529,6 +531,7 @@ class LinkParams(BaseModel):
     loss: Probability = Percent(0)
     gilbert_elliott: GilbertElliott | None = None
     loss_state: LossState | None = None
+    loss_ecn: LossEcnFlag = False
     slot: Slot | None = None
     bearers: Bearers = Bearers()
     trace: TracePlacement | None = None
@@ -607,6 +610,14 @@ class LinkParams(BaseModel):
         if self.loss and self.gilbert_elliott is not None:
             problems.append(Problem("loss", f"{self.loss} is ignored when gilbert_elliott is "
                                     "set; give the loss as gilbert_elliott.loss_good/loss_bad"))
+        # A loss model is on exactly when the data plane runs one: loss_prob, ge_p (gilbert_elliott.p
+        # is above 0) or loss4_p13/p14 (loss_state refuses both 0) non-zero. As for tc, a
+        # gilbert_elliott block whose loss_good and loss_bad are 0 still counts: it is set (and
+        # loses nothing, which is the model's doing, not ecn's).
+        if self.loss_ecn and not (self.loss or self.gilbert_elliott is not None or self.loss_state is not None):
+            problems.append(Problem("loss_ecn", "true has no effect without a loss model: set loss, gilbert_elliott "
+                                    "or loss_state (it marks what the model would lose; tc refuses netem's ecn "
+                                    "without one too: \"ecn requested without loss model\")"))
         return problems + self._ineffective_correlation()
 
     def _ineffective_correlation(self) -> list[Problem]:

@@ -10,10 +10,11 @@ bit/s, `KiBps` = 8192); a percentage may omit the `%`; a leading `tc qdisc add d
 is skipped. What each option becomes, and where p4netem differs, is in docs/profiles.md
 ("From netem"). netem's CORRELATION after delay, loss, duplicate, corrupt and reorder, and
 `gap`, become the profile's `correlation` block and `reorder.gap` (the switch runs netem's
-correlated generator). An option the pipeline does not have (ecn, seed, cellsize) is an error
-that names the token and says what is allowed: a profile that silently did less than the netem
-command would be worse than none. One netem qdisc shapes one direction: the same options go to
-both directions unless `uplink`/`downlink` give a direction its own.
+correlated generator); netem's `ecn` (mark instead of losing) becomes `loss_ecn` (an `ecn` among
+codel's or red's options is theirs: `aqm.ecn`). An option the pipeline does not have (seed,
+cellsize) is an error that names the token and says what is allowed: a profile that silently did
+less than the netem command would be worse than none. One netem qdisc shapes one direction: the
+same options go to both directions unless `uplink`/`downlink` give a direction its own.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2
                "gb": 1024**3, "kbit": 1024 // 8, "mbit": 1024**2 // 8, "gbit": 1024**3 // 8}
 _ALLOWED = ("delay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|paretonormal|FILE.dist], "
             "loss [random] PERCENT [CORR], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [P32 [P23 [P14]]]], "
-            "duplicate PERCENT [CORR], corrupt PERCENT [CORR], reorder PERCENT [CORR] [gap N], "
+            "ecn (with a loss model), duplicate PERCENT [CORR], corrupt PERCENT [CORR], "
+            "reorder PERCENT [CORR] [gap N], "
             "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS, codel [target TIME] [interval TIME] [ecn], "
             "red [limit BYTES] [min BYTES] max BYTES [avpkt BYTES] [burst PACKETS] [probability P] [ecn] [gentle], "
             "slot MIN [MAX] [packets N] [bytes B], "
@@ -218,6 +220,7 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
     user_table: DistTable | None = None
     limit: int | None = None
     red_limit: int | None = None
+    loss_model: str | None = None  # "random", "gemodel" or "state" once `loss` has been read
     while tokens.more():
         word = tokens.take("an option", "")
         keyword = _keyword(word)
@@ -239,7 +242,7 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                     out["jitter"] = _time(tokens.take("a jitter", "delay"), "delay jitter")
                     _correlation(tokens, out, "delay", "delay")
             elif keyword == "loss":
-                _loss(tokens, out)
+                loss_model = _loss(tokens, out)
             elif keyword in ("duplicate", "corrupt"):
                 out[keyword] = f"{_percent(tokens.take('a percentage', keyword), keyword)}%"
                 _correlation(tokens, out, keyword, keyword)
@@ -265,8 +268,7 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
             elif keyword == "rate":
                 _rate_option(tokens, out)
             elif keyword == "ecn":
-                raise _Bad("ecn", "netem's ecn marks the packets its random loss would drop; p4netem marks only "
-                                  "where its AQM drops: use codel ... ecn (and leave netem's ecn out)")
+                pass  # netem's own (tc sets TCA_NETEM_ECN, once however often given): checked with the loss below
             elif keyword == "codel":
                 out["aqm"] = _codel(tokens)
             elif keyword == "red":
@@ -283,9 +285,9 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                                    "(p4netem-switch --seed / p4netem switch --seed), not one per profile")
         except _Bad as bad:
             problems.append(bad.problem)
-            # Skip the rest of this option's arguments (ecn has none): resynchronise on the next
-            # keyword, so that every bad option is reported, each once.
-            while keyword != "ecn" and tokens.more() and _keyword(tokens.words[tokens.i]) is None:
+            # Skip the rest of this option's arguments: resynchronise on the next keyword, so that
+            # every bad option is reported, each once.
+            while tokens.more() and _keyword(tokens.words[tokens.i]) is None:
                 tokens.i += 1
     loss_corr = out.get("correlation", {}).get("loss")
     if loss_corr is not None and "loss" in out:
@@ -305,6 +307,8 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
             out["reorder"]["gap"] = gap
     if reordering and "delay" not in out:
         problems.append(Problem("reorder", "reordering needs some delay (tc refuses it too): add delay TIME"))
+    if "ecn" in seen:
+        _ecn(seen, loss_model, out, problems)
     if distribution is not None:
         if "jitter" not in out:
             problems.append(Problem("distribution", "needs delay TIME JITTER (tc refuses it too)"))
@@ -461,13 +465,15 @@ def _user_table(name: str, where: str = "distribution") -> DistTable:
         raise _Bad(where, f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:
+def _loss(tokens: _Tokens, out: dict[str, Any]) -> str:
+    """Reads a loss model into `out`; returns which one tc took it for ("random", "gemodel",
+    "state")."""
     word = tokens.take("random PERCENT, gemodel P [R [1-H [1-K]]] or state P13 [...]", "loss")
     if word == "random" or _NUMBER.match(word):
         raw = tokens.take("a percentage", "loss random") if word == "random" else word
         out["loss"] = f"{_percent(raw, 'loss')}%"
         _correlation(tokens, out, "loss", "loss")
-        return
+        return "random"
     if word == "gemodel":
         # tc's defaults: r 100%, 1-h 100% (h = 0), 1-k 0%.
         args = [_percent(tokens.take("P", "loss gemodel"), "loss gemodel p")]
@@ -481,10 +487,10 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:
             # Never leaves the good state: plain random loss at 1-k.
             if loss_good:
                 out["loss"] = f"{loss_good}%"
-            return
+            return word
         out["gilbert_elliott"] = {"p": f"{p}%", "r": f"{r}%", "loss_bad": f"{loss_bad}%",
                                   "loss_good": f"{loss_good}%"}
-        return
+        return word
     if word == "state":
         # tc's defaults: p31 = 100% - p13, p32 = 0, p23 = 100%, p14 = 0.
         p13 = _percent(tokens.take("P13", "loss state"), "loss state p13")
@@ -495,17 +501,37 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> None:
             args[name] = _percent(tokens.take(name, "loss state"), f"loss state {name}")
         _no_markov_correlation(tokens, "loss state", "P13 P31 P32 P23 P14")
         if p13 == 0 and args["p14"] == 0:
-            return  # never leaves state 1: no loss
+            return word  # never leaves state 1: no loss
         if args["p32"] != 0 or args["p14"] != 0:
             # The 4-state model proper (bursts with receptions inside, isolated losses).
             out["loss_state"] = {"p13": f"{p13}%", **{n: f"{v}%" for n, v in args.items()}}
-            return
+            return word
         # States 1 (received) and 3 (lost) only: the packet is lost exactly when the chain moves to
         # or stays in 3, i.e. p4netem's Gilbert-Elliott with p = p13, r = p31, loss 100% / 0%.
         out["gilbert_elliott"] = {"p": f"{p13}%", "r": f"{args['p31']}%", "loss_bad": "100%", "loss_good": "0%"}
-        return
+        return word
     raise _Bad("loss", f"{quote(word)} is not a loss model; allowed: random PERCENT (or just PERCENT), "
                        "gemodel P [R [1-H [1-K]]], state P13 [P31 [P32 [P23 [P14]]]]")
+
+
+def _ecn(seen: dict[str, str], loss_model: str | None, out: dict[str, Any], problems: list[Problem]) -> None:
+    """netem's `ecn`: every loss event of the loss model marks an ECN-capable packet CE instead
+    (profile `loss_ecn`). tc refuses it without a loss model (q_netem.c: `opt.loss <= 0 &&
+    loss_type == NETEM_LOSS_UNSPEC`): no `loss`, or random loss of 0."""
+    if "loss" in seen and loss_model is None:
+        return  # the loss option itself was refused (named): no second problem for it
+    if loss_model is None or (loss_model == "random" and Decimal(out["loss"][:-1]) == 0):
+        given = " (loss 0% is none)" if loss_model is not None else ""
+        problems.append(Problem("ecn", f"without a loss model{given}: tc refuses it too (\"ecn requested without loss "
+                                       "model\"); netem's ecn marks what the loss model would lose: add loss PERCENT, "
+                                       "loss gemodel P [R [1-H [1-K]]] or loss state P13 [...] (for marks where the "
+                                       "rate queue is congested: codel ... ecn or red ... ecn)"))
+    elif not any(key in out for key in ("loss", "gilbert_elliott", "loss_state")):
+        # tc takes it (a model is given), but this model never loses: nothing would ever be marked.
+        problems.append(Problem("ecn", f"has nothing to mark: loss {loss_model} with these values never "
+                                       "loses a packet; leave ecn out (or give the model a loss)"))
+    else:
+        out["loss_ecn"] = True
 
 
 def _no_markov_correlation(tokens: _Tokens, where: str, values: str) -> None:

@@ -24,11 +24,24 @@ def _corr(value: Percent) -> str:
     return f" (correlation {value})" if value else ""
 
 
+def _notes(*notes: str) -> str:
+    """The non-empty notes as one parenthesised suffix ("" when there are none)."""
+    notes = tuple(n for n in notes if n)
+    return f" ({', '.join(notes)})" if notes else ""
+
+
 def _loss(link: LinkParams) -> str:
-    ge = link.gilbert_elliott
+    # netem's ecn marks what the model loses: a note on the loss, whichever model it is.
+    ecn = "ecn" if link.loss_ecn else ""
+    ge, state = link.gilbert_elliott, link.loss_state
     if ge is not None:
-        return f"GE p={ge.p} r={ge.r} (mean {ge.mean_loss * 100:.3g}%)"
-    return f"{link.loss}{_corr(link.correlation.loss)}" if link.loss else "-"
+        return f"GE p={ge.p} r={ge.r}{_notes(f'mean {ge.mean_loss * 100:.3g}%', ecn)}"
+    if state is not None:
+        return (f"state p13={state.p13} p31={state.p31} p32={state.p32} p23={state.p23} "
+                f"p14={state.p14}{_notes(ecn)}")
+    if not link.loss:
+        return "-"
+    return f"{link.loss}{_notes(f'correlation {link.correlation.loss}' if link.correlation.loss else '', ecn)}"
 
 
 def _queue(link: LinkParams) -> str:
@@ -60,7 +73,7 @@ def link_summary(link: LinkParams) -> str:
     if link.reorder.probability:
         gap = f" gap {link.reorder.gap}" if link.reorder.gap > 1 else ""
         parts.append(f"reorder {link.reorder.probability}{gap}{_corr(link.correlation.reorder)}")
-    if link.loss or link.gilbert_elliott is not None:
+    if link.loss or link.gilbert_elliott is not None or link.loss_state is not None:
         parts.append(f"loss {_loss(link)}")
     if link.rate and not link.queue.unlimited:
         parts.append(f"queue {_queue(link)}")

@@ -12,6 +12,7 @@ Quantisation (the only places where the table holds less than the profile):
                  Read back as the shortest decimal rate with that encoding.
   sizes, counts  overhead_bytes, queue_limit_*, reorder_gap: integers, exact (reorder_gap is 0
                  when reorder_prob is 0, and read back as gap 1).
+  flags          ecn, red_gentle, loss_ecn: 0/1, exact.
   derived        trace_period_recip, jitter_mod_recip, red_span_bytes: computed from the other
                  fields for the data plane (which has no run-time division); not read back.
 So decode(encode(x)) == x for every value written with no more digits than its quantisation
@@ -142,6 +143,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         **_encode_trace(link),
         **_encode_bearers(link),
         **_encode_correlation(link),
+        "loss_ecn": int(link.loss_ecn),
     }
     _PARAMS.check_encoded(params)
     return params
@@ -183,6 +185,7 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         "loss": prob_to_percent(values["loss_prob"]),
         "gilbert_elliott": ge,
         "loss_state": _decode_loss_state(values),
+        "loss_ecn": bool(values["loss_ecn"]),
         "slot": _decode_slot(values),
         "trace": _decode_trace(values),
         "duplicate": prob_to_percent(values["dup_prob"]),
@@ -366,7 +369,8 @@ _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_b
                    "trace.index_cells": "trace_ms_base",
                    "bearers.scheduler": "bearer_sched", "bearers.quantum": "bearer_quantum_bytes",
                    "bearers.halflife": "bearer_pf_halflife_log2",
-                   **{f"correlation.{field}": param for field, param in _CORRELATION.items()}}
+                   **{f"correlation.{field}": param for field, param in _CORRELATION.items()},
+                   "loss_ecn": "loss_ecn"}
 
 
 def _to_param_names(problems: list[Problem]) -> list[Problem]:

@@ -2,7 +2,8 @@
 //! then lose with the new state's probability, reason loss_burst), else netem's 4-state model when
 //! `loss4_p13` or `loss4_p14` is non-zero ([`four_state`]; per-pd state in `loss4_state`), else
 //! Bernoulli `loss_prob` (reason loss_random; its draws correlated as netem's with `loss_corr`). Copies never pass here (they are made after this
-//! stage).
+//! stage). With `loss_ecn` (netem's `ecn`), a lost packet that is ECN-capable is marked CE and
+//! passes instead of being dropped, whichever model lost it (Linux's `netem_enqueue`).
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::{correlation, Ctx, Impairment, Pkt, Stage, Verdict};
@@ -58,32 +59,44 @@ pub fn four_state(state: u8, rnd: u32, imp: &Impairment) -> (u8, Option<DropReas
     }
 }
 
-impl Stage for Loss {
+impl Loss {
+    /// Whether the profile's loss model loses this packet, and why; the model's state moves
+    /// either way.
     #[inline]
-    fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
-        if pkt.is_copy {
-            return Verdict::Pass;
-        }
+    fn lost(imp: &Impairment, ctx: &mut Ctx) -> Option<DropReason> {
         if imp.ge_p != 0 {
             let cell = &ctx.regs.ge_state[ctx.pd as usize];
             // Any value other than 0 written by the controller reads as bad (p4src does the same).
             let bad = if cell.load(Relaxed) == 0 { ctx.rng.chance(imp.ge_p) } else { !ctx.rng.chance(imp.ge_r) };
             cell.store(bad as u8, Relaxed);
             let p = if bad { imp.ge_loss_bad } else { imp.ge_loss_good };
-            if ctx.rng.chance(p) {
-                return Verdict::Drop(DropReason::LossBurst);
-            }
+            ctx.rng.chance(p).then_some(DropReason::LossBurst)
         } else if imp.loss4_p13 != 0 || imp.loss4_p14 != 0 {
             let cell = &ctx.regs.loss4_state[ctx.pd as usize];
             let (state, lost) = four_state(cell.load(Relaxed), ctx.rng.next_u32(), imp);
             cell.store(state, Relaxed);
-            if let Some(reason) = lost {
-                return Verdict::Drop(reason);
-            }
-        } else if correlation::chance(ctx, correlation::LOSS, imp.loss_corr, imp.loss_prob) {
-            return Verdict::Drop(DropReason::LossRandom);
+            lost
+        } else {
+            correlation::chance(ctx, correlation::LOSS, imp.loss_corr, imp.loss_prob).then_some(DropReason::LossRandom)
         }
-        Verdict::Pass
+    }
+}
+
+impl Stage for Loss {
+    #[inline]
+    fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
+        if pkt.is_copy {
+            return Verdict::Pass;
+        }
+        match Self::lost(imp, ctx) {
+            None => Verdict::Pass,
+            // netem's ecn: `if (q->ecn && INET_ECN_set_ce(skb))` marks ECT(0), ECT(1) and CE alike.
+            Some(_) if imp.loss_ecn && pkt.ip.is_some_and(|ip| ip.ect()) => {
+                pkt.mark_ce(ctx);
+                Verdict::Pass
+            }
+            Some(reason) => Verdict::Drop(reason),
+        }
     }
 }
 
@@ -193,5 +206,95 @@ mod tests {
         assert_eq!(four_state(LOST_IN_BURST, 26, &imp), (LOST_IN_BURST, Some(DropReason::LossBurst)));
         assert_eq!(four_state(TX_IN_BURST, 6, &imp), (LOST_IN_BURST, Some(DropReason::LossBurst)));
         assert_eq!(four_state(TX_IN_BURST, 7, &imp), (TX_IN_BURST, None));
+    }
+
+    fn ip(ecn: u8) -> Option<crate::parse::IpHdr> {
+        Some(crate::parse::IpHdr { off: 14, v4: true, ecn })
+    }
+
+    /// netem's ecn: with every packet lost, an ECN-capable one (ECT(0), ECT(1), already CE) is
+    /// marked and passes, counted once in profile_ecn_mark; a Not-ECT or non-IP one is dropped
+    /// with the model's reason, as without ecn.
+    #[test]
+    fn ecn_marks_what_the_model_loses_when_the_packet_can_carry_it() {
+        let caps = Capacities { profiles: 4, ..Default::default() };
+        let regs = Registers::new(&caps, vec![0; 16384].into(), 1);
+        let counters = Counters::new(&caps);
+        let mut rng = Prng::new(7);
+        let models = [
+            (Impairment { loss_prob: u32::MAX, ..Default::default() }, DropReason::LossRandom),
+            (
+                Impairment { ge_p: u32::MAX, ge_r: 0, ge_loss_bad: u32::MAX, ..Default::default() },
+                DropReason::LossBurst,
+            ),
+            // 4-state, p13 = 1 and p31 = p32 = 0: into LOST_IN_BURST and never out of it.
+            (Impairment { loss4_p13: u32::MAX, ..Default::default() }, DropReason::LossBurst),
+        ];
+        for (model, reason) in models {
+            for ecn in [false, true] {
+                let imp = Impairment { loss_ecn: ecn, ..model };
+                for (hdr, capable) in [(ip(0), false), (ip(1), true), (ip(2), true), (ip(3), true), (None, false)] {
+                    let before = counters.profile_ecn_mark.get(2);
+                    let mut ctx = Ctx { now: 0, pd: 2, rng: &mut rng, regs: &regs, counters: &counters };
+                    let mut pkt = Pkt { ip: hdr, ..Pkt::new(100, 0) };
+                    let v = Loss.enqueue(&imp, &mut ctx, &mut pkt);
+                    let after = counters.profile_ecn_mark.get(2);
+                    if ecn && capable {
+                        assert_eq!((v, pkt.mark_ce), (Verdict::Pass, true), "{imp:?} {hdr:?}");
+                        assert_eq!((after.0 - before.0, after.1 - before.1), (100, 1));
+                    } else {
+                        assert_eq!((v, pkt.mark_ce), (Verdict::Drop(reason), false), "{imp:?} {hdr:?}");
+                        assert_eq!(after, before);
+                    }
+                }
+            }
+        }
+        // The AQM marking the same packet again on its pass adds no second mark (p4src: one bit).
+        let mut ctx = Ctx { now: 0, pd: 3, rng: &mut rng, regs: &regs, counters: &counters };
+        let mut pkt = Pkt { ip: ip(2), ..Pkt::new(60, 0) };
+        pkt.mark_ce(&ctx);
+        pkt.mark_ce(&ctx);
+        assert_eq!(counters.profile_ecn_mark.get(3), (60, 1));
+        // A packet not lost is not marked.
+        let imp = Impairment { loss_ecn: true, ..Default::default() };
+        let mut pkt = Pkt { ip: ip(2), ..Pkt::new(60, 0) };
+        assert_eq!(Loss.enqueue(&imp, &mut ctx, &mut pkt), Verdict::Pass);
+        assert!(!pkt.mark_ce);
+    }
+
+    /// The model moves the same with ecn on: the marks of an all-ECT stream with ecn are exactly
+    /// the losses of the same seeded stream without it.
+    #[test]
+    fn ecn_marks_fall_where_the_losses_would() {
+        let caps = Capacities { profiles: 4, ..Default::default() };
+        let counters = Counters::new(&caps);
+        let imp = Impairment {
+            loss4_p13: p(0.02),
+            loss4_p31: p(0.4),
+            loss4_p32: p(0.2),
+            loss4_p23: p(0.5),
+            loss4_p14: p(0.01),
+            ..Default::default()
+        };
+        let run = |ecn: bool| -> Vec<bool> {
+            let regs = Registers::new(&caps, vec![0; 16384].into(), 1);
+            let mut rng = Prng::new(11);
+            let imp = Impairment { loss_ecn: ecn, ..imp };
+            (0..20_000)
+                .map(|_| {
+                    let mut ctx = Ctx { now: 0, pd: 1, rng: &mut rng, regs: &regs, counters: &counters };
+                    let mut pkt = Pkt { ip: ip(2), ..Pkt::new(100, 0) };
+                    let v = Loss.enqueue(&imp, &mut ctx, &mut pkt);
+                    if ecn {
+                        pkt.mark_ce
+                    } else {
+                        v != Verdict::Pass
+                    }
+                })
+                .collect()
+        };
+        let (lost, marked) = (run(false), run(true));
+        assert!(lost.iter().filter(|&&l| l).count() > 500);
+        assert_eq!(lost, marked);
     }
 }

@@ -60,7 +60,8 @@ pub struct Pkt {
     pub flip_bit: Option<u32>,
     /// The packet's IP header (for ECN), from the parser.
     pub ip: Option<IpHdr>,
-    /// Set by the AQM: mark CE instead of dropping.
+    /// Set by the AQM or the loss stage (netem's ecn): mark CE instead of dropping
+    /// ([`Pkt::mark_ce`]).
     pub mark_ce: bool,
     /// The UE the packet belongs to (classifier), whose radio it uses.
     pub ue: u32,
@@ -122,6 +123,18 @@ impl Edits {
 }
 
 impl Pkt {
+    /// Marks the packet CE (written when the frame goes out, [`Edits`]) and counts the mark in
+    /// `profile_ecn_mark`, once per pass as p4src's one-bit `ecn_marked`: a packet that the loss
+    /// stage and then the AQM both mark is one mark. A copy starts unmarked (p4src's clone is
+    /// the frame as it arrived).
+    #[inline]
+    pub fn mark_ce(&mut self, ctx: &Ctx) {
+        if !self.mark_ce {
+            self.mark_ce = true;
+            ctx.counters.profile_ecn_mark.add(ctx.pd as usize, self.len as u64);
+        }
+    }
+
     #[inline]
     pub fn edits(&self) -> Edits {
         Edits { flip_bit: self.flip_bit, ce: if self.mark_ce { self.ip } else { None } }

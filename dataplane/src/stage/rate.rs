@@ -183,8 +183,7 @@ impl Stage for Rate {
             }
         }
         if decision == codel::Decision::Mark {
-            pkt.mark_ce = true;
-            ctx.counters.profile_ecn_mark.add(pd, pkt.len as u64);
+            pkt.mark_ce(ctx);
         }
         let service = ((wire as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
         let departure = begin.saturating_add(service);

@@ -71,6 +71,8 @@ pub struct Impairment {
     pub reorder_corr: u32,
     /// netem's reorder `gap` (stage/delay.rs); 0 and 1: every packet draws.
     pub reorder_gap: u32,
+    /// netem's `ecn` (stage/loss.rs): a lost ECN-capable packet is marked CE instead.
+    pub loss_ecn: bool,
 }
 
 impl Impairment {
@@ -130,6 +132,7 @@ impl Impairment {
             corrupt_corr: g(imp::CORRUPT_CORR) as u32,
             reorder_corr: g(imp::REORDER_CORR) as u32,
             reorder_gap: g(imp::REORDER_GAP) as u32,
+            loss_ecn: g(imp::LOSS_ECN) != 0,
         }
     }
 
@@ -202,8 +205,8 @@ mod tests {
             let a = action(ACTION_SET_IMPAIRMENT).unwrap();
             a.params.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no param {name}")).id as u64
         };
-        // ecn and red_gentle are one bit: checked apart below.
-        let fields: [(&str, u64); imp::COUNT - 2] = [
+        // ecn, red_gentle and loss_ecn are one bit: checked apart below.
+        let fields: [(&str, u64); imp::COUNT - 3] = [
             ("delay_ns", i.delay_ns),
             ("jitter_ns", i.jitter_ns),
             ("jitter_dist", i.jitter_dist as u64),
@@ -264,5 +267,8 @@ mod tests {
         let mut only_gentle = vec![0u128; imp::COUNT];
         only_gentle[by_name("red_gentle") as usize - 1] = 1;
         assert_eq!(Impairment::from_params(&only_gentle), Impairment { red_gentle: true, ..Default::default() });
+        let mut only_loss_ecn = vec![0u128; imp::COUNT];
+        only_loss_ecn[by_name("loss_ecn") as usize - 1] = 1;
+        assert_eq!(Impairment::from_params(&only_loss_ecn), Impairment { loss_ecn: true, ..Default::default() });
     }
 }
