@@ -63,6 +63,8 @@ BARS = (
      "the default; off: throughput_ratio_vs_bridge_fast_path_off)"),
     ("delay_error_us_p99", 200.0, "<=", "us", "added-delay error p99 (50 ms, 50 Mbit/s load)"),
     ("rate_error_pct_max", 2.0, "<=", "%", "worst rate error, 64k..100 Mbit/s"),
+    ("rate_cells_error_pct", 2.0, "<=", "%", "netem's cells (rate 1mbit 0 48 5, ATM): 500-byte frames' goodput "
+     "vs the rate's share of 11 cells of 53 bytes"),
     ("loss_error_sigma", 3.0, "<=", "sigma", "loss error at 1%, 1e5 packets"),
     ("loss4_error_sigma", 3.0, "<=", "sigma", "netem 4-state loss (loss state 2% 40% 20% 50% 1%): loss rate and "
      "mean burst vs theory, worse of the two, 2e5 packets"),

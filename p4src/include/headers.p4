@@ -197,6 +197,9 @@ struct impairment_t {
     prob_t        reorder_corr;
     bit<32>       reorder_gap;
     bit<1>        loss_ecn;
+    bit<16>       cell_bytes;
+    bit<16>       cell_overhead_bytes;
+    bit<64>       cell_recip;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */

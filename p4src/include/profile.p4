@@ -66,7 +66,10 @@ control ProfileLookup(inout headers_t hdr,
                           prob_t        corrupt_corr,
                           prob_t        reorder_corr,
                           bit<32>       reorder_gap,
-                          bit<1>        loss_ecn) {
+                          bit<1>        loss_ecn,
+                          bit<16>       cell_bytes,
+                          bit<16>       cell_overhead_bytes,
+                          bit<64>       cell_recip) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -120,6 +123,9 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.reorder_corr = reorder_corr;
         meta.imp.reorder_gap = reorder_gap;
         meta.imp.loss_ecn = loss_ecn;
+        meta.imp.cell_bytes = cell_bytes;
+        meta.imp.cell_overhead_bytes = cell_overhead_bytes;
+        meta.imp.cell_recip = cell_recip;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -192,6 +198,9 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.reorder_corr = 0;
         meta.imp.reorder_gap = 0;
         meta.imp.loss_ecn = 0;
+        meta.imp.cell_bytes = 0;
+        meta.imp.cell_overhead_bytes = 0;
+        meta.imp.cell_recip = 0;
         profile.apply();
     }
 }

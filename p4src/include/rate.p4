@@ -29,9 +29,36 @@
  *
  * With no rate (ns_per_byte_q16 = 0) and no trace the stage does nothing: departure = ready
  * and the queue is always empty.
+ *
+ * With cell_bytes != 0 (netem's `rate RATE PACKETOVERHEAD CELLSIZE CELLOVERHEAD`) the link
+ * time counts cells (service_ns below); the limits and the backlog still count wire bytes.
  */
 #ifndef P4NETEM_RATE_P4
 #define P4NETEM_RATE_P4
+
+/*
+ * The link time of a packet of `wire` bytes (frame + overhead_bytes): wire * ns_per_byte_q16
+ * / 2^16, or with netem's cell framing ceil(wire / cell_bytes) cells of cell_bytes +
+ * cell_overhead_bytes each instead of wire (Linux's packet_time_ns). v1model has no run-time
+ * division: cell_recip = floor(2^32 / cell_bytes) gives floor(wire / cell_bytes) or one less for
+ * any wire below 2^32, one step corrects it, a second rounds up. The product is taken in 128
+ * bits, as the software target's, so no rate and size wrap.
+ */
+time_ns_t service_ns(in bit<32> wire, in impairment_t imp) {
+    bit<64> bytes = (bit<64>)wire;
+    if (imp.cell_bytes != 0) {
+        bit<64> cell = (bit<64>)imp.cell_bytes;
+        bit<64> cells = ((bit<64>)wire * imp.cell_recip) >> 32;
+        if ((bit<64>)wire - cells * cell >= cell) {
+            cells = cells + 1;
+        }
+        if ((bit<64>)wire > cells * cell) {
+            cells = cells + 1;
+        }
+        bytes = cells * (cell + (bit<64>)imp.cell_overhead_bytes);
+    }
+    return (time_ns_t)(((bit<128>)bytes * (bit<128>)imp.ns_per_byte_q16) >> RATE_FRACTION_BITS);
+}
 
 control RateStage(inout headers_t hdr,
                   inout metadata_t meta,
@@ -82,9 +109,7 @@ control RateStage(inout headers_t hdr,
                 /* Saturating: the controller may have reset the registers meanwhile. */
                 backlog_bytes.write(meta.pd, queued_bytes |-| wire);
                 backlog_pkts.write(meta.pd, queued_pkts |-| 1);
-                time_ns_t service = ((time_ns_t)wire * (time_ns_t)meta.imp.ns_per_byte_q16)
-                                    >> RATE_FRACTION_BITS;
-                meta.departure_ns = begin_ns + service;
+                meta.departure_ns = begin_ns + service_ns(wire, meta.imp);
                 next_free_ns.write(meta.pd, meta.departure_ns);
             } else if (was_waiting == 0 && meta.drop == 0) {
                 backlog_bytes.write(meta.pd, queued_bytes + wire);
@@ -178,9 +203,7 @@ control RateStage(inout headers_t hdr,
                         mark_ce.apply(hdr, meta);
                     }
                     if (meta.drop == 0) {
-                        time_ns_t service = ((time_ns_t)wire * (time_ns_t)meta.imp.ns_per_byte_q16)
-                                            >> RATE_FRACTION_BITS;
-                        time_ns_t departure = begin_ns + service;
+                        time_ns_t departure = begin_ns + service_ns(wire, meta.imp);
                         next_free_ns.write(meta.pd, departure);
                         meta.departure_ns = departure;
                         if (departure > now) {

@@ -664,7 +664,8 @@ def test_action_params_fill_their_metadata_fields():
 @pytest.mark.parametrize("file, old, new, named", [
     ("profile_p4", "meta.imp.loss_ecn = loss_ecn;", "meta.imp.loss_ecn = 0;", "loss_ecn"),
     ("profile_p4", "meta.imp.delay_ns = delay_ns;", "meta.imp.delay_ns = jitter_ns;", "delay_ns"),
-    ("profile_p4", "        meta.imp.loss_ecn = 0;\n        profile.apply();", "        profile.apply();", "loss_ecn"),
+    ("profile_p4", "        meta.imp.loss_ecn = 0;\n", "", "loss_ecn"),
+    ("profile_p4", "meta.imp.cell_recip = cell_recip;", "meta.imp.cell_recip = cell_bytes;", "cell_recip"),
     ("radio_p4", "meta.rp.idle_to_dch_ns = idle_to_dch_ns;", "", "idle_to_dch_ns"),
     ("headers_p4", "    bit<1>        loss_ecn;\n", "", "loss_ecn"),
 ])

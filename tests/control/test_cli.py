@@ -285,7 +285,9 @@ def test_netem_options_apply_and_convert(bare_switch: SwitchProcess, tmp_path) -
     are named and change nothing."""
     addr = bare_switch.grpc_addr
     options = "delay 100ms 10ms distribution normal loss gemodel 1% 20% 70% ecn rate 1mbit 24 limit 300"
-    r = cli("apply", "--netem", options, "--netem-downlink", "delay 20ms rate 8mbit slot 2ms 4ms packets 8",
+    # The downlink counts ATM cells (48 + 5 bytes) for its link time.
+    downlink = "delay 20ms rate 8mbit 0 48 5 slot 2ms 4ms packets 8"
+    r = cli("apply", "--netem", options, "--netem-downlink", downlink,
             "--name", "from-tc", "--json", addr=addr)
     assert r.returncode == 0, r.stderr
     shown = json.loads(cli("show", "--json", addr=addr).stdout)["rules"]
@@ -294,16 +296,16 @@ def test_netem_options_apply_and_convert(bare_switch: SwitchProcess, tmp_path) -
                                   "reorder": {"keep_order": False}, "rate": "1Mbit", "overhead": 24,
                                   "queue": {"packets": 300},
                                   "gilbert_elliott": {"p": "1%", "r": "20%", "loss_bad": "70%"}, "loss_ecn": True}
-    assert shown[0]["downlink"] == {"delay": "20ms", "rate": "8Mbit", "queue": {"packets": 1000},
-                                    "slot": {"min": "2ms", "max": "4ms", "packets": 8}}
+    assert shown[0]["downlink"] == {"delay": "20ms", "rate": "8Mbit", "cell_size": 48, "cell_overhead": 5,
+                                    "queue": {"packets": 1000}, "slot": {"min": "2ms", "max": "4ms", "packets": 8}}
 
     out = tmp_path / "from-tc.yaml"
-    r = cli("profiles", "from-netem", options, "--downlink", "delay 20ms rate 8mbit slot 2ms 4ms packets 8",
+    r = cli("profiles", "from-netem", options, "--downlink", downlink,
             "--name", "from-tc", "-o", str(out))
     assert r.returncode == 0 and out.exists(), r.stderr
     named = json.loads(cli("show", "--json", "--profiles", str(out), addr=addr).stdout)["rules"][0]
     assert named["profile"] == "from-tc" and named["modified"] == []  # the file is what the switch holds
-    printed = cli("profiles", "from-netem", options, "--downlink", "delay 20ms rate 8mbit slot 2ms 4ms packets 8",
+    printed = cli("profiles", "from-netem", options, "--downlink", downlink,
                   "--name", "from-tc")
     assert printed.returncode == 0 and printed.stdout == out.read_text()
 

@@ -21,6 +21,7 @@ from p4netem.profiles import (BUILTIN_NAMES, IMPAIRMENT_PARAMS, SET_IMPAIRMENT, 
                               load_profile, load_profiles, loads_profiles)
 from p4netem import profiles as profiles_package
 from p4netem.profiles import units
+from p4netem.profiles.summary import link_summary
 
 BUILTIN_DIR = Path(profiles_package.__file__).parent / "builtin"
 WIDTHS = {name: bits for _, name, bits in IMPAIRMENT_PARAMS}
@@ -312,7 +313,7 @@ def test_defaults_are_pass_through():
     assert profile.uplink.passthrough and profile.downlink.passthrough
     params = profile.to_table_params("uplink")
     assert set(params.values()) == {0}  # every param of "no impairment" is 0 ...
-    assert len(params) == len(IMPAIRMENT_PARAMS) == 53  # ... and all are present
+    assert len(params) == len(IMPAIRMENT_PARAMS) == 56  # ... and all are present
 
 
 def test_jitter_distribution_defaults_to_normal_only_with_jitter():
@@ -355,7 +356,8 @@ def test_impairment_params_match_the_p4info():
 def test_encoding_of_each_field():
     link = LinkParams(delay="50ms", jitter="3.5ms", jitter_distribution="uniform",
                       reorder={"keep_order": False, "probability": "25%"}, rate="3Mbit",
-                      overhead=24, queue={"packets": 25, "bytes": "64KiB"}, loss=0,
+                      overhead=24, cell_size=48, cell_overhead=5,
+                      queue={"packets": 25, "bytes": "64KiB"}, loss=0,
                       gilbert_elliott={"p": "1%", "r": "30%", "loss_good": 0.5, "loss_bad": 80},
                       duplicate="0.1%", corrupt="50%",
                       aqm={"kind": "codel", "target": "3ms", "interval": "60ms", "ecn": True})
@@ -380,6 +382,8 @@ def test_encoding_of_each_field():
             "delay_corr": 0, "jitter_mod_recip": 0, "loss_corr": 0, "dup_corr": 0, "corrupt_corr": 0,
             "reorder_corr": 0, "reorder_gap": 1,
             "loss_ecn": 0,  # netem's ecn: off (tests/unit/test_loss_ecn_profiles.py)
+            # ATM-like cells of 48 + 5 bytes; cell_recip = floor(2^32 / 48) (tests/unit/test_cell_profiles.py)
+            "cell_bytes": 48, "cell_overhead_bytes": 5, "cell_recip": 89_478_485,
     }
     assert params == expected
     assert LinkParams.from_table_params(params) == link
@@ -783,6 +787,9 @@ def test_docs_yaml_example_is_a_valid_profile():
     blocks = [b[:b.index("```")] for b in text.split("```yaml\n")[1:]]
     examples = {p.name: p for b in blocks for p in loads_profiles(b, "docs example")}  # every example loads
     assert examples["ecn-bursts"].downlink.loss_ecn  # "ECN marking instead of loss"
+    atm = examples["adsl-atm"].downlink  # "Cell framing", and the summary it quotes
+    assert (atm.cell_size, atm.cell_overhead, atm.overhead) == (48, 5, 8)
+    assert link_summary(atm) == "rate 8Mbit (overhead 8B, cells 48B + 5B)" and "`" + link_summary(atm) + "`" in text
     profile = examples["my-3g"]  # "Files"
     assert profile.uplink.gilbert_elliott.loss_bad == 80
     assert profile.downlink.queue.bytes == profile.uplink.queue.bytes == 64_000

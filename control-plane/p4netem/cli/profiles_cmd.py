@@ -82,8 +82,9 @@ def from_netem(
     """Convert netem options to a p4netem profile and print it as YAML.
 
     Units as tc reads them: a bare time is microseconds, `kbps` is kilobytes/s, `kbit`
-    kilobits/s. Options the pipeline does not have (seed, cell sizes) are refused, each named
-    (exit 1). docs/profiles.md, "From netem", has the mapping."""
+    kilobits/s. `rate RATE PACKETOVERHEAD CELLSIZE CELLOVERHEAD` keeps netem's cells (e.g. ATM's
+    `rate 1mbit 0 48 5`). An option the pipeline does not have (seed) is refused, named (exit 1).
+    docs/profiles.md, "From netem", has the mapping."""
     from ..profiles.netem import profile_from_netem
 
     profile, warnings = profile_from_netem(options, uplink=uplink, downlink=downlink, name=name)

@@ -186,7 +186,7 @@ Delay48 = duration(0, MAX_48)  # delay_ns / jitter_ns: bit<48> nanoseconds
 Probability = percent()  # bit<32> fractions of 2^32
 PositiveProbability = percent(positive=True)
 LinkRate = rate()  # ns_per_byte_q16 bit<48>; 1kbit..100Gbit keeps it well inside
-Overhead16 = integer(0, MAX_16, "bytes")  # overhead_bytes bit<16>
+Overhead16 = integer(0, MAX_16, "bytes")  # overhead_bytes, cell_bytes, cell_overhead_bytes bit<16>
 QueueBytes32 = byte_size(0, MAX_32, zero_word="unlimited")  # queue_limit_bytes bit<32>
 QueuePackets32 = integer(0, MAX_32, "packets", zero_word="unlimited")  # queue_limit_pkts bit<32>
 

@@ -526,6 +526,10 @@ class LinkParams(BaseModel):
     reorder: Reorder = Reorder()
     rate: LinkRate = Rate(0)
     overhead: Overhead16 = 0
+    # netem's `rate RATE PACKETOVERHEAD CELLSIZE CELLOVERHEAD`: the link time counts
+    # ceil((frame + overhead) / cell_size) cells of cell_size + cell_overhead bytes (0 = no cells).
+    cell_size: Overhead16 = 0
+    cell_overhead: Overhead16 = 0
     queue: Queue = Queue()
     aqm: Aqm = Aqm()
     loss: Probability = Percent(0)
@@ -598,6 +602,14 @@ class LinkParams(BaseModel):
         if self.rate == 0 and self.overhead:
             problems.append(Problem("overhead", f"{self.overhead} bytes needs a rate (overhead "
                                     "only counts in the rate computation)"))
+        # As overhead: cells only change the rate's link time (a trace's delivery opportunities
+        # and the queue limits count frames and wire bytes, never cells).
+        if self.rate == 0 and self.cell_size:
+            problems.append(Problem("cell_size", f"{self.cell_size} bytes needs a rate (cells only count "
+                                    "in the rate computation)"))
+        if self.cell_overhead and not self.cell_size:
+            problems.append(Problem("cell_overhead", f"{self.cell_overhead} bytes has no effect without "
+                                    "cell_size (it is each cell's header; without cells nothing adds it)"))
         if self.trace is not None and self.rate:
             problems.append(Problem("rate", f"{self.rate} is not used with a trace: the trace's delivery "
                                     "opportunities are the link (leave rate out)"))

@@ -11,10 +11,12 @@ is skipped. What each option becomes, and where p4netem differs, is in docs/prof
 ("From netem"). netem's CORRELATION after delay, loss, duplicate, corrupt and reorder, and
 `gap`, become the profile's `correlation` block and `reorder.gap` (the switch runs netem's
 correlated generator); netem's `ecn` (mark instead of losing) becomes `loss_ecn` (an `ecn` among
-codel's or red's options is theirs: `aqm.ecn`). An option the pipeline does not have (seed,
-cellsize) is an error that names the token and says what is allowed: a profile that silently did
-less than the netem command would be worse than none. One netem qdisc shapes one direction: the
-same options go to both directions unless `uplink`/`downlink` give a direction its own.
+codel's or red's options is theirs: `aqm.ecn`); `rate`'s CELLSIZE and CELLOVERHEAD become
+`cell_size` and `cell_overhead` (the link time counts cells, as netem's packet_time_ns). An
+option the pipeline does not have (seed) is an error that names the token and says what is
+allowed: a profile that silently did less than the netem command would be worse than none. One
+netem qdisc shapes one direction: the same options go to both directions unless
+`uplink`/`downlink` give a direction its own.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ _ALLOWED = ("delay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|pare
             "loss [random] PERCENT [CORR], loss gemodel P [R [1-H [1-K]]], loss state P13 [P31 [P32 [P23 [P14]]]], "
             "ecn (with a loss model), duplicate PERCENT [CORR], corrupt PERCENT [CORR], "
             "reorder PERCENT [CORR] [gap N], "
-            "rate RATE [PACKETOVERHEAD [0 [0]]], limit PACKETS, codel [target TIME] [interval TIME] [ecn], "
+            "rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]], limit PACKETS, "
+            "codel [target TIME] [interval TIME] [ecn], "
             "red [limit BYTES] [min BYTES] max BYTES [avpkt BYTES] [burst PACKETS] [probability P] [ecn] [gentle], "
             "slot MIN [MAX] [packets N] [bytes B], "
             "slot distribution uniform|normal|pareto|paretonormal|FILE.dist DELAY JITTER [packets N] [bytes B]")
@@ -544,28 +547,44 @@ def _no_markov_correlation(tokens: _Tokens, where: str, values: str) -> None:
 
 
 def _rate_option(tokens: _Tokens, out: dict[str, Any]) -> None:
+    """`rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]`. As tc (q_netem.c), each number is read
+    when the next word starts one: PACKETOVERHEAD and CELLOVERHEAD signed (get_s32), CELLSIZE
+    unsigned (get_u32). Values above the profile's 0..65535 are named by profile field."""
     out["rate"] = _rate(tokens.take("a rate", "rate"), "rate")
     if tokens.next_is_number(signed=True):
-        raw = tokens.take("a packet overhead", "rate")
-        try:
-            overhead = int(raw, 0)
-        except ValueError:
-            raise _Bad("rate packetoverhead", f"{quote(raw)} is not a whole number of bytes") from None
+        overhead = _bytes(tokens.take("a packet overhead", "rate"), "rate packetoverhead")
         if overhead < 0:
             raise _Bad("rate packetoverhead", f"{overhead}: a negative overhead is not supported; "
                                               "allowed 0..65535 bytes")
         if overhead:
             out["overhead"] = overhead
-        if tokens.next_is_number():
-            raw = tokens.take("a cell size", "rate")
-            if raw not in ("0",):
-                raise _Bad("rate cellsize", f"{quote(raw)}: cell-based accounting (ATM-like cells) is not "
-                                            "supported; allowed 0 (none)")
-            if tokens.next_is_number(signed=True):
-                raw = tokens.take("a cell overhead", "rate")
-                if raw.lstrip("+-") not in ("0",):
-                    raise _Bad("rate celloverhead", f"{quote(raw)}: cell-based accounting is not supported; "
-                                                    "allowed 0")
+    cell_size = 0
+    if tokens.next_is_number():
+        cell_size = _bytes(tokens.take("a cell size", "rate"), "rate cellsize")
+        if cell_size:  # 0 is netem's "no cells"
+            out["cell_size"] = cell_size
+    if tokens.next_is_number(signed=True):
+        cell_overhead = _bytes(tokens.take("a cell overhead", "rate"), "rate celloverhead")
+        if cell_overhead < 0:
+            raise _Bad("rate celloverhead", f"{cell_overhead}: a negative cell overhead is not supported; "
+                                            "allowed 0..65535 bytes")
+        if cell_overhead and not cell_size:
+            # tc takes it, but the kernel adds it only to cells (packet_time_ns: `if (q->cell_size)`),
+            # so it would do nothing; a profile refuses cell_overhead without cell_size.
+            raise _Bad("rate celloverhead", f"{cell_overhead} without a CELLSIZE has no effect (netem adds it "
+                                            "to each cell, and CELLSIZE 0 is no cells): give the cell size, "
+                                            "e.g. rate 1mbit 0 48 5 for ATM, or leave it out")
+        if cell_overhead:
+            out["cell_overhead"] = cell_overhead
+
+
+def _bytes(raw: str, where: str) -> int:
+    """A whole number of bytes, signed, decimal or 0x hex (int base 0, as tc's get_s32/get_u32 read
+    it; unlike their strtol, 010 is refused)."""
+    try:
+        return int(raw, 0)
+    except ValueError:
+        raise _Bad(where, f"{quote(raw)} is not a whole number of bytes") from None
 
 
 def netem_setup(both: str | Sequence[str] | None = None, *, uplink: str | Sequence[str] | None = None,

@@ -59,11 +59,25 @@ def _jitter(link: LinkParams) -> str:
     return f"{link.jitter} {link.jitter_distribution.value}{_corr(link.correlation.delay)}"
 
 
+def _framing(link: LinkParams) -> tuple[str, str]:
+    """What the rate counts besides the frame: the per-packet overhead and netem's cells ("" each
+    when not set)."""
+    overhead = f"overhead {link.overhead}B" if link.overhead else ""
+    cells = ""
+    if link.cell_size:
+        cells = f"cells {link.cell_size}B" + (f" + {link.cell_overhead}B" if link.cell_overhead else "")
+    elif link.cell_overhead:  # only read back from a switch (a profile refuses it): shown as it is
+        cells = f"cell overhead {link.cell_overhead}B"
+    return overhead, cells
+
+
 def link_summary(link: LinkParams) -> str:
     """The impairments of one direction that are on, in one line ("no impairment" if none)."""
     parts = []
+    # The overhead and the cells change only the rate's link time: shown with the rate.
+    framing = _framing(link)
     if link.rate:
-        parts.append(f"rate {link.rate}")
+        parts.append(f"rate {link.rate}{_notes(*framing)}")
     if link.delay:
         parts.append(f"delay {link.delay}")
     if link.jitter:
@@ -77,8 +91,9 @@ def link_summary(link: LinkParams) -> str:
         parts.append(f"loss {_loss(link)}")
     if link.rate and not link.queue.unlimited:
         parts.append(f"queue {_queue(link)}")
-    if link.overhead:
-        parts.append(f"overhead {link.overhead}B")
+    if not link.rate:
+        # Without a rate they do nothing (a profile refuses them; a switch may hold them): still shown.
+        parts += [f for f in framing if f]
     if link.duplicate:
         parts.append(f"duplicate {link.duplicate}{_corr(link.correlation.duplicate)}")
     if link.corrupt:

@@ -10,11 +10,11 @@ Quantisation (the only places where the table holds less than the profile):
   rate           ns_per_byte_q16 = round_half_up(8e9 * 65536 / bit_per_s), 0 = unlimited.
                  Relative step 1/q: 1.9e-12 at 1 kbit/s, 1.9e-6 at 1 Gbit/s, 1.9e-4 at 100 Gbit/s.
                  Read back as the shortest decimal rate with that encoding.
-  sizes, counts  overhead_bytes, queue_limit_*, reorder_gap: integers, exact (reorder_gap is 0
-                 when reorder_prob is 0, and read back as gap 1).
+  sizes, counts  overhead_bytes, cell_bytes, cell_overhead_bytes, queue_limit_*, reorder_gap:
+                 integers, exact (reorder_gap is 0 when reorder_prob is 0, and read back as gap 1).
   flags          ecn, red_gentle, loss_ecn: 0/1, exact.
-  derived        trace_period_recip, jitter_mod_recip, red_span_bytes: computed from the other
-                 fields for the data plane (which has no run-time division); not read back.
+  derived        trace_period_recip, jitter_mod_recip, cell_recip, red_span_bytes: computed from
+                 the other fields for the data plane (which has no run-time division); not read back.
 So decode(encode(x)) == x for every value written with no more digits than its quantisation
 step allows (all built-in profiles), and encode(decode(t)) == t for every table value a valid
 profile can produce. Comparing two profiles by their encodings (`same_table_params`) is exact.
@@ -144,6 +144,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         **_encode_bearers(link),
         **_encode_correlation(link),
         "loss_ecn": int(link.loss_ecn),
+        **_encode_cells(link),
     }
     _PARAMS.check_encoded(params)
     return params
@@ -181,6 +182,8 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
                     "gap": max(values["reorder_gap"], 1)},
         "rate": ns_per_byte_q16_to_rate(values["ns_per_byte_q16"]),
         "overhead": values["overhead_bytes"],
+        "cell_size": values["cell_bytes"],
+        "cell_overhead": values["cell_overhead_bytes"],
         "queue": {"packets": values["queue_limit_pkts"], "bytes": values["queue_limit_bytes"]},
         "loss": prob_to_percent(values["loss_prob"]),
         "gilbert_elliott": ge,
@@ -200,6 +203,17 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         # A value the encoding can hold but a profile cannot (e.g. a rate above 100 Gbit/s).
         raise ProfileError(_to_param_names(problems_from_validation_error(exc)),
                            SET_IMPAIRMENT) from None
+
+
+def _encode_cells(link: LinkParams) -> dict[str, int]:
+    cell = int(link.cell_size)
+    return {
+        "cell_bytes": cell,
+        "cell_overhead_bytes": int(link.cell_overhead),
+        # The data plane counts cells, ceil(wire / cell_bytes), as (wire * cell_recip) >> 32 plus at
+        # most two corrections (p4src/include/rate.p4 service_ns; tests/unit/test_cell_profiles.py).
+        "cell_recip": 2**32 // cell if cell else 0,
+    }
 
 
 _RED_ZERO = {"red_min_bytes": 0, "red_max_bytes": 0, "red_max_prob": 0, "red_wlog": 0,
@@ -353,7 +367,8 @@ def _decode_aqm(values: Mapping[str, int]) -> dict[str, Any]:
 
 
 _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_byte_q16",
-                   "overhead": "overhead_bytes", "queue.bytes": "queue_limit_bytes",
+                   "overhead": "overhead_bytes", "cell_size": "cell_bytes",
+                   "cell_overhead": "cell_overhead_bytes", "queue.bytes": "queue_limit_bytes",
                    "queue.packets": "queue_limit_pkts", "loss": "loss_prob",
                    "reorder.probability": "reorder_prob", "reorder.gap": "reorder_gap", "duplicate": "dup_prob",
                    "corrupt": "corrupt_prob", "gilbert_elliott.p": "ge_p",

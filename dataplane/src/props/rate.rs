@@ -1,5 +1,6 @@
 //! The rate stage (stage/rate.rs) on any arrival sequence, rate, overhead and queue limits: each
-//! admitted packet occupies the link for exactly wire * ns_per_byte after the later of its
+//! admitted packet occupies the link for exactly wire * ns_per_byte (with netem's cells: its
+//! cells' bytes, ceil(wire / cell) * (cell + cell overhead)) after the later of its
 //! arrival and the previous departure (the link never runs faster than its rate, nor idles with
 //! a packet waiting); the backlog registers always equal the admitted packets not yet departed;
 //! a packet is dropped exactly when it would push the backlog past a limit, and a drop leaves the
@@ -22,12 +23,16 @@ fn impairment() -> impl Strategy<Value = Impairment> {
         0u16..64,
         prop_oneof![Just(0u32), 1u32..40],
         prop_oneof![Just(0u32), 1_000u32..60_000],
+        prop_oneof![Just((0u16, 0u16)), (1u16..1600, 0u16..64)],
     )
-        .prop_map(|(q16, overhead, pkts, bytes)| Impairment {
+        .prop_map(|(q16, overhead, pkts, bytes, (cell, cell_overhead))| Impairment {
             ns_per_byte_q16: q16,
             overhead_bytes: overhead,
             queue_limit_pkts: pkts,
             queue_limit_bytes: bytes,
+            cell_bytes: cell,
+            cell_overhead_bytes: cell_overhead,
+            cell_recip: if cell == 0 { 0 } else { (1u64 << 32) / cell as u64 },
             ..Default::default()
         })
 }
@@ -67,7 +72,18 @@ proptest! {
                 prop_assert_eq!(regs.next_free_ns[pd as usize].load(Relaxed), clock_before);
             } else {
                 prop_assert_eq!(verdict, Verdict::Pass);
-                let service = ((wire as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
+                // On the link: the wire bytes, or whole cells of them (counted here by repeated
+                // subtraction, independently of the stage's division).
+                let mut on_link = wire;
+                if imp.cell_bytes != 0 {
+                    let (cell, mut left, mut cells) = (imp.cell_bytes as u64, wire, 0u64);
+                    while left > 0 {
+                        left = left.saturating_sub(cell);
+                        cells += 1;
+                    }
+                    on_link = cells * (cell + imp.cell_overhead_bytes as u64);
+                }
+                let service = ((on_link as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
                 prop_assert_eq!(p.departure, now.max(last_dep) + service);
                 prop_assert!(p.departure >= last_dep);
                 last_dep = p.departure;

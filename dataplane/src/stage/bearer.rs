@@ -331,7 +331,7 @@ impl Bearers {
         regs.backlog_bytes[p].store(regs.backlog_bytes[p].load(Relaxed).saturating_sub(wire), Relaxed);
         regs.backlog_pkts[p].store(regs.backlog_pkts[p].load(Relaxed).saturating_sub(1), Relaxed);
         let free = regs.next_free_ns[p].load(Relaxed);
-        let service = ((wire as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
+        let service = super::rate::service_ns(wire as u64, imp);
         let departure = free.max(pkt.ready).saturating_add(service);
         regs.next_free_ns[p].store(departure, Relaxed);
         pkt.departure = departure;

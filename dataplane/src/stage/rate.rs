@@ -4,7 +4,8 @@
 //! bearer limits here and held (Verdict::Held) for the cell's scheduler (bearer.rs).
 //!
 //! `wire = len + overhead_bytes`; `departure = max(ready, next_free_ns[pd]) + wire * q16 / 2^16`
-//! (ready = arrival time unless the radio stage makes the packet wait);
+//! (ready = arrival time unless the radio stage makes the packet wait; with netem's cells the
+//! link time counts cells instead of wire bytes, [`service_ns`]);
 //! `next_free_ns[pd] = departure`. The queue holds the admitted packets whose departure is still
 //! ahead; `backlog_bytes`/`backlog_pkts` (registers) are its size, and a packet that would take
 //! them past `queue_limit_bytes`/`queue_limit_pkts` is dropped (queue_full) without touching the
@@ -24,6 +25,21 @@ use crate::contract::{DropReason, AQM_CODEL, AQM_RED};
 use crate::state::Registers;
 
 const MIN_FRAME: u64 = 14;
+
+/// The link time of a packet of `wire` bytes (frame + overhead_bytes) at the profile's rate:
+/// `wire * q16 / 2^16`, or with netem's cell framing (`cell_bytes != 0`) the same on
+/// `ceil(wire / cell_bytes) * (cell_bytes + cell_overhead_bytes)` bytes (Linux's
+/// `packet_time_ns`); the queue limits and the backlog still count `wire`. p4src takes the
+/// quotient from `cell_recip` without a division; the two agree for every wire below 2^32
+/// (tests/unit/test_cell_profiles.py runs p4src's steps).
+#[inline]
+pub fn service_ns(wire: u64, imp: &Impairment) -> u64 {
+    let bytes = match imp.cell_bytes as u64 {
+        0 => wire,
+        cell => wire.div_ceil(cell) * (cell + imp.cell_overhead_bytes as u64),
+    };
+    ((bytes as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64
+}
 
 #[inline]
 fn red_params(imp: &Impairment) -> red::Params {
@@ -185,7 +201,7 @@ impl Stage for Rate {
         if decision == codel::Decision::Mark {
             pkt.mark_ce(ctx);
         }
-        let service = ((wire as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
+        let service = service_ns(wire, imp);
         let departure = begin.saturating_add(service);
         let verdict = self.admit(imp, ctx, pkt, departure, wire, bytes, pkts);
         if verdict == Verdict::Pass {
@@ -249,6 +265,46 @@ mod tests {
     /// 10 Mbit/s = 800 ns/byte.
     fn q16_for_bps(bps: f64) -> u64 {
         (8e9 / bps * 65536.0).round() as u64
+    }
+
+    /// netem's cells: tc-netem(8)'s `rate 5kbit 20 100 5` sends a 100-byte frame as 120 bytes in
+    /// 2 cells of 105 (336 ms at 5 kbit/s), ATM's `rate 1mbit 0 48 5` a 100-byte frame as 3 cells
+    /// of 53 (1272 us) and a 96-byte one as exactly 2 (848 us); without cells, the wire bytes.
+    #[test]
+    fn cells_count_whole_cells_with_their_overhead() {
+        let cells = |bps: f64, overhead: u16, cell: u16, cell_overhead: u16| Impairment {
+            ns_per_byte_q16: q16_for_bps(bps),
+            overhead_bytes: overhead,
+            cell_bytes: cell,
+            cell_overhead_bytes: cell_overhead,
+            ..Default::default()
+        };
+        let man = cells(5e3, 20, 100, 5);
+        assert_eq!(service_ns(100 + 20, &man), 336_000_000);
+        let atm = cells(1e6, 0, 48, 5);
+        assert_eq!(service_ns(100, &atm), 1_272_000);
+        assert_eq!(service_ns(96, &atm), 848_000);
+        assert_eq!(service_ns(97, &atm), 1_272_000);
+        assert_eq!(service_ns(100, &cells(1e6, 0, 0, 5)), 800_000);
+    }
+
+    /// p4src's steps (rate.p4 `service_ns`: the quotient from cell_recip, one correction, one
+    /// rounding up) give the switch's cells for every frame size and cell size tried.
+    #[test]
+    fn p4src_cell_arithmetic_is_the_switchs() {
+        for cell in [1u64, 2, 3, 7, 48, 53, 100, 1499, 1500, 9000, 65535] {
+            let recip = (1u64 << 32) / cell;
+            for wire in (0u64..20_000).chain([65_535 + 65_535, u32::MAX as u64]) {
+                let mut q = (wire * recip) >> 32;
+                if wire - q * cell >= cell {
+                    q += 1;
+                }
+                if wire > q * cell {
+                    q += 1;
+                }
+                assert_eq!(q, wire.div_ceil(cell), "wire {wire} cell {cell}");
+            }
+        }
     }
 
     #[test]

@@ -73,6 +73,12 @@ pub struct Impairment {
     pub reorder_gap: u32,
     /// netem's `ecn` (stage/loss.rs): a lost ECN-capable packet is marked CE instead.
     pub loss_ecn: bool,
+    /// netem's cell framing (stage/rate.rs `service_ns`): the link time counts
+    /// ceil(wire / cell_bytes) cells of cell_bytes + cell_overhead_bytes; 0 = no cells.
+    /// `cell_recip` = floor(2^32 / cell_bytes) is p4src's division (the switch divides).
+    pub cell_bytes: u16,
+    pub cell_overhead_bytes: u16,
+    pub cell_recip: u64,
 }
 
 impl Impairment {
@@ -133,6 +139,9 @@ impl Impairment {
             reorder_corr: g(imp::REORDER_CORR) as u32,
             reorder_gap: g(imp::REORDER_GAP) as u32,
             loss_ecn: g(imp::LOSS_ECN) != 0,
+            cell_bytes: g(imp::CELL_BYTES) as u16,
+            cell_overhead_bytes: g(imp::CELL_OVERHEAD_BYTES) as u16,
+            cell_recip: g(imp::CELL_RECIP) as u64,
         }
     }
 
@@ -257,6 +266,9 @@ mod tests {
             ("corrupt_corr", i.corrupt_corr as u64),
             ("reorder_corr", i.reorder_corr as u64),
             ("reorder_gap", i.reorder_gap as u64),
+            ("cell_bytes", i.cell_bytes as u64),
+            ("cell_overhead_bytes", i.cell_overhead_bytes as u64),
+            ("cell_recip", i.cell_recip),
         ];
         for (name, got) in fields {
             assert_eq!(got, by_name(name), "{name}");
