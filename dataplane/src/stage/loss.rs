@@ -110,6 +110,18 @@ mod tests {
         (x * 4294967296.0) as u32
     }
 
+    /// The 4-state chain of bench/loss4_theory.py: p13 2 %, p31 40 %, p32 20 %, p23 50 %, p14 1 %.
+    fn four_state_example() -> Impairment {
+        Impairment {
+            loss4_p13: p(0.02),
+            loss4_p31: p(0.4),
+            loss4_p32: p(0.2),
+            loss4_p23: p(0.5),
+            loss4_p14: p(0.01),
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn bernoulli_rate_within_3_sigma() {
         let caps = Capacities { profiles: 4, ..Default::default() };
@@ -165,14 +177,7 @@ mod tests {
         let regs = Registers::new(&caps, vec![0; 16384].into(), 1);
         let counters = Counters::new(&caps);
         let mut rng = Prng::new(5);
-        let imp = Impairment {
-            loss4_p13: p(0.02),
-            loss4_p31: p(0.4),
-            loss4_p32: p(0.2),
-            loss4_p23: p(0.5),
-            loss4_p14: p(0.01),
-            ..Default::default()
-        };
+        let imp = four_state_example();
         let n = 2_000_000;
         let (mut lost, mut isolated, mut bursts, mut prev) = (0u64, 0u64, 0u64, false);
         for _ in 0..n {
@@ -268,14 +273,7 @@ mod tests {
     fn ecn_marks_fall_where_the_losses_would() {
         let caps = Capacities { profiles: 4, ..Default::default() };
         let counters = Counters::new(&caps);
-        let imp = Impairment {
-            loss4_p13: p(0.02),
-            loss4_p31: p(0.4),
-            loss4_p32: p(0.2),
-            loss4_p23: p(0.5),
-            loss4_p14: p(0.01),
-            ..Default::default()
-        };
+        let imp = four_state_example();
         let run = |ecn: bool| -> Vec<bool> {
             let regs = Registers::new(&caps, vec![0; 16384].into(), 1);
             let mut rng = Prng::new(11);
