@@ -19,8 +19,11 @@
  * With aqm = AQM_RED, RED (red.p4) decides first, as the packet arrives: dropped
  * (aqm_drop), marked CE, or passed on to the limits.
  *
- * With trace_len != 0 the departure is the trace's (trace.p4, exact Mahimahi delivery) and
- * the queue is drop-tail (no AQM); ns_per_byte_q16 is not used.
+ * With trace_len != 0 the trace's opportunities replace the clock (trace.p4, exact Mahimahi
+ * delivery): the dequeue instant is the opportunity of the packet's first byte, the departure
+ * that of its last; the limits and the AQM work as on the clock (Mahimahi's mm-link queues are
+ * drop-tail or CoDel) and the trace's state is written back only for an admitted packet;
+ * ns_per_byte_q16 is not used.
  *
  * With bearer_sched != BEARER_FIFO (and a rate) the profile-direction is a cell with a
  * queue per UE (bearer.p4): admitted packets wait there (counted in backlog_bytes/
@@ -75,6 +78,19 @@ control RateStage(inout headers_t hdr,
     @name(".P4netemIngress.backlog_pkts")
     @id(0x16000005)
     register<bit<32>>(PD_COUNT) backlog_pkts;
+
+    /* The trace's per-pd state (trace.p4): here, so that only an admitted packet writes it. */
+    @name(".P4netemIngress.trace_cycle_ns")
+    @id(0x1600003A)
+    register<time_ns_t>(PD_COUNT) trace_cycle_ns;
+
+    @name(".P4netemIngress.trace_pos")
+    @id(0x1600003B)
+    register<bit<32>>(PD_COUNT) trace_pos;
+
+    @name(".P4netemIngress.trace_left")
+    @id(0x1600003C)
+    register<bit<32>>(PD_COUNT) trace_left;
 
     BearerQueues() bearers;
     CodelAqm() codel;
@@ -157,37 +173,33 @@ control RateStage(inout headers_t hdr,
                     begin_ns = free_at;
                 }
                 bit<2> aqm = CODEL_PASS;
-                if (meta.imp.trace_len != 0) {
-                    /* Exact trace delivery (trace.p4): the trace's opportunities instead of the
-                     * clock; a drop-tail queue (no AQM). */
-                    if (bytes_full || pkts_full) {
-                        meta.drop = 1;
-                        meta.drop_reason = DROP_QUEUE_FULL;
-                    } else {
-                        time_ns_t scheduled;
-                        trace_schedule.apply(meta, ready, standard_metadata.packet_length, scheduled);
-                        meta.departure_ns = scheduled;
-                        if (scheduled > now) {
-                            backlog_bytes.write(meta.pd, queued_bytes + wire);
-                            backlog_pkts.write(meta.pd, queued_pkts + 1);
-                            meta.wire_len = wire;
-                            meta.in_backlog = 1;
-                        }
-                    }
+                if (meta.imp.aqm == AQM_RED) {
+                    /* RED decides as the packet arrives, before the limits (Linux: sch_red
+                     * before its child fifo); the link was idle since free_at if it is free. */
+                    red.apply(hdr, meta, queued_bytes, free_at <= ready, ready - free_at, aqm);
+                }
+                if (aqm == CODEL_DROP) {
+                    /* Dropped before the queue: it takes no link time and leaves no backlog. */
+                    meta.drop = 1;
+                    meta.drop_reason = DROP_AQM_DROP;
+                } else if (bytes_full || pkts_full) {
+                    meta.drop = 1;
+                    meta.drop_reason = DROP_QUEUE_FULL;
                 } else {
-                    if (meta.imp.aqm == AQM_RED) {
-                        /* RED decides as the packet arrives, before the limits (Linux: sch_red
-                         * before its child fifo); the link was idle since free_at if it is free. */
-                        red.apply(hdr, meta, queued_bytes, free_at <= ready, ready - free_at, aqm);
+                    /* When the packet takes the link (its dequeue instant, begin_ns) and leaves
+                     * it: on the clock, or at the trace's opportunities (trace.p4). */
+                    time_ns_t departure = begin_ns + service_ns(wire, meta.imp);
+                    time_ns_t cycle = 0;
+                    bit<32> pos = 0;
+                    bit<32> left = 0;
+                    if (meta.imp.trace_len != 0) {
+                        trace_cycle_ns.read(cycle, meta.pd);
+                        trace_pos.read(pos, meta.pd);
+                        trace_left.read(left, meta.pd);
+                        trace_schedule.apply(meta, ready, standard_metadata.packet_length,
+                                             cycle, pos, left, begin_ns, departure);
                     }
-                    if (aqm == CODEL_DROP) {
-                        /* Dropped before the queue: it takes no link time and leaves no backlog. */
-                        meta.drop = 1;
-                        meta.drop_reason = DROP_AQM_DROP;
-                    } else if (bytes_full || pkts_full) {
-                        meta.drop = 1;
-                        meta.drop_reason = DROP_QUEUE_FULL;
-                    } else if (meta.imp.aqm == AQM_CODEL) {
+                    if (meta.imp.aqm == AQM_CODEL) {
                         /* At the packet's dequeue instant (begin_ns), after begin - ready in the
                          * queue behind queued_bytes; it was queued when the last drop happened if
                          * it was waiting then (ready <= free_at). */
@@ -203,7 +215,11 @@ control RateStage(inout headers_t hdr,
                         mark_ce.apply(hdr, meta);
                     }
                     if (meta.drop == 0) {
-                        time_ns_t departure = begin_ns + service_ns(wire, meta.imp);
+                        if (meta.imp.trace_len != 0) {
+                            trace_cycle_ns.write(meta.pd, cycle);
+                            trace_pos.write(meta.pd, pos);
+                            trace_left.write(meta.pd, left);
+                        }
                         next_free_ns.write(meta.pd, departure);
                         meta.departure_ns = departure;
                         if (departure > now) {

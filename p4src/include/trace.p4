@@ -13,7 +13,8 @@
  * The controller fills trace_opportunity_ms (the timestamps: trace_len cells from trace_base) and
  * trace_first_at (for each millisecond m of the period, trace_period_ms + 1 cells from
  * trace_ms_base: the index of the first opportunity at or after m), so that finding the first
- * opportunity after an idle time is one lookup. Per pd: trace_cycle_ns (when the current period
+ * opportunity after an idle time is one lookup. Per pd (RateStage's registers, passed in and
+ * out): trace_cycle_ns (when the current period
  * began; 0: not started), trace_pos (the current opportunity), trace_left (its unused bytes). The
  * queue is a FIFO, so the departure computed at arrival is exact. For a packet ready at t:
  *
@@ -28,6 +29,12 @@
  * Divisions are reciprocal multiplications with one correction each (no division on v1model):
  * whole periods with the controller's trace_period_recip = floor(2^64 / period in ns), ms with
  * TRACE_RECIP_MS = floor(2^64 / 10^6).
+ *
+ * The opportunity chosen before the size is fitted (begin) is where the packet's first byte goes:
+ * Mahimahi's LinkQueue dequeues it there, so that is where the AQM decides (CoDel at its dequeue
+ * instant, as on the rate's clock). TraceSchedule only computes: the per-pd state comes in and
+ * goes out, and RateStage writes it back when it admits the packet, so a packet the AQM or the
+ * limits drop uses no bytes of the trace (Mahimahi drops it before it takes any).
  */
 #ifndef P4NETEM_TRACE_P4
 #define P4NETEM_TRACE_P4
@@ -35,6 +42,10 @@
 control TraceSchedule(inout metadata_t meta,
                       in time_ns_t t,
                       in bit<32> len,
+                      inout time_ns_t cycle,
+                      inout bit<32> pos,
+                      inout bit<32> left,
+                      out time_ns_t begin,
                       out time_ns_t departure) {
 
     @name(".P4netemIngress.trace_opportunity_ms")
@@ -45,25 +56,7 @@ control TraceSchedule(inout metadata_t meta,
     @id(0x16000039)
     register<bit<32>>(TRACE_MS_CELLS) trace_first_at;
 
-    @name(".P4netemIngress.trace_cycle_ns")
-    @id(0x1600003A)
-    register<time_ns_t>(PD_COUNT) trace_cycle_ns;
-
-    @name(".P4netemIngress.trace_pos")
-    @id(0x1600003B)
-    register<bit<32>>(PD_COUNT) trace_pos;
-
-    @name(".P4netemIngress.trace_left")
-    @id(0x1600003C)
-    register<bit<32>>(PD_COUNT) trace_left;
-
     apply {
-        time_ns_t cycle;
-        bit<32> pos;
-        bit<32> left;
-        trace_cycle_ns.read(cycle, meta.pd);
-        trace_pos.read(pos, meta.pd);
-        trace_left.read(left, meta.pd);
         time_ns_t period = (time_ns_t)meta.imp.trace_period_ms * NS_PER_MS;
         bit<32> size = 1;
         if (len > TRACE_FRAME_ADJUST + 1) {
@@ -117,6 +110,8 @@ control TraceSchedule(inout metadata_t meta,
             trace_first_at.read(pos, meta.imp.trace_ms_base + (bit<32>)q);
             left = TRACE_OPPORTUNITY;
         }
+        trace_opportunity_ms.read(at_ms, meta.imp.trace_base + pos);
+        begin = cycle + (time_ns_t)at_ms * NS_PER_MS;
         if (left >= size) {
             left = left - size;
         } else {
@@ -128,9 +123,6 @@ control TraceSchedule(inout metadata_t meta,
             }
             left = TRACE_OPPORTUNITY - rest;
         }
-        trace_cycle_ns.write(meta.pd, cycle);
-        trace_pos.write(meta.pd, pos);
-        trace_left.write(meta.pd, left);
         trace_opportunity_ms.read(at_ms, meta.imp.trace_base + pos);
         departure = cycle + (time_ns_t)at_ms * NS_PER_MS;
     }

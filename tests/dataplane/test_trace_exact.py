@@ -1,19 +1,20 @@
 """Exact trace delivery on the wire: the data plane plays a Mahimahi trace loaded into its trace
 registers. A backlog of full-size frames leaves one per opportunity at the trace's timestamps (the
 trace repeating), small frames share an opportunity's 1504 bytes, and a queue limit drops the
-rest (queue_full)."""
+rest (queue_full). With CoDel on the trace's queue (mm-link's `--uplink-queue=codel`) the
+standing queue that drop-tail keeps is dropped at dequeue (aqm_drop)."""
 
 from __future__ import annotations
 
 import pytest
-from wirestats import MS, ms, settled_counters
+from wirestats import MS, median, ms, settled_counters
 
 from p4netem import pipeline as pl
 from p4netem.control.trace import MahimahiTrace
 from p4netem.control.trace_tables import first_at_index
 from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, run_probe
-from p4netem.pipeline import UPLINK, DropReason
+from p4netem.pipeline import UPLINK, Aqm, DropReason
 
 # Asserts on packet timing: run once more if it failed while the host stalled (the p4netem plugin).
 pytestmark = pytest.mark.p4netem_timing
@@ -86,3 +87,32 @@ def test_the_queue_limit_drops_what_the_trace_cannot_carry(lab: TwoHostLab) -> N
     got = _since_first_send(result)
     want = [10 * (k + 1) for k in range(len(got))]
     assert _at_opportunities(got, want), ([ms(g) for g in got], result.wall_clock_step_ns)
+
+
+def _late_median_delay(lab: TwoHostLab, port: int, **aqm: int) -> tuple[float, int, object]:
+    """One 1504-byte opportunity every ms (one 1514-byte frame), offered 1.05 frames per ms for 5 s
+    into a 1000-packet queue: the median one-way delay of the frames sent in the last 2 s, the
+    frames lost, and the counters."""
+    _load(lab, [1], queue_limit_pkts=1000, **aqm)
+    n = 5250
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=1050, size=1514 - UDP_IP_ETH_OVERHEAD,
+                       port=port)
+    late = [d for seq, d in zip(result.seq, result.delays_ns) if seq >= n * 3 // 5]
+    return median(late), result.lost, settled_counters(lab, UPLINK)
+
+
+def test_codel_manages_the_trace_queue(lab: TwoHostLab) -> None:
+    # Drop-tail (mm-link's droptail): 5 % excess for 5 s piles up about 250 frames (250 ms).
+    tail_delay, tail_lost, tail = _late_median_delay(lab, 9083)
+    assert tail_lost == 0 and tail.dropped == 0, tail.drops
+    assert tail_delay > 100 * MS, f"drop-tail: median late delay {ms(tail_delay)}"
+    # CoDel (mm-link's codel, target 5 ms, interval 100 ms) at the frames' dequeue instants, the
+    # trace's opportunities: drops (aqm_drop, each one a lost frame) until the sojourn is back near
+    # its target.
+    codel_delay, codel_lost, c = _late_median_delay(
+        lab, 9084, aqm=Aqm.CODEL, codel_target_ns=5 * MS, codel_interval_ns=100 * MS)
+    aqm_drops = c.drops[DropReason.AQM_DROP] - tail.drops[DropReason.AQM_DROP]
+    assert aqm_drops > 0 and aqm_drops == codel_lost, (aqm_drops, codel_lost)
+    assert c.drops[DropReason.QUEUE_FULL] == tail.drops[DropReason.QUEUE_FULL]
+    assert codel_delay < 40 * MS, f"CoDel: median late delay {ms(codel_delay)} (drop-tail {ms(tail_delay)})"
+    assert codel_delay < tail_delay / 4

@@ -29,7 +29,8 @@ def test_trace_placement_encodes_and_reads_back() -> None:
 
 @pytest.mark.parametrize("link, field, words", [
     ({"trace": {"opportunities": 3, "period": 10}, "rate": "1mbit"}, "downlink.rate", "not used with a trace"),
-    ({"trace": {"opportunities": 3, "period": 10}, "aqm": "codel"}, "downlink.aqm", "drop-tail"),
+    ({"trace": {"opportunities": 3, "period": 10}, "aqm": {"kind": "codel", "ecn": True, "target": "0ms"}},
+     "downlink.aqm", "target"),
     ({"trace": {"opportunities": 0, "period": 10}}, "downlink.trace.opportunities", "1..4294967295"),
     ({"trace": {"opportunities": 3}}, "downlink.trace.period", "required"),
 ])
@@ -37,6 +38,22 @@ def test_bad_trace_settings_name_the_field(link, field, words) -> None:
     with pytest.raises(ProfileError) as err:
         _down(**link)
     assert field in str(err.value) and words in str(err.value), str(err.value)
+
+
+def test_a_traced_direction_takes_an_aqm_as_mm_link_does() -> None:
+    """Mahimahi's `--downlink-queue=codel --downlink-queue-args=packets=100,target=5,interval=100`:
+    CoDel (or RED) on the trace's queue, encoded as on the rate's clock; without a trace or a rate
+    an AQM still has no queue to manage."""
+    p = _down(trace={"opportunities": 3, "period": 10, "cells": 0, "index_cells": 0}, queue=100,
+              aqm={"kind": "codel", "target": "5ms", "interval": "100ms", "ecn": True})
+    params = p.downlink.to_table_params()
+    assert (params["aqm"], params["codel_target_ns"], params["codel_interval_ns"], params["ecn"]) == \
+        (1, 5_000_000, 100_000_000, 1)
+    assert params["trace_len"] == 3 and params["ns_per_byte_q16"] == 0
+    assert Profile.from_table_params("t", p.uplink.to_table_params(), params, None).downlink == p.downlink
+    assert _down(trace={"opportunities": 3, "period": 10}, aqm={"kind": "red", "max": "90KB"}).downlink.aqm.kind.value == "red"
+    with pytest.raises(ProfileError, match="needs a rate or a trace"):
+        _down(aqm="codel")
 
 
 def test_first_at_index_and_free_cells() -> None:

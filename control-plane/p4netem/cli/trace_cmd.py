@@ -158,8 +158,9 @@ def load(
     The traces are written into the switch's trace registers and the rules get the profile
     (--profile, default none) with each traced direction's `trace` set: every delivery
     opportunity carries its 1504 bytes at its millisecond, as Mahimahi's mm-link, repeating
-    (docs/control.md#exact-delivery-in-the-data-plane). The profile's rate and AQM do not apply to
-    a traced direction; its queue limit does (mm-link's default queue is unlimited)."""
+    (docs/control.md#exact-delivery-in-the-data-plane). The profile's rate does not apply to a
+    traced direction; its queue limit and AQM do (mm-link's default queue is unlimited; its
+    `--uplink-queue=codel` is the profile's `aqm: codel`)."""
     if uplink is None and downlink is None:
         raise ProfileError([Problem("", "no trace: give --uplink FILE, --downlink FILE or both")])
     traces = {d: load_trace(p) for d, p in (("uplink", uplink), ("downlink", downlink)) if p is not None}
@@ -175,7 +176,6 @@ def load(
             link = base.link(d).model_dump(mode="json", exclude_defaults=True)
             if d in placed:
                 link.pop("rate", None)
-                link.pop("aqm", None)
                 link["trace"] = placed[d].model_dump()
             doc[d] = link
         if doc["radio"] is None:

@@ -587,9 +587,9 @@ class LinkParams(BaseModel):
         if self.rate == 0 and self.trace is None and not self.queue.unlimited:
             problems.append(Problem("queue", "a queue limit needs a rate (without one the rate "
                                     "queue is always empty)"))
-        if self.rate == 0 and self.aqm.kind is not AqmKind.TAIL_DROP:
-            problems.append(Problem("aqm", f"{self.aqm.kind.value} needs a rate (without one the rate "
-                                    "queue is always empty)"))
+        if self.rate == 0 and self.trace is None and self.aqm.kind is not AqmKind.TAIL_DROP:
+            problems.append(Problem("aqm", f"{self.aqm.kind.value} needs a rate or a trace (without one the "
+                                    "rate queue is always empty)"))
         if self.rate == 0 and self.bearers.on:
             problems.append(Problem("bearers", f"{self.bearers.scheduler.value} needs a rate (the cell's capacity "
                                     "that the UEs share)"))
@@ -613,9 +613,6 @@ class LinkParams(BaseModel):
         if self.trace is not None and self.rate:
             problems.append(Problem("rate", f"{self.rate} is not used with a trace: the trace's delivery "
                                     "opportunities are the link (leave rate out)"))
-        if self.trace is not None and self.aqm.kind is not AqmKind.TAIL_DROP:
-            problems.append(Problem("aqm", f"{self.aqm.kind.value} manages the rate queue's clock; a trace-driven "
-                                    "queue is drop-tail (Mahimahi's default)"))
         if self.loss_state is not None and (self.loss or self.gilbert_elliott is not None):
             problems.append(Problem("loss_state", "is a loss model of its own: leave loss and gilbert_elliott "
                                     "out (the data plane uses one model per direction)"))

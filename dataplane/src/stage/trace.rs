@@ -26,6 +26,12 @@
 //! if left >= size: left -= size  else: the rest goes into the next opportunity (left = full - rest)
 //! departure = cycle + ms[pos] * 1e6
 //! ```
+//!
+//! The opportunity chosen before the size is fitted (`begin`) is where the packet's first byte
+//! goes: Mahimahi's `LinkQueue` dequeues it there, so that is where an AQM decides (CoDel at its
+//! dequeue instant, as on the rate's clock). [`schedule`] only computes: the rate stage stores the
+//! new state when it admits the packet, so a packet the AQM or the limits drop uses no bytes of
+//! the trace (Mahimahi drops it before it takes any).
 use super::Impairment;
 use crate::state::Registers;
 
@@ -66,11 +72,19 @@ fn advance(v: &mut Vars, imp: &Impairment, period_ns: u64) {
     }
 }
 
-/// The departure time of a packet of frame length `len` ready at `t`, updating pd's trace state.
+/// Where a packet goes in the trace: the opportunity of its first byte and of its last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// When its first byte leaves (its dequeue instant in Mahimahi's link queue).
+    pub begin: u64,
+    /// When its last byte leaves: the packet's departure.
+    pub departure: u64,
+}
+
+/// The slot of a packet of frame length `len` ready at `t`, advancing `v` (one pd's trace state)
+/// past it; the caller stores `v` if it admits the packet.
 #[inline]
-pub fn departure(imp: &Impairment, regs: &Registers, pd: usize, t: u64, len: u32) -> u64 {
-    let cell = &regs.trace[pd];
-    let mut v = cell.load();
+pub fn schedule(imp: &Impairment, regs: &Registers, v: &mut Vars, t: u64, len: u32) -> Slot {
     let period_ns = imp.trace_period_ms as u64 * MS;
     let size = len.saturating_sub(FRAME_ADJUST).clamp(1, OPPORTUNITY_BYTES);
     let fresh = v.cycle_ns == 0;
@@ -81,7 +95,7 @@ pub fn departure(imp: &Impairment, regs: &Registers, pd: usize, t: u64, len: u32
     if !fresh && v.left > 0 && cur >= t {
         // Shares the opportunity the packet before it left in: it was queued by then.
     } else if !fresh && cur >= t {
-        advance(&mut v, imp, period_ns);
+        advance(v, imp, period_ns);
         v.left = OPPORTUNITY_BYTES;
     } else {
         // The link was idle (or never used): the first opportunity at or after t.
@@ -100,15 +114,15 @@ pub fn departure(imp: &Impairment, regs: &Registers, pd: usize, t: u64, len: u32
         v.pos = first_at(regs, imp, d.div_ceil(MS));
         v.left = OPPORTUNITY_BYTES;
     }
+    let begin = v.cycle_ns + ms_of(regs, imp, v.pos) * MS;
     if v.left >= size {
         v.left -= size;
     } else {
         let rest = size - v.left;
-        advance(&mut v, imp, period_ns);
+        advance(v, imp, period_ns);
         v.left = OPPORTUNITY_BYTES - rest;
     }
-    cell.store(&v);
-    v.cycle_ns + ms_of(regs, imp, v.pos) * MS
+    Slot { begin, departure: v.cycle_ns + ms_of(regs, imp, v.pos) * MS }
 }
 
 #[cfg(test)]
@@ -140,8 +154,20 @@ mod tests {
         (regs, imp)
     }
 
+    /// Departures (from T0) of packets all admitted (their state stored, as the rate stage does).
     fn run(regs: &Registers, imp: &Impairment, pkts: &[(u64, u32)]) -> Vec<u64> {
-        pkts.iter().map(|&(t, len)| departure(imp, regs, 1, t, len) - T0).collect()
+        slots(regs, imp, pkts).iter().map(|s| s.departure - T0).collect()
+    }
+
+    fn slots(regs: &Registers, imp: &Impairment, pkts: &[(u64, u32)]) -> Vec<Slot> {
+        pkts.iter()
+            .map(|&(t, len)| {
+                let mut v = regs.trace[1].load();
+                let slot = schedule(imp, regs, &mut v, t, len);
+                regs.trace[1].store(&v);
+                slot
+            })
+            .collect()
     }
 
     const T0: u64 = 1_000_000_000;
@@ -183,5 +209,25 @@ mod tests {
         // 1515-byte one is counted as a full opportunity too (never more than one).
         let (regs, imp) = load(&[1, 2]);
         assert_eq!(run(&regs, &imp, &[(T0, 1514), (T0, 1515), (T0, 60)]), vec![MS, 2 * MS, 3 * MS]);
+    }
+
+    #[test]
+    fn a_packet_begins_where_its_first_byte_goes() {
+        // 1000-byte frames count 990: the first fits the 1 ms opportunity (514 left), the second
+        // begins there and ends at 3 ms, the third begins and ends at 3 ms.
+        let (regs, imp) = load(&[1, 3, 4]);
+        let got: Vec<(u64, u64)> =
+            slots(&regs, &imp, &[(T0, 1000); 3]).iter().map(|s| (s.begin - T0, s.departure - T0)).collect();
+        assert_eq!(got, vec![(MS, MS), (MS, 3 * MS), (3 * MS, 3 * MS)]);
+    }
+
+    #[test]
+    fn a_packet_not_stored_uses_no_bytes_of_the_trace() {
+        // As a packet the AQM drops: its slot is computed, its state thrown away; the next packet
+        // gets the bytes it would have used.
+        let (regs, imp) = load(&[1, 2, 3]);
+        let mut v = regs.trace[1].load();
+        assert_eq!(schedule(&imp, &regs, &mut v, T0, 1514).departure, T0 + MS);
+        assert_eq!(run(&regs, &imp, &[(T0, 1514)]), vec![MS]);
     }
 }
