@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ..control import ApplyResult, Controller, Rule, RuleError, load_rules, parse_rule_option
 from ..profiles import Profile, ProfileError, load_profiles
 from ..profiles.errors import Problem
+from ..profiles.link import TracePlacement
 from ..profiles.netem import NetemSetup
 from ..profiles.summary import link_summary
 from .. import safe_yaml
 from ..safe_yaml import YamlInputError, read_text
 from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded,
                      warning)
+
+if TYPE_CHECKING:
+    from ..control.trace import MahimahiTrace
+    from ..profiles.mahimahi import MahimahiChain
 
 RuleOpt = Annotated[Optional[list[str]], typer.Option(
     "--rule", "-r", metavar="KEY=VALUE,...",
@@ -89,8 +94,15 @@ NetemUplinkOpt = Annotated[Optional[str], typer.Option(
 NetemDownlinkOpt = Annotated[Optional[str], typer.Option(
     "--netem-downlink", metavar="'OPTIONS'",
     help="netem options of the downlink (server to client), replacing --netem there.")]
-NetemNameOpt = Annotated[str, typer.Option(
-    "--name", metavar="NAME", help="Name of the profile made from netem options.")]
+NetemNameOpt = Annotated[Optional[str], typer.Option(
+    "--name", metavar="NAME", help="Name of the profile made from netem options (default netem) or from "
+                                   "--mahimahi (default mahimahi).")]
+MahimahiOpt = Annotated[Optional[str], typer.Option(
+    "--mahimahi", metavar="'COMMAND'",
+    help="A Mahimahi shell chain instead of PROFILE, quoted: --mahimahi 'mm-delay 20 mm-loss uplink 0.01 "
+         "mm-link up.trace down.trace --downlink-queue=droptail --downlink-queue-args=packets=100' "
+         "(docs/profiles.md, From Mahimahi). mm-link's traces are loaded into the switch and played exactly "
+         "in the data plane, as `p4netem trace load`.")]
 
 
 def netem_profile(netem: str | None, uplink: str | None, downlink: str | None, name: str) -> NetemSetup:
@@ -104,15 +116,38 @@ def netem_profile(netem: str | None, uplink: str | None, downlink: str | None, n
     return setup
 
 
+def mahimahi_setup(command: str, name: str) -> tuple["MahimahiChain", dict[str, "MahimahiTrace"], Profile]:
+    """The chain of --mahimahi (warnings printed), its trace files read, and its profile checked
+    with the traces' sizes (at cells 0: where the switch puts them is known once they are loaded).
+    A bad chain, value or trace file raises ProfileError before anything is written."""
+    from ..control.trace import load_trace
+    from ..profiles.mahimahi import parse_mahimahi
+
+    chain = parse_mahimahi(command, name=name)
+    traces = {}
+    for direction, path in chain.traces.items():
+        try:
+            traces[direction] = load_trace(path)
+        except OSError as exc:
+            raise ProfileError([Problem(f"mm-link {direction} trace {path}", f"cannot read it: {exc.strerror or exc}")],
+                               "mahimahi command") from None
+    profile = chain.profile({d: TracePlacement(opportunities=len(t.opportunities_ms), period=t.period_ms)
+                             for d, t in traces.items()})
+    for text in chain.warnings:
+        warning(text)
+    return chain, traces, profile
+
+
 @guarded
 def apply(
     profile: Annotated[Optional[str], typer.Argument(
         help="A built-in profile (p4netem profiles list), a name from --profiles, or a YAML file with "
-             "one profile. Or none, with --netem.")] = None,
+             "one profile. Or none, with --netem or --mahimahi.")] = None,
     netem: NetemOpt = None,
     netem_uplink: NetemUplinkOpt = None,
     netem_downlink: NetemDownlinkOpt = None,
-    name: NetemNameOpt = "netem",
+    mahimahi: MahimahiOpt = None,
+    name: NetemNameOpt = None,
     rule: RuleOpt = None,
     rules_file: RulesFile = None,
     profiles: ProfilesOpt = None,
@@ -131,12 +166,15 @@ def apply(
     existing ones. Everything is validated before anything is written: a bad profile or rule
     changes nothing (exit 1)."""
     from_netem = netem is not None or netem_uplink is not None or netem_downlink is not None
-    if (profile is None) == (not from_netem):
-        raise typer.BadParameter("give a PROFILE or netem options (--netem, --netem-uplink, --netem-downlink), "
-                                 "not both" if from_netem else "give a PROFILE or --netem 'OPTIONS'",
-                                 param_hint="PROFILE")
-    setup = netem_profile(netem, netem_uplink, netem_downlink, name) if from_netem else None
-    chosen: Profile | str = setup.profile if setup is not None else profile
+    given = [what for what, on in (("PROFILE", profile is not None), ("netem options", from_netem),
+                                   ("--mahimahi", mahimahi is not None)) if on]
+    if len(given) != 1:
+        raise typer.BadParameter(f"give one of PROFILE, netem options (--netem, --netem-uplink, --netem-downlink) "
+                                 f"or --mahimahi 'COMMAND', not {' and '.join(given)}" if given else
+                                 "give a PROFILE, --netem 'OPTIONS' or --mahimahi 'COMMAND'", param_hint="PROFILE")
+    setup = netem_profile(netem, netem_uplink, netem_downlink, name or "netem") if from_netem else None
+    chain, traces, checked = mahimahi_setup(mahimahi, name or "mahimahi") if mahimahi is not None else (None, {}, None)
+    chosen: Profile | str = setup.profile if setup is not None else checked if checked is not None else profile
     rules = gather_rules(rule, rules_file)
     known = gather_profiles(profiles)
     with connect(addr, device_id, election_id, profiles=known) as ctl:
@@ -146,7 +184,23 @@ def apply(
             ctl.load_distribution(setup.user_table)
             if not as_json:
                 console.print(f"loaded the user distribution table: {setup.user_table.describe()}", highlight=False)
+        if chain is not None:
+            chosen = load_mahimahi_traces(ctl, chain, traces, quiet=as_json)
         print_result(ctl.apply(chosen, rules or None, in_place=in_place), as_json)
+
+
+def load_mahimahi_traces(ctl: Controller, chain: "MahimahiChain", traces: dict[str, "MahimahiTrace"],
+                         quiet: bool = False) -> Profile:
+    """mm-link's traces written into free trace cells (as `p4netem trace load`), and the chain's
+    profile with each traced direction's placement, ready to apply."""
+    placed: dict[str, TracePlacement] = {}
+    for direction, trace in traces.items():
+        placed[direction] = ctl.load_trace(trace, reserved=list(placed.values()))
+        if not quiet:
+            where = placed[direction]
+            console.print(f"loaded the {direction} trace {trace.source}: {where.opportunities} opportunities over "
+                          f"{where.period} ms, in the data plane at cells {where.cells}", highlight=False)
+    return chain.profile(placed)
 
 
 @guarded

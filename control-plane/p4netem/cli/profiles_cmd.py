@@ -100,3 +100,45 @@ def from_netem(
         error(f"cannot write {output}: {exc.strerror}")
         raise typer.Exit(EXIT_PROBLEM) from None
     err.print(f"wrote {escape(str(output))} (profile {profile.name})", highlight=False, soft_wrap=True)
+
+
+@app.command("from-mahimahi")
+@guarded
+def from_mahimahi(
+    command: str = typer.Argument(
+        ..., metavar="'COMMAND'",
+        help="A Mahimahi shell chain, quoted: 'mm-delay 20 mm-loss uplink 0.01 mm-link up.trace down.trace "
+             "--downlink-queue=droptail --downlink-queue-args=packets=100'."),
+    name: str = typer.Option("mahimahi", "--name", help="Name of the profile."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE.yaml",
+                                          help="Write the YAML to FILE instead of printing it."),
+) -> None:
+    """Convert a Mahimahi command (mm-delay, mm-loss, mm-link) to a p4netem profile and print it as YAML.
+
+    mm-link's traces are read (they must exist) and listed: the profile plays them exactly in the
+    data plane once they are in the switch, which `p4netem apply --mahimahi 'COMMAND'` does (it
+    loads them and applies the profile). What Mahimahi does that p4netem cannot (drophead and pie
+    queues, --once, mm-onoff, ...) is refused, named (exit 1). docs/profiles.md, "From Mahimahi",
+    has the mapping."""
+    from .apply_cmd import mahimahi_setup
+
+    chain, traces, profile = mahimahi_setup(command, name)
+    # The trace cells are the switch's to choose: the YAML says which files the profile needs.
+    needs = [f"{d}: {t.source} ({len(t.opportunities_ms)} opportunities over {t.period_ms} ms)"
+             for d, t in traces.items()]
+    header = ""
+    if needs:
+        header = ("# needs the Mahimahi traces in the switch (p4netem apply --mahimahi loads them and sets each\n"
+                  "# direction's trace cells): " + "; ".join(needs) + "\n")
+        for line in needs:
+            err.print(f"needs trace {escape(line)}", highlight=False, soft_wrap=True)
+    text = header + dumps(profile)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        error(f"cannot write {output}: {exc.strerror}")
+        raise typer.Exit(EXIT_PROBLEM) from None
+    err.print(f"wrote {escape(str(output))} (profile {profile.name})", highlight=False, soft_wrap=True)
