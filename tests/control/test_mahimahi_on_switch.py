@@ -1,6 +1,7 @@
 """`p4netem apply --mahimahi` against a running p4netem-switch (the CLI as users run it): mm-link's
 traces are written into the switch's trace registers and the chain's profile is applied with each
-direction's placement; read back, the switch holds the delay, loss, queue and trace of the chain.
+direction's placement; read back, the switch holds the delay, loss, queue (CoDel included) and trace
+of the chain.
 A chain p4netem refuses writes nothing."""
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def test_apply_mahimahi_loads_the_traces_and_the_profile(bare_switch: SwitchProc
     addr = bare_switch.grpc_addr
     up, down = TRACES / "constant-6mbit.trace", TRACES / "steps-12-3mbit.trace"
     command = (f"mm-delay 20 mm-link {up} {down} mm-loss downlink 0.01 --uplink-queue=droptail "
-               "--uplink-queue-args=packets=50 --downlink-queue droptail --downlink-queue-args 'packets=100, bytes=60000'")
+               "--uplink-queue-args=packets=50 --downlink-queue codel "
+               "--downlink-queue-args 'packets=100, bytes=60000, target=5, interval=100'")
     r = run_cli(addr, "apply", "--mahimahi", command)
     assert r.returncode == 0, r.stderr
     # mm-loss inside mm-link: Mahimahi loses downlink packets after the link, p4netem before its queue.
@@ -44,7 +46,11 @@ def test_apply_mahimahi_loads_the_traces_and_the_profile(bare_switch: SwitchProc
     profile = rule.profile
     assert profile is not None
     for link in (profile.uplink, profile.downlink):
-        assert int(link.delay) == 20_000_000 and link.rate == 0 and link.aqm.kind.value == "tail-drop"
+        assert int(link.delay) == 20_000_000 and link.rate == 0
+    # mm-link's codel queue: CoDel on the downlink trace's queue (target 5 ms, interval 100 ms).
+    assert profile.uplink.aqm.kind.value == "tail-drop" and profile.downlink.aqm.kind.value == "codel"
+    aqm = profile.downlink.aqm
+    assert (int(aqm.target), int(aqm.interval), aqm.ecn) == (5_000_000, 100_000_000, False)
     assert profile.uplink.loss == 0 and abs(float(profile.downlink.loss) - 1) < 1e-6  # 32-bit fraction of 1 %
     assert profile.uplink.queue.packets == 50 and profile.uplink.queue.bytes == 0
     assert profile.downlink.queue.packets == 100 and int(profile.downlink.queue.bytes) == 60000

@@ -91,9 +91,6 @@ def test_codel_is_the_profiles_codel_aqm_on_the_traced_queue() -> None:
         "queue": {"packets": 1000}, "aqm": {"kind": "codel", "target": "5ms", "interval": "100ms", "ecn": False}}
 
 
-@pytest.mark.skip(reason="main's profile schema still refuses an AQM on a traced direction (link.py: 'a "
-                         "trace-driven queue is drop-tail'); CoDel on traces is being added to the data plane and "
-                         "schema on main: drop this skip then")
 def test_codel_on_a_traced_direction_is_a_valid_profile() -> None:
     p = parse_mahimahi(CODEL).profile({"uplink": UP, "downlink": DOWN})
     assert p.downlink.aqm.kind.value == "codel" and int(p.downlink.aqm.target) == 5_000_000
