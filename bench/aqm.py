@@ -152,9 +152,16 @@ def _iperf3(t: Topo, seconds: int, streams: int = 1) -> subprocess.CompletedProc
             srv.wait()
 
 
-def _loaded_sojourn(t: Topo, ctl, long_flows: int = 1, **aqm: int) -> dict:
-    ctl.set_impairment(1, pl.UPLINK, ns_per_byte_q16=_ns_per_byte_q16(RATE_BPS), queue_limit_pkts=QUEUE_PKTS,
-                       **aqm)
+def loaded_sojourn(t: Topo, ctl, long_flows: int = 1, link: dict | None = None, before_traffic=None,
+                   **aqm: int) -> dict:
+    """Profile 1 uplink: `link` (default: RATE_BPS with a QUEUE_PKTS queue) and `aqm`; the long
+    flows, the short ones and the probes for SECONDS (`before_traffic()` runs once the profile is
+    set and the link idle); the second half's probe sojourns, drops and flows."""
+    if link is None:
+        link = {"ns_per_byte_q16": _ns_per_byte_q16(RATE_BPS), "queue_limit_pkts": QUEUE_PKTS}
+    ctl.set_impairment(1, pl.UPLINK, **link, **aqm)
+    if before_traffic is not None:
+        before_traffic()
     before = ctl.counters(1, pl.UPLINK)
     server = subprocess.Popen(t.netns(t.h2, PY, "-c", _SHORT_SERVER, str(SHORT_PORT)), stdout=subprocess.PIPE,
                               text=True)
@@ -190,11 +197,11 @@ def _loaded_sojourn(t: Topo, ctl, long_flows: int = 1, **aqm: int) -> dict:
         "aqm_drops": after.drops[pl.DropReason.AQM_DROP] - before.drops[pl.DropReason.AQM_DROP],
         "queue_full_drops": after.drops[pl.DropReason.QUEUE_FULL] - before.drops[pl.DropReason.QUEUE_FULL],
         "iperf3_ok": long_flow.get("r") is not None and long_flow["r"].returncode == 0,
-        "long_flow_cc": _sender_ran(long_flow.get("r")),
+        "long_flow_cc": sender_ran(long_flow.get("r")),
     }
 
 
-def _sender_ran(r: subprocess.CompletedProcess | None) -> str | None:
+def sender_ran(r: subprocess.CompletedProcess | None) -> str | None:
     """The congestion control iperf3's sending socket reported (TCP_CONGESTION)."""
     if r is None or r.returncode != 0:
         return None
@@ -221,7 +228,7 @@ def _ecn(t: Topo, ctl) -> dict:
             "iperf3_ok": r.returncode == 0}
 
 
-def _sender_cc(t: Topo, cc: str) -> str:
+def sender_cc(t: Topo, cc: str) -> str:
     """Set the sending host's TCP congestion control; returns the one it had."""
     key = "net.ipv4.tcp_congestion_control"
     old = subprocess.run(t.netns(t.h1, "sysctl", "-n", key), capture_output=True, text=True, check=True).stdout.strip()
@@ -229,7 +236,7 @@ def _sender_cc(t: Topo, cc: str) -> str:
     return old
 
 
-def _cubic_routes(t: Topo, on: bool) -> None:
+def cubic_routes(t: Topo, on: bool) -> None:
     """CUBIC for every connection h1 opens (its routes' congctl), or the namespace default again.
     The machine's allowed list (reno bbr) keeps CUBIC from being the namespace's default, but a
     route may name any loaded algorithm (studies/p4netem_studies/web/tcp_tuning.py)."""
@@ -273,15 +280,18 @@ def _reference_check(t: Topo, ingress: Path, egress: Path, aqm_drops: int) -> di
 
 
 @contextlib.contextmanager
-def _captured(t: Topo, out: dict):
-    """tcpdump on the switch's port 1 (frames from h1 entering the switch) and on h2's device
-    (frames the switch delivered) around the block; yields the two paths."""
+def captured(t: Topo, out: dict, ingress_filter: str | None = None):
+    """tcpdump on the switch's port 1 (frames from h1 entering the switch; `ingress_filter`, default
+    h1's IPv4 frames) and on h2's device (h1's IPv4 frames the switch delivered) around the block;
+    yields the two paths."""
     tmp = Path(tempfile.mkdtemp(prefix="p4nb-codel-"))
     paths = (tmp / "ingress.pcap", tmp / "egress.pcap")
+    from_h1 = "ip and src host " + t.h1.ip
     caps = [subprocess.Popen([*pre, "tcpdump", "-i", dev, "-Q", "in", "-s", "96", "-n", "-B", "8192",
-                              "--time-stamp-precision=nano", "-w", str(path), "ip and src host " + t.h1.ip],
+                              "--time-stamp-precision=nano", "-w", str(path), *expr.split()],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            for pre, dev, path in (([], t.ports[0], paths[0]), (t.netns(t.h2)[:4], t.h2.dev, paths[1]))]
+            for pre, dev, path, expr in (([], t.ports[0], paths[0], from_h1 if ingress_filter is None else ingress_filter),
+                                         (t.netns(t.h2)[:4], t.h2.dev, paths[1], from_h1))]
     try:
         time.sleep(1.0)  # tcpdump's socket open before the first frame
         yield paths
@@ -297,16 +307,16 @@ def _captured(t: Topo, out: dict):
 def _pair(t: Topo, ctl, cc: str, codel_rounds: int = 1, capture: dict | None = None) -> tuple[dict, list[dict]]:
     """Tail drop, then CoDel `codel_rounds` times, with the long and short flows on `cc`; checks
     the sender ran it. With `capture`, the first CoDel round is checked against the reference."""
-    tail = _loaded_sojourn(t, ctl)
+    tail = loaded_sojourn(t, ctl)
     codel = []
     for n in range(codel_rounds):
         if capture is not None and n == 0:
-            with _captured(t, capture) as (ingress, egress):
-                codel.append(_loaded_sojourn(t, ctl, **CODEL))
+            with captured(t, capture) as (ingress, egress):
+                codel.append(loaded_sojourn(t, ctl, **CODEL))
             capture.update(_reference_check(t, ingress, egress, codel[0]["aqm_drops"]))
             shutil.rmtree(capture["dir"], ignore_errors=True)
         else:
-            codel.append(_loaded_sojourn(t, ctl, **CODEL))
+            codel.append(loaded_sojourn(t, ctl, **CODEL))
     for name, r in (("tail drop", tail), *(("CoDel", c) for c in codel)):
         if r["long_flow_cc"] not in (cc, None):
             raise RuntimeError(f"{name} run: the long flow ran {r['long_flow_cc']}, not {cc}")
@@ -327,29 +337,29 @@ def measure(t: Topo, ctl) -> dict:
     # Loss-based TCP, what bufferbloat studies and RFC 8289 are about: CUBIC (Linux's default, the
     # headline figure) and Reno. New namespaces default to BBR here, which keeps its own queue short
     # and would hide the standing queue; Reno is set as h1's default, CUBIC on h1's routes.
-    old_cc = _sender_cc(t, CC_COMPARED)
+    old_cc = sender_cc(t, CC_COMPARED)
     # An access link's round trip: the ACK path (downlink) delays BASE_RTT_MS; the uplink (the
     # queue measured) has only the rate. Without it the flow's RTT is the queue alone, and no AQM
     # with RFC 8289's 100 ms interval holds one Reno flow at 5 ms (it needs a drop every few ms).
     ctl.set_impairment(1, pl.DOWNLINK, delay_ns=BASE_RTT_MS * 1_000_000)
     try:
         tail_reno, (codel_reno,) = _pair(t, ctl, CC_COMPARED)
-        red = _loaded_sojourn(t, ctl, **_red(gentle=False))
-        gentle = _loaded_sojourn(t, ctl, **_red(gentle=True))
+        red = loaded_sojourn(t, ctl, **_red(gentle=False))
+        gentle = loaded_sojourn(t, ctl, **_red(gentle=True))
         ecn = _ecn(t, ctl)
-        _cubic_routes(t, True)
+        cubic_routes(t, True)
         try:
             check: dict = {}
             tail, codel_runs = _pair(t, ctl, CC, CODEL_ROUNDS, capture=check)
-            many_runs = [_loaded_sojourn(t, ctl, MANY_FLOWS, **CODEL) for _ in range(MANY_ROUNDS)]
+            many_runs = [loaded_sojourn(t, ctl, MANY_FLOWS, **CODEL) for _ in range(MANY_ROUNDS)]
             sweep = {}
             for rtt_ms in SWEEP_RTTS_MS:
                 ctl.set_impairment(1, pl.DOWNLINK, delay_ns=rtt_ms * 1_000_000)
-                sweep[rtt_ms] = [_loaded_sojourn(t, ctl, **CODEL) for _ in range(SWEEP_ROUNDS)]
+                sweep[rtt_ms] = [loaded_sojourn(t, ctl, **CODEL) for _ in range(SWEEP_ROUNDS)]
         finally:
-            _cubic_routes(t, False)
+            cubic_routes(t, False)
     finally:
-        _sender_cc(t, old_cc)
+        sender_cc(t, old_cc)
         ctl.set_impairment(1, pl.UPLINK)
         ctl.set_impairment(1, pl.DOWNLINK)
     rounds = _rounds(codel_runs)

@@ -43,6 +43,7 @@ import loss  # noqa: E402
 import p4rt_writes  # noqa: E402
 import radio  # noqa: E402
 import slot  # noqa: E402
+import trace_aqm  # noqa: E402
 import trace_delivery  # noqa: E402
 import rate  # noqa: E402
 import throughput  # noqa: E402
@@ -54,7 +55,7 @@ from p4netem.paths import switch_binary  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 CLASSIFIER_CAPACITY = 65536  # the switch's default --classifier-entries
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "netem_corr", "netem_ecn", "slot", "trace", "aqm", "bearers", "p4rt", "radio",
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "netem_corr", "netem_ecn", "slot", "trace", "aqm", "trace_aqm", "bearers", "p4rt", "radio",
                 "timeline", "endpoints", "dashboard", "io_paths")
 
 # (key, bar, comparison, unit, what)
@@ -202,7 +203,8 @@ def print_table(res: dict) -> None:
         ("codel_sojourn_ms_p50_min", "ms"), ("codel_sojourn_ms_p50_max", "ms"),
         ("codel_sojourn_ms_p50_pooled", "ms"), ("codel_reference_drop_agreement", ""),
         ("taildrop_sojourn_ms_p50", "ms"), ("codel_sojourn_ms_p50_reno", "ms"), ("codel_sojourn_ms_p50_4_flows", "ms"),
-        ("taildrop_sojourn_ms_p50_reno", "ms"), ("ecn_marks", ""), ("bearer_pf_fairness_pct_err", "pp"),
+        ("taildrop_sojourn_ms_p50_reno", "ms"), ("trace_codel_sojourn_ms_p50", "ms"),
+        ("trace_taildrop_sojourn_ms_p50", "ms"), ("trace_codel_reference_drop_agreement", ""), ("trace_codel_reference_drop_agreement_ahead", ""), ("ecn_marks", ""), ("bearer_pf_fairness_pct_err", "pp"),
         ("rrc_promotion_error_us_p50", "us"), ("rrc_switch_mpps_1_ue", "Mpps"),
         ("rrc_switch_mpps_100k_ue", "Mpps"), ("rrc_throughput_ratio_1m_ue_of_medians", ""),
         ("timeline_step_error_ms_p50", "ms"), ("timeline_step_error_ms_max", "ms"),
@@ -353,6 +355,7 @@ def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
                 step("slot", lambda: slot.measure(t, ctl))
                 step("trace", lambda: trace_delivery.measure(t, ctl))
                 step("aqm", lambda: aqm.measure(t, ctl))
+                step("trace_aqm", lambda: trace_aqm.measure(t, ctl))
                 step("bearers", lambda: bearers.measure(t, ctl))
                 step("p4rt", lambda: p4rt_writes.measure(ctl, CLASSIFIER_CAPACITY))
                 step("radio", lambda: radio.promotion_accuracy(t, ctl), label="radio (promotion)")

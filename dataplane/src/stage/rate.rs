@@ -201,6 +201,10 @@ impl Stage for Rate {
                 codel::Params { target_ns: imp.codel_target_ns, interval_ns: imp.codel_interval_ns, ecn: imp.ecn };
             let cell = &regs.codel[pd];
             let mut vars = cell.load();
+            // "Queued when the last packet was dropped": on the clock that drop's instant was
+            // free_at. On a trace it may be a later opportunity; a packet that arrived in between
+            // has nothing ahead of it (everything left by free_at), so CoDel passes it and clears
+            // first_above whichever way it counts, and decides the packets after it alike.
             decision = codel::dequeue(&mut vars, &params, begin, begin - pkt.ready, bytes, pkt.ready <= free_at, ect);
             cell.store(&vars);
             if decision == codel::Decision::Drop {
@@ -571,7 +575,7 @@ mod tests {
         let mut p50 = Vec::new();
         for (pd, imp) in [(0u32, tail), (1, codel)] {
             rate.provision(pd, &imp);
-            let (mut sojourns, mut aqm_drops, mut last) = (Vec::new(), 0, 0u64);
+            let (mut sojourns, mut dropped, mut last) = (Vec::new(), Vec::new(), 0u64);
             for i in 0..(20_000_000_000 / gap) {
                 let now = T0 + i * gap;
                 let mut ctx = Ctx { now, pd, rng: &mut rng, regs: &regs, counters: &counters };
@@ -587,15 +591,65 @@ mod tests {
                             sojourns.push(p.departure - now);
                         }
                     }
-                    Verdict::Drop(DropReason::AqmDrop) => aqm_drops += 1,
+                    Verdict::Drop(DropReason::AqmDrop) => dropped.push(i),
                     _ => {}
                 }
             }
             sojourns.sort();
             p50.push(sojourns[sojourns.len() / 2]);
-            assert_eq!(aqm_drops > 0, pd == 1, "pd {pd}: {aqm_drops} AQM drops");
+            if pd == 1 {
+                // Mahimahi's link served by CoDel's dequeue, step by step (bench/codel_reference.py
+                // replay_trace, on these arrivals): 992 drops, the first sixteen of these packets.
+                let first = [185, 286, 337, 395, 445, 490, 531, 570, 606, 640, 672, 704, 733, 762, 790, 816];
+                assert_eq!(dropped[..16], first, "CoDel's first drops on the trace");
+                assert_eq!(dropped.len(), 992);
+            } else {
+                assert!(dropped.is_empty(), "drop-tail: {} AQM drops", dropped.len());
+            }
         }
         assert!(p50[0] > 500_000_000, "tail drop p50 sojourn {} ns", p50[0]);
         assert!((2_000_000..20_000_000).contains(&p50[1]), "CoDel p50 sojourn {} ns", p50[1]);
+    }
+
+    /// A sparse trace (one 1504-byte opportunity every 20 ms, 0.6 Mbit/s) and 1514-byte frames at
+    /// random gaps of 1..39 ms (an LCG; mean 20 ms): short queues whose sojourns exceed the target,
+    /// where the backlog rule decides. The switch drops exactly what Mahimahi's link served by
+    /// CoDel's dequeue drops with the switch's rule (bytes queued ahead at arrival), computed by
+    /// `bench/codel_reference.py`'s `replay_trace(arrivals, [1514] * 3000, [20], arrivals[0],
+    /// ahead=True)` on these arrivals: 144 drops. With Linux's rule (bytes left behind) the
+    /// same replay also drops 144, each two packets earlier (21, 27, 38, ...): the documented
+    /// difference (codel.rs).
+    #[test]
+    fn codel_on_a_sparse_trace_drops_what_the_reference_drops_with_its_backlog_rule() {
+        let (regs, counters, mut rng) = setup();
+        regs.trace_opportunity_ms[0].store(20, Relaxed);
+        for m in 0..=20 {
+            regs.trace_first_at[m].store(0, Relaxed);
+        }
+        let mut rate = Rate::new(8, 4096);
+        let imp = Impairment {
+            trace_len: 1,
+            trace_period_ms: 20,
+            trace_period_recip: ((1u128 << 64) / 20_000_000) as u64,
+            queue_limit_pkts: 1000,
+            aqm: crate::contract::AQM_CODEL,
+            codel_target_ns: 5_000_000,
+            codel_interval_ns: 100_000_000,
+            ..Default::default()
+        };
+        rate.provision(1, &imp);
+        let (mut x, mut now, mut dropped) = (12345u64, 1_000_000_000u64, Vec::new());
+        for i in 0..3000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            now += 1_000_000 + (x >> 33) % 38_000_000;
+            let mut ctx = Ctx { now, pd: 1, rng: &mut rng, regs: &regs, counters: &counters };
+            let mut p = Pkt::new(1514, now);
+            if rate.enqueue(&imp, &mut ctx, &mut p) == Verdict::Drop(DropReason::AqmDrop) {
+                dropped.push(i);
+            }
+        }
+        assert_eq!(dropped[..12], [23, 29, 40, 46, 50, 54, 102, 139, 165, 205, 211, 234]);
+        assert_eq!(dropped[dropped.len() - 3..], [2902, 2908, 2912]);
+        assert_eq!((dropped.len(), dropped.iter().sum::<u64>()), (144, 230_285));
     }
 }
