@@ -91,6 +91,11 @@ def from_netem(
     for text in warnings:
         warning(text)
     text = dumps(profile)
+    _emit(text, output, profile.name)
+
+
+def _emit(text: str, output: Path | None, name: str) -> None:
+    """A converted profile's YAML: printed, or written to `output` (said on stderr)."""
     if output is None:
         typer.echo(text, nl=False)
         return
@@ -99,7 +104,7 @@ def from_netem(
     except OSError as exc:
         error(f"cannot write {output}: {exc.strerror}")
         raise typer.Exit(EXIT_PROBLEM) from None
-    err.print(f"wrote {escape(str(output))} (profile {profile.name})", highlight=False, soft_wrap=True)
+    err.print(f"wrote {escape(str(output))} (profile {name})", highlight=False, soft_wrap=True)
 
 
 @app.command("from-mahimahi")
@@ -133,12 +138,4 @@ def from_mahimahi(
         for line in needs:
             err.print(f"needs trace {escape(line)}", highlight=False, soft_wrap=True)
     text = header + dumps(profile)
-    if output is None:
-        typer.echo(text, nl=False)
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        error(f"cannot write {output}: {exc.strerror}")
-        raise typer.Exit(EXIT_PROBLEM) from None
-    err.print(f"wrote {escape(str(output))} (profile {profile.name})", highlight=False, soft_wrap=True)
+    _emit(text, output, profile.name)

@@ -546,6 +546,25 @@ mod tests {
         assert!((2_000_000..20_000_000).contains(&p50[1]), "CoDel p50 sojourn {} ns", p50[1]);
     }
 
+    /// A trace of one opportunity every `period_ms` loaded at cell 0 (its index at 0..), and CoDel
+    /// with RFC 8289's defaults on its 1000-packet queue.
+    fn one_opportunity_trace(regs: &Registers, period_ms: u32) -> Impairment {
+        regs.trace_opportunity_ms[0].store(period_ms, Relaxed);
+        for m in 0..=period_ms as usize {
+            regs.trace_first_at[m].store(0, Relaxed);
+        }
+        Impairment {
+            trace_len: 1,
+            trace_period_ms: period_ms,
+            trace_period_recip: ((1u128 << 64) / (period_ms as u128 * 1_000_000)) as u64,
+            queue_limit_pkts: 1000,
+            aqm: crate::contract::AQM_CODEL,
+            codel_target_ns: 5_000_000,
+            codel_interval_ns: 100_000_000,
+            ..Default::default()
+        }
+    }
+
     /// Mahimahi's `mm-link` with `--uplink-queue=codel`: a trace with one 1504-byte opportunity
     /// every millisecond (12 Mbit/s of 1514-byte frames) offered 5 % more, 20 s, 1000 packets.
     /// Tail drop stands near the limit; CoDel holds the sojourn to its first opportunity near its
@@ -553,23 +572,9 @@ mod tests {
     #[test]
     fn codel_manages_a_trace_queue_and_its_drops_use_no_opportunity() {
         let (regs, counters, mut rng) = setup();
-        regs.trace_opportunity_ms[0].store(1, Relaxed);
-        regs.trace_first_at[0].store(0, Relaxed);
-        regs.trace_first_at[1].store(0, Relaxed);
+        let codel = one_opportunity_trace(&regs, 1);
+        let tail = Impairment { aqm: 0, ..codel };
         let mut rate = Rate::new(8, 4096);
-        let tail = Impairment {
-            trace_len: 1,
-            trace_period_ms: 1,
-            trace_period_recip: ((1u128 << 64) / 1_000_000) as u64,
-            queue_limit_pkts: 1000,
-            ..Default::default()
-        };
-        let codel = Impairment {
-            aqm: crate::contract::AQM_CODEL,
-            codel_target_ns: 5_000_000,
-            codel_interval_ns: 100_000_000,
-            ..tail
-        };
         const T0: u64 = 1_000_000_000;
         let gap = 1_000_000 * 100 / 105;
         let mut p50 = Vec::new();
@@ -622,21 +627,8 @@ mod tests {
     #[test]
     fn codel_on_a_sparse_trace_drops_what_the_reference_drops_with_its_backlog_rule() {
         let (regs, counters, mut rng) = setup();
-        regs.trace_opportunity_ms[0].store(20, Relaxed);
-        for m in 0..=20 {
-            regs.trace_first_at[m].store(0, Relaxed);
-        }
+        let imp = one_opportunity_trace(&regs, 20);
         let mut rate = Rate::new(8, 4096);
-        let imp = Impairment {
-            trace_len: 1,
-            trace_period_ms: 20,
-            trace_period_recip: ((1u128 << 64) / 20_000_000) as u64,
-            queue_limit_pkts: 1000,
-            aqm: crate::contract::AQM_CODEL,
-            codel_target_ns: 5_000_000,
-            codel_interval_ns: 100_000_000,
-            ..Default::default()
-        };
         rate.provision(1, &imp);
         let (mut x, mut now, mut dropped) = (12345u64, 1_000_000_000u64, Vec::new());
         for i in 0..3000u64 {
