@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .link import LinkParams
+from .link import AqmKind, BearerScheduler, LinkParams, TracePlacement
 from .units import Percent
 from .profile import Profile
 
@@ -71,6 +71,41 @@ def _framing(link: LinkParams) -> tuple[str, str]:
     return overhead, cells
 
 
+def _trace(trace: TracePlacement) -> str:
+    """A trace's size and mean rate in full-size frames (one per opportunity), as `trace load` says."""
+    from ..control.trace import FRAME_BYTES  # control imports profiles: here, not at the top
+
+    bps = trace.opportunities * FRAME_BYTES * 8 * 1000 / trace.period
+    mean = f"{bps / 1e6:.3g} Mbit/s" if bps >= 1e6 else f"{bps / 1e3:.3g} kbit/s"
+    return f"{trace.opportunities} opportunities / {trace.period} ms (mean {mean})"
+
+
+def _bearers(link: LinkParams) -> str:
+    b = link.bearers
+    if b.scheduler is BearerScheduler.PF:
+        return f"pf{_notes(f'halflife {b.halflife}' if b.halflife else '')}"
+    return f"{b.scheduler.value}{_notes(f'quantum {b.quantum}' if b.quantum else '')}"
+
+
+def _aqm(link: LinkParams) -> str:
+    a = link.aqm
+    ecn = "ecn" if a.ecn else ""
+    if a.kind is AqmKind.CODEL:
+        return f"codel{_notes(f'target {a.target}', f'interval {a.interval}', ecn)}"
+    return f"red{_notes(f'min {a.min}' if a.min else '', f'max {a.max}' if a.max else '', f'p {a.probability}' if a.probability else '', 'gentle' if a.gentle else '', ecn)}"
+
+
+def _slot(link: LinkParams) -> str:
+    slot = link.slot
+    assert slot is not None
+    if slot.distribution is not None:
+        when = f"{slot.distribution.value} {slot.delay} {slot.jitter}"
+    else:
+        when = str(slot.min) if slot.max == slot.min else f"{slot.min}..{slot.max}"
+    return when + _notes(f"packets {slot.packets}" if slot.packets else "",
+                         f"bytes {slot.bytes}" if slot.bytes else "")
+
+
 def link_summary(link: LinkParams) -> str:
     """The impairments of one direction that are on, in one line ("no impairment" if none)."""
     parts = []
@@ -89,8 +124,16 @@ def link_summary(link: LinkParams) -> str:
         parts.append(f"reorder {link.reorder.probability}{gap}{_corr(link.correlation.reorder)}")
     if link.loss or link.gilbert_elliott is not None or link.loss_state is not None:
         parts.append(f"loss {_loss(link)}")
-    if link.rate and not link.queue.unlimited:
+    if link.trace is not None:
+        parts.append(f"trace {_trace(link.trace)}")
+    if link.bearers.on:
+        parts.append(f"bearers {_bearers(link)}")
+    if (link.rate or link.trace is not None) and not link.queue.unlimited:
         parts.append(f"queue {_queue(link)}")
+    if link.aqm.kind is not AqmKind.TAIL_DROP:
+        parts.append(_aqm(link))
+    if link.slot is not None:
+        parts.append(f"slot {_slot(link)}")
     if not link.rate:
         # Without a rate they do nothing (a profile refuses them; a switch may hold them): still shown.
         parts += [f for f in framing if f]
