@@ -243,40 +243,62 @@ def cubic_routes(t: Topo, on: bool) -> None:
     tcp_tuning.set_route_congestion_control(t.h1.ns, CC if on else None)
 
 
-def _uplink_frames(path: Path, src_ip: str) -> list[tuple[int, bytes, int]]:
-    """(kernel stamp ns, identity, wire bytes) of the IPv4 frames from src_ip in a capture; the
-    identity is the IP header's addresses, protocol and id with the first 8 bytes of L4 (ports,
-    TCP sequence), the wire bytes 14 + the IP total length (the capture keeps 96 bytes)."""
-    src = bytes(int(x) for x in src_ip.split("."))
+def captured_frames(path: Path, src_ip: str | None, after_ns: int = 0) -> list[tuple[int, bytes | None, int]]:
+    """(kernel stamp ns, identity, wire bytes) of a capture's frames stamped from `after_ns` on: the
+    IPv4 frames from `src_ip`, or with None every frame. The identity is the IP header's addresses,
+    protocol and id with the first 8 bytes of L4 (ports, TCP sequence), None for a frame that is not
+    IPv4 (ARP); the wire bytes 14 + the IP total length (the capture keeps 96 bytes), at least 60
+    for the others (the minimum frame)."""
+    src = None if src_ip is None else bytes(int(x) for x in src_ip.split("."))
     out = []
     for ns, f in read_pcap(path):
-        if len(f) < 42 or f[12:14] != b"\x08\x00" or f[26:30] != src:
+        if ns < after_ns or len(f) < 14:
             continue
-        ihl = (f[14] & 15) * 4
-        out.append((ns, f[18:20] + f[23:24] + f[26:34] + f[14 + ihl:22 + ihl], 14 + int.from_bytes(f[16:18], "big")))
+        ipv4 = len(f) >= 42 and f[12:14] == b"\x08\x00"
+        if src is not None and not (ipv4 and f[26:30] == src):
+            continue
+        if ipv4:
+            ihl = (f[14] & 15) * 4
+            out.append((ns, f[18:20] + f[23:24] + f[26:34] + f[14 + ihl:22 + ihl],
+                        14 + int.from_bytes(f[16:18], "big")))
+        else:
+            out.append((ns, None, max(len(f), 60)))
     return out
+
+
+def missing_at_egress(arrivals: list[tuple[int, bytes | None, int]], egress: Path, src_ip: str) -> set[int]:
+    """Indices of the IPv4 arrivals whose frame h2's capture does not have (as many times)."""
+    arrived: dict[bytes | None, int] = {}
+    for _, key, _ in captured_frames(egress, src_ip):
+        arrived[key] = arrived.get(key, 0) + 1
+    missing = set()
+    for i, (_, key, _) in enumerate(arrivals):
+        if key is None:
+            continue
+        if arrived.get(key, 0):
+            arrived[key] -= 1
+        else:
+            missing.add(i)
+    return missing
+
+
+def drop_agreement(switch_drops: set[int], reference: set[int], aqm_drops: int, suffix: str = "") -> dict:
+    """|same| / |either's drops|, void (None) unless every frame missing at h2 is one of the switch's
+    AQM drops (else the capture lost frames)."""
+    both = switch_drops & reference
+    complete = len(switch_drops) == aqm_drops
+    return {f"reference_drops{suffix}": len(reference), f"same{suffix}": len(both), "capture_complete": complete,
+            f"agreement{suffix}": len(both) / max(1, len(switch_drops | reference)) if complete else None}
 
 
 def _reference_check(t: Topo, ingress: Path, egress: Path, aqm_drops: int) -> dict:
     """The switch's CoDel drops in a captured round against the reference replay of its arrivals."""
-    arrivals = _uplink_frames(ingress, t.h1.ip)
-    arrived = {}
-    for ns, key, _ in _uplink_frames(egress, t.h1.ip):
-        arrived[key] = arrived.get(key, 0) + 1
-    switch_drops = set()
-    for i, (_, key, _) in enumerate(arrivals):
-        if arrived.get(key, 0):
-            arrived[key] -= 1
-        else:
-            switch_drops.add(i)
+    arrivals = captured_frames(ingress, t.h1.ip)
+    switch_drops = missing_at_egress(arrivals, egress, t.h1.ip)
     ns_per_byte = round(8e9 / RATE_BPS)
     ref = {i for _, i in codel_reference.replay([a[0] for a in arrivals], [a[2] for a in arrivals], ns_per_byte)}
-    both = switch_drops & ref
-    # Every frame missing at h2 must be one of the switch's AQM drops, or the capture lost frames.
-    complete = len(switch_drops) == aqm_drops
     return {"frames": len(arrivals), "switch_drops": len(switch_drops), "aqm_drops_counted": aqm_drops,
-            "reference_drops": len(ref), "same": len(both), "capture_complete": complete,
-            "agreement": len(both) / max(1, len(switch_drops | ref)) if complete else None}
+            **drop_agreement(switch_drops, ref, aqm_drops)}
 
 
 @contextlib.contextmanager

@@ -50,56 +50,23 @@ from topo import Topo
 
 from p4netem import pipeline as pl
 from p4netem.control.trace import load_trace
-from p4netem.replay.pcapfile import read_pcap
 
 QUEUE_PKTS = 1000
 
 
-def _frames(path: Path, after_ns: int) -> list[tuple[int, bytes | None, int]]:
-    """(kernel stamp ns, identity, wire bytes) of every frame in an ingress capture stamped after
-    `after_ns`; the identity (as aqm._uplink_frames's) for IPv4 frames only, None for the others
-    (ARP), which take the trace's bytes too. Wire bytes: 14 + IP total length for IPv4 (the capture
-    keeps 96 bytes); at least 60 for the others (the minimum frame)."""
-    out = []
-    for ns, f in read_pcap(path):
-        if ns < after_ns or len(f) < 14:
-            continue
-        if f[12:14] == b"\x08\x00" and len(f) >= 42:
-            ihl = (f[14] & 15) * 4
-            out.append((ns, f[18:20] + f[23:24] + f[26:34] + f[14 + ihl:22 + ihl],
-                        14 + int.from_bytes(f[16:18], "big")))
-        else:
-            out.append((ns, None, max(len(f), 60)))
-    return out
-
-
 def _reference_check(t: Topo, ingress: Path, egress: Path, after_ns: int, trace, aqm_drops: int) -> dict:
-    arrivals = _frames(ingress, after_ns)
+    # Every frame entering port 1 since the trace was cleared: ARP takes the trace's bytes too.
+    arrivals = aqm.captured_frames(ingress, None, after_ns)
     if not arrivals:
         return {"frames": 0, "agreement": None}
-    arrived: dict[bytes, int] = {}
-    for _, key, _ in aqm._uplink_frames(egress, t.h1.ip):
-        arrived[key] = arrived.get(key, 0) + 1
-    switch_drops = set()
-    for i, (_, key, _) in enumerate(arrivals):
-        if key is None:
-            continue
-        if arrived.get(key, 0):
-            arrived[key] -= 1
-        else:
-            switch_drops.add(i)
-    times = [a[0] for a in arrivals]
-    # Every IPv4 frame missing at h2 must be one of the switch's AQM drops, or the capture lost frames.
-    complete = len(switch_drops) == aqm_drops
+    switch_drops = aqm.missing_at_egress(arrivals, egress, t.h1.ip)
+    times, sizes = [a[0] for a in arrivals], [a[2] for a in arrivals]
     out = {"frames": len(arrivals), "non_ip_frames": sum(1 for a in arrivals if a[1] is None),
-           "switch_drops": len(switch_drops), "aqm_drops_counted": aqm_drops, "capture_complete": complete}
+           "switch_drops": len(switch_drops), "aqm_drops_counted": aqm_drops}
     for suffix, ahead in (("", False), ("_ahead", True)):
-        ref = {i for _, i in codel_reference.replay_trace(times, [a[2] for a in arrivals],
-                                                          list(trace.opportunities_ms), times[0], ahead=ahead)
-               if arrivals[i][1] is not None}
-        both = switch_drops & ref
-        out |= {f"reference_drops{suffix}": len(ref), f"same{suffix}": len(both),
-                f"agreement{suffix}": len(both) / max(1, len(switch_drops | ref)) if complete else None}
+        ref = {i for _, i in codel_reference.replay_trace(times, sizes, list(trace.opportunities_ms), times[0],
+                                                          ahead=ahead) if arrivals[i][1] is not None}
+        out |= aqm.drop_agreement(switch_drops, ref, aqm_drops, suffix)
     return out
 
 

@@ -188,7 +188,7 @@ control RateStage(inout headers_t hdr,
                 } else {
                     /* When the packet takes the link (its dequeue instant, begin_ns) and leaves
                      * it: on the clock, or at the trace's opportunities (trace.p4). */
-                    time_ns_t departure = begin_ns + service_ns(wire, meta.imp);
+                    time_ns_t departure;
                     time_ns_t cycle = 0;
                     bit<32> pos = 0;
                     bit<32> left = 0;
@@ -198,6 +198,8 @@ control RateStage(inout headers_t hdr,
                         trace_left.read(left, meta.pd);
                         trace_schedule.apply(meta, ready, standard_metadata.packet_length,
                                              cycle, pos, left, begin_ns, departure);
+                    } else {
+                        departure = begin_ns + service_ns(wire, meta.imp);
                     }
                     if (meta.imp.aqm == AQM_CODEL) {
                         /* At the packet's dequeue instant (begin_ns), after begin - ready in the

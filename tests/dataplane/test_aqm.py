@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 import pytest
-from wirestats import MS, median, ms, ns_per_byte_q16, settled_counters
+from wirestats import MS, late_median_delay, ms, ns_per_byte_q16, settled_counters
 
 from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, run_probe
@@ -30,8 +30,7 @@ def _late_median_delay(lab: TwoHostLab, port: int, **aqm: int) -> tuple[float, i
     n = int(offered_pps * 5)
     lab.impair(UPLINK, ns_per_byte_q16=ns_per_byte_q16(RATE), queue_limit_pkts=1000, **aqm)
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=offered_pps, size=SIZE, port=port)
-    late = [d for seq, d in zip(result.seq, result.delays_ns) if seq >= n * 3 // 5]
-    return median(late), result.lost, settled_counters(lab, UPLINK)
+    return late_median_delay(result, n * 3 // 5), result.lost, settled_counters(lab, UPLINK)
 
 
 def test_codel_drops_the_standing_queue_tail_drop_keeps(lab: TwoHostLab) -> None:

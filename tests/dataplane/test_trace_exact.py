@@ -7,7 +7,7 @@ standing queue that drop-tail keeps is dropped at dequeue (aqm_drop)."""
 from __future__ import annotations
 
 import pytest
-from wirestats import MS, median, ms, settled_counters
+from wirestats import MS, late_median_delay, ms, settled_counters
 
 from p4netem import pipeline as pl
 from p4netem.control.trace import MahimahiTrace
@@ -97,8 +97,7 @@ def _late_median_delay(lab: TwoHostLab, port: int, **aqm: int) -> tuple[float, i
     n = 5250
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=1050, size=1514 - UDP_IP_ETH_OVERHEAD,
                        port=port)
-    late = [d for seq, d in zip(result.seq, result.delays_ns) if seq >= n * 3 // 5]
-    return median(late), result.lost, settled_counters(lab, UPLINK)
+    return late_median_delay(result, n * 3 // 5), result.lost, settled_counters(lab, UPLINK)
 
 
 def test_codel_manages_the_trace_queue(lab: TwoHostLab) -> None:

@@ -48,6 +48,12 @@ def median(values: list[int]) -> float:
     return float(statistics.median(values))
 
 
+def late_median_delay(result, first_seq: int) -> float:
+    """The median one-way delay of a probe's datagrams numbered `first_seq` and later (those sent
+    once a queue has had time to build or settle)."""
+    return median([d for seq, d in zip(result.seq, result.delays_ns) if seq >= first_seq])
+
+
 def percentile(values: list[int], q: float) -> float:
     ordered = sorted(values)
     return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))])

@@ -193,13 +193,12 @@ def load_mahimahi_traces(ctl: Controller, chain: "MahimahiChain", traces: dict[s
                          quiet: bool = False) -> Profile:
     """mm-link's traces written into free trace cells (as `p4netem trace load`), and the chain's
     profile with each traced direction's placement, ready to apply."""
-    placed: dict[str, TracePlacement] = {}
-    for direction, trace in traces.items():
-        placed[direction] = ctl.load_trace(trace, reserved=list(placed.values()))
-        if not quiet:
-            where = placed[direction]
-            console.print(f"loaded the {direction} trace {trace.source}: {where.opportunities} opportunities over "
-                          f"{where.period} ms, in the data plane at cells {where.cells}", highlight=False)
+    placed = ctl.load_traces(traces)
+    if not quiet:
+        for direction, where in placed.items():
+            console.print(f"loaded the {direction} trace {traces[direction].source}: {where.opportunities} "
+                          f"opportunities over {where.period} ms, in the data plane at cells {where.cells}",
+                          highlight=False)
     return chain.profile(placed)
 
 

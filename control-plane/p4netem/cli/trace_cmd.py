@@ -167,9 +167,7 @@ def load(
     known, base = _base_profile(profile, profiles)
     rules = gather_rules(rule, rules_file)
     with connect(addr, device_id, election_id, profiles=list(known.values())) as ctl:
-        placed: dict = {}
-        for d, t in traces.items():
-            placed[d] = ctl.load_trace(t, reserved=list(placed.values()))
+        placed = ctl.load_traces(traces)
         base = base or Profile.parse({"name": "trace"})
         doc = {"name": f"{base.name}-exact", "radio": base.to_dict().get("radio")}
         for d in ("uplink", "downlink"):

@@ -260,3 +260,11 @@ class Controller:
         """Load a Mahimahi trace into free trace cells (not those of `reserved`, loaded but not yet
         applied); its placement goes into a direction's `trace` to play it exactly."""
         return self.traces.load(trace, reserved)
+
+    def load_traces(self, traces: Mapping[str, MahimahiTrace]) -> dict[str, TracePlacement]:
+        """Load several traces (e.g. one per direction) at once, each in cells of its own: the
+        placements, by the same keys."""
+        placed: dict[str, TracePlacement] = {}
+        for key, trace in traces.items():
+            placed[key] = self.load_trace(trace, reserved=list(placed.values()))
+        return placed

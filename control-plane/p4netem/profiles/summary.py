@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .link import AqmKind, BearerScheduler, LinkParams, TracePlacement
+from .link import AqmKind, BearerScheduler, LinkParams, Slot, TracePlacement
 from .units import Percent
 from .profile import Profile
 
@@ -92,12 +92,11 @@ def _aqm(link: LinkParams) -> str:
     ecn = "ecn" if a.ecn else ""
     if a.kind is AqmKind.CODEL:
         return f"codel{_notes(f'target {a.target}', f'interval {a.interval}', ecn)}"
-    return f"red{_notes(f'min {a.min}' if a.min else '', f'max {a.max}' if a.max else '', f'p {a.probability}' if a.probability else '', 'gentle' if a.gentle else '', ecn)}"
+    # A red block always has min, max and probability (tc-red's defaults fill what is not given).
+    return f"red{_notes(f'min {a.min}', f'max {a.max}', f'p {a.probability}', 'gentle' if a.gentle else '', ecn)}"
 
 
-def _slot(link: LinkParams) -> str:
-    slot = link.slot
-    assert slot is not None
+def _slot(slot: Slot) -> str:
     if slot.distribution is not None:
         when = f"{slot.distribution.value} {slot.delay} {slot.jitter}"
     else:
@@ -133,7 +132,7 @@ def link_summary(link: LinkParams) -> str:
     if link.aqm.kind is not AqmKind.TAIL_DROP:
         parts.append(_aqm(link))
     if link.slot is not None:
-        parts.append(f"slot {_slot(link)}")
+        parts.append(f"slot {_slot(link.slot)}")
     if not link.rate:
         # Without a rate they do nothing (a profile refuses them; a switch may hold them): still shown.
         parts += [f for f in framing if f]

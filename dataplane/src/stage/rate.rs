@@ -184,16 +184,14 @@ impl Stage for Rate {
         // When the packet takes the link (its dequeue instant, `begin`) and leaves it: on the
         // rate's clock, or at the trace's opportunities (exact trace delivery, trace.rs), whose
         // new state is stored only if the packet is admitted.
-        let mut trace_vars = None;
-        let (begin, departure, service) = if imp.has_trace() {
+        let (begin, departure, service, trace_vars) = if imp.has_trace() {
             let mut v = regs.trace[pd].load();
             let slot = trace::schedule(imp, regs, &mut v, pkt.ready, pkt.len);
-            trace_vars = Some(v);
-            (slot.begin, slot.departure, 0)
+            (slot.begin, slot.departure, 0, Some(v))
         } else {
             let begin = pkt.ready.max(free_at);
             let service = service_ns(wire, imp);
-            (begin, begin.saturating_add(service), service)
+            (begin, begin.saturating_add(service), service, None)
         };
         if imp.aqm == AQM_CODEL {
             // CoDel at the packet's dequeue instant (`begin`); see codel.rs.
