@@ -231,6 +231,12 @@ def loss_sequence(topo: Topo, ctl, params: dict[str, int], port: int, count: int
     """Per datagram, lost or not: `count` numbered `frame`-byte datagrams at `pps` from h1 to h2
     through profile 1 uplink set to `params`, which is cleared afterwards. Raises if the sender's
     kernel refused any: the sequence would then not be the switch's."""
+    return loss_run(topo, ctl, params, port, count, pps, frame)[0]
+
+
+def loss_run(topo: Topo, ctl, params: dict[str, int], port: int, count: int, pps: int,
+             frame: int) -> tuple[list[bool], dict]:
+    """`loss_sequence` and the sink's records of the datagrams that arrived (seq, tx_ns, rx_ns)."""
     ctl.set_impairment(1, 0, **params)
     try:
         with sink(topo, topo.h2, port, idle=1.0) as done:
@@ -242,5 +248,5 @@ def loss_sequence(topo: Topo, ctl, params: dict[str, int], port: int, count: int
         raise RuntimeError(f"the sender's kernel refused {sent['send_errors']} datagrams: the loss "
                            "sequence would not be the switch's")
     got = set(rec["seq"])
-    return [i not in got for i in range(sent["sent"])]
+    return [i not in got for i in range(sent["sent"])], rec
 

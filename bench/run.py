@@ -38,6 +38,7 @@ import delay  # noqa: E402
 import endpoints  # noqa: E402
 import ge  # noqa: E402
 import loss4  # noqa: E402
+import onoff  # noqa: E402
 import netem_corr  # noqa: E402
 import loss  # noqa: E402
 import p4rt_writes  # noqa: E402
@@ -55,7 +56,7 @@ from p4netem.paths import switch_binary  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 CLASSIFIER_CAPACITY = 65536  # the switch's default --classifier-entries
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "netem_corr", "netem_ecn", "slot", "trace", "aqm", "trace_aqm", "bearers", "p4rt", "radio",
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "onoff", "netem_corr", "netem_ecn", "slot", "trace", "aqm", "trace_aqm", "bearers", "p4rt", "radio",
                 "timeline", "endpoints", "dashboard", "io_paths")
 
 # (key, bar, comparison, unit, what)
@@ -69,6 +70,8 @@ BARS = (
     ("loss_error_sigma", 3.0, "<=", "sigma", "loss error at 1%, 1e5 packets"),
     ("loss4_error_sigma", 3.0, "<=", "sigma", "netem 4-state loss (loss state 2% 40% 20% 50% 1%): loss rate and "
      "mean burst vs theory, worse of the two, 2e5 packets"),
+    ("onoff_error_sigma", 3.0, "<=", "sigma", "on/off link (mm-onoff, mean on 10 ms, off 2.5 ms): off share, mean "
+     "off and on runs vs the sampled chain's theory, worst of the three, 3e5 packets"),
     ("netem_corr_error_sigma", 3.0, "<=", "sigma", "netem's correlated loss (loss 25% 50%): loss rate and mean "
      "burst vs netem's arithmetic simulated (20 runs), worse of the two, 2e5 packets"),
     ("netem_ecn_mark_error_sigma", 3.0, "<=", "sigma", "netem's ecn (loss 1% ecn, ECT(0) datagrams): CE marks seen "
@@ -350,6 +353,7 @@ def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
                 step("loss", lambda: loss.measure(t, ctl))
                 step("ge", lambda: ge.measure_ge(t, ctl))
                 step("loss4", lambda: loss4.measure_loss4(t, ctl))
+                step("onoff", lambda: onoff.measure_onoff(t, ctl))
                 step("netem_corr", lambda: netem_corr.measure_netem_corr(t, ctl))
                 step("netem_ecn", lambda: loss.measure_ecn(t, ctl))
                 step("slot", lambda: slot.measure(t, ctl))

@@ -61,6 +61,8 @@ CORR_REGISTERS = (*(f"{INGRESS}.{n}_corr_last" for n in ("delay", "loss", "dup",
                   f"{INGRESS}.reorder_count")
 # netem slots per pd (all zero: no slot opened yet).
 SLOT_REGISTERS = tuple(f"{INGRESS}.slot_{n}" for n in ("next_ns", "used_pkts", "used_bytes"))
+# The on/off link per pd (all zero: not started; its first packet finds it on).
+ONOFF_REGISTERS = (f"{INGRESS}.onoff_state", f"{INGRESS}.onoff_at_ns")
 # Exact trace delivery: the trace cells the controller loads, and the per-pd state (all zero: not
 # started).
 TRACE_OPPORTUNITY_MS = f"{INGRESS}.trace_opportunity_ms"

@@ -10,6 +10,7 @@ pub mod contract;
 pub mod cpu_latency;
 pub mod dataplane;
 pub mod dist;
+pub mod exp2;
 pub mod health;
 pub mod io;
 pub mod learn;

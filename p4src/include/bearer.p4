@@ -32,30 +32,14 @@
 #define P4NETEM_BEARER_P4
 
 /*
- * 2^(-2^j/256) in Q32, j = 0..7, and ln 2 in Q32 (the same constants as PF_EXP2_BITS_Q32 and
- * PF_LN2_Q32 of dataplane/src/stage/bearer.rs; tests/contract checks both lists).
- */
-#define PF_EXP2_Q32_0  4283353945
-#define PF_EXP2_Q32_1  4271771996
-#define PF_EXP2_Q32_2  4248701965
-#define PF_EXP2_Q32_3  4202935003
-#define PF_EXP2_Q32_4  4112874773
-#define PF_EXP2_Q32_5  3938502376
-#define PF_EXP2_Q32_6  3611622603
-#define PF_EXP2_Q32_7  3037000500
-#define PF_LN2_Q32     2977044472
-
-/*
  * The average served bytes of a PF bearer, decayed from `at` to `now`: avg * 2^(-dt / 2^w),
- * a half-life of 2^w ns however dt is split between packets. Whole half-lives shift; the
- * fraction f of a half-life (Q56) splits into its top 8 bits k, factor 2^(-k/256) (the product
- * of PF_EXP2_Q32_j over k's set bits, high bit first, each truncated to Q32), and the rest
- * r < 1/256, factor 1 - r ln 2 (the tangent: exact to first order, so many small steps compound
- * to the true exponential; effective half-life at most 0.14 % short). Both products round to
- * nearest, so dt = 0 changes nothing. p4netem-switch computes the same bits (pf_decay, with the
- * 256 products in a table).
+ * a half-life of 2^w ns however dt is split between packets (Exp2Neg, exp2.p4: effective
+ * half-life at most 0.14 % short, dt = 0 changes nothing). p4netem-switch computes the same
+ * bits (pf_decay).
  */
 control PfDecay(in bit<64> avg, in time_ns_t at, in time_ns_t now, in bit<8> wlog, out bit<64> decayed) {
+    Exp2Neg() exp2neg;
+
     apply {
         time_ns_t dt = 0;
         if (now > at) {
@@ -66,33 +50,14 @@ control PfDecay(in bit<64> avg, in time_ns_t at, in time_ns_t now, in bit<8> wlo
             w = 63;
         }
         time_ns_t halvings = dt >> w;
-        if (halvings >= 64) {
-            decayed = 0;
+        time_ns_t rest = dt & (((time_ns_t)1 << w) - 1);
+        bit<64> f56;
+        if (w <= 56) {
+            f56 = rest << (56 - w);
         } else {
-            bit<64> a = avg >> (bit<8>)halvings;
-            time_ns_t rest = dt & (((time_ns_t)1 << w) - 1);
-            bit<64> f56;
-            if (w <= 56) {
-                f56 = rest << (56 - w);
-            } else {
-                f56 = rest >> (w - 56);
-            }
-            bit<8> k = (bit<8>)(f56 >> 48);
-            bit<128> r = (bit<128>)(f56 & 0xFFFFFFFFFFFF);
-            bit<128> t = 1 << 32;
-            if (k[7:7] == 1) { t = (t * PF_EXP2_Q32_7) >> 32; }
-            if (k[6:6] == 1) { t = (t * PF_EXP2_Q32_6) >> 32; }
-            if (k[5:5] == 1) { t = (t * PF_EXP2_Q32_5) >> 32; }
-            if (k[4:4] == 1) { t = (t * PF_EXP2_Q32_4) >> 32; }
-            if (k[3:3] == 1) { t = (t * PF_EXP2_Q32_3) >> 32; }
-            if (k[2:2] == 1) { t = (t * PF_EXP2_Q32_2) >> 32; }
-            if (k[1:1] == 1) { t = (t * PF_EXP2_Q32_1) >> 32; }
-            if (k[0:0] == 1) { t = (t * PF_EXP2_Q32_0) >> 32; }
-            bit<128> x = ((bit<128>)a * t + (1 << 31)) >> 32;
-            /* r ln 2 in Q48 (r is Q56, ln 2 Q32: the product is Q88) */
-            bit<128> d = (PF_LN2_Q32 * r) >> 40;
-            decayed = (bit<64>)(x - ((x * d + (1 << 47)) >> 48));
+            f56 = rest >> (w - 56);
         }
+        exp2neg.apply(avg, halvings, f56, decayed);
     }
 }
 

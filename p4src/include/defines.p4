@@ -67,6 +67,11 @@
 #define DROP_RADIO           3
 #define DROP_NO_ROUTE        4
 #define DROP_AQM_DROP        8
+#define DROP_LINK_OFF        9
+
+/* ---- the on/off link (loss.p4): onoff_state values; 0 (never written) reads as on ---- */
+#define ONOFF_ON             1
+#define ONOFF_OFF            2
 
 /* ---- AQM on the rate queue (set_impairment.aqm) ---- */
 #define AQM_TAIL_DROP        0

@@ -200,6 +200,8 @@ struct impairment_t {
     bit<16>       cell_bytes;
     bit<16>       cell_overhead_bytes;
     bit<64>       cell_recip;
+    prob_t        onoff_on_prob;
+    bit<64>       onoff_recip;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */

@@ -29,7 +29,7 @@ control P4netemIngress(inout headers_t hdr,
        it into the P4Info, from which the switch (build time) and the control plane (run time)
        take them; the DROP_* constants of defines.p4 are checked against it (tests/contract). */
     @id(0x12000003)
-    @p4netem_drop_reasons("loss_random loss_burst queue_full radio no_route malformed buffer_exhausted tx_error aqm_drop")
+    @p4netem_drop_reasons("loss_random loss_burst queue_full radio no_route malformed buffer_exhausted tx_error aqm_drop link_off")
     counter(DROP_COUNTER_SIZE, CounterType.packets_and_bytes) drops;
 
     /* ECN CE marks made instead of a drop (contract: ecn_mark), per pd: by the AQM, or by the

@@ -15,6 +15,10 @@
  * marked CE and goes on instead (counted in profile_ecn_mark, not in drops), as Linux's
  * netem_enqueue does on any loss event of any model; a packet that is not is dropped as
  * before. The model's state moves the same either way.
+ *
+ * First of all, with onoff_recip != 0, the on/off link (onoff.p4, Mahimahi's mm-onoff): a
+ * packet that finds it off is dropped (reason link_off, never marked: an outage is not a loss
+ * event) and the loss models do not see it, so their state does not move.
  */
 #ifndef P4NETEM_LOSS_P4
 #define P4NETEM_LOSS_P4
@@ -39,13 +43,21 @@ control LossStage(inout headers_t hdr,
     register<bit<33>>(PD_COUNT) loss_corr_last;
 
     MarkCe() mark_ce;
+    OnOffLink() onoff;
 
     apply {
         if (meta.pass_kind == PASS_FIRST) {
             bit<32> draw;
             bool lost = false;
             bit<4> reason = DROP_LOSS_RANDOM;
-            if (meta.imp.ge_p != 0) {
+            bool link_off = false;
+            if (meta.imp.onoff_recip != 0) {
+                onoff.apply(meta, (time_ns_t)standard_metadata.ingress_global_timestamp * NS_PER_US, link_off);
+            }
+            if (link_off) {
+                lost = true;
+                reason = DROP_LINK_OFF;
+            } else if (meta.imp.ge_p != 0) {
                 bit<8> ge;
                 ge_state.read(ge, meta.pd);
                 random<bit<32>>(draw, 0, 0xFFFFFFFF);
@@ -121,7 +133,7 @@ control LossStage(inout headers_t hdr,
                 }
             }
             if (lost) {
-                if (meta.imp.loss_ecn == 1 && is_ect(hdr)) {
+                if (meta.imp.loss_ecn == 1 && !link_off && is_ect(hdr)) {
                     mark_ce.apply(hdr, meta);
                 } else {
                     meta.drop = 1;

@@ -69,7 +69,9 @@ control ProfileLookup(inout headers_t hdr,
                           bit<1>        loss_ecn,
                           bit<16>       cell_bytes,
                           bit<16>       cell_overhead_bytes,
-                          bit<64>       cell_recip) {
+                          bit<64>       cell_recip,
+                          prob_t        onoff_on_prob,
+                          bit<64>       onoff_recip) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -126,6 +128,8 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.cell_bytes = cell_bytes;
         meta.imp.cell_overhead_bytes = cell_overhead_bytes;
         meta.imp.cell_recip = cell_recip;
+        meta.imp.onoff_on_prob = onoff_on_prob;
+        meta.imp.onoff_recip = onoff_recip;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -201,6 +205,8 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.cell_bytes = 0;
         meta.imp.cell_overhead_bytes = 0;
         meta.imp.cell_recip = 0;
+        meta.imp.onoff_on_prob = 0;
+        meta.imp.onoff_recip = 0;
         profile.apply();
     }
 }

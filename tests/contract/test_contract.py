@@ -502,14 +502,17 @@ def test_encoders_write_exactly_the_p4info_params():
 
 
 # ---------------------------------------------------------------------------------------------
-# the PF decay's constants: P4 (bearer.p4's #defines) and the switch (stage/bearer.rs) multiply
-# the same numbers in the same order, and they are 2^(-2^j/256) and ln 2 in Q32
+# Exp2Neg's constants: P4 (exp2.p4's #defines) and the switch (exp2.rs) multiply the same numbers
+# in the same order, and they are 2^(-2^j/256) and ln 2 in Q32; its users (the PF decay, the
+# on/off link) compute the switch's vectors when transcribed from the P4 source
 # ---------------------------------------------------------------------------------------------
 
 BEARER_RS = ROOT / "dataplane" / "src" / "stage" / "bearer.rs"
+EXP2_RS = ROOT / "dataplane" / "src" / "exp2.rs"
+ONOFF_RS = ROOT / "dataplane" / "src" / "stage" / "onoff.rs"
 
 
-def _exact_pf_constants() -> tuple[list[int], int]:
+def _exact_exp2_constants() -> tuple[list[int], int]:
     from decimal import Decimal, getcontext
 
     getcontext().prec = 50
@@ -518,85 +521,118 @@ def _exact_pf_constants() -> tuple[list[int], int]:
     return bits, int((two.ln() * two ** 32).to_integral_value())
 
 
-def _p4_pf_constants(program) -> tuple[list[int], int]:
+def _p4_exp2_constants(program) -> tuple[list[int], int]:
     def value(name):
         body = program.defines[name]
         assert len(body) == 1 and body[0].kind == "int", f"{name} is not a plain integer"
         return body[0].value
-    return [value(f"PF_EXP2_Q32_{j}") for j in range(8)], value("PF_LN2_Q32")
+    return [value(f"EXP2_Q32_{j}") for j in range(8)], value("EXP2_LN2_Q32")
 
 
-def _rust_pf_constants(text: str) -> tuple[list[int], int]:
+def _rust_exp2_constants(text: str) -> tuple[list[int], int]:
     import re
 
-    bits = re.search(r"pub const PF_EXP2_BITS_Q32: \[u64; 8\]\s*=\s*\[([^\]]*)\]", text)
-    ln2 = re.search(r"pub const PF_LN2_Q32: u64 = (\d+);", text)
-    assert bits and ln2, "PF_EXP2_BITS_Q32 / PF_LN2_Q32 not found in stage/bearer.rs"
+    bits = re.search(r"pub const EXP2_BITS_Q32: \[u64; 8\]\s*=\s*\[([^\]]*)\]", text)
+    ln2 = re.search(r"pub const EXP2_LN2_Q32: u64 = (\d+);", text)
+    assert bits and ln2, "EXP2_BITS_Q32 / EXP2_LN2_Q32 not found in exp2.rs"
     return [int(v.replace("_", "")) for v in bits.group(1).split(",") if v.strip()], int(ln2.group(1))
 
 
-def pf_constant_problems(program, rust_text: str) -> list[str]:
-    exact, p4, rust = _exact_pf_constants(), _p4_pf_constants(program), _rust_pf_constants(rust_text)
-    return [f"{side} PF decay constants {got} != 2^(-2^j/256), ln 2 in Q32 {exact}"
+def exp2_constant_problems(program, rust_text: str) -> list[str]:
+    exact, p4, rust = _exact_exp2_constants(), _p4_exp2_constants(program), _rust_exp2_constants(rust_text)
+    return [f"{side} Exp2Neg constants {got} != 2^(-2^j/256), ln 2 in Q32 {exact}"
             for side, got in (("P4", p4), ("Rust", rust)) if got != exact]
 
 
-def test_pf_decay_constants_agree():
-    problems = pf_constant_problems(p4source.load(P4_MAIN), BEARER_RS.read_text())
+def test_exp2_constants_agree():
+    problems = exp2_constant_problems(p4source.load(P4_MAIN), EXP2_RS.read_text())
     assert not problems, "\n".join(problems)
 
 
-def test_pf_decay_constant_mutation_is_caught():
-    p4_text, rust_text = (P4_INCLUDE / "bearer.p4").read_text(), BEARER_RS.read_text()
-    old = "#define PF_EXP2_Q32_5  3938502376"
+def test_exp2_constant_mutation_is_caught():
+    p4_text, rust_text = (P4_INCLUDE / "exp2.p4").read_text(), EXP2_RS.read_text()
+    old = "#define EXP2_Q32_5  3938502376"
     assert p4_text.count(old) == 1 and rust_text.count("3938502376") == 1
-    mutated = p4source.load(P4_MAIN, overrides={str(P4_INCLUDE / "bearer.p4"): p4_text.replace(old, old[:-1] + "7")})
-    assert any(p.startswith("P4 ") for p in pf_constant_problems(mutated, rust_text))
-    assert any(p.startswith("Rust ") for p in pf_constant_problems(p4source.load(P4_MAIN),
-                                                                    rust_text.replace("3938502376", "3938502377")))
+    mutated = p4source.load(P4_MAIN, overrides={str(P4_INCLUDE / "exp2.p4"): p4_text.replace(old, old[:-1] + "7")})
+    assert any(p.startswith("P4 ") for p in exp2_constant_problems(mutated, rust_text))
+    assert any(p.startswith("Rust ") for p in exp2_constant_problems(p4source.load(P4_MAIN),
+                                                                      rust_text.replace("3938502376", "3938502377")))
 
 
-def p4_pf_decay(avg: int, at: int, now: int, wlog: int, exp2: list[int], ln2: int) -> int:
-    """bearer.p4's PfDecay statement by statement, with P4's bit widths (bit<64>, bit<128>)."""
-    m64, m128 = (1 << 64) - 1, (1 << 128) - 1
-    dt = now - at if now > at else 0
-    w = min(wlog, 63)
-    halvings = dt >> w
+M64, M128 = (1 << 64) - 1, (1 << 128) - 1
+
+
+def p4_exp2_neg(a: int, halvings: int, f56: int, exp2: list[int], ln2: int) -> int:
+    """exp2.p4's Exp2Neg statement by statement, with P4's bit widths (bit<64>, bit<128>)."""
     if halvings >= 64:
         return 0
-    a = avg >> (halvings & 0xFF)
-    rest = dt & (((1 << w) - 1) & m64)
-    f56 = (rest << (56 - w)) & m64 if w <= 56 else rest >> (w - 56)
+    s = a >> (halvings & 0xFF)
     k = (f56 >> 48) & 0xFF
     r = f56 & 0xFFFFFFFFFFFF
     t = 1 << 32
     for j in range(7, -1, -1):
         if (k >> j) & 1:
-            t = ((t * exp2[j]) & m128) >> 32
-    x = ((a * t + (1 << 31)) & m128) >> 32
-    d = ((ln2 * r) & m128) >> 40
-    return (x - ((((x * d) & m128) + (1 << 47)) >> 48)) & m64
+            t = ((t * exp2[j]) & M128) >> 32
+    x = ((s * t + (1 << 31)) & M128) >> 32
+    d = ((ln2 * r) & M128) >> 40
+    return (x - ((((x * d) & M128) + (1 << 47)) >> 48)) & M64
 
 
-def _rust_pf_vectors(text: str) -> list[tuple[int, int, int, int]]:
+def p4_pf_decay(avg: int, at: int, now: int, wlog: int, exp2: list[int], ln2: int) -> int:
+    """bearer.p4's PfDecay statement by statement."""
+    dt = now - at if now > at else 0
+    w = min(wlog, 63)
+    halvings = dt >> w
+    rest = dt & (((1 << w) - 1) & M64)
+    f56 = (rest << (56 - w)) & M64 if w <= 56 else rest >> (w - 56)
+    return p4_exp2_neg(avg, halvings, f56, exp2, ln2)
+
+
+def p4_onoff_p_on(state: int, dt: int, on_prob: int, recip: int, exp2: list[int], ln2: int) -> int:
+    """onoff.p4's OnOffLink up to the draw, statement by statement: P(on) in Q32 for a packet dt ns
+    after the pd's previous one saw the link in `state` (dt as OnOffLink computes it)."""
+    y = (dt * recip) & M128
+    e = p4_exp2_neg(1 << 32, (y >> 64) & M64, (y & M64) >> 8, exp2, ln2)
+    pi = on_prob
+    if state == 2:  # ONOFF_OFF
+        return (pi - (((pi * e) & M128) >> 32)) & M128
+    return (pi + (((((1 << 32) - pi) * e) & M128) >> 32)) & M128
+
+
+def _rust_vectors(text: str, name: str, arity: int) -> list[tuple[int, ...]]:
     import re
 
-    block = re.search(r"const PF_DECAY_VECTORS: \[\(u64, u64, u8, u64\); \d+\] = \[(.*?)\];", text, re.S)
-    assert block, "PF_DECAY_VECTORS not found in stage/bearer.rs"
-    return [tuple(int(v) for v in m) for m in re.findall(r"\((\d+), (\d+), (\d+), (\d+)\)", block.group(1))]
+    block = re.search(rf"const {name}: \[\([^\]]*\); \d+\] = \[(.*?)\];", text, re.S)
+    assert block, f"{name} not found"
+    row = r"\(" + ", ".join([r"(\d+)"] * arity) + r"\)"
+    return [tuple(int(v) for v in m) for m in re.findall(row, block.group(1))]
 
 
 def test_p4_pf_decay_computes_the_switchs_vectors():
     """The switch's unit test pins pf_decay on PF_DECAY_VECTORS; P4's arithmetic, transcribed with
     the P4 source's constants, must give the same bits on them."""
-    exp2, ln2 = _p4_pf_constants(p4source.load(P4_MAIN))
-    vectors = _rust_pf_vectors(BEARER_RS.read_text())
+    exp2, ln2 = _p4_exp2_constants(p4source.load(P4_MAIN))
+    vectors = _rust_vectors(BEARER_RS.read_text(), "PF_DECAY_VECTORS", 4)
     assert len(vectors) >= 5
     for avg, dt, w, want in vectors:
         assert p4_pf_decay(avg, 1000, 1000 + dt, w, exp2, ln2) == want, (avg, dt, w)
     bad = list(exp2)
     bad[3] += 1
     assert any(p4_pf_decay(avg, 0, dt, w, bad, ln2) != want for avg, dt, w, want in vectors), \
+        "a changed constant must change some vector"
+
+
+def test_p4_onoff_computes_the_switchs_vectors():
+    """The switch's unit test pins onoff::p_on on ONOFF_VECTORS; P4's arithmetic, transcribed with
+    the P4 source's constants, must give the same bits on them."""
+    exp2, ln2 = _p4_exp2_constants(p4source.load(P4_MAIN))
+    vectors = _rust_vectors(ONOFF_RS.read_text(), "ONOFF_VECTORS", 5)
+    assert len(vectors) >= 6
+    for state, dt, pi, recip, want in vectors:
+        assert p4_onoff_p_on(state, dt, pi, recip, exp2, ln2) == want, (state, dt, pi, recip)
+    bad = list(exp2)
+    bad[7] += 1 << 16  # P(on) is Q32: a change of a few units in 2^32 must show
+    assert any(p4_onoff_p_on(st, dt, pi, r, bad, ln2) != want for st, dt, pi, r, want in vectors), \
         "a changed constant must change some vector"
 
 

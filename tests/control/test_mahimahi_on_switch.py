@@ -73,7 +73,8 @@ def test_apply_mahimahi_loads_the_traces_and_the_profile(bare_switch: SwitchProc
                           "error: mahimahi command: --uplink-queue=drophead: is not supported"),
                          (f"mm-delay 5 mm-link {up} {TRACES / 'missing.trace'}",
                           f"error: mahimahi command: mm-link downlink trace {TRACES / 'missing.trace'}: cannot read it"),
-                         ("mm-delay 5 mm-onoff uplink 1 1", "error: mahimahi command: mm-onoff: is not supported")):
+                         ("mm-delay 5 mm-onoff uplink 1 1 mm-onoff uplink 2 2",
+                          "error: mahimahi command: mm-onoff uplink 2 2: a second mm-onoff on the uplink")):
         r = run_cli(addr, "apply", "--mahimahi", bad)
         assert r.returncode == 1 and r.stderr.startswith(message), r.stderr
     again = json.loads(run_cli(addr, "show", "--json").stdout)["rules"][0]

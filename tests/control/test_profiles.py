@@ -313,7 +313,7 @@ def test_defaults_are_pass_through():
     assert profile.uplink.passthrough and profile.downlink.passthrough
     params = profile.to_table_params("uplink")
     assert set(params.values()) == {0}  # every param of "no impairment" is 0 ...
-    assert len(params) == len(IMPAIRMENT_PARAMS) == 56  # ... and all are present
+    assert len(params) == len(IMPAIRMENT_PARAMS) == 58  # ... and all are present
 
 
 def test_jitter_distribution_defaults_to_normal_only_with_jitter():
@@ -360,7 +360,8 @@ def test_encoding_of_each_field():
                       queue={"packets": 25, "bytes": "64KiB"}, loss=0,
                       gilbert_elliott={"p": "1%", "r": "30%", "loss_good": 0.5, "loss_bad": 80},
                       duplicate="0.1%", corrupt="50%",
-                      aqm={"kind": "codel", "target": "3ms", "interval": "60ms", "ecn": True})
+                      aqm={"kind": "codel", "target": "3ms", "interval": "60ms", "ecn": True},
+                      onoff={"mean_on": "10s", "mean_off": "2s"})
     params = link.to_table_params()
     assert list(params) == [name for _, name, _ in IMPAIRMENT_PARAMS]
     expected = {
@@ -384,6 +385,9 @@ def test_encoding_of_each_field():
             "loss_ecn": 0,  # netem's ecn: off (tests/unit/test_loss_ecn_profiles.py)
             # ATM-like cells of 48 + 5 bytes; cell_recip = floor(2^32 / 48) (tests/unit/test_cell_profiles.py)
             "cell_bytes": 48, "cell_overhead_bytes": 5, "cell_recip": 89_478_485,
+            # the on/off link: pi = 10/12 in Q32, 2^64 / (tau ln 2) with tau = 10 x 2 / 12 s
+            # (tests/unit/test_onoff_profiles.py)
+            "onoff_on_prob": round(2**32 * 10 / 12), "onoff_recip": round(2**64 / (10 * 2 / 12 * 1e9 * math.log(2))),
     }
     assert params == expected
     assert LinkParams.from_table_params(params) == link

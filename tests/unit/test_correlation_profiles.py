@@ -47,9 +47,9 @@ FULL = {"delay": "100ms", "jitter": "10ms", "jitter_distribution": "uniform", "l
 # ---- the params, in contract order --------------------------------------------------------------
 
 def test_the_params_are_the_contracts_seven_before_loss_ecn() -> None:
-    # loss_ecn (netem's ecn, tests/unit/test_loss_ecn_profiles.py) and the three of netem's cells
-    # (tests/unit/test_cell_profiles.py) came after them.
-    assert [(name, bits) for _, name, bits in IMPAIRMENT_PARAMS[-11:-4]] == [
+    # loss_ecn (netem's ecn, tests/unit/test_loss_ecn_profiles.py), the three of netem's cells
+    # (tests/unit/test_cell_profiles.py) and the on/off link's two (test_onoff_profiles.py) came after them.
+    assert [(name, bits) for _, name, bits in IMPAIRMENT_PARAMS[45:52]] == [
         ("delay_corr", 32), ("jitter_mod_recip", 64), ("loss_corr", 32), ("dup_corr", 32), ("corrupt_corr", 32),
         ("reorder_corr", 32), ("reorder_gap", 32)]
 

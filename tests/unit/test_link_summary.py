@@ -1,6 +1,6 @@
 """The one-line summary of a direction (`p4netem show`, `apply`, the web API) names every model that
-is on: a trace-driven direction, its queue and AQM, RED, bearers and netem's slots are not left out
-(a traced direction with CoDel read "no impairment" before)."""
+is on: a trace-driven direction, its queue and AQM, RED, bearers, netem's slots and the on/off link are
+not left out (a traced direction with CoDel read "no impairment" before)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ TRACE = {"opportunities": 4386, "period": 10000, "cells": 0, "index_cells": 0}
     ({"delay": "10ms", "slot": {"min": "5ms", "packets": 4}}, "delay 10ms, slot 5ms (packets 4)"),
     ({"slot": {"min": "5ms", "max": "8ms", "bytes": "3KB"}}, "slot 5ms..8ms (bytes 3KB)"),
     ({"slot": {"distribution": "normal", "delay": "10ms", "jitter": "2ms"}}, "slot normal 10ms 2ms"),
+    ({"onoff": {"mean_on": "10s", "mean_off": "2s"}}, "on/off link (mean on 10s, off 2s: off 16.7%)"),
+    ({"delay": "20ms", "onoff": {"mean_on": "500ms", "mean_off": "50ms"}, "loss": "1%"},
+     "delay 20ms, on/off link (mean on 500ms, off 50ms: off 9.09%), loss 1%"),
     ({}, "no impairment"),
 ])
 def test_every_model_that_is_on_is_named(link, want) -> None:

@@ -31,8 +31,8 @@ def _problems(doc: dict) -> list[str]:
 
 
 def test_the_param_is_the_contracts_one_bit_before_the_cells() -> None:
-    # netem's cells (tests/unit/test_cell_profiles.py) came after it.
-    assert IMPAIRMENT_PARAMS[-4] == (53, "loss_ecn", 1)
+    # netem's cells (tests/unit/test_cell_profiles.py) and the on/off link came after it.
+    assert IMPAIRMENT_PARAMS[52] == (53, "loss_ecn", 1)
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -1,6 +1,7 @@
 """Mahimahi shell chains to profiles (p4netem.profiles.mahimahi): each shell and mm-link option
-mapped as Mahimahi reads it (getopt_long's forms, mm-link's queue arguments and their defaults),
-and every shell, option or value p4netem cannot emulate refused by name."""
+mapped as Mahimahi reads it (getopt_long's forms, mm-link's queue arguments and their defaults,
+mm-onoff's means and their edge cases), and every shell, option or value p4netem cannot emulate
+refused by name."""
 
 from __future__ import annotations
 
@@ -52,6 +53,40 @@ def test_mm_loss_is_independent_loss_of_its_direction_only() -> None:
     assert profile("mm-loss uplink 0").uplink.loss == 0
     # Nested loss shells are independent: a packet gets through when it survives each of them.
     assert str(profile("mm-loss uplink 0.1 mm-loss uplink 0.2").uplink.loss) == "28%"
+
+
+def test_mm_onoff_is_the_on_off_link_of_its_direction_only() -> None:
+    p = profile("mm-onoff uplink 10 2")
+    assert (str(p.uplink.onoff.mean_on), str(p.uplink.onoff.mean_off)) == ("10s", "2s") and p.downlink.onoff is None
+    assert parse_mahimahi("mm-onoff downlink 0.5 5e-2").fields == {
+        "uplink": {}, "downlink": {"onoff": {"mean_on": "0.5s", "mean_off": "0.05s"}}}
+    assert int(profile("mm-onoff downlink +1e-3 0.037").downlink.onoff.mean_off) == 37_000_000
+    # With the other shells, each on its own direction (one on/off link per direction).
+    p = profile("mm-delay 20 mm-onoff uplink 10 2 mm-loss uplink 0.01 mm-onoff downlink 1 1")
+    assert str(p.uplink.loss) == "1%" and int(p.uplink.delay) == 20_000_000
+    assert int(p.downlink.onoff.mean_on) == int(p.downlink.onoff.mean_off) == 10**9 and p.downlink.loss == 0
+
+
+def test_mm_onoff_never_on_is_total_loss_and_never_off_is_nothing_with_a_warning() -> None:
+    chain = parse_mahimahi("mm-onoff uplink 0 1 mm-loss uplink 0.1")
+    assert chain.fields["uplink"] == {"loss": "100%"} and chain.fields["downlink"] == {}
+    assert chain.warnings == ["mm-onoff uplink 0 1: a mean on-time of 0 keeps the link off, so every uplink packet "
+                              "is lost: loss: 100%"]
+    assert parse_mahimahi("mm-loss downlink 0.1 mm-onoff downlink 0.0 3").fields["downlink"] == {"loss": "100%"}
+    chain = parse_mahimahi("mm-onoff downlink 5 0")
+    assert chain.fields == {"uplink": {}, "downlink": {}}
+    assert chain.warnings == ["mm-onoff downlink 5 0: a mean off-time of 0 keeps the link on: nothing to emulate "
+                              "(left out)"]
+
+
+def test_mm_onoff_means_out_of_the_profiles_range_are_named_by_field() -> None:
+    with pytest.raises(ProfileError) as info:
+        profile("mm-onoff uplink 1000000 1")
+    assert str(info.value) == "mahimahi command: uplink.onoff.mean_on: 1000000s out of range 1us..604800s"
+    with pytest.raises(ProfileError, match=r"downlink.onoff.mean_off: 100ns out of range 1us\.\.604800s"):
+        profile("mm-onoff downlink 1 0.0000001")
+    with pytest.raises(ProfileError, match="downlink.onoff.mean_off: .* is not a whole number of nanoseconds"):
+        profile("mm-onoff downlink 1 0.0000010001")
 
 
 def test_mm_link_plays_each_trace_on_its_direction_with_mm_links_unlimited_default_queue() -> None:
@@ -168,6 +203,20 @@ def test_a_loss_mahimahi_runs_after_the_link_is_warned_about() -> None:
     assert warnings(f"mm-loss uplink 0 {LINK}") == []  # no loss
 
 
+def test_an_on_off_link_mahimahi_runs_after_the_link_is_warned_about() -> None:
+    (w,) = warnings(f"mm-onoff uplink 10 2 {LINK}")
+    assert w.startswith("mm-onoff uplink is outside mm-link in the chain, so Mahimahi drops those uplink packets "
+                        "after the link while it is off")
+    assert "the same share of time off" in w
+    (w,) = warnings(f"{LINK} mm-onoff downlink 10 2")
+    assert w.startswith("mm-onoff downlink is inside mm-link")
+    assert warnings(f"{LINK} mm-onoff uplink 10 2") == warnings(f"mm-onoff downlink 10 2 {LINK}") == []
+    assert warnings("mm-onoff uplink 10 2") == []  # no link at all
+    # One warning per shell, mm-loss's and mm-onoff's each.
+    assert [w.split(" is ")[0] for w in warnings(f"mm-onoff uplink 10 2 mm-loss uplink 0.1 {LINK}")] == [
+        "mm-onoff uplink", "mm-loss uplink"]
+
+
 # ---- refusals ---------------------------------------------------------------------------------
 
 def test_mm_loss_values_are_checked() -> None:
@@ -177,6 +226,31 @@ def test_mm_loss_values_are_checked() -> None:
     assert problems("mm-loss up 0.1") == ["mm-loss up: the direction must be uplink or downlink"]
     assert problems("mm-loss uplink") == ["mm-loss: expects a direction and a rate: mm-loss uplink|downlink RATE "
                                           "[COMMAND...]"]
+
+
+def test_mm_onoff_values_are_checked_as_mm_onoff_checks_them() -> None:
+    assert problems("mm-onoff uplink 0 0") == [
+        "mm-onoff uplink 0 0: MEAN_ON and MEAN_OFF cannot both be 0 seconds (mm-onoff refuses them too)"]
+    assert problems("mm-onoff uplink -1 2") == [
+        "mm-onoff uplink -1 2: MEAN_ON -1 must be 0 seconds or more (mm-onoff refuses a negative mean)"]
+    assert problems("mm-onoff downlink 1 -0.5") == [
+        "mm-onoff downlink 1 -0.5: MEAN_OFF -0.5 must be 0 seconds or more (mm-onoff refuses a negative mean)"]
+    assert problems("mm-onoff uplink 10s 2") == [
+        'mm-onoff uplink 10s 2: MEAN_ON "10s" is not a number of seconds (0 or more, e.g. 10 or 0.5)']
+    assert problems("mm-onoff uplink 1 inf") == [
+        'mm-onoff uplink 1 inf: MEAN_OFF "inf" is not a number of seconds (0 or more, e.g. 10 or 0.5)']
+    assert problems("mm-onoff up 1 2") == ["mm-onoff up: the direction must be uplink or downlink"]
+    assert problems("mm-onoff uplink 1") == ["mm-onoff: expects a direction and two mean times in seconds: mm-onoff "
+                                             "uplink|downlink MEAN_ON MEAN_OFF [COMMAND...]"]
+
+
+def test_a_second_mm_onoff_on_one_direction_is_refused() -> None:
+    assert problems("mm-onoff uplink 1 2 mm-delay 5 mm-onoff uplink 3 4") == [
+        "mm-onoff uplink 3 4: a second mm-onoff on the uplink: p4netem has one on/off link per direction (two in "
+        "series are a link that is on when both are)"]
+    # Even after one that does nothing: the rule is one mm-onoff per direction.
+    assert problems("mm-onoff downlink 1 0 mm-onoff downlink 3 4")[0].startswith(
+        "mm-onoff downlink 3 4: a second mm-onoff on the downlink")
 
 
 def test_mm_delay_values_are_checked() -> None:
@@ -261,12 +335,10 @@ def test_mm_link_options_p4netem_cannot_follow_are_refused() -> None:
 
 
 def test_other_shells_and_unknown_words_are_refused_by_name() -> None:
-    (onoff,) = problems("mm-delay 10 mm-onoff uplink 1 1")
-    assert onoff.startswith("mm-onoff: is not supported: it switches the link on and off")
     assert problems("mm-webrecord /tmp/rec")[0].startswith("mm-webrecord: is not supported: it records web pages")
     assert problems("mm-webreplay /tmp/rec")[0].startswith("mm-webreplay: is not supported: it replays")
     assert problems("mm-delay 10 mm-dealy 5") == [
-        'mm-dealy: is not a Mahimahi shell p4netem can emulate; allowed: mm-delay, mm-loss, mm-link, mm-meter '
-        '(a chain starts with one of them)']
+        'mm-dealy: is not a Mahimahi shell p4netem can emulate; allowed: mm-delay, mm-loss, mm-onoff, mm-link, '
+        'mm-meter (a chain starts with one of them)']
     assert problems("delay 20")[0].startswith('delay: is not a Mahimahi shell p4netem can emulate')
     assert problems("") == ["no Mahimahi command given; e.g. mm-delay 20 mm-link up.trace down.trace"]

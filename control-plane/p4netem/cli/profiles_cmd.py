@@ -118,12 +118,12 @@ def from_mahimahi(
     output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE.yaml",
                                           help="Write the YAML to FILE instead of printing it."),
 ) -> None:
-    """Convert a Mahimahi command (mm-delay, mm-loss, mm-link) to a p4netem profile and print it as YAML.
+    """Convert a Mahimahi command (mm-delay, mm-loss, mm-onoff, mm-link) to a p4netem profile and print it as YAML.
 
     mm-link's traces are read (they must exist) and listed: the profile plays them exactly in the
     data plane once they are in the switch, which `p4netem apply --mahimahi 'COMMAND'` does (it
     loads them and applies the profile). What Mahimahi does that p4netem cannot (drophead and pie
-    queues, --once, mm-onoff, ...) is refused, named (exit 1). docs/profiles.md, "From Mahimahi",
+    queues, --once, a second mm-onoff on one direction, ...) is refused, named (exit 1). docs/profiles.md, "From Mahimahi",
     has the mapping."""
     from .apply_cmd import mahimahi_setup
 

@@ -126,7 +126,7 @@ def stats(
 
     Counters per rule and direction: packets in and out, throughput, duplicates, corrupted,
     packets the AQM marked CE, drops by reason (loss_random, loss_burst, queue_full, radio,
-    no_route, ..., aqm_drop) and packets held
+    no_route, ..., aqm_drop, link_off) and packets held
     in the delay line; parser errors. Counters of a rule add up over its profile switches.
     Then the radio of the UEs of the rules with a radio (state, time in state, idle time,
     promotions by kind, time per state, energy estimate; see `p4netem radio show`): named UEs,

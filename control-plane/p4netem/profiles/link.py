@@ -26,10 +26,11 @@ from .errors import KNOWN_FIELDS, FieldProblems, Problem
 from .fields import (Delay48, LinkRate, Overhead16, PositiveProbability, Probability, QueueBytes32,
                      QueuePackets32, byte_size, duration, flag, integer)
 from .gilbert_elliott import GilbertElliott
+from .onoff import OnOff
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
 
 __all__ = ["JitterDistribution", "Reorder", "Correlation", "JITTER_CORR_MAX", "Queue", "AqmKind", "Aqm",
-           "LossState", "Slot", "TracePlacement", "BearerScheduler", "Bearers", "LinkParams"]
+           "OnOff", "LossState", "Slot", "TracePlacement", "BearerScheduler", "Bearers", "LinkParams"]
 
 # CoDel times: the control law scales the interval as a 32-bit count of ns (as Linux does).
 CodelTime = duration(1_000, 2**32 - 1)
@@ -532,6 +533,8 @@ class LinkParams(BaseModel):
     cell_overhead: Overhead16 = 0
     queue: Queue = Queue()
     aqm: Aqm = Aqm()
+    # Mahimahi's mm-onoff: the link goes off for exponential periods (stage 3, before the loss models).
+    onoff: OnOff | None = None
     loss: Probability = Percent(0)
     gilbert_elliott: GilbertElliott | None = None
     loss_state: LossState | None = None

@@ -6,14 +6,15 @@
     profile = chain.profile({"uplink": placement, "downlink": placement})  # Controller.load_trace's
 
 A chain is read as the shells read their own arguments (Mahimahi's src/frontend): `mm-delay MS`,
-`mm-loss uplink|downlink RATE` and `mm-link UPTRACE DOWNTRACE [OPTIONS]`, each followed by the
-command it runs, which is the next shell of the chain. mm-link reads its options with GNU
-getopt_long: `--name=value` or `--name value`, any unambiguous prefix of a name, anywhere after
-it (getopt permutes) up to a `--`; the short options `-u FILE`/`-d FILE` are the logs. Queue
-arguments are mm-link's `NAME=NUMBER[, NAME=NUMBER...]`, whole numbers. What each shell and option
-becomes, and where p4netem differs (its stages run in a fixed order, its byte limit counts
-Ethernet frames), is in docs/profiles.md ("From Mahimahi"). What p4netem cannot do (drop-head and
-PIE queues, `--once`, other shells) is an error that names the word and says why: a profile that
+`mm-loss uplink|downlink RATE`, `mm-onoff uplink|downlink MEAN_ON MEAN_OFF` and `mm-link UPTRACE
+DOWNTRACE [OPTIONS]`, each followed by the command it runs, which is the next shell of the chain.
+mm-link reads its options with GNU getopt_long: `--name=value` or `--name value`, any unambiguous
+prefix of a name, anywhere after it (getopt permutes) up to a `--`; the short options `-u FILE`/
+`-d FILE` are the logs. Queue arguments are mm-link's `NAME=NUMBER[, NAME=NUMBER...]`, whole
+numbers. What each shell and option becomes, and where p4netem differs (its stages run in a fixed
+order, its byte limit counts Ethernet frames, its on/off link starts at the first packet), is in
+docs/profiles.md ("From Mahimahi"). What p4netem cannot do (drop-head and PIE queues, `--once`, a
+second mm-onoff on one direction, other shells) is an error that names the word and says why: a profile that
 silently did less than the command would be worse than none. Options that only show or record
 (`--meter-*`, the logs, mm-meter) are accepted with a warning naming p4netem's own view.
 """
@@ -39,11 +40,8 @@ __all__ = ["MahimahiChain", "parse_mahimahi", "MAHIMAHI_SHELLS"]
 
 DIRECTIONS = ("uplink", "downlink")
 # The shells this module maps; the others are refused with what they do (_OTHER_SHELLS).
-MAHIMAHI_SHELLS = ("mm-delay", "mm-loss", "mm-link", "mm-meter")
+MAHIMAHI_SHELLS = ("mm-delay", "mm-loss", "mm-onoff", "mm-link", "mm-meter")
 _OTHER_SHELLS = {
-    "mm-onoff": "switches the link on and off at exponentially distributed times; p4netem's loss models are "
-                "per packet, not per time (a timeline's outage steps give fixed on/off periods: docs/control.md, "
-                "Timelines)",
     "mm-webrecord": "records web pages; it is not a network condition (p4netem emulates the link only)",
     "mm-webreplay": "replays recorded web pages; it is not a network condition (run the replay servers on the "
                     "server host, behind p4netem's link)",
@@ -89,7 +87,9 @@ class _Direction:
 
     delay_ms: int = 0
     survive: Decimal = Decimal(1)  # product of (1 - rate) over the mm-loss shells of the direction
-    loss_after_link: bool = False  # an mm-loss that Mahimahi runs after the link (see _order_warning)
+    onoff: dict[str, str] | None = None  # mm-onoff's means, as profile durations
+    onoff_given: bool = False  # an mm-onoff for the direction, even one that does nothing
+    after_link: list[str] = field(default_factory=list)  # shells Mahimahi runs after the link (_order_warning)
     trace: Path | None = None
     queue: dict[str, Any] = field(default_factory=dict)
     aqm: dict[str, Any] | None = None
@@ -153,6 +153,8 @@ def parse_mahimahi(text: str | Sequence[str], name: str = "mahimahi") -> Mahimah
                 rest = _delay(rest[1:], dirs)
             elif shell == "mm-loss":
                 rest = _loss(rest[1:], dirs, "mm-link" in shells)
+            elif shell == "mm-onoff":
+                rest = _onoff(rest[1:], dirs, "mm-link" in shells, warnings)
             elif shell == "mm-link":
                 if "mm-link" in shells:
                     raise _Bad("mm-link", "given twice: p4netem has one queue per direction, so two links in "
@@ -166,7 +168,8 @@ def parse_mahimahi(text: str | Sequence[str], name: str = "mahimahi") -> Mahimah
         shells.append(shell)
     if problems:
         raise ProfileError(problems, "mahimahi command")
-    warnings += [_order_warning(d) for d in DIRECTIONS if dirs[d].loss_after_link and dirs[d].trace is not None]
+    warnings += [_order_warning(shell, d) for d in DIRECTIONS if dirs[d].trace is not None
+                 for shell in dirs[d].after_link]
     fields = {d: _fields(dirs[d]) for d in DIRECTIONS}
     traces = {d: dirs[d].trace for d in DIRECTIONS if dirs[d].trace is not None}
     return MahimahiChain(fields, traces, warnings, shlex.join(words), name)
@@ -229,12 +232,66 @@ def _loss(args: list[str], dirs: dict[str, _Direction], inside_link: bool) -> li
         raise _Bad(where, "rate must be between 0 and 1")
     d = dirs[direction]
     d.survive *= 1 - rate  # nested mm-loss shells are independent: a packet survives each of them
-    # The uplink leaves through the shells from the inside out, the downlink comes in from the
-    # outside: a loss shell outside mm-link loses uplink packets after the link, one inside it
-    # downlink packets. p4netem's loss is always before its queue.
-    if rate and (direction == "uplink") != inside_link:
-        d.loss_after_link = True
+    if rate:
+        _mark_order(d, "mm-loss", direction, inside_link)
     return args[2:]
+
+
+def _mark_order(d: _Direction, shell: str, direction: str, inside_link: bool) -> None:
+    """The uplink leaves through the shells from the inside out, the downlink comes in from the
+    outside: a loss or on/off shell outside mm-link drops uplink packets after the link, one inside
+    it downlink packets. p4netem's loss stage (the on/off link and the loss models) is always
+    before its queue."""
+    if (direction == "uplink") != inside_link and shell not in d.after_link:
+        d.after_link.append(shell)
+
+
+def _onoff(args: list[str], dirs: dict[str, _Direction], inside_link: bool, warnings: list[str]) -> list[str]:
+    """`mm-onoff uplink|downlink MEAN_ON MEAN_OFF [COMMAND...]`: that direction's link is on and off
+    for exponentially distributed periods of these means, in seconds (onoffshell.cc: strtod of the
+    whole word, each 0 or more, not both 0). A mean on-time of 0 keeps the link off, a mean off-time
+    of 0 keeps it on."""
+    if len(args) < 3:
+        raise _Bad("mm-onoff", "expects a direction and two mean times in seconds: mm-onoff uplink|downlink "
+                               "MEAN_ON MEAN_OFF [COMMAND...]")
+    direction, on_word, off_word = args[0], args[1], args[2]
+    if direction not in DIRECTIONS:
+        raise _Bad(f"mm-onoff {direction}", "the direction must be uplink or downlink")
+    where = f"mm-onoff {direction} {on_word} {off_word}"
+    on, off = (_seconds(where, name, word) for name, word in (("MEAN_ON", on_word), ("MEAN_OFF", off_word)))
+    if on == 0 and off == 0:
+        raise _Bad(where, "MEAN_ON and MEAN_OFF cannot both be 0 seconds (mm-onoff refuses them too)")
+    d = dirs[direction]
+    if d.onoff_given:
+        raise _Bad(where, f"a second mm-onoff on the {direction}: p4netem has one on/off link per direction "
+                          "(two in series are a link that is on when both are)")
+    d.onoff_given = True
+    if on == 0:
+        # Mahimahi switches the link on for 0 ms at the end of each off period: never on for a packet.
+        d.survive = Decimal(0)
+        warnings.append(f"{where}: a mean on-time of 0 keeps the link off, so every {direction} packet is lost: "
+                        "loss: 100%")
+    elif off == 0:
+        warnings.append(f"{where}: a mean off-time of 0 keeps the link on: nothing to emulate (left out)")
+    else:
+        d.onoff = {"mean_on": f"{_plain_seconds(on)}s", "mean_off": f"{_plain_seconds(off)}s"}
+        _mark_order(d, "mm-onoff", direction, inside_link)
+    return args[3:]
+
+
+def _seconds(where: str, name: str, word: str) -> Decimal:
+    """A mean time of mm-onoff (seconds, a decimal number, 0 or more)."""
+    if not _NUMBER.fullmatch(word):
+        raise _Bad(where, f"{name} {quote(word)} is not a number of seconds (0 or more, e.g. 10 or 0.5)")
+    value = Decimal(word)
+    if value < 0:
+        raise _Bad(where, f"{name} {word} must be 0 seconds or more (mm-onoff refuses a negative mean)")
+    return value
+
+
+def _plain_seconds(value: Decimal) -> str:
+    text = format(value, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _link(args: list[str], dirs: dict[str, _Direction], warnings: list[str]) -> list[str]:
@@ -409,6 +466,8 @@ def _fields(d: _Direction) -> dict[str, Any]:
         out["delay"] = f"{d.delay_ms}ms"
     if d.survive != 1:
         out["loss"] = _percent(1 - d.survive)
+    if d.onoff is not None:
+        out["onoff"] = dict(d.onoff)
     if d.queue:
         out["queue"] = dict(d.queue)
     if d.aqm is not None:
@@ -423,8 +482,14 @@ def _percent(fraction: Decimal) -> str:
     return f"{text}%"
 
 
-def _order_warning(direction: str) -> str:
+def _order_warning(shell: str, direction: str) -> str:
     where = "outside" if direction == "uplink" else "inside"
+    if shell == "mm-onoff":
+        return (f"mm-onoff {direction} is {where} mm-link in the chain, so Mahimahi drops those {direction} packets "
+                "after the link while it is off (each used its delivery opportunity, and the off periods catch "
+                "packets as they leave the queue); p4netem's on/off link comes before its queue "
+                "(docs/pipeline-contract.md), so a dropped packet leaves its opportunity to the next: the same "
+                "share of time off, and a little more throughput when the link is full")
     return (f"mm-loss {direction} is {where} mm-link in the chain, so Mahimahi loses those {direction} packets "
             "after the link (each used its delivery opportunity); p4netem's loss comes before its queue "
             "(docs/pipeline-contract.md), so a lost packet leaves its opportunity to the next: the same loss, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .link import AqmKind, BearerScheduler, LinkParams, Slot, TracePlacement
+from .link import AqmKind, BearerScheduler, LinkParams, OnOff, Slot, TracePlacement
 from .units import Percent
 from .profile import Profile
 
@@ -42,6 +42,10 @@ def _loss(link: LinkParams) -> str:
     if not link.loss:
         return "-"
     return f"{link.loss}{_notes(f'correlation {link.correlation.loss}' if link.correlation.loss else '', ecn)}"
+
+
+def _onoff(onoff: OnOff) -> str:
+    return f"on/off link (mean on {onoff.mean_on}, off {onoff.mean_off}: off {onoff.off_share * 100:.3g}%)"
 
 
 def _queue(link: LinkParams) -> str:
@@ -121,6 +125,9 @@ def link_summary(link: LinkParams) -> str:
     if link.reorder.probability:
         gap = f" gap {link.reorder.gap}" if link.reorder.gap > 1 else ""
         parts.append(f"reorder {link.reorder.probability}{gap}{_corr(link.correlation.reorder)}")
+    # Stage 3 runs the on/off link before the loss models.
+    if link.onoff is not None:
+        parts.append(_onoff(link.onoff))
     if link.loss or link.gilbert_elliott is not None or link.loss_state is not None:
         parts.append(f"loss {_loss(link)}")
     if link.trace is not None:

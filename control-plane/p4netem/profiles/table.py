@@ -13,6 +13,10 @@ Quantisation (the only places where the table holds less than the profile):
   sizes, counts  overhead_bytes, cell_bytes, cell_overhead_bytes, queue_limit_*, reorder_gap:
                  integers, exact (reorder_gap is 0 when reorder_prob is 0, and read back as gap 1).
   flags          ecn, red_gentle, loss_ecn: 0/1, exact.
+  on/off link    onoff_on_prob = round_half_up(mean_on * 2^32 / (mean_on + mean_off)), onoff_recip =
+                 round(2^64 / (tau ln 2)), tau = mean_on * mean_off / (mean_on + mean_off) ns,
+                 computed exactly (onoff.py). Read back as the pair of means with the fewest significant digits
+                 that encodes to the same two params.
   derived        trace_period_recip, jitter_mod_recip, cell_recip, red_span_bytes: computed from
                  the other fields for the data plane (which has no run-time division); not read back.
 So decode(encode(x)) == x for every value written with no more digits than its quantisation
@@ -35,6 +39,7 @@ from .. import schema
 from .action_params import ParamWidths
 from .errors import Problem, ProfileError, problems_from_validation_error
 from .link import AqmKind, BearerScheduler, JitterDistribution, LinkParams, pf_halflife_log2
+from .onoff import decode_onoff, encode_onoff
 from .units import (ByteSize, Duration, ns_per_byte_q16_to_rate, percent_to_prob, prob_to_percent,
                     rate_to_ns_per_byte_q16)
 
@@ -145,6 +150,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         **_encode_correlation(link),
         "loss_ecn": int(link.loss_ecn),
         **_encode_cells(link),
+        **_encode_onoff(link),
     }
     _PARAMS.check_encoded(params)
     return params
@@ -164,6 +170,7 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
                                 "allowed 0 (min/max) or 1..5 (uniform, normal, pareto, paretonormal, user)"))
     if values["reorder_mode"] not in (REORDER_KEEP_ORDER, REORDER_ALLOW):
         problems.append(Problem("reorder_mode", f"{values['reorder_mode']} out of range 0..1"))
+    onoff = _decode_onoff(values, problems)
     if problems:
         raise ProfileError(problems, SET_IMPAIRMENT)
 
@@ -189,6 +196,7 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         "gilbert_elliott": ge,
         "loss_state": _decode_loss_state(values),
         "loss_ecn": bool(values["loss_ecn"]),
+        "onoff": onoff,
         "slot": _decode_slot(values),
         "trace": _decode_trace(values),
         "duplicate": prob_to_percent(values["dup_prob"]),
@@ -214,6 +222,25 @@ def _encode_cells(link: LinkParams) -> dict[str, int]:
         # most two corrections (p4src/include/rate.p4 service_ns; tests/unit/test_cell_profiles.py).
         "cell_recip": 2**32 // cell if cell else 0,
     }
+
+
+def _encode_onoff(link: LinkParams) -> dict[str, int]:
+    if link.onoff is None:
+        return {"onoff_on_prob": 0, "onoff_recip": 0}
+    on_prob, recip = encode_onoff(int(link.onoff.mean_on), int(link.onoff.mean_off))
+    return {"onoff_on_prob": on_prob, "onoff_recip": recip}
+
+
+def _decode_onoff(values: Mapping[str, int], problems: list[Problem]) -> dict[str, Any] | None:
+    # The data plane runs the on/off link when onoff_recip is non-zero.
+    if not values["onoff_recip"]:
+        return None
+    try:
+        mean_on, mean_off = decode_onoff(values["onoff_on_prob"], values["onoff_recip"])
+    except ValueError as exc:
+        problems.append(Problem("onoff_on_prob", str(exc)))
+        return None
+    return {"mean_on": mean_on, "mean_off": mean_off}
 
 
 _RED_ZERO = {"red_min_bytes": 0, "red_max_bytes": 0, "red_max_prob": 0, "red_wlog": 0,
@@ -385,7 +412,9 @@ _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_b
                    "bearers.scheduler": "bearer_sched", "bearers.quantum": "bearer_quantum_bytes",
                    "bearers.halflife": "bearer_pf_halflife_log2",
                    **{f"correlation.{field}": param for field, param in _CORRELATION.items()},
-                   "loss_ecn": "loss_ecn"}
+                   "loss_ecn": "loss_ecn",
+                   # Each mean depends on both params (pi and tau).
+                   **dict.fromkeys(("onoff", "onoff.mean_on", "onoff.mean_off"), "onoff_on_prob, onoff_recip")}
 
 
 def _to_param_names(problems: list[Problem]) -> list[Problem]:

@@ -27,6 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::{Impairment, Pkt};
 use crate::contract::{BEARER_DEFAULT_QUANTUM, BEARER_FIFO, BEARER_PF, RADIO_DIRECTIONS};
+use crate::exp2::exp2_neg;
 use crate::pool::Handle;
 use crate::state::{Registers, UeBearer};
 
@@ -72,65 +73,21 @@ fn wire_of(imp: &Impairment, pkt: &Pkt) -> u32 {
     pkt.len + imp.overhead_bytes as u32
 }
 
-/// 2^(-2^j/256) in Q32 for j = 0..7: the factors whose products make [`PF_EXP2_Q32`]
-/// (p4src/include/bearer.p4 multiplies the same constants in the same order, so both compute the
-/// same bits; tests/contract checks the two lists against each other and 2^(-2^j/256)).
-pub const PF_EXP2_BITS_Q32: [u64; 8] =
-    [4283353945, 4271771996, 4248701965, 4202935003, 4112874773, 3938502376, 3611622603, 3037000500];
-/// ln 2 in Q32: the slope of 2^-x at 0, for the rest of an elapsed time below 1/256 half-life.
-pub const PF_LN2_Q32: u64 = 2977044472;
-
-/// 2^(-k/256) in Q32 for k = 0..255: the product of the `PF_EXP2_BITS_Q32[j]` of k's set bits,
-/// high bit first, each product truncated to Q32 (within 3e-9 of the exact value). A static, so
-/// the fast path indexes one copy in read-only memory.
-pub static PF_EXP2_Q32: [u64; 256] = {
-    let mut t = [0u64; 256];
-    let mut k = 0;
-    while k < 256 {
-        let mut x: u64 = 1 << 32;
-        let mut j = 8;
-        while j > 0 {
-            j -= 1;
-            if (k >> j) & 1 == 1 {
-                x = ((x as u128 * PF_EXP2_BITS_Q32[j] as u128) >> 32) as u64;
-            }
-        }
-        t[k] = x;
-        k += 1;
-    }
-    t
-};
-
 /// The PF average decayed from `at` to `now` by 2^(-(now - at) / 2^wlog): a half-life of 2^wlog ns
 /// however the elapsed time is split between calls (the average decays each time a packet of
 /// its UE is served, so a busy UE's is decayed in many small steps).
 ///
-/// Whole half-lives shift; the fraction f of a half-life (kept in Q56) is split into its top 8
-/// bits k, whose factor 2^(-k/256) comes from [`PF_EXP2_Q32`], and the rest r < 1/256, whose
-/// factor is the tangent 1 - r ln 2. The tangent is exact to first order, so small steps
-/// compound to the true exponential; its error, at most (r ln 2)^2 / 2 < 3.7e-6 per step, makes
-/// the effective half-life short by r ln 2 / 2 + (r ln 2)^2 / 3 at most: 0.14 % (steps just under
-/// 1/256 half-life), 0.035 % with 1000 steps per half-life, 0 for whole multiples of 1/256. (A chord between
-/// table entries instead would make tiny steps decay like the chord's slope: 0.14 % long with
-/// 256 entries, and a table without interpolation would lose every step below 1/256.) The two
-/// products round to nearest, so a step of 0 changes nothing. No division, no floating point.
+/// Whole half-lives shift and the rest of a half-life, a fraction f in Q56, goes to
+/// [`exp2_neg`] (p4src: PfDecay and Exp2Neg). Its tangent makes the effective half-life short by
+/// r ln 2 / 2 + (r ln 2)^2 / 3 at most: 0.14 % (steps just under 1/256 half-life), 0.035 % with
+/// 1000 steps per half-life, 0 for whole multiples of 1/256. A step of 0 changes nothing.
 #[inline]
 pub fn pf_decay(avg: u64, at: u64, now: u64, wlog: u8) -> u64 {
     let dt = now.saturating_sub(at);
     let wlog = wlog.min(63) as u32;
-    let halvings = dt >> wlog;
-    if halvings >= 64 {
-        return 0;
-    }
-    let a = avg >> halvings;
     let rest = dt & ((1u64 << wlog) - 1);
     let f56 = if wlog <= 56 { rest << (56 - wlog) } else { rest >> (wlog - 56) };
-    let k = (f56 >> 48) as usize;
-    let r = f56 & ((1u64 << 48) - 1);
-    let x = ((a as u128 * PF_EXP2_Q32[k] as u128 + (1 << 31)) >> 32) as u64;
-    // r ln 2 in Q48 (r is Q56, ln 2 Q32: the product is Q88).
-    let d = (PF_LN2_Q32 as u128 * r as u128) >> 40;
-    x - ((x as u128 * d + (1 << 47)) >> 48) as u64
+    exp2_neg(avg, dt >> wlog, f56)
 }
 
 pub struct Bearers {
@@ -545,18 +502,6 @@ mod tests {
         assert!((almost / (u64::MAX >> 2) as f64 - 1.0).abs() < 3.7e-6, "{almost}");
         let under_one = pf_decay(u64::MAX, 0, (1 << 63) - 1, 63) as f64;
         assert!((under_one / (u64::MAX >> 1) as f64 - 1.0).abs() < 3.7e-6, "{under_one}");
-    }
-
-    #[test]
-    fn pf_decay_table_is_two_to_the_minus_k_over_256() {
-        for (k, &t) in PF_EXP2_Q32.iter().enumerate() {
-            let exact = 2f64.powf(32.0 - k as f64 / 256.0);
-            assert!((t as f64 - exact).abs() <= 8.0, "k {k}: {t} vs {exact}");
-        }
-        for (j, &c) in PF_EXP2_BITS_Q32.iter().enumerate() {
-            assert_eq!(c, 2f64.powf(32.0 - (1u32 << j) as f64 / 256.0).round() as u64, "j {j}");
-        }
-        assert_eq!(PF_LN2_Q32, (std::f64::consts::LN_2 * 2f64.powi(32)).round() as u64);
     }
 
     /// (avg, elapsed ns, wlog, decayed): tests/contract/test_contract.py runs a statement-by-statement

@@ -4,9 +4,13 @@
 //! Bernoulli `loss_prob` (reason loss_random; its draws correlated as netem's with `loss_corr`). Copies never pass here (they are made after this
 //! stage). With `loss_ecn` (netem's `ecn`), a lost packet that is ECN-capable is marked CE and
 //! passes instead of being dropped, whichever model lost it (Linux's `netem_enqueue`).
+//!
+//! First of all, with `onoff_recip != 0`, the on/off link ([`onoff`]): a packet that finds it off
+//! is dropped (reason link_off, never marked: an outage is not a loss event) and the loss models
+//! do not see it, so their state does not move.
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{correlation, Ctx, Impairment, Pkt, Stage, Verdict};
+use super::{correlation, onoff, Ctx, Impairment, Pkt, Stage, Verdict};
 use crate::contract::DropReason;
 
 pub struct Loss;
@@ -87,6 +91,9 @@ impl Stage for Loss {
     fn enqueue(&mut self, imp: &Impairment, ctx: &mut Ctx, pkt: &mut Pkt) -> Verdict {
         if pkt.is_copy {
             return Verdict::Pass;
+        }
+        if imp.onoff_recip != 0 && onoff::off(imp, ctx) {
+            return Verdict::Drop(DropReason::LinkOff);
         }
         match Self::lost(imp, ctx) {
             None => Verdict::Pass,
@@ -220,6 +227,42 @@ mod tests {
     /// netem's ecn: with every packet lost, an ECN-capable one (ECT(0), ECT(1), already CE) is
     /// marked and passes, counted once in profile_ecn_mark; a Not-ECT or non-IP one is dropped
     /// with the model's reason, as without ecn.
+    /// A link that is off drops first (link_off), never marks, and hides the packet from the loss
+    /// model, whose state does not move; a copy never meets the link.
+    #[test]
+    fn an_off_link_drops_before_the_loss_models() {
+        let caps = Capacities { profiles: 4, ..Default::default() };
+        let regs = Registers::new(&caps, vec![0; 16384].into(), 1);
+        let counters = Counters::new(&caps);
+        let mut rng = Prng::new(3);
+        // Mean on 1 us, off 1000 s: on at the first packet, then off (P(on) = 4 / 2^32 + e^-1000).
+        let imp = Impairment {
+            onoff_on_prob: 4,
+            onoff_recip: 26_613_026_222_301_672,
+            ge_p: u32::MAX,
+            ge_r: 0,
+            ge_loss_bad: 0,
+            loss_ecn: true,
+            ..Default::default()
+        };
+        let mut send = |now: u64, copy: bool| {
+            let mut ctx = Ctx { now, pd: 1, rng: &mut rng, regs: &regs, counters: &counters };
+            let mut pkt = Pkt { ip: ip(1), is_copy: copy, ..Pkt::new(100, 0) };
+            let v = Loss.enqueue(&imp, &mut ctx, &mut pkt);
+            (v, pkt.mark_ce)
+        };
+        assert_eq!(send(1_000, false), (Verdict::Pass, false), "on at the first packet");
+        assert_eq!(regs.ge_state[1].load(Relaxed), 1, "the first packet went on to the GE model");
+        regs.ge_state[1].store(0, Relaxed);
+        for k in 1..=100 {
+            assert_eq!(send(1_000 + k * 1_000_000, false), (Verdict::Drop(DropReason::LinkOff), false));
+        }
+        assert_eq!(regs.ge_state[1].load(Relaxed), 0, "the GE model saw none of them");
+        assert_eq!(regs.onoff[1].state.load(Relaxed), onoff::OFF);
+        assert_eq!(send(2_000_000_000, true), (Verdict::Pass, false), "a copy passes");
+        assert_eq!(regs.onoff[1].at_ns.load(Relaxed), 1_000 + 100 * 1_000_000, "and does not move the chain");
+    }
+
     #[test]
     fn ecn_marks_what_the_model_loses_when_the_packet_can_carry_it() {
         let caps = Capacities { profiles: 4, ..Default::default() };

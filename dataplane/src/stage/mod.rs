@@ -17,6 +17,7 @@ pub mod corrupt;
 pub mod delay;
 pub mod duplicate;
 pub mod loss;
+pub mod onoff;
 pub mod radio;
 pub mod rate;
 pub mod red;

@@ -194,6 +194,8 @@ pub struct Registers {
     pub trace: Box<[PdTrace]>,
     pub trace_opportunity_ms: Box<[AtomicU32]>,
     pub trace_first_at: Box<[AtomicU32]>,
+    /// Per-pd on/off link state (the `onoff_*` registers; stage/onoff.rs).
+    pub onoff: Box<[PdOnOff]>,
     /// The built-in distribution tables, restored by a reset.
     initial_dist: Box<[i16]>,
     initial_seed: u64,
@@ -454,6 +456,40 @@ impl PdTrace {
 
 const TRACE_REGISTERS: [u32; 3] = [REG_TRACE_CYCLE_NS, REG_TRACE_POS, REG_TRACE_LEFT];
 
+/// One pd's on/off link (stage/onoff.rs): `onoff_state` and `onoff_at_ns`, as the pd's last packet
+/// saw the link. Both 0: not started.
+#[derive(Default)]
+pub struct PdOnOff {
+    pub state: AtomicU8,
+    pub at_ns: AtomicU64,
+}
+
+impl PdOnOff {
+    fn read(&self, reg_id: u32) -> Option<u128> {
+        Some(match reg_id {
+            REG_ONOFF_STATE => self.state.load(Relaxed) as u128,
+            REG_ONOFF_AT_NS => self.at_ns.load(Relaxed) as u128,
+            _ => return None,
+        })
+    }
+
+    fn write(&self, reg_id: u32, value: u128) -> bool {
+        match reg_id {
+            REG_ONOFF_STATE => self.state.store(value as u8, Relaxed),
+            REG_ONOFF_AT_NS => self.at_ns.store(value as u64, Relaxed),
+            _ => return false,
+        }
+        true
+    }
+
+    fn clear(&self) {
+        self.state.store(0, Relaxed);
+        self.at_ns.store(0, Relaxed);
+    }
+}
+
+const ONOFF_REGISTERS: [u32; 2] = [REG_ONOFF_STATE, REG_ONOFF_AT_NS];
+
 const CODEL_REGISTERS: [u32; 6] = [
     REG_CODEL_FIRST_ABOVE_NS,
     REG_CODEL_DROP_NEXT_NS,
@@ -686,6 +722,7 @@ impl Registers {
             trace: atomics(pds, PdTrace::default),
             trace_opportunity_ms: atomics(REG_TRACE_OPPORTUNITY_MS_SIZE, || AtomicU32::new(0)),
             trace_first_at: atomics(REG_TRACE_FIRST_AT_SIZE, || AtomicU32::new(0)),
+            onoff: atomics(pds, PdOnOff::default),
             initial_dist,
             initial_seed: seed,
         };
@@ -727,6 +764,7 @@ impl Registers {
             id if TRACE_REGISTERS.contains(&id) => self.trace[i].read(id).expect("a trace register"),
             REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms[i].load(Relaxed) as u128,
             REG_TRACE_FIRST_AT => self.trace_first_at[i].load(Relaxed) as u128,
+            id if ONOFF_REGISTERS.contains(&id) => self.onoff[i].read(id).expect("an onoff register"),
             id => self.radio.read(id, i).expect("check_index validated the id"),
         })
     }
@@ -775,6 +813,9 @@ impl Registers {
             }
             REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms[i].store(value as u32, Relaxed),
             REG_TRACE_FIRST_AT => self.trace_first_at[i].store(value as u32, Relaxed),
+            id if ONOFF_REGISTERS.contains(&id) => {
+                self.onoff[i].write(id, value);
+            }
             id => {
                 let written = self.radio.write(id, i, value);
                 debug_assert!(written, "check_index validated the id");
@@ -798,6 +839,7 @@ impl Registers {
             id if TRACE_REGISTERS.contains(&id) => self.trace.len() as u32,
             REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms.len() as u32,
             REG_TRACE_FIRST_AT => self.trace_first_at.len() as u32,
+            id if ONOFF_REGISTERS.contains(&id) => self.onoff.len() as u32,
             id if self.radio.size(id).is_some() => self.radio.size(id).unwrap_or(0) as u32,
             _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
         })
@@ -850,6 +892,9 @@ impl Registers {
         }
         for c in self.trace_opportunity_ms.iter().chain(self.trace_first_at.iter()) {
             c.store(0, Relaxed);
+        }
+        for o in self.onoff.iter() {
+            o.clear();
         }
         self.radio.reset();
         self.restore_dist();

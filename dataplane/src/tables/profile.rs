@@ -79,6 +79,10 @@ pub struct Impairment {
     pub cell_bytes: u16,
     pub cell_overhead_bytes: u16,
     pub cell_recip: u64,
+    /// The on/off link (stage/onoff.rs, Mahimahi's mm-onoff): the share of time it is on (Q32)
+    /// and 2^64 / (tau ln 2), its relaxation's half-lives per ns (Q64); on when onoff_recip != 0.
+    pub onoff_on_prob: u32,
+    pub onoff_recip: u64,
 }
 
 impl Impairment {
@@ -142,6 +146,8 @@ impl Impairment {
             cell_bytes: g(imp::CELL_BYTES) as u16,
             cell_overhead_bytes: g(imp::CELL_OVERHEAD_BYTES) as u16,
             cell_recip: g(imp::CELL_RECIP) as u64,
+            onoff_on_prob: g(imp::ONOFF_ON_PROB) as u32,
+            onoff_recip: g(imp::ONOFF_RECIP) as u64,
         }
     }
 
@@ -269,6 +275,8 @@ mod tests {
             ("cell_bytes", i.cell_bytes as u64),
             ("cell_overhead_bytes", i.cell_overhead_bytes as u64),
             ("cell_recip", i.cell_recip),
+            ("onoff_on_prob", i.onoff_on_prob as u64),
+            ("onoff_recip", i.onoff_recip),
         ];
         for (name, got) in fields {
             assert_eq!(got, by_name(name), "{name}");
