@@ -79,3 +79,18 @@ def test_apply_mahimahi_loads_the_traces_and_the_profile(bare_switch: SwitchProc
         assert r.returncode == 1 and r.stderr.startswith(message), r.stderr
     again = json.loads(run_cli(addr, "show", "--json").stdout)["rules"][0]
     assert again == shown
+
+
+def test_apply_mahimahi_onoff_programs_the_on_off_link(bare_switch: SwitchProcess) -> None:
+    """mm-onoff: the switch holds that direction's on/off link and reads it back as written."""
+    addr = bare_switch.grpc_addr
+    r = run_cli(addr, "apply", "--mahimahi", "mm-delay 10 mm-onoff uplink 10 2.5")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    with Controller.connect(addr, election_id=1, primary=False) as reader:
+        (rule,) = reader.applied()
+    profile = rule.profile
+    assert profile is not None and profile.downlink.onoff is None
+    onoff = profile.uplink.onoff
+    assert (int(onoff.mean_on), int(onoff.mean_off)) == (10 * 10**9, 2_500_000_000)
+    shown = json.loads(run_cli(addr, "show", "--json").stdout)["rules"][0]
+    assert shown["uplink"]["onoff"] == {"mean_on": "10s", "mean_off": "2.5s"}, shown["uplink"]
