@@ -33,8 +33,9 @@ FRAME = 100
 PORT = 5453
 
 
-def _params() -> dict[str, int]:
-    enc = LinkParams.model_validate({"onoff": MODEL}).to_table_params()
+def onoff_params(mean_on: str, mean_off: str) -> dict[str, int]:
+    """The set_impairment params of an on/off link, as the profile schema encodes it."""
+    enc = LinkParams.model_validate({"onoff": {"mean_on": mean_on, "mean_off": mean_off}}).to_table_params()
     return {k: v for k, v in enc.items() if k.startswith("onoff_")}
 
 
@@ -52,7 +53,7 @@ def sampled_chain(params: dict[str, int], dt_ns: float) -> GEParams:
 
 
 def measure_onoff(t: Topo, ctl) -> dict:
-    params = _params()
+    params = onoff_params(**MODEL)
     before = _link_off(ctl)
     lost, rec = loss_run(t, ctl, params, PORT, PACKETS, PPS, FRAME)
     link_off = _link_off(ctl) - before

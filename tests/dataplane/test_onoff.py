@@ -18,16 +18,10 @@ from wirestats import settled_counters
 from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import run_probe
 from p4netem.pipeline import UPLINK, DropReason
-from p4netem.profiles.link import LinkParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from ge_theory import expected, measure  # noqa: E402
-from onoff import sampled_chain  # noqa: E402
-
-
-def onoff_params(mean_on: str, mean_off: str) -> dict[str, int]:
-    enc = LinkParams.model_validate({"onoff": {"mean_on": mean_on, "mean_off": mean_off}}).to_table_params()
-    return {k: v for k, v in enc.items() if k.startswith("onoff_")}
+from onoff import onoff_params, sampled_chain  # noqa: E402
 
 
 def test_a_link_that_goes_off_for_good_drops_every_later_packet(lab: TwoHostLab) -> None:
