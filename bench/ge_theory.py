@@ -111,6 +111,13 @@ def expected_of_chain(one: np.ndarray, pi1: np.ndarray, lost: np.ndarray, n: int
                     rel_se_gap=ratio_se(1, 3), bursts=float(n * starts))
 
 
+def judge(measured: float, want: float, rel_se: float) -> dict:
+    """One figure against its theory: the relative error and how many standard errors it is."""
+    err = measured / want - 1
+    return {"measured": measured, "theory": want, "error_pct": 100 * err, "se_pct": 100 * rel_se,
+            "sigma": abs(err / rel_se)}
+
+
 @dataclass(frozen=True)
 class Measured:
     mean_loss: float  # over all packets

@@ -13,7 +13,7 @@ a burst) so that a datagram lost elsewhere shows as lost_outside_switch.
 from __future__ import annotations
 
 from common import loss_sequence
-from ge_theory import measure
+from ge_theory import judge, measure
 from loss import prob_u32
 from loss4_theory import State4, expected
 from topo import Topo
@@ -49,11 +49,6 @@ def measure_loss4(t: Topo, ctl) -> dict:
     m = measure(lost)
     theory = expected(_effective(params), n)
     isolated, burst = after[0] - before[0], after[1] - before[1]
-
-    def judge(measured: float, want: float, rel_se: float) -> dict:
-        err = measured / want - 1
-        return {"measured": measured, "theory": want, "error_pct": 100 * err, "se_pct": 100 * rel_se,
-                "sigma": abs(err / rel_se)}
 
     per = {"loss": judge(m.mean_loss, theory.mean_loss, theory.rel_se_loss),
            "burst": judge(m.mean_burst, theory.mean_burst, theory.rel_se_burst)}

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 from common import loss_run
-from ge_theory import GEParams, expected, measure
+from ge_theory import GEParams, expected, judge, measure
 from topo import Topo
 
 from p4netem import pipeline as pl
@@ -52,31 +52,31 @@ def sampled_chain(params: dict[str, int], dt_ns: float) -> GEParams:
     return GEParams(p=(1 - pi_on) * (1 - rho), r=pi_on * (1 - rho), loss_good=0.0, loss_bad=1.0)
 
 
+def spacing_ns(seq: list[int], tx_ns: list[int]) -> tuple[float, np.ndarray]:
+    """The sender's mean spacing (first to last datagram that arrived, by the send times they
+    carry) and the gaps between consecutive datagrams that both arrived."""
+    order = np.argsort(seq)
+    s, tx = np.asarray(seq)[order], np.asarray(tx_ns, dtype=np.int64)[order]
+    return float(tx[-1] - tx[0]) / float(s[-1] - s[0]), np.diff(tx)[np.diff(s) == 1]
+
+
 def measure_onoff(t: Topo, ctl) -> dict:
     params = onoff_params(**MODEL)
     before = _link_off(ctl)
     lost, rec = loss_run(t, ctl, params, PORT, PACKETS, PPS, FRAME)
     link_off = _link_off(ctl) - before
     n, received = len(lost), len(lost) - sum(lost)
-    order = np.argsort(rec["seq"])
-    seq, tx = np.asarray(rec["seq"])[order], np.asarray(rec["tx_ns"], dtype=np.int64)[order]
-    dt_ns = float(tx[-1] - tx[0]) / float(seq[-1] - seq[0])
-    gaps = np.diff(tx)[np.diff(seq) == 1]  # consecutive datagrams that both arrived
+    dt_ns, gaps = spacing_ns(rec["seq"], rec["tx_ns"])
     chain = sampled_chain(params, dt_ns)
     theory = expected(chain, n)
     m = measure(lost)
 
-    def judge(measured: float, want: float, rel_se: float, ms_per_unit: float | None = None) -> dict:
-        err = measured / want - 1
-        out = {"measured": measured, "theory": want, "error_pct": 100 * err, "se_pct": 100 * rel_se,
-               "sigma": abs(err / rel_se)}
-        if ms_per_unit is not None:
-            out |= {"measured_ms": measured * ms_per_unit, "theory_ms": want * ms_per_unit}
-        return out
+    def in_ms(j: dict) -> dict:
+        return j | {"measured_ms": j["measured"] * dt_ns / 1e6, "theory_ms": j["theory"] * dt_ns / 1e6}
 
     per = {"off_share": judge(m.mean_loss, theory.mean_loss, theory.rel_se_loss),
-           "off_run_packets": judge(m.mean_burst, theory.mean_burst, theory.rel_se_burst, dt_ns / 1e6),
-           "on_run_packets": judge(m.mean_gap, theory.mean_gap, theory.rel_se_gap, dt_ns / 1e6)}
+           "off_run_packets": in_ms(judge(m.mean_burst, theory.mean_burst, theory.rel_se_burst)),
+           "on_run_packets": in_ms(judge(m.mean_gap, theory.mean_gap, theory.rel_se_gap))}
     return {
         "onoff_error_sigma": max(j["sigma"] for j in per.values()),
         "onoff_config": {

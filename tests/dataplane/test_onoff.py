@@ -21,7 +21,7 @@ from p4netem.pipeline import UPLINK, DropReason
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from ge_theory import expected, measure  # noqa: E402
-from onoff import onoff_params, sampled_chain  # noqa: E402
+from onoff import onoff_params, sampled_chain, spacing_ns  # noqa: E402
 
 
 def test_a_link_that_goes_off_for_good_drops_every_later_packet(lab: TwoHostLab) -> None:
@@ -43,9 +43,7 @@ def test_packets_see_the_on_off_chain(lab: TwoHostLab) -> None:
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=rate, port=9052)
     lost = np.ones(result.sent, dtype=bool)
     lost[np.asarray(result.seq)] = False
-    order = np.argsort(result.seq)
-    seq, tx = np.asarray(result.seq)[order], np.asarray(result.tx_ns)[order]
-    dt_ns = float(tx[-1] - tx[0]) / float(seq[-1] - seq[0])
+    dt_ns, _ = spacing_ns(result.seq, result.tx_ns)
     theory = expected(sampled_chain(params, dt_ns), result.sent)
     m = measure(lost)
     # 5 standard errors: the share lost (theory 20 %) and the mean run of losses (about 25 packets

@@ -224,9 +224,6 @@ mod tests {
         Some(crate::parse::IpHdr { off: 14, v4: true, ecn })
     }
 
-    /// netem's ecn: with every packet lost, an ECN-capable one (ECT(0), ECT(1), already CE) is
-    /// marked and passes, counted once in profile_ecn_mark; a Not-ECT or non-IP one is dropped
-    /// with the model's reason, as without ecn.
     /// A link that is off drops first (link_off), never marks, and hides the packet from the loss
     /// model, whose state does not move; a copy never meets the link.
     #[test]
@@ -263,6 +260,9 @@ mod tests {
         assert_eq!(regs.onoff[1].at_ns.load(Relaxed), 1_000 + 100 * 1_000_000, "and does not move the chain");
     }
 
+    /// netem's ecn: with every packet lost, an ECN-capable one (ECT(0), ECT(1), already CE) is
+    /// marked and passes, counted once in profile_ecn_mark; a Not-ECT or non-IP one is dropped
+    /// with the model's reason, as without ecn.
     #[test]
     fn ecn_marks_what_the_model_loses_when_the_packet_can_carry_it() {
         let caps = Capacities { profiles: 4, ..Default::default() };

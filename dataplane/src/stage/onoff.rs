@@ -58,9 +58,9 @@ mod tests {
     use crate::rng::Prng;
     use crate::state::{Capacities, Counters, Registers};
 
-    /// The controller's encoding (control-plane/p4netem/profiles/table.py): pi in Q32 and
-    /// 2^64 / (tau ln 2).
-    pub fn encode(mean_on_ns: f64, mean_off_ns: f64) -> (u32, u64) {
+    /// The controller's encoding (control-plane/p4netem/profiles/onoff.py) in floating point: pi in
+    /// Q32 and 2^64 / (tau ln 2), within a few units of the controller's exact integers.
+    fn encode(mean_on_ns: f64, mean_off_ns: f64) -> (u32, u64) {
         let pi = (mean_on_ns / (mean_on_ns + mean_off_ns) * 2f64.powi(32)).round() as u32;
         let tau = mean_on_ns * mean_off_ns / (mean_on_ns + mean_off_ns);
         (pi, (2f64.powi(64) / (tau * std::f64::consts::LN_2)).round() as u64)
