@@ -40,9 +40,37 @@
 #define P4NETEM_RATE_P4
 
 /*
- * The link time of a packet of `wire` bytes (frame + overhead_bytes): wire * ns_per_byte_q16
- * / 2^16, or with netem's cell framing ceil(wire / cell_bytes) cells of cell_bytes +
- * cell_overhead_bytes each instead of wire (Linux's packet_time_ns). v1model has no run-time
+ * A packet's wire bytes: the frame plus overhead_bytes, which is netem's PACKETOVERHEAD and so
+ * may be negative (two's complement in its 16 bits; -14 strips the Ethernet header). netem adds
+ * it to a u64 length, so a frame shorter than -overhead would wrap to an enormous link time
+ * there; here it has 0 wire bytes.
+ */
+bit<32> wire_bytes(in bit<32> frame, in bit<16> overhead) {
+    bit<32> wire = frame + (bit<32>)overhead;
+    if (overhead[15:15] == 1) {
+        wire = frame |-| (bit<32>)(16w0 - overhead);
+    }
+    return wire;
+}
+
+/*
+ * The bytes one cell takes on the link: cell_bytes + cell_overhead_bytes, the overhead signed
+ * like overhead_bytes (netem's CELLOVERHEAD may be negative), and never below 0 (the control
+ * plane refuses a cell of fewer than 1 byte; a raw write of one gets 0).
+ */
+bit<64> cell_link_bytes(in impairment_t imp) {
+    bit<64> cell = (bit<64>)imp.cell_bytes;
+    bit<64> on_link = cell + (bit<64>)imp.cell_overhead_bytes;
+    if (imp.cell_overhead_bytes[15:15] == 1) {
+        on_link = cell |-| (bit<64>)(16w0 - imp.cell_overhead_bytes);
+    }
+    return on_link;
+}
+
+/*
+ * The link time of a packet of `wire` bytes (wire_bytes above): wire * ns_per_byte_q16
+ * / 2^16, or with netem's cell framing ceil(wire / cell_bytes) cells of
+ * cell_link_bytes each instead of wire (Linux's packet_time_ns). v1model has no run-time
  * division: cell_recip = floor(2^32 / cell_bytes) gives floor(wire / cell_bytes) or one less for
  * any wire below 2^32, one step corrects it, a second rounds up. The product is taken in 128
  * bits, as the software target's, so no rate and size wrap.
@@ -58,7 +86,7 @@ time_ns_t service_ns(in bit<32> wire, in impairment_t imp) {
         if ((bit<64>)wire > cells * cell) {
             cells = cells + 1;
         }
-        bytes = cells * (cell + (bit<64>)imp.cell_overhead_bytes);
+        bytes = cells * cell_link_bytes(imp);
     }
     return (time_ns_t)(((bit<128>)bytes * (bit<128>)imp.ns_per_byte_q16) >> RATE_FRACTION_BITS);
 }
@@ -111,7 +139,7 @@ control RateStage(inout headers_t hdr,
             bit<1> was_waiting = meta.in_bearer;
             bit<32> wire = meta.wire_len;
             if (was_waiting == 0) {
-                wire = standard_metadata.packet_length + (bit<32>)meta.imp.overhead_bytes;
+                wire = wire_bytes(standard_metadata.packet_length, meta.imp.overhead_bytes);
                 meta.in_backlog = 0;
             }
             time_ns_t free_at;
@@ -156,7 +184,7 @@ control RateStage(inout headers_t hdr,
             meta.departure_ns = ready;
             meta.in_backlog = 0;
             if (meta.imp.ns_per_byte_q16 != 0 || meta.imp.trace_len != 0) {
-                bit<32> wire = standard_metadata.packet_length + (bit<32>)meta.imp.overhead_bytes;
+                bit<32> wire = wire_bytes(standard_metadata.packet_length, meta.imp.overhead_bytes);
                 backlog_bytes.read(queued_bytes, meta.pd);
                 backlog_pkts.read(queued_pkts, meta.pd);
 

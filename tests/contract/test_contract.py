@@ -637,6 +637,87 @@ def test_p4_onoff_computes_the_switchs_vectors():
 
 
 # ---------------------------------------------------------------------------------------------
+# netem's signed overheads: rate.p4's wire_bytes and cell_link_bytes, transcribed statement by
+# statement (bit<32>/bit<64> wrap, |-| saturates), compute the switch's WIRE_VECTORS; the
+# transcription is of the P4 text pinned below, so a change to either function fails here
+# ---------------------------------------------------------------------------------------------
+
+RATE_RS = ROOT / "dataplane" / "src" / "stage" / "rate.rs"
+U32, U64 = (1 << 32) - 1, (1 << 64) - 1
+
+P4_WIRE_BYTES = """
+bit<32> wire_bytes(in bit<32> frame, in bit<16> overhead) {
+    bit<32> wire = frame + (bit<32>)overhead;
+    if (overhead[15:15] == 1) {
+        wire = frame |-| (bit<32>)(16w0 - overhead);
+    }
+    return wire;
+}"""
+P4_CELL_LINK_BYTES = """
+bit<64> cell_link_bytes(in impairment_t imp) {
+    bit<64> cell = (bit<64>)imp.cell_bytes;
+    bit<64> on_link = cell + (bit<64>)imp.cell_overhead_bytes;
+    if (imp.cell_overhead_bytes[15:15] == 1) {
+        on_link = cell |-| (bit<64>)(16w0 - imp.cell_overhead_bytes);
+    }
+    return on_link;
+}"""
+
+
+def p4_wire_bytes(frame: int, overhead: int) -> int:
+    wire = (frame + overhead) & U32
+    if overhead >> 15 == 1:
+        wire = max(0, frame - ((0 - overhead) & 0xFFFF))
+    return wire
+
+
+def p4_cell_link_bytes(cell: int, cell_overhead: int) -> int:
+    on_link = (cell + cell_overhead) & U64
+    if cell_overhead >> 15 == 1:
+        on_link = max(0, cell - ((0 - cell_overhead) & 0xFFFF))
+    return on_link
+
+
+def p4_link_bytes(wire: int, cell: int, cell_overhead: int) -> int:
+    """rate.p4 service_ns's byte count (the cell count's steps as tests/unit/test_cell_profiles.py
+    checks them exhaustively)."""
+    if cell == 0:
+        return wire
+    recip = (1 << 32) // cell
+    cells = ((wire * recip) & U64) >> 32
+    if (wire - cells * cell) & U64 >= cell:
+        cells += 1
+    if wire > (cells * cell) & U64:
+        cells += 1
+    return (cells * p4_cell_link_bytes(cell, cell_overhead)) & U64
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_p4_wire_bytes_is_the_transcribed_text():
+    rate_p4 = _normalised((P4_INCLUDE / "rate.p4").read_text())
+    for fn in (P4_WIRE_BYTES, P4_CELL_LINK_BYTES):
+        assert _normalised(fn) in rate_p4, f"rate.p4 changed {fn.split('(')[0].strip()}: update its transcription"
+    assert "bytes = cells * cell_link_bytes(imp);" in rate_p4
+    assert rate_p4.count("wire_bytes(standard_metadata.packet_length, meta.imp.overhead_bytes)") == 2
+
+
+def test_p4_wire_bytes_computes_the_switchs_vectors():
+    """The switch's unit test pins wire_bytes and service_ns on WIRE_VECTORS (overheads as their
+    params' 16 bits); the P4 transcription must give the same on each."""
+    vectors = _rust_vectors(RATE_RS.read_text(), "WIRE_VECTORS", 6)
+    assert len(vectors) >= 12 and any(o >> 15 for _, o, _, _, _, _ in vectors) \
+        and any(co >> 15 for _, _, _, co, _, _ in vectors), "negative overheads must be among the vectors"
+    for frame, overhead, cell, cell_overhead, wire, link in vectors:
+        assert p4_wire_bytes(frame, overhead) == wire, (frame, overhead)
+        assert p4_link_bytes(wire, cell, cell_overhead) == link, (frame, overhead, cell, cell_overhead)
+    # Read unsigned (the old rule), a negative overhead gives other bytes: the vectors tell.
+    assert any((f + o) & U32 != w for f, o, _, _, w, _ in vectors)
+
+
+# ---------------------------------------------------------------------------------------------
 # action params -> metadata (the P4Info says what a controller writes, not where the program
 # puts it: a param left unassigned, or assigned to another field, would compile and match)
 # ---------------------------------------------------------------------------------------------

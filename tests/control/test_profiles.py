@@ -204,7 +204,8 @@ BAD_INPUTS = [
     ({"downlink": {"jitter": "-2ms"}}, "downlink.jitter", ['"-2ms"', "negative"]),
     ({"downlink": {"jitter": "5ms", "jitter_distribution": "gauss"}},
      "downlink.jitter_distribution", ['"gauss"', "none, uniform, normal, pareto, paretonormal, user"]),
-    ({"uplink": {"rate": "1Mbit", "overhead": 70000}}, "uplink.overhead", ["70000", "0..65535"]),
+    ({"uplink": {"rate": "1Mbit", "overhead": 70000}}, "uplink.overhead", ["70000", "-32768..32767"]),
+    ({"uplink": {"rate": "1Mbit", "overhead": -32769}}, "uplink.overhead", ["-32769", "-32768..32767"]),
     ({"uplink": {"rate": "1Mbit", "overhead": 1.5}}, "uplink.overhead", ["1.5", "whole number"]),
     ({"uplink": {"rate": "1Mbit", "queue": {"packets": 2**32}}}, "uplink.queue.packets",
      [str(2**32), "0..4294967295"]),
@@ -452,7 +453,7 @@ def test_random_profiles_round_trip_through_the_table():
                      "probability": f"{rng.randrange(0, 1000) / 10}%"},
             # 3 significant digits survive the rate quantisation at any rate (docs/profiles.md)
             rate=f"{rng.randrange(100, 1000)}e{rng.randrange(1, 9)}bit",
-            overhead=rng.randrange(0, 65536),
+            overhead=rng.randrange(-32768, 32768),  # signed: bit<16> two's complement
             queue={"packets": rng.randrange(0, 10**4), "bytes": rng.randrange(0, 2**32)},
             # 7 decimal places of a percent survive the bit<32> quantisation
             loss=f"{Decimal(rng.randrange(0, 10**9)).scaleb(-7)}%",

@@ -1,9 +1,11 @@
 """netem's cell framing (`rate RATE PACKETOVERHEAD CELLSIZE CELLOVERHEAD`) as profile fields:
 `cell_size` and `cell_overhead`. The contract's three params (cell_bytes, cell_overhead_bytes and the
 derived cell_recip), the table encoding both ways, field-named refusals (a cell size without a rate,
-a cell overhead without cells, out of range), YAML, the one-line summary, and the data plane's
-division-free cell count (p4src/include/rate.p4 service_ns) run step for step against exact ceiling
-division with the encoder's cell_recip. The netem spelling is in tests/unit/test_netem.py."""
+a cell overhead without cells, a cell left less than one byte, out of range), YAML, the one-line
+summary, and the data plane's division-free cell count (p4src/include/rate.p4 service_ns) run step
+for step against exact ceiling division with the encoder's cell_recip. The signed overheads (`overhead`
+and `cell_overhead`, -32768..32767, written as the bit<16>'s two's complement) are here too. The
+netem spelling is in tests/unit/test_netem.py."""
 
 from __future__ import annotations
 
@@ -105,17 +107,100 @@ def test_a_cell_overhead_needs_a_cell_size() -> None:
     assert _down(rate="1Mbit", cell_size=48).downlink.cell_overhead == 0
 
 
-@pytest.mark.parametrize("field", ["cell_size", "cell_overhead"])
+@pytest.mark.parametrize("field, allowed", [("cell_size", "0..65535"), ("overhead", "-32768..32767"),
+                                            ("cell_overhead", "-32768..32767")])
 @pytest.mark.parametrize("value, message", [
-    (65536, "65536 out of range 0..65535"),
-    (-1, "-1 out of range 0..65535"),
-    ("48.5", '"48.5" is not a whole number of bytes; allowed 0..65535'),
-    ("48B", '"48B" is not a number of bytes; allowed 0..65535'),
-    (True, "True is not a number of bytes; allowed 0..65535"),
+    (65536, "65536 out of range {}"),
+    (-40000, "-40000 out of range {}"),
+    ("48.5", '"48.5" is not a whole number of bytes; allowed {}'),
+    ("48B", '"48B" is not a number of bytes; allowed {}'),
+    (True, "True is not a number of bytes; allowed {}"),
 ])
-def test_values_out_of_range_are_named_with_the_range(field: str, value, message: str) -> None:
+def test_values_out_of_range_are_named_with_the_range(field: str, allowed: str, value, message: str) -> None:
     link = {"rate": "1Mbit", "cell_size": 48, field: value}
-    assert _problems({"downlink": link}) == [f"downlink.{field}: {message}"]
+    assert _problems({"downlink": link}) == [f"downlink.{field}: {message.format(allowed)}"]
+
+
+@pytest.mark.parametrize("field, value, allowed", [
+    ("cell_size", -1, "0..65535"), ("overhead", 32768, "-32768..32767"), ("overhead", -32769, "-32768..32767"),
+    ("cell_overhead", 32768, "-32768..32767"), ("cell_overhead", -32769, "-32768..32767")])
+def test_the_edges_of_the_16_bit_ranges(field: str, value: int, allowed: str) -> None:
+    # One past each end: the cell size is unsigned, the overheads are signed (two's complement bit<16>).
+    link = {"rate": "1Mbit", "cell_size": 48, field: value}
+    assert _problems({"downlink": link}) == [f"downlink.{field}: {value} out of range {allowed}"]
+    schema = LinkParams.model_json_schema()["properties"][field]
+    assert schema["description"] == f"bytes {allowed}"
+
+
+# ---- signed overheads (netem's PACKETOVERHEAD and CELLOVERHEAD may be negative) ----------------
+
+@pytest.mark.parametrize("overhead, cell_overhead, raw_overhead, raw_cell_overhead", [
+    (-14, -5, 0xFFF2, 0xFFFB),  # Ethernet's header stripped, a 5-byte compressed cell header
+    (-32768, -47, 0x8000, 0xFFD1),  # the lowest overhead; the lowest cell overhead with 48-byte cells
+    (32767, 32767, 0x7FFF, 0x7FFF),  # the highest of both
+    (-1, 1, 0xFFFF, 1),
+])
+def test_negative_overheads_are_the_16_bit_twos_complement(overhead: int, cell_overhead: int, raw_overhead: int,
+                                                           raw_cell_overhead: int) -> None:
+    down = _down(rate="1Mbit", overhead=overhead, cell_size=48, cell_overhead=cell_overhead).downlink
+    assert (down.overhead, down.cell_overhead) == (overhead, cell_overhead)
+    params = encode_link(down)
+    assert (params["overhead_bytes"], params["cell_overhead_bytes"]) == (raw_overhead, raw_cell_overhead)
+    assert params["cell_bytes"] == 48  # the cell size stays unsigned
+    back = decode_link(params)
+    assert (back.overhead, back.cell_overhead) == (overhead, cell_overhead)
+    assert back == down and encode_link(back) == params
+    # P4Runtime's bytestrings (big-endian, unsigned) read back the same.
+    as_bytes = {name: value.to_bytes((WIDTHS[name] + 7) // 8, "big") for name, value in params.items()}
+    assert decode_link(as_bytes) == down
+
+
+def test_16_bit_overheads_read_back_and_encode_to_themselves() -> None:
+    # encode(decode(t)) == t for the bit<16>s a switch may hold: 32768..65535 are the negative values.
+    # Both ends, both sides of the sign bit, and a stride through the rest (all 65536 take seconds).
+    base = _down(rate="1Mbit", cell_size=65535).downlink.to_table_params()
+    edges = [0, 1, 0x7FFE, 0x7FFF, 0x8000, 0x8001, 0xFFF2, 0xFFFE, 0xFFFF]
+    for raw in edges + list(range(3, 2**16, 251)):
+        back = decode_link({**base, "overhead_bytes": raw, "cell_overhead_bytes": raw})
+        signed = raw - 2**16 if raw >= 2**15 else raw
+        assert (back.overhead, back.cell_overhead) == (signed, signed), raw
+        params = encode_link(back)
+        assert (params["overhead_bytes"], params["cell_overhead_bytes"]) == (raw, raw), raw
+
+
+def test_a_negative_overhead_below_any_frame_is_a_profile() -> None:
+    # The wire bytes are max(0, frame + overhead): a frame shorter than -overhead takes no link time
+    # (Linux would wrap); nothing to refuse. YAML loads and dumps the sign.
+    (profile,) = loads_profiles("name: strip\nboth:\n  rate: 10Mbit\n  overhead: -32768\n")
+    assert profile.downlink.overhead == profile.uplink.overhead == -32768
+    assert "overhead: -32768" in dumps(profile) and loads_profiles(dumps(profile)) == [profile]
+    assert _down(rate="1Mbit", overhead="-14").downlink.overhead == -14  # a digit string, as for any integer field
+    # Still needs a rate, named as a positive one is.
+    assert _problems({"uplink": {"overhead": -14}}) == [
+        "uplink.overhead: -14 bytes needs a rate (overhead only counts in the rate computation)"]
+
+
+def test_a_cell_must_keep_at_least_one_byte_on_the_link() -> None:
+    def zero(size: int, overhead: int) -> str:
+        return (f"downlink.cell_overhead: {overhead} bytes leaves each {size}-byte cell {size + overhead} bytes on "
+                f"the link (a packet would take no link time at the rate); allowed {1 - size}..32767 with "
+                f"cell_size {size}")
+
+    assert _problems({"downlink": {"rate": "1Mbit", "cell_size": 48, "cell_overhead": -48}}) == [zero(48, -48)]
+    assert _problems({"downlink": {"rate": "1Mbit", "cell_size": 48, "cell_overhead": -32768}}) == [zero(48, -32768)]
+    assert _problems({"downlink": {"rate": "1Mbit", "cell_size": 1, "cell_overhead": -1}}) == [zero(1, -1)]
+    # One byte left is a cell; a cell size above 32768 cannot be emptied by any cell overhead.
+    assert _down(rate="1Mbit", cell_size=48, cell_overhead=-47).downlink.cell_overhead == -47
+    assert _down(rate="1Mbit", cell_size=32769, cell_overhead=-32768).downlink.cell_overhead == -32768
+    # Without cells the cell overhead is refused for having nothing to add to, whatever its sign.
+    assert _problems({"downlink": {"rate": "1Mbit", "cell_overhead": -5}}) == [
+        f"downlink.cell_overhead: -5 bytes {NO_CELLS}"]
+    # A switch may hold such a pair (read back as it is, lenient); the check still names it.
+    params = {**LinkParams().to_table_params(), "ns_per_byte_q16": 524_288_000, "cell_bytes": 48,
+              "cell_overhead_bytes": 0x10000 - 48, "cell_recip": 2**32 // 48}
+    back = decode_link(params)
+    assert (back.cell_size, back.cell_overhead) == (48, -48) and encode_link(back) == params
+    assert [f"downlink.{p}" for p in back.ineffective_settings()] == [zero(48, -48)]
 
 
 def test_a_switch_may_hold_cells_without_a_rate() -> None:
@@ -170,19 +255,34 @@ def test_the_summary_shows_them_with_the_rate() -> None:
     with_overhead = _down(rate="1Mbit", overhead=24, delay="5ms").downlink
     assert link_summary(with_overhead) == "rate 1Mbit (overhead 24B), delay 5ms"
     assert link_summary(_down(rate="1Mbit").downlink) == "rate 1Mbit"
+    # Negative overheads: the packet's as it is, the cell's as a difference.
+    assert link_summary(_down(rate="1Mbit", overhead=-14).downlink) == "rate 1Mbit (overhead -14B)"
+    negative = _down(rate="1Mbit", overhead=-14, cell_size=48, cell_overhead=-5).downlink
+    assert link_summary(negative) == "rate 1Mbit (overhead -14B, cells 48B - 5B)"
+    # A cell overhead without cells, only ever read back from a switch: shown with its sign.
+    alone = decode_link({**LinkParams().to_table_params(), "cell_overhead_bytes": 0xFFFB})
+    assert link_summary(alone) == "cell overhead -5B"
 
 
 # ---- the data plane's cell count ----------------------------------------------------------------
 
+def _p4_cell_link_bytes(cell: int, cell_overhead_bytes: int) -> int:
+    """p4src/include/rate.p4 cell_link_bytes: the cell plus its overhead, the bit<16> param read as
+    two's complement, a negative one subtracted saturating at 0 (|-|)."""
+    if cell_overhead_bytes >> 15:
+        return max(0, cell - ((0 - cell_overhead_bytes) & 0xFFFF))
+    return cell + cell_overhead_bytes
+
+
 def _p4_link_bytes(wire: int, cell: int, cell_overhead: int, recip: int) -> int:
     """p4src/include/rate.p4 service_ns's byte count, step for step in bit<64> (each result wraps
-    mod 2^64, as P4's unsigned arithmetic does)."""
+    mod 2^64, as P4's unsigned arithmetic does); cell_overhead as the profile holds it (signed)."""
     q = ((wire * recip) & U64) >> 32
     if (wire - q * cell) & U64 >= cell:
         q += 1
     if wire > (q * cell) & U64:
         q += 1
-    return (q * ((cell + cell_overhead) & U64)) & U64
+    return (q * _p4_cell_link_bytes(cell, cell_overhead & 0xFFFF)) & U64
 
 
 def _exact(wire: int, cell: int, cell_overhead: int) -> int:
@@ -206,6 +306,25 @@ def test_the_data_planes_division_is_exact_ceiling_division(cell: int) -> None:
     wires += [2**32 - 1] + [rng.randrange(2**32) for _ in range(2000)]
     for wire in wires:
         assert _p4_link_bytes(wire, cell, cell_overhead, recip) == _exact(wire, cell, cell_overhead), (cell, wire)
+
+
+@pytest.mark.parametrize("cell", [2, 3, 48, 53, 1500, 65535])
+def test_a_negative_cell_overhead_takes_bytes_off_each_cell(cell: int) -> None:
+    # The encoded param (two's complement) read back by the data plane's rule is the profile's
+    # signed value: ceil(wire / cell) cells of cell + cell_overhead bytes, as Linux's packet_time_ns.
+    # The lowest a profile takes: the cell keeps 1 byte, or -32768 (a cell above 32768 bytes keeps more).
+    lowest = max(1 - cell, -32768)
+    for cell_overhead in sorted({-1, -5, lowest} & set(range(lowest, 0))):
+        down = _down(rate="1Mbit", cell_size=cell, cell_overhead=cell_overhead).downlink
+        params = down.to_table_params()
+        assert _p4_cell_link_bytes(cell, params["cell_overhead_bytes"]) == cell + cell_overhead >= 1
+        for wire in (0, 1, cell - 1, cell, cell + 1, 1514, 3 * cell + 7):
+            want = _exact(wire, cell, cell_overhead)
+            assert _p4_link_bytes(wire, cell, cell_overhead, params["cell_recip"]) == want, (cell, cell_overhead, wire)
+    # A pair the profile refuses but a switch may hold: the data plane counts max(0, ...) bytes a cell.
+    if cell <= 32768:
+        assert _p4_cell_link_bytes(cell, 0x10000 - cell) == 0
+    assert _p4_cell_link_bytes(cell, 0x8000) == max(0, cell - 32768)
 
 
 def test_the_atm_example_of_the_docs() -> None:

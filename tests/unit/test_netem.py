@@ -161,8 +161,7 @@ def test_unsupported_and_malformed_tokens_are_named() -> None:
     assert len(found) == 4
     assert problems("loss state 1% 30% 80%")[0].startswith("both.loss_state.p32: p31 + p32 = 110% leaves state 3")
     assert problems("loss sometimes 1%")[0].startswith('loss: "sometimes" is not a loss model; allowed: random')
-    assert problems("rate 1mbit -4") == ["rate packetoverhead: -4: a negative overhead is not supported; "
-                                         "allowed 0..65535 bytes"]
+    assert problems("rate 1mbit -4x") == ['rate packetoverhead: "-4x" is not a whole number of bytes']
     assert problems("rate 5furlongs")[0].startswith('rate: "5furlongs" has an unknown rate unit "furlongs"; '
                                                     "tc's units: bit, kbit")
     assert problems("delay 5 fortnights")[0].startswith('"fortnights" is not a netem option')
@@ -210,19 +209,68 @@ def test_rate_cells_map_as_tc_reads_them() -> None:
     assert "cell_size: 48" in dumps(profile) and "cell_overhead: 5" in dumps(profile)
 
 
+def test_negative_overheads_map_as_tc_reads_them() -> None:
+    # tc-netem(8): PACKETOVERHEAD "can be negative ... to artificial strip the Ethernet header (e.g. -14)";
+    # CELLOVERHEAD "can be negative" too. tc reads both as signed (get_s32).
+    assert fields("rate 1mbit -14") == {"rate": "1000000bit", "overhead": -14, "queue": {"packets": NETEM_DEFAULT_LIMIT}}
+    assert fields("rate 1mbit -14 48 -5") == {"rate": "1000000bit", "overhead": -14, "cell_size": 48,
+                                              "cell_overhead": -5, "queue": {"packets": NETEM_DEFAULT_LIMIT}}
+    down = link("rate 1mbit -14 48 -5")
+    assert (down.overhead, down.cell_size, down.cell_overhead) == (-14, 48, -5)
+    # Written as the bit<16>'s two's complement.
+    params = down.to_table_params()
+    assert (params["overhead_bytes"], params["cell_bytes"], params["cell_overhead_bytes"]) == (65522, 48, 65531)
+    # Hex and a sign, as get_s32 reads them; the ends of the range; the option after them is read as one.
+    assert fields("rate 1mbit -0xe 0x30 -0x5 limit 9") == {**fields("rate 1mbit -14 48 -5"), "queue": {"packets": 9}}
+    assert (link("rate 1mbit -32768 48 -47").overhead, link("rate 1mbit -32768 48 -47").cell_overhead) == (-32768, -47)
+    assert link("rate 1mbit 32767 65535 32767").cell_size == 65535
+    # The YAML it makes loads back to the same profile.
+    profile, warnings = profile_from_netem("rate 1mbit -14 48 -5", name="compressed")
+    assert warnings == [] and loads_profiles(dumps(profile)) == [profile]
+    assert "overhead: -14" in dumps(profile) and "cell_overhead: -5" in dumps(profile)
+    # Per direction too.
+    profile, _ = profile_from_netem(uplink="rate 1mbit -14", downlink="rate 2mbit 4")
+    assert (profile.uplink.overhead, profile.downlink.overhead) == (-14, 4)
+
+
+def test_negative_overheads_through_the_cli() -> None:
+    """`profiles from-netem` and `apply --netem` take the negative numbers inside the quoted options
+    (click does not read them as flags); apply refuses a bad direction before it connects."""
+    from typer.testing import CliRunner
+
+    from p4netem.cli import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["profiles", "from-netem", "rate 1mbit -14 48 -5"])
+    assert res.exit_code == 0, res.output
+    (profile,) = loads_profiles(res.stdout)
+    assert (profile.downlink.overhead, profile.downlink.cell_size, profile.downlink.cell_overhead) == (-14, 48, -5)
+    res = runner.invoke(app, ["profiles", "from-netem", "--uplink", "rate 1mbit -14", "--downlink", "rate 1mbit 0 48 -5"])
+    assert res.exit_code == 0, res.output
+    (profile,) = loads_profiles(res.stdout)
+    assert (profile.uplink.overhead, profile.downlink.cell_overhead) == (-14, -5)
+    # The uplink's options are taken; only the downlink's empty cell is named (exit 1, nothing written).
+    res = runner.invoke(app, ["apply", "--netem", "rate 1mbit -14 48 -5", "--netem-downlink", "rate 1mbit -14 48 -48",
+                              "--switch", "127.0.0.1:1"], env={"COLUMNS": "400"})
+    assert res.exit_code == 1 and "downlink.cell_overhead: -48 bytes leaves each 48-byte cell 0 bytes" in res.output
+    assert "uplink" not in res.output
+
+
 def test_rate_cell_refusals_are_named() -> None:
-    # Negative: tc reads both overheads as signed (get_s32); the profile's are bytes added, 0..65535.
-    assert problems("rate 1mbit 0 48 -5") == ["rate celloverhead: -5: a negative cell overhead is not supported; "
-                                              "allowed 0..65535 bytes"]
-    # tc reads a signed number after PACKETOVERHEAD as CELLOVERHEAD (CELLSIZE needs a digit first).
-    assert problems("rate 1mbit 0 -5") == problems("rate 1mbit 0 48 -5")
-    assert problems("rate 1mbit -4 48 5") == ["rate packetoverhead: -4: a negative overhead is not supported; "
-                                              "allowed 0..65535 bytes"]
-    # Above 65535: named by profile field, with the range (as PACKETOVERHEAD's).
+    # tc reads a signed number after PACKETOVERHEAD as CELLOVERHEAD (CELLSIZE needs a digit first): a
+    # cell overhead without cells, refused whatever its sign.
+    assert problems("rate 1mbit 0 -5") == [CELL_OVERHEAD_ALONE.replace(": 5 ", ": -5 ")]
+    # Outside the profile's ranges: named by profile field, with the range.
     assert problems("rate 1mbit 0 65536") == ["both.cell_size: 65536 out of range 0..65535"]
-    assert problems("rate 1mbit 0 48 65536") == ["both.cell_overhead: 65536 out of range 0..65535"]
-    assert problems("rate 1mbit 70000") == ["both.overhead: 70000 out of range 0..65535"]
-    assert link("rate 1mbit 65535 65535 65535").cell_size == 65535
+    assert problems("rate 1mbit 0 48 32768") == ["both.cell_overhead: 32768 out of range -32768..32767"]
+    assert problems("rate 1mbit 0 48 -32769") == ["both.cell_overhead: -32769 out of range -32768..32767"]
+    assert problems("rate 1mbit 32768") == ["both.overhead: 32768 out of range -32768..32767"]
+    assert problems("rate 1mbit -40000") == ["both.overhead: -40000 out of range -32768..32767"]
+    assert problems(downlink="rate 1mbit -40000") == ["downlink.overhead: -40000 out of range -32768..32767"]
+    # A cell overhead that leaves a cell no byte on the link (netem's u32 sum would wrap).
+    assert problems("rate 1mbit 0 48 -48") == [
+        "both.cell_overhead: -48 bytes leaves each 48-byte cell 0 bytes on the link (a packet would take no "
+        "link time at the rate); allowed -47..32767 with cell_size 48"]
     # A cell overhead without cells: tc takes it and netem ignores it; named here, not as a schema error.
     assert problems("rate 1mbit 0 0 5") == [CELL_OVERHEAD_ALONE]
     assert problems(uplink="rate 1mbit 0 0 5", downlink="rate 1mbit 0 48 5") == ["uplink." + CELL_OVERHEAD_ALONE]

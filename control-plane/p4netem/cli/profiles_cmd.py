@@ -83,8 +83,9 @@ def from_netem(
 
     Units as tc reads them: a bare time is microseconds, `kbps` is kilobytes/s, `kbit`
     kilobits/s. `rate RATE PACKETOVERHEAD CELLSIZE CELLOVERHEAD` keeps netem's cells (e.g. ATM's
-    `rate 1mbit 0 48 5`). An option the pipeline does not have (seed) is refused, named (exit 1).
-    docs/profiles.md, "From netem", has the mapping."""
+    `rate 1mbit 0 48 5`) and its signed overheads (`rate 1mbit -14` strips Ethernet's header). An
+    option the pipeline does not have (seed) is refused, named (exit 1). docs/profiles.md, "From
+    netem", has the mapping."""
     from ..profiles.netem import profile_from_netem
 
     profile, warnings = profile_from_netem(options, uplink=uplink, downlink=downlink, name=name)

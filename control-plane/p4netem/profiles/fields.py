@@ -16,13 +16,16 @@ from .units import (ByteSize, Duration, Percent, Rate, UnitError, parse_decimal,
                     percent_to_prob, prob_resolution, quote)
 
 __all__ = ["duration", "rate", "percent", "byte_size", "integer", "decimal_number",
-           "Delay48", "Probability", "PositiveProbability", "LinkRate", "Overhead16",
+           "Delay48", "Probability", "PositiveProbability", "LinkRate", "Overhead16", "CellBytes16",
            "QueueBytes32", "QueuePackets32",
-           "one_line", "flag", "annotate", "MAX_48", "MAX_32", "MAX_16"]
+           "one_line", "flag", "annotate", "MAX_48", "MAX_32", "MAX_16", "MIN_S16", "MAX_S16"]
 
 MAX_48 = 2**48 - 1
 MAX_32 = 2**32 - 1
 MAX_16 = 2**16 - 1
+# A bit<16> the data plane reads as two's complement (the overheads, which netem lets be negative).
+MIN_S16 = -(2**15)
+MAX_S16 = 2**15 - 1
 
 
 def annotate(validate: Callable[[Any], Any], serialize: Callable[[Any], Any],
@@ -186,7 +189,10 @@ Delay48 = duration(0, MAX_48)  # delay_ns / jitter_ns: bit<48> nanoseconds
 Probability = percent()  # bit<32> fractions of 2^32
 PositiveProbability = percent(positive=True)
 LinkRate = rate()  # ns_per_byte_q16 bit<48>; 1kbit..100Gbit keeps it well inside
-Overhead16 = integer(0, MAX_16, "bytes")  # overhead_bytes, cell_bytes, cell_overhead_bytes bit<16>
+# overhead_bytes, cell_overhead_bytes: bit<16> read as signed (netem's PACKETOVERHEAD and CELLOVERHEAD
+# are signed: a negative one strips a header or models header compression).
+Overhead16 = integer(MIN_S16, MAX_S16, "bytes")
+CellBytes16 = integer(0, MAX_16, "bytes")  # cell_bytes bit<16>
 QueueBytes32 = byte_size(0, MAX_32, zero_word="unlimited")  # queue_limit_bytes bit<32>
 QueuePackets32 = integer(0, MAX_32, "packets", zero_word="unlimited")  # queue_limit_pkts bit<32>
 

@@ -23,8 +23,8 @@ from pydantic import WithJsonSchema, field_validator, model_validator
 
 from .. import pipeline as pl
 from .errors import KNOWN_FIELDS, FieldProblems, Problem
-from .fields import (Delay48, LinkRate, Overhead16, PositiveProbability, Probability, QueueBytes32,
-                     QueuePackets32, byte_size, duration, flag, integer)
+from .fields import (MAX_S16, CellBytes16, Delay48, LinkRate, Overhead16, PositiveProbability, Probability,
+                     QueueBytes32, QueuePackets32, byte_size, duration, flag, integer)
 from .gilbert_elliott import GilbertElliott
 from .onoff import OnOff
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
@@ -526,10 +526,13 @@ class LinkParams(BaseModel):
     jitter_distribution: Distribution = JitterDistribution.NONE
     reorder: Reorder = Reorder()
     rate: LinkRate = Rate(0)
+    # Signed, as netem's: the wire bytes are max(0, frame + overhead) (a negative overhead strips a
+    # header; a frame shorter than -overhead takes no link time, where Linux's u64 sum would wrap).
     overhead: Overhead16 = 0
     # netem's `rate RATE PACKETOVERHEAD CELLSIZE CELLOVERHEAD`: the link time counts
-    # ceil((frame + overhead) / cell_size) cells of cell_size + cell_overhead bytes (0 = no cells).
-    cell_size: Overhead16 = 0
+    # ceil(wire / cell_size) cells of cell_size + cell_overhead bytes (0 = no cells; the cell
+    # overhead is signed too, and a cell must keep at least one byte: _cell_problems).
+    cell_size: CellBytes16 = 0
     cell_overhead: Overhead16 = 0
     queue: Queue = Queue()
     aqm: Aqm = Aqm()
@@ -610,9 +613,7 @@ class LinkParams(BaseModel):
         if self.rate == 0 and self.cell_size:
             problems.append(Problem("cell_size", f"{self.cell_size} bytes needs a rate (cells only count "
                                     "in the rate computation)"))
-        if self.cell_overhead and not self.cell_size:
-            problems.append(Problem("cell_overhead", f"{self.cell_overhead} bytes has no effect without "
-                                    "cell_size (it is each cell's header; without cells nothing adds it)"))
+        problems += self._cell_problems()
         if self.trace is not None and self.rate:
             problems.append(Problem("rate", f"{self.rate} is not used with a trace: the trace's delivery "
                                     "opportunities are the link (leave rate out)"))
@@ -631,6 +632,20 @@ class LinkParams(BaseModel):
                                     "or loss_state (it marks what the model would lose; tc refuses netem's ecn "
                                     "without one too: \"ecn requested without loss model\")"))
         return problems + self._ineffective_correlation()
+
+    def _cell_problems(self) -> list[Problem]:
+        """A cell overhead needs cells; with cells, each must keep at least one byte on the link: at 0
+        or below the switch counts max(0, cell_size + cell_overhead) = 0 bytes per cell (no link time
+        at all), and netem's u32 sum of its u32 cell size and s32 cell overhead wraps below 0."""
+        size, overhead = self.cell_size, self.cell_overhead
+        if overhead and not size:
+            return [Problem("cell_overhead", f"{overhead} bytes has no effect without cell_size (it is "
+                            "each cell's header; without cells nothing adds it)")]
+        if size and size + overhead < 1:
+            return [Problem("cell_overhead", f"{overhead} bytes leaves each {size}-byte cell {size + overhead} "
+                            f"bytes on the link (a packet would take no link time at the rate); allowed "
+                            f"{1 - size}..{MAX_S16} with cell_size {size}")]
+        return []
 
     def _ineffective_correlation(self) -> list[Problem]:
         """Correlations (and reorder.gap) with no draw to apply to, as netem would ignore them."""

@@ -12,11 +12,16 @@ is skipped. What each option becomes, and where p4netem differs, is in docs/prof
 `gap`, become the profile's `correlation` block and `reorder.gap` (the switch runs netem's
 correlated generator); netem's `ecn` (mark instead of losing) becomes `loss_ecn` (an `ecn` among
 codel's or red's options is theirs: `aqm.ecn`); `rate`'s CELLSIZE and CELLOVERHEAD become
-`cell_size` and `cell_overhead` (the link time counts cells, as netem's packet_time_ns). An
-option the pipeline does not have (seed) is an error that names the token and says what is
-allowed: a profile that silently did less than the netem command would be worse than none. One
-netem qdisc shapes one direction: the same options go to both directions unless
-`uplink`/`downlink` give a direction its own.
+`cell_size` and `cell_overhead` (the link time counts cells, as netem's packet_time_ns);
+PACKETOVERHEAD and CELLOVERHEAD may be negative, as in netem (-32768..32767: a negative overhead
+strips a header, e.g. -14 for Ethernet's; a frame shorter than -PACKETOVERHEAD takes no link time,
+where Linux's u64 sum would wrap). An option the pipeline does not have (seed) is an error that
+names the token and says what is allowed, and so is a CELLOVERHEAD without a CELLSIZE (netem would
+ignore it); a value out of p4netem's range (an overhead outside -32768..32767, a cell left with
+fewer than one byte by its CELLOVERHEAD) is named by profile field with the range. A profile that
+silently did less than the netem command would be worse than none. One netem qdisc shapes one
+direction: the same options go to both directions unless `uplink`/`downlink` give a direction its
+own.
 """
 
 from __future__ import annotations
@@ -549,13 +554,11 @@ def _no_markov_correlation(tokens: _Tokens, where: str, values: str) -> None:
 def _rate_option(tokens: _Tokens, out: dict[str, Any]) -> None:
     """`rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]`. As tc (q_netem.c), each number is read
     when the next word starts one: PACKETOVERHEAD and CELLOVERHEAD signed (get_s32), CELLSIZE
-    unsigned (get_u32). Values above the profile's 0..65535 are named by profile field."""
+    unsigned (get_u32). Values outside the profile's ranges (overheads -32768..32767, the cell size
+    0..65535, cell_size + cell_overhead at least 1) are named by profile field, with the range."""
     out["rate"] = _rate(tokens.take("a rate", "rate"), "rate")
     if tokens.next_is_number(signed=True):
         overhead = _bytes(tokens.take("a packet overhead", "rate"), "rate packetoverhead")
-        if overhead < 0:
-            raise _Bad("rate packetoverhead", f"{overhead}: a negative overhead is not supported; "
-                                              "allowed 0..65535 bytes")
         if overhead:
             out["overhead"] = overhead
     cell_size = 0
@@ -565,9 +568,6 @@ def _rate_option(tokens: _Tokens, out: dict[str, Any]) -> None:
             out["cell_size"] = cell_size
     if tokens.next_is_number(signed=True):
         cell_overhead = _bytes(tokens.take("a cell overhead", "rate"), "rate celloverhead")
-        if cell_overhead < 0:
-            raise _Bad("rate celloverhead", f"{cell_overhead}: a negative cell overhead is not supported; "
-                                            "allowed 0..65535 bytes")
         if cell_overhead and not cell_size:
             # tc takes it, but the kernel adds it only to cells (packet_time_ns: `if (q->cell_size)`),
             # so it would do nothing; a profile refuses cell_overhead without cell_size.

@@ -69,7 +69,9 @@ def _framing(link: LinkParams) -> tuple[str, str]:
     overhead = f"overhead {link.overhead}B" if link.overhead else ""
     cells = ""
     if link.cell_size:
-        cells = f"cells {link.cell_size}B" + (f" + {link.cell_overhead}B" if link.cell_overhead else "")
+        # Each cell's bytes on the link, as a sum: `48B + 5B` (ATM's header), `48B - 5B` (a negative one).
+        sign = "-" if link.cell_overhead < 0 else "+"
+        cells = f"cells {link.cell_size}B" + (f" {sign} {abs(link.cell_overhead)}B" if link.cell_overhead else "")
     elif link.cell_overhead:  # only read back from a switch (a profile refuses it): shown as it is
         cells = f"cell overhead {link.cell_overhead}B"
     return overhead, cells

@@ -12,6 +12,8 @@ Quantisation (the only places where the table holds less than the profile):
                  Read back as the shortest decimal rate with that encoding.
   sizes, counts  overhead_bytes, cell_bytes, cell_overhead_bytes, queue_limit_*, reorder_gap:
                  integers, exact (reorder_gap is 0 when reorder_prob is 0, and read back as gap 1).
+                 overhead_bytes and cell_overhead_bytes are signed, -32768..32767, as the bit<16>'s
+                 two's complement (value & 0xFFFF; read back 32768..65535 as value - 65536).
   flags          ecn, red_gentle, loss_ecn: 0/1, exact.
   on/off link    onoff_on_prob = round_half_up(mean_on * 2^32 / (mean_on + mean_off)), onoff_recip =
                  round(2^64 / (tau ln 2)), tau = mean_on * mean_off / (mean_on + mean_off) ns,
@@ -132,7 +134,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         "ge_loss_good": percent_to_prob(ge.loss_good) if ge else 0,
         "ge_loss_bad": percent_to_prob(ge.loss_bad) if ge else 0,
         "ns_per_byte_q16": rate_to_ns_per_byte_q16(link.rate),
-        "overhead_bytes": int(link.overhead),
+        "overhead_bytes": _to_s16(link.overhead),
         "queue_limit_bytes": int(link.queue.bytes),
         "queue_limit_pkts": int(link.queue.packets),
         "dup_prob": percent_to_prob(link.duplicate),
@@ -188,9 +190,9 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
                     # The data plane treats 0 as 1 (every packet may skip the line).
                     "gap": max(values["reorder_gap"], 1)},
         "rate": ns_per_byte_q16_to_rate(values["ns_per_byte_q16"]),
-        "overhead": values["overhead_bytes"],
+        "overhead": _from_s16(values["overhead_bytes"]),
         "cell_size": values["cell_bytes"],
-        "cell_overhead": values["cell_overhead_bytes"],
+        "cell_overhead": _from_s16(values["cell_overhead_bytes"]),
         "queue": {"packets": values["queue_limit_pkts"], "bytes": values["queue_limit_bytes"]},
         "loss": prob_to_percent(values["loss_prob"]),
         "gilbert_elliott": ge,
@@ -217,11 +219,22 @@ def _encode_cells(link: LinkParams) -> dict[str, int]:
     cell = int(link.cell_size)
     return {
         "cell_bytes": cell,
-        "cell_overhead_bytes": int(link.cell_overhead),
+        "cell_overhead_bytes": _to_s16(link.cell_overhead),
         # The data plane counts cells, ceil(wire / cell_bytes), as (wire * cell_recip) >> 32 plus at
         # most two corrections (p4src/include/rate.p4 service_ns; tests/unit/test_cell_profiles.py).
         "cell_recip": 2**32 // cell if cell else 0,
     }
+
+
+def _to_s16(value: int) -> int:
+    """A signed byte count (the overheads, -32768..32767) as the bit<16> the data plane reads as
+    two's complement: P4Runtime carries unsigned values only."""
+    return int(value) & 0xFFFF
+
+
+def _from_s16(raw: int) -> int:
+    """The inverse of _to_s16 for a bit<16> read back (already checked to be 0..65535)."""
+    return raw - 0x10000 if raw >= 0x8000 else raw
 
 
 def _encode_onoff(link: LinkParams) -> dict[str, int]:

@@ -20,10 +20,12 @@ fn impairment() -> impl Strategy<Value = Impairment> {
     (
         // 1 kbit/s .. 100 Gbit/s: ns_per_byte_q16 = 8e9 * 65536 / bps.
         (5_243u64..=524_288_000_000),
-        0u16..64,
+        // netem's overheads may be negative; below -60 some frames have no wire bytes at all.
+        prop_oneof![0i16..64, -2000i16..0, Just(i16::MIN), Just(i16::MAX)],
         prop_oneof![Just(0u32), 1u32..40],
         prop_oneof![Just(0u32), 1_000u32..60_000],
-        prop_oneof![Just((0u16, 0u16)), (1u16..1600, 0u16..64)],
+        // A cell of fewer than 1 byte on the link (cell + overhead <= 0) only by a raw write.
+        prop_oneof![Just((0u16, 0i16)), (1u16..1600, -64i16..64), (1u16..64, -100i16..-60)],
     )
         .prop_map(|(q16, overhead, pkts, bytes, (cell, cell_overhead))| Impairment {
             ns_per_byte_q16: q16,
@@ -57,7 +59,7 @@ proptest! {
         let mut last_dep = 0u64;
         for (gap, len) in arrivals {
             now += gap;
-            let wire = len as u64 + imp.overhead_bytes as u64;
+            let wire = (len as i64 + imp.overhead_bytes as i64).max(0) as u64;
             // What is still queued at `now` (departure after now), from our own record.
             let waiting: Vec<&(u64, u64)> = admitted.iter().filter(|(d, _)| *d > now).collect();
             let (q_pkts, q_bytes) = (waiting.len() as u64, waiting.iter().map(|(_, w)| w).sum::<u64>());
@@ -81,7 +83,7 @@ proptest! {
                         left = left.saturating_sub(cell);
                         cells += 1;
                     }
-                    on_link = cells * (cell + imp.cell_overhead_bytes as u64);
+                    on_link = cells * (cell as i64 + imp.cell_overhead_bytes as i64).max(0) as u64;
                 }
                 let service = ((on_link as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64;
                 prop_assert_eq!(p.departure, now.max(last_dep) + service);

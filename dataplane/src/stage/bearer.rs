@@ -70,7 +70,7 @@ pub fn admits(imp: &Impairment, b: &UeBearer, wire: u64) -> bool {
 
 #[inline]
 fn wire_of(imp: &Impairment, pkt: &Pkt) -> u32 {
-    pkt.len + imp.overhead_bytes as u32
+    super::rate::wire_bytes(pkt.len, imp.overhead_bytes)
 }
 
 /// The PF average decayed from `at` to `now` by 2^(-(now - at) / 2^wlog): a half-life of 2^wlog ns
@@ -91,9 +91,11 @@ pub fn pf_decay(avg: u64, at: u64, now: u64, wlog: u8) -> u64 {
 }
 
 pub struct Bearers {
-    /// Per pool handle: the waiting packet (its ready time, length, UE) and the next one in its
-    /// bearer (handle + 1, 0 = none).
+    /// Per pool handle: the waiting packet (its ready time, length, UE), its wire bytes as
+    /// admitted (what the bearer and the link count; the frame length cannot be had back from
+    /// them with a negative overhead) and the next one in its bearer (handle + 1, 0 = none).
     pkts: Vec<Pkt>,
+    wires: Vec<u32>,
     next: Vec<u32>,
     /// Per pd: the round (bearer indices with waiting packets, in round order).
     rounds: Vec<VecDeque<u32>>,
@@ -106,6 +108,7 @@ impl Bearers {
     pub fn new(pds: usize, buffers: usize) -> Self {
         Bearers {
             pkts: vec![Pkt::default(); buffers],
+            wires: vec![0; buffers],
             next: vec![0; buffers],
             rounds: (0..pds).map(|_| VecDeque::new()).collect(),
             cells: Vec::new(),
@@ -139,7 +142,8 @@ impl Bearers {
         let bi = bearer_index(pkt.ue, pd, regs.bearers.len());
         let b = &regs.bearers[bi];
         let wire = wire_of(imp, &pkt);
-        self.pkts[h as usize] = Pkt { len: wire, ..pkt };
+        self.pkts[h as usize] = pkt;
+        self.wires[h as usize] = wire;
         self.next[h as usize] = 0;
         let tail = b.tail.load(Relaxed);
         if tail == 0 || b.head.load(Relaxed) == 0 {
@@ -222,15 +226,15 @@ impl Bearers {
                 round.pop_front(); // emptied by a reset or a client's register write
                 continue;
             };
-            let pkt = &self.pkts[h as usize];
-            if pkt.ready > now {
+            if self.pkts[h as usize].ready > now {
                 round.rotate_left(1);
                 passed_over += 1;
                 continue;
             }
             let deficit = b.deficit.load(Relaxed);
-            if deficit >= pkt.len {
-                b.deficit.store(deficit - pkt.len, Relaxed);
+            let wire = self.wires[h as usize];
+            if deficit >= wire {
+                b.deficit.store(deficit - wire, Relaxed);
                 return Some(h);
             }
             b.deficit.store(deficit.saturating_add(q), Relaxed);
@@ -260,7 +264,7 @@ impl Bearers {
         let bi = round.remove(i)?;
         round.push_back(bi);
         let b = &regs.bearers[bi as usize];
-        b.pf_avg.store(avg.saturating_add(self.pkts[h as usize].len as u64), Relaxed);
+        b.pf_avg.store(avg.saturating_add(self.wires[h as usize] as u64), Relaxed);
         b.pf_at_ns.store(now, Relaxed);
         Some(h)
     }
@@ -268,7 +272,7 @@ impl Bearers {
     /// Takes head `h` out of its bearer and puts it on the link.
     fn leave(&mut self, pd: u32, h: Handle, imp: &Impairment, regs: &Registers) -> Served {
         let mut pkt = self.pkts[h as usize];
-        let wire = pkt.len;
+        let wire = self.wires[h as usize];
         let bi = bearer_index(pkt.ue, pd, regs.bearers.len());
         let b = &regs.bearers[bi];
         let next = self.next[h as usize];
@@ -292,7 +296,6 @@ impl Bearers {
         let departure = free.max(pkt.ready).saturating_add(service);
         regs.next_free_ns[p].store(departure, Relaxed);
         pkt.departure = departure;
-        pkt.len = wire - imp.overhead_bytes.min(wire as u16) as u32;
         Served { pd, handle: h, pkt }
     }
 }

@@ -3,7 +3,8 @@
 //! bearers (`bearer_sched`) makes the pd a cell instead: the packet is checked against its UE's
 //! bearer limits here and held (Verdict::Held) for the cell's scheduler (bearer.rs).
 //!
-//! `wire = len + overhead_bytes`; `departure = max(ready, next_free_ns[pd]) + wire * q16 / 2^16`
+//! `wire = max(0, len + overhead_bytes)` ([`wire_bytes`]; netem's overhead is signed);
+//! `departure = max(ready, next_free_ns[pd]) + wire * q16 / 2^16`
 //! (ready = arrival time unless the radio stage makes the packet wait; with netem's cells the
 //! link time counts cells instead of wire bytes, [`service_ns`]);
 //! `next_free_ns[pd] = departure`. The queue holds the admitted packets whose departure is still
@@ -30,19 +31,35 @@ use super::{bearer, codel, red, trace, Ctx, Impairment, Pkt, Stage, Verdict};
 use crate::contract::{DropReason, AQM_CODEL, AQM_RED};
 use crate::state::Registers;
 
-const MIN_FRAME: u64 = 14;
+const MIN_FRAME: u32 = 14;
 
-/// The link time of a packet of `wire` bytes (frame + overhead_bytes) at the profile's rate:
+/// A packet's wire bytes: the frame plus netem's PACKETOVERHEAD, which may be negative (-14
+/// strips the Ethernet header). netem adds it to a u64 length, so a frame shorter than -overhead
+/// would wrap to an enormous link time there; here it has 0 wire bytes (p4src `wire_bytes`).
+#[inline]
+pub fn wire_bytes(frame: u32, overhead: i16) -> u32 {
+    frame.saturating_add_signed(overhead as i32)
+}
+
+/// The bytes one cell takes on the link: cell_bytes + cell_overhead_bytes (netem's CELLOVERHEAD,
+/// which may be negative), never below 0 (p4src `cell_link_bytes`; the control plane refuses a
+/// cell of fewer than 1 byte).
+#[inline]
+fn cell_link_bytes(imp: &Impairment) -> u64 {
+    (imp.cell_bytes as u64).saturating_add_signed(imp.cell_overhead_bytes as i64)
+}
+
+/// The link time of a packet of `wire` bytes ([`wire_bytes`]) at the profile's rate:
 /// `wire * q16 / 2^16`, or with netem's cell framing (`cell_bytes != 0`) the same on
-/// `ceil(wire / cell_bytes) * (cell_bytes + cell_overhead_bytes)` bytes (Linux's
-/// `packet_time_ns`); the queue limits and the backlog still count `wire`. p4src takes the
-/// quotient from `cell_recip` without a division; the two agree for every wire below 2^32
-/// (tests/unit/test_cell_profiles.py runs p4src's steps).
+/// `ceil(wire / cell_bytes) * cell_link_bytes` bytes (Linux's `packet_time_ns`); the queue
+/// limits and the backlog still count `wire`. p4src takes the quotient from `cell_recip` without
+/// a division; the two agree for every wire below 2^32 (tests/unit/test_cell_profiles.py runs
+/// p4src's steps).
 #[inline]
 pub fn service_ns(wire: u64, imp: &Impairment) -> u64 {
     let bytes = match imp.cell_bytes as u64 {
         0 => wire,
-        cell => wire.div_ceil(cell) * (cell + imp.cell_overhead_bytes as u64),
+        cell => wire.div_ceil(cell) * cell_link_bytes(imp),
     };
     ((bytes as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64
 }
@@ -78,7 +95,12 @@ impl Rate {
             cap = cap.min(imp.queue_limit_pkts as u64);
         }
         if imp.queue_limit_bytes != 0 {
-            cap = cap.min(imp.queue_limit_bytes as u64 / (MIN_FRAME + imp.overhead_bytes as u64) + 1);
+            // The smallest frame's wire bytes; 0 with a large negative overhead, when the byte
+            // limit bounds nothing.
+            match wire_bytes(MIN_FRAME, imp.overhead_bytes) {
+                0 => {}
+                w => cap = cap.min(imp.queue_limit_bytes as u64 / w as u64 + 1),
+            }
         }
         cap as usize
     }
@@ -146,7 +168,7 @@ impl Stage for Rate {
             return Verdict::Pass;
         }
         let pd = ctx.pd as usize;
-        let wire = pkt.len as u64 + imp.overhead_bytes as u64;
+        let wire = wire_bytes(pkt.len, imp.overhead_bytes) as u64;
         let regs = ctx.regs;
         if bearer::is_cell(imp) {
             // A cell: the packet waits in its UE's bearer (bearer.rs); the loop stores it and
@@ -286,7 +308,7 @@ mod tests {
     /// of 53 (1272 us) and a 96-byte one as exactly 2 (848 us); without cells, the wire bytes.
     #[test]
     fn cells_count_whole_cells_with_their_overhead() {
-        let cells = |bps: f64, overhead: u16, cell: u16, cell_overhead: u16| Impairment {
+        let cells = |bps: f64, overhead: i16, cell: u16, cell_overhead: i16| Impairment {
             ns_per_byte_q16: q16_for_bps(bps),
             overhead_bytes: overhead,
             cell_bytes: cell,
@@ -300,6 +322,65 @@ mod tests {
         assert_eq!(service_ns(96, &atm), 848_000);
         assert_eq!(service_ns(97, &atm), 1_272_000);
         assert_eq!(service_ns(100, &cells(1e6, 0, 0, 5)), 800_000);
+    }
+
+    /// (frame, overhead_bytes, cell_bytes, cell_overhead_bytes, wire bytes, bytes on the link), the
+    /// overheads as their params' 16 bits (two's complement): tests/contract transcribes p4src's
+    /// `wire_bytes`, `cell_link_bytes` and `service_ns` and must get the same on each row.
+    pub const WIRE_VECTORS: [(u32, u16, u16, u16, u32, u64); 17] = [
+        (1514, 0, 0, 0, 1514, 1514),
+        (1514, 65522, 0, 0, 1500, 1500),
+        (60, 24, 0, 0, 84, 84),
+        (40, 65476, 0, 0, 0, 0),
+        (60, 65476, 0, 0, 0, 0),
+        (61, 65476, 0, 0, 1, 1),
+        (1514, 32768, 0, 0, 0, 0),
+        (1514, 32767, 0, 0, 34281, 34281),
+        (100, 0, 53, 65531, 100, 96),
+        (100, 20, 100, 5, 120, 210),
+        (100, 65522, 48, 5, 86, 106),
+        (1514, 0, 48, 65488, 1514, 0),
+        (1514, 0, 48, 65436, 1514, 0),
+        (30, 65522, 1, 65535, 16, 0),
+        (65535, 32767, 65535, 32767, 98302, 196604),
+        (96, 0, 48, 5, 96, 106),
+        (97, 0, 48, 5, 97, 159),
+    ];
+
+    /// netem's negative overheads: PACKETOVERHEAD -14 strips the Ethernet header, a frame shorter
+    /// than -overhead has no wire bytes (netem would wrap), CELLOVERHEAD -5 makes 53-byte cells
+    /// carry 48 bytes, and a cell of 0 or fewer bytes (only a raw write) takes no link time.
+    #[test]
+    fn negative_overheads_strip_bytes() {
+        for (frame, overhead, cell, cell_overhead, wire, link) in WIRE_VECTORS {
+            let imp = Impairment {
+                ns_per_byte_q16: 1 << 16, // 1 ns per byte: the link time is the byte count
+                overhead_bytes: overhead as i16,
+                cell_bytes: cell,
+                cell_overhead_bytes: cell_overhead as i16,
+                cell_recip: if cell == 0 { 0 } else { (1u64 << 32) / cell as u64 },
+                ..Default::default()
+            };
+            assert_eq!(wire_bytes(frame, imp.overhead_bytes), wire, "{frame} {overhead}");
+            assert_eq!(service_ns(wire as u64, &imp), link, "{frame} {overhead} {cell} {cell_overhead}");
+        }
+        // On the queue: 1514-byte frames with -14 take 1500 bytes' time (1.2 ms at 10 Mbit/s)
+        // and the backlog counts 1500 bytes each.
+        let (regs, counters, mut rng) = setup();
+        let mut rate = Rate::new(8, 1024);
+        let imp = Impairment { ns_per_byte_q16: q16_for_bps(10e6), overhead_bytes: -14, ..Default::default() };
+        rate.provision(2, &imp);
+        let now = 1_000_000;
+        for k in 1..=2 {
+            let mut ctx = Ctx { now, pd: 2, rng: &mut rng, regs: &regs, counters: &counters };
+            let mut p = Pkt::new(1514, now);
+            assert_eq!(rate.enqueue(&imp, &mut ctx, &mut p), Verdict::Pass);
+            assert_eq!(p.departure, now + k * 1_200_000);
+        }
+        assert_eq!(regs.backlog_bytes[2].load(Relaxed), 3000);
+        // A byte limit with wire bytes of 0 (overhead below -MIN_FRAME) bounds nothing.
+        let zero = Impairment { queue_limit_bytes: 100, overhead_bytes: i16::MIN, ..imp };
+        assert_eq!(rate.capacity_for(&zero), rate.capacity_for(&Impairment { queue_limit_bytes: 0, ..zero }));
     }
 
     /// p4src's steps (rate.p4 `service_ns`: the quotient from cell_recip, one correction, one

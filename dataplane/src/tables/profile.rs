@@ -19,7 +19,9 @@ pub struct Impairment {
     pub ge_loss_good: u32,
     pub ge_loss_bad: u32,
     pub ns_per_byte_q16: u64,
-    pub overhead_bytes: u16,
+    /// netem's PACKETOVERHEAD, signed: the param's 16 bits in two's complement (stage/rate.rs
+    /// `wire_bytes`).
+    pub overhead_bytes: i16,
     pub queue_limit_bytes: u32,
     pub queue_limit_pkts: u32,
     pub dup_prob: u32,
@@ -77,7 +79,8 @@ pub struct Impairment {
     /// ceil(wire / cell_bytes) cells of cell_bytes + cell_overhead_bytes; 0 = no cells.
     /// `cell_recip` = floor(2^32 / cell_bytes) is p4src's division (the switch divides).
     pub cell_bytes: u16,
-    pub cell_overhead_bytes: u16,
+    /// netem's CELLOVERHEAD, signed like `overhead_bytes`.
+    pub cell_overhead_bytes: i16,
     pub cell_recip: u64,
     /// The on/off link (stage/onoff.rs, Mahimahi's mm-onoff): the share of time it is on (Q32)
     /// and 2^64 / (tau ln 2), its relaxation's half-lives per ns (Q64); on when onoff_recip != 0.
@@ -101,7 +104,7 @@ impl Impairment {
             ge_loss_good: g(imp::GE_LOSS_GOOD) as u32,
             ge_loss_bad: g(imp::GE_LOSS_BAD) as u32,
             ns_per_byte_q16: g(imp::NS_PER_BYTE_Q16) as u64,
-            overhead_bytes: g(imp::OVERHEAD_BYTES) as u16,
+            overhead_bytes: g(imp::OVERHEAD_BYTES) as u16 as i16,
             queue_limit_bytes: g(imp::QUEUE_LIMIT_BYTES) as u32,
             queue_limit_pkts: g(imp::QUEUE_LIMIT_PKTS) as u32,
             dup_prob: g(imp::DUP_PROB) as u32,
@@ -144,7 +147,7 @@ impl Impairment {
             reorder_gap: g(imp::REORDER_GAP) as u32,
             loss_ecn: g(imp::LOSS_ECN) != 0,
             cell_bytes: g(imp::CELL_BYTES) as u16,
-            cell_overhead_bytes: g(imp::CELL_OVERHEAD_BYTES) as u16,
+            cell_overhead_bytes: g(imp::CELL_OVERHEAD_BYTES) as u16 as i16,
             cell_recip: g(imp::CELL_RECIP) as u64,
             onoff_on_prob: g(imp::ONOFF_ON_PROB) as u32,
             onoff_recip: g(imp::ONOFF_RECIP) as u64,
@@ -233,7 +236,7 @@ mod tests {
             ("ge_loss_good", i.ge_loss_good as u64),
             ("ge_loss_bad", i.ge_loss_bad as u64),
             ("ns_per_byte_q16", i.ns_per_byte_q16),
-            ("overhead_bytes", i.overhead_bytes as u64),
+            ("overhead_bytes", i.overhead_bytes as u16 as u64),
             ("queue_limit_bytes", i.queue_limit_bytes as u64),
             ("queue_limit_pkts", i.queue_limit_pkts as u64),
             ("dup_prob", i.dup_prob as u64),
@@ -273,7 +276,7 @@ mod tests {
             ("reorder_corr", i.reorder_corr as u64),
             ("reorder_gap", i.reorder_gap as u64),
             ("cell_bytes", i.cell_bytes as u64),
-            ("cell_overhead_bytes", i.cell_overhead_bytes as u64),
+            ("cell_overhead_bytes", i.cell_overhead_bytes as u16 as u64),
             ("cell_recip", i.cell_recip),
             ("onoff_on_prob", i.onoff_on_prob as u64),
             ("onoff_recip", i.onoff_recip),
