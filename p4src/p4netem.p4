@@ -28,6 +28,7 @@
 #include "include/corruption.p4"
 #include "include/codel.p4"
 #include "include/red.p4"
+#include "include/pie.p4"
 #include "include/trace.p4"
 #include "include/bearer.p4"
 #include "include/rate.p4"

@@ -53,6 +53,9 @@ CODEL_REGISTERS = tuple(f"{INGRESS}.codel_{n}" for n in ("first_above_ns", "drop
                                                           "lastcount", "rec_inv_sqrt", "state"))
 # RED's per-pd variables (all zero: an empty average, outside the thresholds).
 RED_REGISTERS = tuple(f"{INGRESS}.red_{n}" for n in ("qavg", "count", "qr"))
+# PIE's per-pd variables (all zero: probability 0, no delay seen, no burst allowance, the update
+# clock stopped; the next packet starts it with the full burst allowance).
+PIE_REGISTERS = tuple(f"{INGRESS}.pie_{n}" for n in ("prob", "qdelay_old_ns", "burst_ns", "accu_prob", "next_ns"))
 # netem 4-state loss per pd (0 reads as state 1, TX_IN_GAP).
 LOSS4_STATE = f"{INGRESS}.loss4_state"
 # netem's correlation per pd: each correlated draw's `last` (0: never drawn, seeded on first use as
@@ -118,6 +121,7 @@ class Aqm(IntEnum):
     TAIL_DROP = 0
     CODEL = 1
     RED = 2
+    PIE = 3
 
 
 class BearerSched(IntEnum):

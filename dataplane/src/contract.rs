@@ -153,6 +153,7 @@ pub const SLOT_RANGE: u8 = 0;
 pub const AQM_TAIL_DROP: u8 = 0;
 pub const AQM_CODEL: u8 = 1;
 pub const AQM_RED: u8 = 2;
+pub const AQM_PIE: u8 = 3;
 
 /// `bearer_sched` values of `set_impairment` (stage/bearer.rs).
 pub const BEARER_FIFO: u8 = 0;

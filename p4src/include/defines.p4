@@ -77,12 +77,38 @@
 #define AQM_TAIL_DROP        0
 #define AQM_CODEL            1
 #define AQM_RED              2
+#define AQM_PIE              3
 /* CoDel (Linux codel_impl.h arithmetic): 1/sqrt(count) in 16 bits, "one MTU" of backlog. */
 #define CODEL_REC_INV_SQRT_SHIFT 16
 #define CODEL_MTU_BYTES      1514
 #define CODEL_DROPPING       1
 #define CODEL_RECHECK_DROPPING 2
 #define CODEL_RECHECK_FIRST  4
+
+/* ---- PIE (pie.p4; RFC 8033 with Linux sch_pie's constants, integer division as Linux writes it) ---- */
+/* 1: Linux's MAX_PROB (U64_MAX >> 8), probabilities are Q56 */
+#define PIE_MAX_PROB         0xFFFFFFFFFFFFFF
+/* MAX/10: the scaling's first band; ECN marks only at or below it */
+#define PIE_PROB_10PCT       0x19999999999999
+/* MAX/5: below it (and a low delay) no early drop */
+#define PIE_PROB_20PCT       0x33333333333333
+/* MAX/100 .. MAX/10^6: each one p is below halves alpha and beta twice more */
+#define PIE_PROB_1PCT        0x28F5C28F5C28F
+#define PIE_PROB_1E3         0x4189374BC6A7
+#define PIE_PROB_1E4         0x68DB8BAC710
+#define PIE_PROB_1E5         0xA7C5AC471B
+#define PIE_PROB_1E6         0x10C6F7A0B5
+/* MAX/(100/2): the largest step up above 10 %, and the boost above 250 ms */
+#define PIE_STEP_2PCT        0x51EB851EB851E
+/* (MAX/100)*2: what a larger step up is cut to */
+#define PIE_CLAMP_2PCT       0x51EB851EB851E
+/* (MAX/100)*85: de-randomisation, no drop below this accumulated probability */
+#define PIE_ACCU_LOW         0xD999999999997B
+/* (MAX/2)*17: always a drop at or above it */
+#define PIE_ACCU_HIGH        0x87FFFFFFFFFFFEF
+#define PIE_QDELAY_BOOST_NS  250000000  /* above 250 ms of delay every update steps up 2 % more */
+#define PIE_TWO_MTU_BYTES    3028       /* 2 x 1514: below this backlog no early drop (Linux's psched_mtu) */
+#define PIE_MAX_CATCHUP      4096       /* updates caught up for one packet at most (only raw writes reach it) */
 
 /* ---- bearer queues of a shared cell (set_impairment.bearer_sched) ---- */
 #define BEARER_FIFO          0   /* one rate queue per profile-direction */

@@ -62,8 +62,10 @@ control DelayStage(inout headers_t hdr,
     SlotGate() slot_gate;
 
     apply {
-        /* A packet in a bearer gets its release time on the pass that gives it the link. */
-        if ((meta.pass_kind != PASS_HOLD && meta.in_bearer == 0) || meta.bearer_served == 1) {
+        /* A packet in a bearer gets its release time on the pass that gives it the link, one
+         * waiting for its PIE updates on the pass that admits it. */
+        if ((meta.pass_kind != PASS_HOLD && meta.in_bearer == 0 && meta.pie_wait == 0) ||
+            meta.bearer_served == 1 || meta.pie_admitted == 1) {
             bool skip_line = false;
             if (meta.imp.reorder_prob != 0) {
                 bit<32> count;

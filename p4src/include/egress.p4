@@ -30,6 +30,8 @@ control P4netemEgress(inout headers_t hdr,
                 meta.pass_kind = PASS_DUP;
                 meta.in_backlog = 0;
                 meta.in_bearer = 0;
+                meta.pie_wait = 0;
+                meta.pie_updates = 0;
                 meta.corrupt_pending = 0;
                 meta.departure_ns = 0;
                 meta.release_ns = 0;
@@ -39,7 +41,8 @@ control P4netemEgress(inout headers_t hdr,
             } else {
                 time_ns_t now = (time_ns_t)standard_metadata.egress_global_timestamp * NS_PER_US;
                 bool waiting = meta.radio_discard == 0 && now < meta.release_ns;
-                if (meta.in_backlog == 1 || meta.in_bearer == 1 || meta.corrupt_pending == 1 || meta.radio_ev_pending != 0 || waiting) {
+                if (meta.in_backlog == 1 || meta.in_bearer == 1 || meta.pie_wait == 1 || meta.corrupt_pending == 1 ||
+                    meta.radio_ev_pending != 0 || waiting) {
                     meta.pass_kind = PASS_HOLD;
                     recirculate_preserving_field_list(PRESERVE_FL);
                 } else if (meta.radio_discard == 1) {

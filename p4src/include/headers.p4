@@ -202,6 +202,11 @@ struct impairment_t {
     bit<64>       cell_recip;
     prob_t        onoff_on_prob;
     bit<64>       onoff_recip;
+    bit<32>       pie_target_ns;
+    bit<32>       pie_tupdate_ns;
+    bit<32>       pie_alpha;
+    bit<32>       pie_beta;
+    bit<32>       pie_max_burst_ns;
 }
 
 /* The radio model of the packet's profile (set_radio), valid for one pass. */
@@ -289,6 +294,10 @@ struct metadata_t {
     /* Waiting in its UE's bearer queue (bearer.p4): position bearer_seq in it. */
     @field_list(PRESERVE_FL) bit<1>    in_bearer;
     @field_list(PRESERVE_FL) bit<32>   bearer_seq;
+    /* Waiting for its PIE updates to be caught up (pie.p4: one update per pass); while it waits,
+     * departure_ns holds its arrival time and pie_updates the updates run for it so far. */
+    @field_list(PRESERVE_FL) bit<1>    pie_wait;
+    @field_list(PRESERVE_FL) bit<16>   pie_updates;
 
     /* Radio: when the radio can carry the packet (rate and delay start from it). */
     @field_list(PRESERVE_FL) time_ns_t radio_ready_ns;
@@ -334,6 +343,9 @@ struct metadata_t {
     bit<1> ecn_marked;
     /* The packet left its bearer queue for the link on this pass: the delay stage runs now. */
     bit<1> bearer_served;
+    /* The packet was admitted to the rate queue on this hold pass, its PIE updates caught up:
+     * the delay stage runs now. */
+    bit<1> pie_admitted;
 
     impairment_t imp;
     radio_params_t rp;

@@ -8,8 +8,9 @@
  *   PASS_HOLD:   [profile, if waiting in a bearer] -> corruption (flip, if
  *                pending) -> rate (leave the queue once departed; a bearer's
  *                packet: take the link if the cell's scheduler lets it, then
- *                delay) -> radio (next pending digest) -> back to egress, which
- *                holds or transmits
+ *                delay; one waiting for its PIE updates: the next update, then
+ *                admission and delay once they are caught up) -> radio (next
+ *                pending digest) -> back to egress, which holds or transmits
  *
  * Each stage control is applied from exactly one place and picks its work from
  * meta.pass_kind. Stages only record a drop (meta.drop, meta.drop_reason); the
@@ -61,6 +62,7 @@ control P4netemIngress(inout headers_t hdr,
         meta.bypass = 0;
         meta.digest_used = 0;
         meta.bearer_served = 0;
+        meta.pie_admitted = 0;
 
         if (meta.pass_kind == PASS_FIRST) {
             if (standard_metadata.parser_error != error.NoError) {
@@ -93,8 +95,9 @@ control P4netemIngress(inout headers_t hdr,
         }
 
         if (meta.bypass == 0) {
-            /* A packet waiting in a bearer needs its cell's parameters on every pass. */
-            if (meta.drop == 0 && (meta.pass_kind != PASS_HOLD || meta.in_bearer == 1)) {
+            /* A packet waiting in a bearer, or for its PIE updates, needs its profile's
+             * parameters on every pass. */
+            if (meta.drop == 0 && (meta.pass_kind != PASS_HOLD || meta.in_bearer == 1 || meta.pie_wait == 1)) {
                 profile_lookup.apply(hdr, meta, standard_metadata);
             }
             /* Every pass: the first computes the ready time, each pass sends one pending digest. */

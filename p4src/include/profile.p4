@@ -71,7 +71,12 @@ control ProfileLookup(inout headers_t hdr,
                           bit<16>       cell_overhead_bytes,
                           bit<64>       cell_recip,
                           prob_t        onoff_on_prob,
-                          bit<64>       onoff_recip) {
+                          bit<64>       onoff_recip,
+                          bit<32>       pie_target_ns,
+                          bit<32>       pie_tupdate_ns,
+                          bit<32>       pie_alpha,
+                          bit<32>       pie_beta,
+                          bit<32>       pie_max_burst_ns) {
         meta.imp.delay_ns = delay_ns;
         meta.imp.jitter_ns = jitter_ns;
         meta.imp.jitter_dist = jitter_dist;
@@ -130,6 +135,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.cell_recip = cell_recip;
         meta.imp.onoff_on_prob = onoff_on_prob;
         meta.imp.onoff_recip = onoff_recip;
+        meta.imp.pie_target_ns = pie_target_ns;
+        meta.imp.pie_tupdate_ns = pie_tupdate_ns;
+        meta.imp.pie_alpha = pie_alpha;
+        meta.imp.pie_beta = pie_beta;
+        meta.imp.pie_max_burst_ns = pie_max_burst_ns;
     }
 
     /* A miss means "no impairment": every parameter stays 0. */
@@ -207,6 +217,11 @@ control ProfileLookup(inout headers_t hdr,
         meta.imp.cell_recip = 0;
         meta.imp.onoff_on_prob = 0;
         meta.imp.onoff_recip = 0;
+        meta.imp.pie_target_ns = 0;
+        meta.imp.pie_tupdate_ns = 0;
+        meta.imp.pie_alpha = 0;
+        meta.imp.pie_beta = 0;
+        meta.imp.pie_max_burst_ns = 0;
         profile.apply();
     }
 }

@@ -18,6 +18,9 @@
  * instant (codel.p4): dropped (aqm_drop, no link time used), marked CE, or passed.
  * With aqm = AQM_RED, RED (red.p4) decides first, as the packet arrives: dropped
  * (aqm_drop), marked CE, or passed on to the limits.
+ * With aqm = AQM_PIE, PIE (pie.p4) decides after the limits, as the packet joins the queue,
+ * once its updates due by then have run: one per pass, so a packet with more due waits
+ * (pie_wait; egress recirculates it) and is decided on a later pass as of its arrival.
  *
  * With trace_len != 0 the trace's opportunities replace the clock (trace.p4, exact Mahimahi
  * delivery): the dequeue instant is the opportunity of the packet's first byte, the departure
@@ -122,6 +125,7 @@ control RateStage(inout headers_t hdr,
 
     BearerQueues() bearers;
     CodelAqm() codel;
+    PieAqm() pie;
     TraceSchedule() trace_schedule;
     RedAqm() red;
     MarkCe() mark_ce;
@@ -159,7 +163,7 @@ control RateStage(inout headers_t hdr,
                 backlog_bytes.write(meta.pd, queued_bytes + wire);
                 backlog_pkts.write(meta.pd, queued_pkts + 1);
             }
-        } else if (meta.pass_kind == PASS_HOLD) {
+        } else if (meta.pass_kind == PASS_HOLD && meta.pie_wait == 0) {
             if (meta.in_backlog == 1 && now >= meta.departure_ns) {
                 backlog_bytes.read(queued_bytes, meta.pd);
                 backlog_pkts.read(queued_pkts, meta.pd);
@@ -177,9 +181,18 @@ control RateStage(inout headers_t hdr,
                 meta.in_backlog = 0;
             }
         } else {
+            /* A packet joining the queue: on its first pass (a duplicate's), or on a hold pass
+             * while its PIE updates are caught up (pie_wait: departure_ns keeps its arrival). */
+            time_ns_t arrival = now;
+            if (meta.pie_wait == 1) {
+                arrival = meta.departure_ns;
+                /* Decided on this pass unless it must wait again: then the delay stage runs now. */
+                meta.pie_admitted = 1;
+            }
+            meta.pie_wait = 0;
             time_ns_t ready = meta.radio_ready_ns;
-            if (ready < now) {
-                ready = now;
+            if (ready < arrival) {
+                ready = arrival;
             }
             meta.departure_ns = ready;
             meta.in_backlog = 0;
@@ -201,12 +214,24 @@ control RateStage(inout headers_t hdr,
                     begin_ns = free_at;
                 }
                 bit<2> aqm = CODEL_PASS;
+                bool pie_wait = false;
                 if (meta.imp.aqm == AQM_RED) {
                     /* RED decides as the packet arrives, before the limits (Linux: sch_red
                      * before its child fifo); the link was idle since free_at if it is free. */
                     red.apply(hdr, meta, queued_bytes, free_at <= ready, ready - free_at, aqm);
+                } else if (meta.imp.aqm == AQM_PIE) {
+                    /* PIE decides as the packet joins the queue, after the limits (Linux's
+                     * order), once the updates due by then have run (pie.p4). */
+                    pie.apply(hdr, meta, ready, free_at, queued_bytes, bytes_full || pkts_full,
+                              pie_wait, aqm);
                 }
-                if (aqm == CODEL_DROP) {
+                if (pie_wait) {
+                    /* More PIE updates are due than one pass runs: the packet waits, egress
+                     * recirculates it, and a later pass runs the next one. */
+                    meta.pie_wait = 1;
+                    meta.pie_admitted = 0;
+                    meta.departure_ns = arrival;
+                } else if (aqm == CODEL_DROP) {
                     /* Dropped before the queue: it takes no link time and leaves no backlog. */
                     meta.drop = 1;
                     meta.drop_reason = DROP_AQM_DROP;

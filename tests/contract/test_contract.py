@@ -718,6 +718,146 @@ def test_p4_wire_bytes_computes_the_switchs_vectors():
 
 
 # ---------------------------------------------------------------------------------------------
+# PIE: pie.p4's update, transcribed statement by statement with its constants read from the P4
+# source (defines.p4), computes the switch's PIE_VECTORS; a changed constant changes a vector
+# ---------------------------------------------------------------------------------------------
+
+PIE_RS = ROOT / "dataplane" / "src" / "stage" / "pie.rs"
+PIE_CONSTANTS = ("PIE_MAX_PROB", "PIE_PROB_10PCT", "PIE_PROB_1PCT", "PIE_PROB_1E3", "PIE_PROB_1E4", "PIE_PROB_1E5",
+                 "PIE_PROB_1E6", "PIE_STEP_2PCT", "PIE_CLAMP_2PCT", "PIE_QDELAY_BOOST_NS")
+
+
+def _p4_pie_constants(program) -> dict[str, int]:
+    out = {}
+    for name in PIE_CONSTANTS:
+        body = program.defines[name]
+        assert len(body) == 1 and body[0].kind == "int", f"{name} is not a plain integer"
+        out[name] = body[0].value
+    return out
+
+
+def p4_pie_update(prob, qold, burst, accu, t, free_at, target, period, alpha, beta, max_burst, c):
+    """pie.p4's "One update at T = next" block (bit<64> registers, bit<128> products)."""
+    q = free_at - t if free_at > t else 0
+    a, b = alpha, beta
+    if prob < c["PIE_PROB_10PCT"]:
+        a, b = a >> 1, b >> 1
+        for band in ("PIE_PROB_1PCT", "PIE_PROB_1E3", "PIE_PROB_1E4", "PIE_PROB_1E5", "PIE_PROB_1E6"):
+            if prob < c[band]:
+                a, b = a >> 2, b >> 2
+    m128 = (1 << 128) - 1
+    inc = (a * q + b * q) & m128
+    dec = (a * target + b * qold) & m128
+    up = inc >= dec
+    mag = (inc - dec) & m128 if up else (dec - inc) & m128
+    if up and mag > c["PIE_STEP_2PCT"] and prob >= c["PIE_PROB_10PCT"]:
+        mag = c["PIE_CLAMP_2PCT"]
+    if q > c["PIE_QDELAY_BOOST_NS"]:
+        if up:
+            mag = mag + c["PIE_STEP_2PCT"]
+        elif mag > c["PIE_STEP_2PCT"]:
+            mag = mag - c["PIE_STEP_2PCT"]
+        else:
+            mag, up = c["PIE_STEP_2PCT"] - mag, True
+    update_prob = True
+    np = 0
+    if up:
+        np = prob + mag
+        if np > c["PIE_MAX_PROB"]:
+            np, update_prob = c["PIE_MAX_PROB"], False
+    elif mag < prob:
+        np = prob - mag
+    p = np & U64
+    if q == 0 and qold == 0 and update_prob:
+        p = p - (p >> 6)
+    burst = burst - period if burst > period else 0
+    settled = False
+    if q < (target >> 1) and qold < (target >> 1) and p == 0:
+        burst, accu = max_burst, 0
+        settled = q == 0 and qold == 0
+    return p, q, burst, accu, int(settled)
+
+
+def test_p4_pie_computes_the_switchs_vectors():
+    """The switch's unit test pins pie::update on PIE_VECTORS; pie.p4's arithmetic, transcribed with
+    the P4 source's constants, must give the same on each; and those constants are Linux's."""
+    c = _p4_pie_constants(p4source.load(P4_MAIN))
+    full = (1 << 56) - 1
+    assert c == {"PIE_MAX_PROB": full, "PIE_PROB_10PCT": full // 10, "PIE_PROB_1PCT": full // 100,
+                 "PIE_PROB_1E3": full // 1000, "PIE_PROB_1E4": full // 10**4, "PIE_PROB_1E5": full // 10**5,
+                 "PIE_PROB_1E6": full // 10**6, "PIE_STEP_2PCT": full // 50, "PIE_CLAMP_2PCT": (full // 100) * 2,
+                 "PIE_QDELAY_BOOST_NS": 250_000_000}
+    vectors = _rust_vectors(PIE_RS.read_text(), "PIE_VECTORS", 16)
+    assert len(vectors) >= 10
+    for row in vectors:
+        assert p4_pie_update(*row[:11], c) == row[11:], row[:11]
+    bad = dict(c, PIE_PROB_1E3=c["PIE_PROB_1E3"] * 2)
+    assert any(p4_pie_update(*row[:11], bad) != row[11:] for row in vectors), "a changed band must change a vector"
+    bad = dict(c, PIE_STEP_2PCT=c["PIE_STEP_2PCT"] + 1)
+    assert any(p4_pie_update(*row[:11], bad) != row[11:] for row in vectors), "a changed step must change a vector"
+
+
+# ---------------------------------------------------------------------------------------------
+# The value sets of set_impairment's enum params (aqm, bearer_sched): the same names and numbers in
+# p4src's defines, the switch's contract.rs and the control plane's pipeline.py
+# ---------------------------------------------------------------------------------------------
+
+CONTRACT_RS = ROOT / "dataplane" / "src" / "contract.rs"
+
+
+def enum_value_problems(defines_text: str, contract_rs: str, enums: dict) -> list[str]:
+    import re
+
+    problems = []
+    for prefix, enum in enums.items():
+        rust = {m[0]: int(m[1]) for m in re.findall(rf"pub const {prefix}(\w+): u8 = (\d+);", contract_rs)}
+        p4 = {m[0]: int(m[1]) for m in re.findall(rf"#define {prefix}(\w+)\s+(\d+)\b", defines_text)}
+        python = {m.name: int(m) for m in enum}
+        if rust != python:
+            problems.append(f"{prefix}*: contract.rs {rust} != pipeline.py {python}")
+        for name, value in python.items():
+            if p4.get(name) != value:
+                problems.append(f"{prefix}{name}: defines.p4 has {p4.get(name)}, pipeline.py {value}")
+    return problems
+
+
+def _enum_sources():
+    from p4netem import pipeline as pl
+
+    return ((P4_INCLUDE / "defines.p4").read_text(), CONTRACT_RS.read_text(),
+            {"AQM_": pl.Aqm, "BEARER_": pl.BearerSched})
+
+
+def test_enum_param_values_agree():
+    problems = enum_value_problems(*_enum_sources())
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("where, old, new", [
+    ("p4", "#define AQM_PIE              3", "#define AQM_PIE              4"),
+    ("rust", "pub const AQM_PIE: u8 = 3;", "pub const AQM_PIE: u8 = 4;"),
+    ("rust", "pub const BEARER_PF: u8 = 2;\n", ""),
+])
+def test_enum_param_values_catch_a_mutation(where: str, old: str, new: str):
+    defines, rust, enums = _enum_sources()
+    if where == "p4":
+        assert defines.count(old) == 1
+        defines = defines.replace(old, new)
+    else:
+        assert rust.count(old) == 1
+        rust = rust.replace(old, new)
+    assert enum_value_problems(defines, rust, enums)
+
+
+def test_enum_param_values_catch_a_python_mutation():
+    from enum import IntEnum
+
+    defines, rust, enums = _enum_sources()
+    enums["AQM_"] = IntEnum("Aqm", [("TAIL_DROP", 0), ("CODEL", 1), ("RED", 2), ("PIE", 5)])
+    assert enum_value_problems(defines, rust, enums)
+
+
+# ---------------------------------------------------------------------------------------------
 # action params -> metadata (the P4Info says what a controller writes, not where the program
 # puts it: a param left unassigned, or assigned to another field, would compile and match)
 # ---------------------------------------------------------------------------------------------

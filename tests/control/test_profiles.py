@@ -314,7 +314,7 @@ def test_defaults_are_pass_through():
     assert profile.uplink.passthrough and profile.downlink.passthrough
     params = profile.to_table_params("uplink")
     assert set(params.values()) == {0}  # every param of "no impairment" is 0 ...
-    assert len(params) == len(IMPAIRMENT_PARAMS) == 58  # ... and all are present
+    assert len(params) == len(IMPAIRMENT_PARAMS) == 63  # ... and all are present
 
 
 def test_jitter_distribution_defaults_to_normal_only_with_jitter():
@@ -389,6 +389,8 @@ def test_encoding_of_each_field():
             # the on/off link: pi = 10/12 in Q32, 2^64 / (tau ln 2) with tau = 10 x 2 / 12 s
             # (tests/unit/test_onoff_profiles.py)
             "onoff_on_prob": round(2**32 * 10 / 12), "onoff_recip": round(2**64 / (10 * 2 / 12 * 1e9 * math.log(2))),
+            # PIE's params are zero for CoDel (tests/unit/test_pie_profiles.py)
+            "pie_target_ns": 0, "pie_tupdate_ns": 0, "pie_alpha": 0, "pie_beta": 0, "pie_max_burst_ns": 0,
     }
     assert params == expected
     assert LinkParams.from_table_params(params) == link

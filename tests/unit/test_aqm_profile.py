@@ -1,4 +1,4 @@
-"""The AQM of a profile direction (CoDel, RED): schema (field-named errors with the allowed range), the table
+"""The AQM of a profile direction (CoDel, RED; PIE's are in test_pie_profiles.py): schema (field-named errors with the allowed range), the table
 encoding both ways, and the netem-style `codel` options (tc-codel's syntax)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_codel_defaults_are_rfc_8289_and_round_trip_through_the_table() -> None:
 
 
 @pytest.mark.parametrize("link, field, words", [
-    ({"rate": "1Mbit", "aqm": "pie"}, "downlink.aqm.kind", "allowed tail-drop, codel, red"),
+    ({"rate": "1Mbit", "aqm": "fq_codel"}, "downlink.aqm.kind", "allowed tail-drop, codel, red, pie"),
     ({"rate": "1Mbit", "aqm": "red"}, "downlink.aqm.max", "RED needs a max threshold"),
     ({"rate": "1Mbit", "aqm": {"kind": "red", "min": "20KB", "max": "10KB"}}, "downlink.aqm.min", "below max"),
     ({"rate": "1Mbit", "aqm": {"kind": "red", "max": "1MB", "probability": "0.0001%"}}, "downlink.aqm.probability",
@@ -41,7 +41,7 @@ def test_codel_defaults_are_rfc_8289_and_round_trip_through_the_table() -> None:
     ({"aqm": "codel"}, "downlink.aqm", "needs a rate"),
     ({"rate": "1Mbit", "aqm": {"kind": "codel", "target": "200ms"}}, "downlink.aqm.target", "below the interval"),
     ({"rate": "1Mbit", "aqm": {"kind": "codel", "interval": "5s"}}, "downlink.aqm.interval", "1us..4.294967295s"),
-    ({"rate": "1Mbit", "aqm": {"ecn": True}}, "downlink.aqm.ecn", "pick aqm codel"),
+    ({"rate": "1Mbit", "aqm": {"ecn": True}}, "downlink.aqm.ecn", "pick aqm codel, red or pie"),
     ({"rate": "1Mbit", "aqm": {"kind": "codel", "ecn": "yes"}}, "downlink.aqm.ecn", "true or false"),
 ])
 def test_bad_aqm_settings_name_the_field_and_the_allowed_values(link, field, words) -> None:
@@ -64,7 +64,9 @@ def test_netem_codel_options() -> None:
     ("codel", "needs rate RATE"),
     # netem's own ecn needs a loss model (tc's words); the message points at the AQM's.
     ("rate 1mbit ecn", '"ecn requested without loss model"'),
-    ("rate 1mbit ecn", "(for marks where the rate queue is congested: codel ... ecn or red ... ecn)"),
+    ("rate 1mbit ecn", "(for marks where the rate queue is congested: codel ... ecn, red ... ecn or pie ... ecn)"),
+    # One AQM per rate queue: a second one is refused, not silently the one that counts.
+    ("rate 1mbit codel red max 90000", "red: is a second AQM after codel: the rate queue has one"),
     ("rate 1mbit codel target", "expects a time"),
     ("rate 1mbit codel target 1s", "below the interval"),
 ])

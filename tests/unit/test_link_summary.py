@@ -1,5 +1,5 @@
 """The one-line summary of a direction (`p4netem show`, `apply`, the web API) names every model that
-is on: a trace-driven direction, its queue and AQM, RED, bearers, netem's slots and the on/off link are
+is on: a trace-driven direction, its queue and AQM, RED, PIE, bearers, netem's slots and the on/off link are
 not left out (a traced direction with CoDel read "no impairment" before)."""
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ TRACE = {"opportunities": 4386, "period": 10000, "cells": 0, "index_cells": 0}
     ({"rate": "10mbit", "queue": 1000, "aqm": {"kind": "red", "max": "90KB", "gentle": True}},
      "rate 10Mbit, queue 1000 pkt, red (min 30KB, max 90KB, p 2%, gentle)"),
     ({"rate": "10mbit", "aqm": "codel"}, "rate 10Mbit, codel (target 5ms, interval 100ms)"),
+    ({"trace": TRACE, "queue": 100, "aqm": "pie"},
+     "trace 4386 opportunities / 10000 ms (mean 5.31 Mbit/s), queue 100 pkt, pie (target 15ms, tupdate 15ms)"),
     ({"rate": "10mbit", "bearers": "drr"}, "rate 10Mbit, bearers drr (quantum 1514B)"),
     ({"rate": "10mbit", "bearers": {"scheduler": "pf", "halflife": "100ms"}},
      "rate 10Mbit, bearers pf (halflife 134.217728ms)"),

@@ -132,6 +132,62 @@ def test_codel_on_a_traced_direction_is_a_valid_profile() -> None:
     assert int(p.downlink.aqm.interval) == 100_000_000 and not p.downlink.aqm.ecn
 
 
+PIE = f"{LINK} --downlink-queue=pie --downlink-queue-args=packets=100,qdelay_ref=20,max_burst=100"
+PIE_WARNING = (
+    "--downlink-queue=pie: p4netem runs RFC 8033's PIE with Linux's arithmetic (sch_pie) on each packet's exact "
+    "queue delay, updated every 30 ms as Mahimahi's; Mahimahi's PIE estimates the queue delay from an averaged drain "
+    "rate in whole milliseconds and scales alpha and beta by 1/128, 1/32 or 1/16 by probability band (below 1 %, "
+    "below 10 %, from 10 %) of that delay in milliseconds, so its probability moves 62.5 times as fast as Linux's "
+    "(faster still below 0.1 %); it also decays an idle queue's probability by 2 % per update (Linux: 1/64), draws "
+    "each drop on its own (Linux spreads them out: RFC 8033's de-randomisation) and starts with no burst allowance. "
+    "The same target, burst allowance and update period: not the same drops")
+
+
+def test_pie_is_the_profiles_pie_aqm_with_mahimahis_30ms_updates() -> None:
+    chain = parse_mahimahi(PIE)
+    # qdelay_ref and max_burst are milliseconds; Mahimahi's PIE updates every 30 ms and only drops.
+    assert chain.fields["downlink"] == {"queue": {"packets": 100}, "aqm": {
+        "kind": "pie", "target": "20ms", "max_burst": "100ms", "tupdate": "30ms", "ecn": False}}
+    assert chain.fields["uplink"] == {}
+    assert chain.warnings == [PIE_WARNING]
+    aqm = chain.profile({"uplink": UP, "downlink": DOWN}).downlink.aqm
+    # alpha and beta stay RFC 8033's (and Mahimahi's) 0.125 and 1.25.
+    assert (aqm.kind.value, str(aqm.target), str(aqm.max_burst), str(aqm.tupdate), str(aqm.alpha), str(aqm.beta),
+            aqm.ecn) == ("pie", "20ms", "100ms", "30ms", "0.125", "1.25", False)
+
+
+def test_pie_takes_a_byte_limit_and_both_directions() -> None:
+    chain = parse_mahimahi(f"{LINK} --uplink-queue=pie --uplink-queue-args=bytes=30000,qdelay_ref=5,max_burst=1 "
+                           "--downlink-queue=pie --downlink-queue-args='packets=9, bytes=9000, max_burst=4294, "
+                           "qdelay_ref=4294'")
+    assert chain.fields["uplink"] == {"queue": {"bytes": 30000}, "aqm": {
+        "kind": "pie", "target": "5ms", "max_burst": "1ms", "tupdate": "30ms", "ecn": False}}
+    assert chain.fields["downlink"]["queue"] == {"packets": 9, "bytes": 9000}
+    assert chain.fields["downlink"]["aqm"]["target"] == chain.fields["downlink"]["aqm"]["max_burst"] == "4294ms"
+    assert [w.split(":")[0] for w in chain.warnings] == ["--uplink-queue=pie", "--downlink-queue=pie"]
+    p = chain.profile({"uplink": UP, "downlink": DOWN})
+    assert int(p.uplink.aqm.target) == 5_000_000 and int(p.downlink.aqm.max_burst) == 4_294_000_000
+
+
+def test_pie_needs_qdelay_ref_and_max_burst_as_mm_link_does() -> None:
+    q = f"{LINK} --downlink-queue=pie --downlink-queue-args"
+    assert problems(f"{q}=packets=100,max_burst=100") == [
+        "--downlink-queue-args=packets=100,max_burst=100: the pie queue needs qdelay_ref=MS (the target queue delay, "
+        "milliseconds, 1..4294), as mm-link does"]
+    assert problems(f"{q}=packets=100,qdelay_ref=5,max_burst=0") == [
+        "--downlink-queue-args=packets=100,qdelay_ref=5,max_burst=0: the pie queue needs max_burst=MS (the burst "
+        "allowance, milliseconds, 1..4294), as mm-link does"]
+    assert problems(f"{q}=packets=100,qdelay_ref=4295,max_burst=5") == [
+        "--downlink-queue-args=packets=100,qdelay_ref=4295,max_burst=5: qdelay_ref=4295 must be at most 4294 ms "
+        "(PIE's times are 32-bit ns)"]
+    assert problems(f"{q}=qdelay_ref=5,max_burst=10")[0].startswith(
+        "--downlink-queue-args=qdelay_ref=5,max_burst=10: the pie queue needs a limit")
+    assert problems(f"{q}=packets=1,qdelay_ref=5,max_burst=10,target=3") == [
+        "--downlink-queue-args=packets=1,qdelay_ref=5,max_burst=10,target=3: target is not an argument of the pie "
+        "queue; allowed: packets, bytes, qdelay_ref, max_burst"]
+    assert problems(f"{LINK} --downlink-queue=pie")[0].startswith("--downlink-queue=pie: the pie queue needs a limit")
+
+
 def test_mm_link_options_take_both_getopt_forms_prefixes_and_any_position() -> None:
     want = parse_mahimahi(f"{LINK} --uplink-queue=droptail --uplink-queue-args=packets=7").fields
     # `--name value`, a unique prefix, options before the traces (getopt permutes), `--` ends them.
@@ -267,12 +323,10 @@ def test_queues_p4netem_does_not_have_are_refused_with_why() -> None:
     (drophead,) = problems(f"{LINK} --uplink-queue=drophead --uplink-queue-args=packets=10")
     assert drophead.startswith("--uplink-queue=drophead: is not supported: p4netem has no drop-head queue: its rate "
                                "queue fixes each packet's departure when it admits it")
-    (pie,) = problems(f"{LINK} --downlink-queue=pie --downlink-queue-args=packets=10,qdelay_ref=20,max_burst=100")
-    assert pie == "--downlink-queue=pie: is not supported: p4netem has no PIE AQM (its AQMs are codel and red)"
     (red,) = problems(f"{LINK} --downlink-queue=red --downlink-queue-args=packets=10,wq=1,minthresh=1,maxthresh=2")
     assert red.startswith("--downlink-queue=red: is not supported: Mahimahi's red")
     assert problems(f"{LINK} --downlink-queue=fifo") == [
-        "--downlink-queue=fifo: is not a queue type; allowed: infinite (the default), droptail, codel"]
+        "--downlink-queue=fifo: is not a queue type; allowed: infinite (the default), droptail, codel, pie"]
 
 
 def test_queue_arguments_are_checked_as_mm_link_needs_them() -> None:

@@ -5,6 +5,7 @@ algorithms, and every unsupported or malformed token refused by name."""
 from __future__ import annotations
 
 import random
+from decimal import Decimal
 
 import pytest
 
@@ -352,7 +353,7 @@ def test_correlation_and_gap_refusals_name_the_field() -> None:
 
 ECN_ALONE = ('ecn: without a loss model: tc refuses it too ("ecn requested without loss model"); netem\'s ecn '
              'marks what the loss model would lose: add loss PERCENT, loss gemodel P [R [1-H [1-K]]] or loss state '
-             'P13 [...] (for marks where the rate queue is congested: codel ... ecn or red ... ecn)')
+             'P13 [...] (for marks where the rate queue is congested: codel ... ecn, red ... ecn or pie ... ecn)')
 
 
 def test_ecn_marks_instead_of_losing_for_every_loss_model() -> None:
@@ -394,6 +395,91 @@ def test_ecn_of_codel_and_red_stays_the_aqms() -> None:
     red = link("loss 2% rate 10mbit red limit 400k max 90k ecn")
     assert red.aqm.kind.value == "red" and red.aqm.ecn and not red.loss_ecn
     assert link("loss 2% ecn rate 10mbit red limit 400k max 90k").aqm.ecn is False
+
+
+# ---- pie: tc-pie(8)'s options on the rate queue ----------------------------------------------------
+
+def test_pie_alone_is_tc_pies_defaults_on_the_rate_queue() -> None:
+    down = link("rate 10mbit pie")
+    a = down.aqm
+    assert (a.kind.value, str(a.target), str(a.tupdate), str(a.alpha), str(a.beta), str(a.max_burst), a.ecn) == \
+        ("pie", "15ms", "15ms", "0.125", "1.25", "150ms", False)
+    # tc-pie's default limit is 1000 packets, netem's too.
+    assert down.queue.packets == NETEM_DEFAULT_LIMIT == 1000
+    assert fields("rate 10mbit pie")["aqm"] == {"kind": "pie"}
+
+
+def test_pie_options_map_as_tc_pie_reads_them() -> None:
+    rate = fields("rate 1mbit")["rate"]
+    assert fields("rate 1mbit pie limit 50 target 20ms tupdate 30ms alpha 1 beta 16 ecn") == {
+        "rate": rate, "queue": {"packets": 50},
+        "aqm": {"kind": "pie", "target": "20000000ns", "tupdate": "30000000ns", "alpha": "0.0625", "beta": "1",
+                "ecn": True}}
+    # Times in tc's units (a bare number is microseconds); alpha and beta are sixteenths of a Hz (hex too).
+    a = link("rate 1mbit pie target 20000 tupdate 0.03s alpha 0x2 beta 32").aqm
+    assert (int(a.target), int(a.tupdate), a.alpha, a.beta) == (20_000_000, 30_000_000, Decimal("0.125"), 2)
+    assert link("rate 1mbit pie alpha 32 beta 0").aqm.alpha == 2 and link("rate 1mbit pie beta 0").aqm.beta == 0
+    # ecn / noecn (the last one wins); the defaults tc-pie names are taken and change nothing.
+    assert link("rate 1mbit pie ecn").aqm.ecn and not link("rate 1mbit pie ecn noecn").aqm.ecn
+    assert fields("rate 1mbit pie nobytemode no_dq_rate_estimator") == fields("rate 1mbit pie")
+    # pie's limit is the rate queue's packet limit, as netem's is: both may be given if they agree.
+    assert link("rate 1mbit pie limit 50").queue.packets == 50
+    assert link("rate 1mbit limit 50 pie limit 50").queue.packets == 50
+    assert link("rate 1mbit limit 60 pie").queue.packets == 60
+
+
+def test_ecn_of_pie_stays_the_aqms() -> None:
+    aqm_only = link("rate 1mbit pie ecn loss 1%")
+    assert aqm_only.aqm.ecn and not aqm_only.loss_ecn
+    both = link("loss 1% ecn rate 1mbit pie ecn")
+    assert both.aqm.ecn and both.loss_ecn
+    assert link("rate 1mbit pie ecn").aqm.ecn  # needs no loss model
+
+
+@pytest.mark.parametrize("options, want", [
+    ("rate 1mbit pie bytemode", "pie bytemode: is not supported: p4netem's PIE drops by packet (its probability is "
+                                "not scaled by the packet's size); leave it out (nobytemode, the default)"),
+    ("rate 1mbit pie dq_rate_estimator", "pie dq_rate_estimator: is not supported: p4netem's PIE knows each packet's "
+                                         "exact queue delay (the wait behind the bytes queued ahead of it), so it needs "
+                                         "no drain-rate estimate; leave it out (no_dq_rate_estimator, the default)"),
+    ("rate 1mbit pie alpha 0", "pie alpha: 0 is refused: with alpha 0 an idle queue brings the probability down only "
+                               "by Linux's decay of 1/64 per update, which stalls a few units above 0: it never "
+                               "settles (and the update clock never stops); allowed 1..32"),
+    ("rate 1mbit pie alpha 33", 'pie alpha: 33 out of range 0..32 (sixteenths of a Hz; tc refuses it too: '
+                                'Illegal "alpha")'),
+    ("rate 1mbit pie beta 40", 'pie beta: 40 out of range 0..32 (sixteenths of a Hz; tc refuses it too: '
+                               'Illegal "beta")'),
+    ("rate 1mbit pie alpha 0.5", 'pie alpha: "0.5" is not an integer (tc-pie\'s alpha is 0..32 sixteenths of a Hz: '
+                                 'alpha 2 is 0.125 Hz)'),
+    ("rate 1mbit pie alpha", "pie alpha: expects an integer 0..32 after it"),
+    ("rate 1mbit pie target 5parsecs", 'pie target: "5parsecs" has an unknown time unit "parsecs"; tc\'s units: s, '
+                                       'ms, us, ns (also sec, msec, usec, nsec; a bare number is microseconds)'),
+    ("rate 1mbit limit 100 pie limit 50", "pie limit: 50 and netem's limit 100 would both be the rate queue's packet "
+                                          "limit; give one of them"),
+    ("pie", "pie: needs rate RATE: an AQM manages the rate queue, which only a rate has"),
+    ("rate 1mbit codel pie", "pie: is a second AQM after codel: the rate queue has one; give one of them"),
+    ("rate 1mbit pie red max 9000", "red: is a second AQM after pie: the rate queue has one; give one of them"),
+    ("rate 1mbit pie tupdate 2s", "both.aqm.tupdate: 2s out of range 1ms..1s"),
+    ("rate 1mbit pie target 0", "both.aqm.target: 0s out of range 1us..4.294967295s"),
+])
+def test_pie_refusals_are_named(options, want) -> None:
+    assert want in problems(options), problems(options)
+
+
+def test_pie_is_taken_whole_only() -> None:
+    # `p`/`pi` are not pie (tc has no netem keyword in p; slot's `packets` may be abbreviated to p).
+    assert problems("rate 1mbit pi")[0].startswith('"pi" is not a netem option p4netem knows; allowed: ')
+    assert "pie [limit PACKETS] [target TIME] [tupdate TIME] [alpha 1..32] [beta 0..32] [ecn]" in \
+        problems("rate 1mbit pi")[0]
+    assert fields("delay 10ms slot 5ms p 4")["slot"] == {"min": "5000000ns", "packets": 4}
+
+
+def test_pie_yaml_loads_back_to_the_same_profile() -> None:
+    profile, warnings = profile_from_netem("rate 10mbit pie limit 200 target 20ms tupdate 30ms alpha 3 beta 24 ecn",
+                                           name="pie")
+    assert warnings == []
+    (back,) = loads_profiles(dumps(profile))
+    assert back == profile and back.uplink.aqm.alpha == Decimal("0.1875") and back.uplink.aqm.beta == Decimal("1.5")
 
 
 def test_ecn_without_a_loss_model_is_refused_as_tc_refuses_it() -> None:

@@ -132,7 +132,7 @@ def test_impairment_entry_has_all_params(p4info: P4Info) -> None:
         pl.impairment_params(delay_ns=20_000_000, loss_prob=0xFFFFFFFF),
     )
     view = decode_table_entry(p4info, e)
-    assert len(view.params) == len(pl.IMPAIRMENT_PARAMS) == 58
+    assert len(view.params) == len(pl.IMPAIRMENT_PARAMS) == 63
     assert view.params["delay_ns"] == 20_000_000 and view.params["loss_prob"] == 0xFFFFFFFF
     assert view.params["jitter_ns"] == 0
     with pytest.raises(ValueError, match="delay"):

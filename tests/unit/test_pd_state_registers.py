@@ -35,3 +35,12 @@ def test_every_per_pd_register_is_reset_or_kept_for_a_reason() -> None:
 def test_the_correlation_registers_are_reset() -> None:
     assert set(pl.CORR_REGISTERS) <= set(PD_STATE_REGISTERS)
     assert len(pl.CORR_REGISTERS) == 6
+
+
+def test_the_pie_registers_are_reset() -> None:
+    # A reused id starts PIE from its fixed point: probability 0, the update clock stopped.
+    names = {f"{pl.INGRESS}.pie_{n}" for n in ("prob", "qdelay_old_ns", "burst_ns", "accu_prob", "next_ns")}
+    assert set(pl.PIE_REGISTERS) == names
+    assert names <= set(PD_STATE_REGISTERS)
+    contract = {r.preamble.name: r for r in schema.contract().registers}
+    assert all(contract[n].size == PD_COUNT and contract[n].type_spec.bitstring.bit.bitwidth == 64 for n in names)

@@ -123,7 +123,7 @@ def from_mahimahi(
 
     mm-link's traces are read (they must exist) and listed: the profile plays them exactly in the
     data plane once they are in the switch, which `p4netem apply --mahimahi 'COMMAND'` does (it
-    loads them and applies the profile). What Mahimahi does that p4netem cannot (drophead and pie
+    loads them and applies the profile). What Mahimahi does that p4netem cannot (drophead and red
     queues, --once, a second mm-onoff on one direction, ...) is refused, named (exit 1). docs/profiles.md, "From Mahimahi",
     has the mapping."""
     from .apply_cmd import mahimahi_setup

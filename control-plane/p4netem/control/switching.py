@@ -34,11 +34,12 @@ DEFAULT_RULE = Rule.between_ports(1, 2)
 
 # Registers that hold a pd's shaping state; reset when a profile id is (re)used so that a new
 # profile starts with an empty virtual clock, no release-order constraint, the good GE state,
-# netem's correlations unseeded (as `tc qdisc change` re-seeds them) and its on/off link on. The per-pd registers not
-# here are listed, with why, in tests/unit/test_pd_state_registers.py.
+# netem's correlations unseeded (as `tc qdisc change` re-seeds them), its on/off link on and its AQM's state
+# (CoDel's, RED's, PIE's) fresh. The per-pd registers not here are listed, with why, in
+# tests/unit/test_pd_state_registers.py.
 PD_STATE_REGISTERS = (pl.NEXT_FREE_NS, pl.LAST_RELEASE_NS, pl.GE_STATE, pl.LOSS4_STATE, *pl.CODEL_REGISTERS,
                       *pl.RED_REGISTERS, *pl.SLOT_REGISTERS, *pl.TRACE_REGISTERS, *pl.CORR_REGISTERS,
-                      *pl.ONOFF_REGISTERS)
+                      *pl.ONOFF_REGISTERS, *pl.PIE_REGISTERS)
 _PD_COUNTERS = (pl.PROFILE_IN, pl.PROFILE_OUT, pl.PROFILE_DUP, pl.PROFILE_CORRUPT, pl.PROFILE_ECN_MARK)
 
 @dataclass

@@ -17,8 +17,8 @@ import math
 from enum import Enum
 from typing import Annotated, Any, Mapping
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, ValidationInfo
-from pydantic import WithJsonSchema, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, SerializationInfo, ValidationInfo
+from pydantic import WithJsonSchema, field_validator, model_serializer, model_validator
 
 
 from .. import pipeline as pl
@@ -27,6 +27,8 @@ from .fields import (MAX_S16, CellBytes16, Delay48, LinkRate, Overhead16, Positi
                      QueueBytes32, QueuePackets32, byte_size, duration, flag, integer)
 from .gilbert_elliott import GilbertElliott
 from .onoff import OnOff
+from .pie import (PIE_DEFAULT_ALPHA, PIE_DEFAULT_BETA, PIE_DEFAULT_MAX_BURST, PIE_DEFAULT_TARGET, PIE_DEFAULT_TUPDATE,
+                  PieAlpha, PieBeta, PieBurst, PieUpdate)
 from .units import ByteSize, Duration, Percent, Rate, UnitError, quote
 
 __all__ = ["JitterDistribution", "Reorder", "Correlation", "JITTER_CORR_MAX", "Queue", "AqmKind", "Aqm",
@@ -45,6 +47,7 @@ LossEcnFlag = flag("mark ECN-capable packets CE instead of losing them (netem's 
 RED_DEFAULT_PROBABILITY = Percent(2)  # tc-red's default
 RED_DEFAULT_AVPKT = ByteSize(1000)  # tc-red's default
 _RED_FIELDS = ("min", "max", "probability", "avpkt", "wlog", "gentle")
+_PIE_FIELDS = ("tupdate", "alpha", "beta", "max_burst")
 # netem slots: times up to a minute (slot_delay_ns + slot_span_ns stay far inside 48 bits); the
 # limits are netem's (s32 in struct tc_netem_slot).
 SlotTime = duration(0, 60 * 10**9)
@@ -205,17 +208,18 @@ class AqmKind(str, Enum):
     TAIL_DROP = "tail-drop"  # only when a queue limit is reached
     CODEL = "codel"  # RFC 8289, at each packet's dequeue
     RED = "red"  # Floyd & Jacobson, Linux sch_red's arithmetic, as each packet arrives
+    PIE = "pie"  # RFC 8033, Linux sch_pie's arithmetic, as each packet arrives
 
     @property
     def code(self) -> int:
-        return {AqmKind.TAIL_DROP: 0, AqmKind.CODEL: 1, AqmKind.RED: 2}[self]
+        return int(pl.Aqm[self.name])
 
     @classmethod
     def from_code(cls, code: int) -> "AqmKind":
         for kind in cls:
             if kind.code == code:
                 return kind
-        raise ValueError(f"aqm {code} is not an AQM of the contract (0 tail-drop, 1 codel, 2 red)")
+        raise ValueError(f"aqm {code} is not an AQM of the contract (0 tail-drop, 1 codel, 2 red, 3 pie)")
 
 
 class Aqm(BaseModel):
@@ -224,7 +228,9 @@ class Aqm(BaseModel):
     `aqm: codel` is CoDel with RFC 8289's defaults (target 5ms, interval 100ms). `aqm: {kind: red,
     max: ...}` is RED on the average queue in bytes, with tc-red's defaults (min = max / 3,
     probability 2 %, avpkt 1000 bytes, the weight tc derives from burst = (2 min + max) / (3 avpkt));
-    `gentle: true` is gentle RED. `ecn: true` marks ECN-capable packets CE instead of dropping them
+    `gentle: true` is gentle RED. `aqm: pie` is PIE (RFC 8033 with Linux sch_pie's arithmetic) with
+    tc-pie's defaults (target 15ms, tupdate 15ms, alpha 0.125 and beta 1.25 Hz, max_burst 150ms),
+    filled in as RED's are. `ecn: true` marks ECN-capable packets CE instead of dropping them
     (RFC 3168)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -240,6 +246,12 @@ class Aqm(BaseModel):
     avpkt: RedAvpkt | None = None
     wlog: RedWlog | None = None
     gentle: GentleFlag | None = None
+    # PIE only (None for the other kinds; filled in with tc-pie's defaults for pie, whose target
+    # defaults to 15ms instead of CoDel's 5ms).
+    tupdate: PieUpdate | None = None
+    alpha: PieAlpha | None = None
+    beta: PieBeta | None = None
+    max_burst: PieBurst | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -249,7 +261,8 @@ class Aqm(BaseModel):
         if isinstance(data, (Mapping, Aqm)):
             return data
         raise ValueError(f"{quote(data)} is not an aqm block ({{kind, target, interval, ecn, min, max, "
-                         "probability, avpkt, wlog, gentle}}) or one of tail-drop, codel, red")
+                         "probability, avpkt, wlog, gentle, tupdate, alpha, beta, max_burst}}) or one of tail-drop, "
+                         "codel, red, pie")
 
     @field_validator("kind", mode="before")
     @classmethod
@@ -262,17 +275,47 @@ class Aqm(BaseModel):
         return AqmKind(data.strip().lower())
 
     @model_validator(mode="after")
-    def _target_below_interval(self) -> "Aqm":
+    def _kind_settings(self) -> "Aqm":
         if self.kind is AqmKind.CODEL and self.target >= self.interval:
             raise FieldProblems([Problem("target", f"{self.target} must be below the interval "
                                          f"{self.interval} (RFC 8289: 5-10% of it)")])
+        problems = []
         if self.kind is not AqmKind.RED:
-            extra = [f for f in _RED_FIELDS if getattr(self, f) is not None]
-            if extra:
-                raise FieldProblems([Problem(f, f"is a RED setting; {self.kind.value} has none (kind red uses it)")
-                                     for f in extra])
-            return self
-        return self._red_defaults()
+            problems += [Problem(f, f"is a RED setting; {self.kind.value} has none (kind red uses it)")
+                         for f in _RED_FIELDS if getattr(self, f) is not None]
+        if self.kind is not AqmKind.PIE:
+            problems += [Problem(f, f"is a PIE setting; {self.kind.value} has none (kind pie uses it)")
+                         for f in _PIE_FIELDS if getattr(self, f) is not None]
+        elif "interval" in self.model_fields_set:
+            problems.append(Problem("interval", "is a CoDel setting; pie has none (its update period is tupdate)"))
+        if problems:
+            raise FieldProblems(problems)
+        if self.kind is AqmKind.RED:
+            return self._red_defaults()
+        if self.kind is AqmKind.PIE:
+            return self._pie_defaults()
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any, info: SerializationInfo) -> Any:
+        data = handler(self)
+        # A pie's target defaults to 15ms, not to the field's 5ms (CoDel's): left out as a default, a
+        # pie target of 5ms would read back as 15ms.
+        if self.kind is AqmKind.PIE and isinstance(data, dict) and "target" not in data and info.exclude_defaults:
+            data = {"kind": data.pop("kind"), "target": str(self.target), **data} if "kind" in data else \
+                {"target": str(self.target), **data}
+        return data
+
+    def _pie_defaults(self) -> "Aqm":
+        """tc-pie's defaults (Linux sch_pie pie_params_init), filled into the frozen model."""
+        fill: dict[str, Any] = {"tupdate": PIE_DEFAULT_TUPDATE, "alpha": PIE_DEFAULT_ALPHA, "beta": PIE_DEFAULT_BETA,
+                                "max_burst": PIE_DEFAULT_MAX_BURST}
+        fill = {name: value for name, value in fill.items() if getattr(self, name) is None}
+        if "target" not in self.model_fields_set:
+            fill["target"] = PIE_DEFAULT_TARGET
+        for name, value in fill.items():
+            object.__setattr__(self, name, value)
+        return self
 
     def _red_defaults(self) -> "Aqm":
         """tc-red's defaults and checks (iproute2 q_red.c), filled into the frozen model."""
@@ -603,7 +646,7 @@ class LinkParams(BaseModel):
             problems.append(Problem("aqm", f"{self.aqm.kind.value} manages the single rate queue; with bearers each "
                                     "UE's queue is tail drop (leave aqm out, or bearers fifo)"))
         if self.aqm.ecn and self.aqm.kind is AqmKind.TAIL_DROP:
-            problems.append(Problem("aqm.ecn", "marks only where an AQM would drop; pick aqm codel or red "
+            problems.append(Problem("aqm.ecn", "marks only where an AQM would drop; pick aqm codel, red or pie "
                                     "(a full queue always drops)"))
         if self.rate == 0 and self.overhead:
             problems.append(Problem("overhead", f"{self.overhead} bytes needs a rate (overhead "

@@ -13,8 +13,8 @@ prefix of a name, anywhere after it (getopt permutes) up to a `--`; the short op
 `-d FILE` are the logs. Queue arguments are mm-link's `NAME=NUMBER[, NAME=NUMBER...]`, whole
 numbers. What each shell and option becomes, and where p4netem differs (its stages run in a fixed
 order, its byte limit counts Ethernet frames, its on/off link starts at the first packet), is in
-docs/profiles.md ("From Mahimahi"). What p4netem cannot do (drop-head and PIE queues, `--once`, a
-second mm-onoff on one direction, other shells) is an error that names the word and says why: a profile that
+docs/profiles.md ("From Mahimahi"). What p4netem cannot do (drop-head queues, Mahimahi's red, `--once`,
+a second mm-onoff on one direction, other shells) is an error that names the word and says why: a profile that
 silently did less than the command would be worse than none. Options that only show or record
 (`--meter-*`, the logs, mm-meter) are accepted with a warning naming p4netem's own view.
 """
@@ -54,21 +54,23 @@ _LINK_OPTIONS = {"uplink-log": True, "downlink-log": True, "once": False, "meter
 _LINK_SHORT = {"u": "uplink-log", "d": "downlink-log"}
 _METER_OPTIONS = {"meter-uplink": False, "meter-downlink": False}
 # mm-link's queue types; the argument names each reads (dropping_packet_queue.cc's get_arg).
-_QUEUE_ARGS = {"infinite": (), "droptail": ("packets", "bytes"), "codel": ("packets", "bytes", "target", "interval")}
+_QUEUE_ARGS = {"infinite": (), "droptail": ("packets", "bytes"), "codel": ("packets", "bytes", "target", "interval"),
+               "pie": ("packets", "bytes", "qdelay_ref", "max_burst")}
 _ALL_QUEUE_ARGS = ("packets", "bytes", "target", "interval", "qdelay_ref", "max_burst", "wq", "minthresh",
                    "maxthresh")
 _REFUSED_QUEUES = {
     "drophead": "p4netem has no drop-head queue: its rate queue fixes each packet's departure when it admits it, "
                 "so a queued packet cannot be dropped to make room (droptail with the same limits drops the "
                 "arriving packet instead)",
-    "pie": "p4netem has no PIE AQM (its AQMs are codel and red)",
     "red": "Mahimahi's red (a packet average against fractions of the packet limit) is not p4netem's RED "
            "(tc-red's byte average); give p4netem's in a profile, aqm: {kind: red, max: ...}",
 }
-_ALLOWED_QUEUES = "infinite (the default), droptail, codel"
+_ALLOWED_QUEUES = "infinite (the default), droptail, codel, pie"
 # Profile ranges, in the units mm-link's arguments use.
 _MAX_DELAY_MS = MAX_48 // 10**6  # delay_ns is bit<48>
 _MAX_CODEL_MS = (2**32 - 1) // 10**6  # CoDel's times are 32-bit ns (link.py CodelTime)
+_MAX_PIE_MS = (2**32 - 1) // 10**6  # so are PIE's target and burst allowance (pie_target_ns, pie_max_burst_ns)
+_MAHIMAHI_PIE_TUPDATE_MS = 30  # pie_packet_queue.cc: t_update_ ( 30 )
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _QUEUE_ARG = re.compile(r"([a-z_]+)=(\d+)")
 
@@ -320,7 +322,7 @@ def _link(args: list[str], dirs: dict[str, _Direction], warnings: list[str]) -> 
     queue_options = {k: v for k, v in queue_options.items() if v or not k.endswith("-args")}
     for direction in DIRECTIONS:
         kind = queue_options.get(f"{direction}-queue", "infinite")  # mm-link's default: an unlimited queue
-        _queue(direction, kind, queue_options.get(f"{direction}-queue-args"), dirs[direction])
+        _queue(direction, kind, queue_options.get(f"{direction}-queue-args"), dirs[direction], warnings)
     return positional[2:]
 
 
@@ -391,7 +393,7 @@ def _allowed(shell: str, longs: Mapping[str, bool], shorts: Mapping[str, str]) -
     return f"allowed: {', '.join(names)} (put -- before the options of a program {shell} runs)"
 
 
-def _queue(direction: str, kind: str, raw: str | None, d: _Direction) -> None:
+def _queue(direction: str, kind: str, raw: str | None, d: _Direction, warnings: list[str]) -> None:
     """mm-link's `--DIRECTION-queue=TYPE --DIRECTION-queue-args=ARGS` as the direction's queue
     limits and AQM (link_queue.cc plays the trace; the queue type only decides what it drops)."""
     where = f"--{direction}-queue={kind}"
@@ -422,6 +424,9 @@ def _queue(direction: str, kind: str, raw: str | None, d: _Direction) -> None:
             d.queue[limit] = args[limit]
     if kind == "codel":
         d.aqm = _codel(args, arg_where)
+    elif kind == "pie":
+        d.aqm = _pie(args, arg_where)
+        warnings.append(_pie_warning(where))
 
 
 def _queue_args(direction: str, raw: str | None) -> dict[str, int]:
@@ -457,6 +462,31 @@ def _codel(args: Mapping[str, int], where: str) -> dict[str, Any]:
         raise _Bad(where, f"target={args['target']} must be below interval={args['interval']} "
                           "(p4netem's CoDel, RFC 8289: target is 5-10 % of the interval)")
     return {"kind": "codel", "target": f"{args['target']}ms", "interval": f"{args['interval']}ms", "ecn": False}
+
+
+def _pie(args: Mapping[str, int], where: str) -> dict[str, Any]:
+    """PIE's qdelay_ref and max_burst, both required and non-zero by mm-link ("PIE AQM queue must have
+    qdelay_ref and max_burst parameters"), in milliseconds; Mahimahi's PIE updates every 30 ms and
+    only drops: ecn off. alpha and beta are left at RFC 8033's 0.125 and 1.25 (Mahimahi's too)."""
+    for name, what in (("qdelay_ref", "the target queue delay"), ("max_burst", "the burst allowance")):
+        if not args.get(name):
+            raise _Bad(where, f"the pie queue needs {name}=MS ({what}, milliseconds, 1..{_MAX_PIE_MS}), as mm-link "
+                              "does")
+        if args[name] > _MAX_PIE_MS:
+            raise _Bad(where, f"{name}={args[name]} must be at most {_MAX_PIE_MS} ms (PIE's times are 32-bit ns)")
+    return {"kind": "pie", "target": f"{args['qdelay_ref']}ms", "max_burst": f"{args['max_burst']}ms",
+            "tupdate": f"{_MAHIMAHI_PIE_TUPDATE_MS}ms", "ecn": False}
+
+
+def _pie_warning(where: str) -> str:
+    return (f"{where}: p4netem runs RFC 8033's PIE with Linux's arithmetic (sch_pie) on each packet's exact queue "
+            f"delay, updated every {_MAHIMAHI_PIE_TUPDATE_MS} ms as Mahimahi's; Mahimahi's PIE estimates the queue "
+            "delay from an averaged drain rate in whole milliseconds and scales alpha and beta by 1/128, 1/32 or "
+            "1/16 by probability band (below 1 %, below 10 %, from 10 %) of that delay in milliseconds, so its "
+            "probability moves 62.5 times as fast as Linux's (faster still below 0.1 %); it also decays an idle "
+            "queue's probability by 2 % per update (Linux: 1/64), draws each drop on its own (Linux spreads them "
+            "out: RFC 8033's de-randomisation) and starts with no burst allowance. The same target, burst allowance and update period: not the "
+            "same drops")
 
 
 def _fields(d: _Direction) -> dict[str, Any]:

@@ -11,7 +11,7 @@ is skipped. What each option becomes, and where p4netem differs, is in docs/prof
 ("From netem"). netem's CORRELATION after delay, loss, duplicate, corrupt and reorder, and
 `gap`, become the profile's `correlation` block and `reorder.gap` (the switch runs netem's
 correlated generator); netem's `ecn` (mark instead of losing) becomes `loss_ecn` (an `ecn` among
-codel's or red's options is theirs: `aqm.ecn`); `rate`'s CELLSIZE and CELLOVERHEAD become
+codel's, red's or pie's options is theirs: `aqm.ecn`); `rate`'s CELLSIZE and CELLOVERHEAD become
 `cell_size` and `cell_overhead` (the link time counts cells, as netem's packet_time_ns);
 PACKETOVERHEAD and CELLOVERHEAD may be negative, as in netem (-32768..32767: a negative overhead
 strips a header, e.g. -14 for Ethernet's; a frame shorter than -PACKETOVERHEAD takes no link time,
@@ -36,6 +36,7 @@ from typing import Any
 from .distribution import DistTable, find_netem_dist, load_dist
 from .errors import Problem, ProfileError
 from .link import red_wlog_for_burst
+from .pie import ALPHA_ZERO_REASON, PIE_SIXTEENTHS_MAX, gain_from_sixteenths, gain_text
 from .profile import Profile
 from .units import quote
 
@@ -46,7 +47,10 @@ NETEM_DEFAULT_LIMIT = 1000
 
 # tc's keyword order: `matches()` accepts any prefix, and the first keyword it fits wins.
 _KEYWORDS = ("limit", "latency", "delay", "loss", "drop", "ecn", "reorder", "corrupt", "gap",
-             "duplicate", "distribution", "rate", "slot", "seed", "codel", "red")
+             "duplicate", "distribution", "rate", "slot", "seed", "codel", "red", "pie")
+_AQM_KEYWORDS = ("codel", "red", "pie")
+# Keywords taken only whole: `p`/`pi` would otherwise be pie (slot's `packets` may be abbreviated to them).
+_WHOLE_KEYWORDS = ("pie",)
 # `codel [target TIME] [interval TIME] [ecn|noecn]`: tc's codel qdisc options (tc-codel(8)), which a
 # p4netem profile puts on the rate queue (netem itself has no AQM: the two would be stacked qdiscs).
 _CODEL_OPTIONS = ("target", "interval", "ecn", "noecn")
@@ -55,6 +59,11 @@ _CODEL_OPTIONS = ("target", "interval", "ecn", "noecn")
 # none), on the rate queue as codel's are; red's limit is the rate queue's byte limit.
 _RED_OPTIONS = ("limit", "min", "max", "avpkt", "burst", "probability", "bandwidth", "ecn", "noecn",
                 "gentle", "harddrop", "adaptive", "nodrop")
+# `pie [limit PACKETS] [target TIME] [tupdate TIME] [alpha INT] [beta INT] [ecn|noecn] [bytemode|nobytemode]
+# [dq_rate_estimator|no_dq_rate_estimator]`: tc-pie(8)'s options, on the rate queue as codel's are; pie's
+# limit is the rate queue's packet limit (netem's `limit`), alpha and beta are sixteenths of a Hz.
+_PIE_OPTIONS = ("limit", "target", "tupdate", "alpha", "beta", "ecn", "noecn", "bytemode", "nobytemode",
+                "dq_rate_estimator", "no_dq_rate_estimator")
 # tc_util.c get_size: bytes, with k/m/g (1024-based) and kbit/mbit/gbit (bits) multiples.
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3,
                "gb": 1024**3, "kbit": 1024 // 8, "mbit": 1024**2 // 8, "gbit": 1024**3 // 8}
@@ -65,6 +74,7 @@ _ALLOWED = ("delay TIME [JITTER [CORR]] [distribution uniform|normal|pareto|pare
             "rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]], limit PACKETS, "
             "codel [target TIME] [interval TIME] [ecn], "
             "red [limit BYTES] [min BYTES] max BYTES [avpkt BYTES] [burst PACKETS] [probability P] [ecn] [gentle], "
+            "pie [limit PACKETS] [target TIME] [tupdate TIME] [alpha 1..32] [beta 0..32] [ecn], "
             "slot MIN [MAX] [packets N] [bytes B], "
             "slot distribution uniform|normal|pareto|paretonormal|FILE.dist DELAY JITTER [packets N] [bytes B]")
 
@@ -148,7 +158,7 @@ def _split(text: str | Sequence[str]) -> list[str]:
 def _keyword(word: str) -> str | None:
     """tc's matches(): the first keyword that `word` is a prefix of (case-sensitive, as tc)."""
     for keyword in _KEYWORDS:
-        if word and keyword.startswith(word):
+        if word and keyword.startswith(word) and (word == keyword or keyword not in _WHOLE_KEYWORDS):
             return keyword
     return None
 
@@ -228,6 +238,7 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
     user_table: DistTable | None = None
     limit: int | None = None
     red_limit: int | None = None
+    pie_limit: int | None = None
     loss_model: str | None = None  # "random", "gemodel" or "state" once `loss` has been read
     while tokens.more():
         word = tokens.take("an option", "")
@@ -241,6 +252,9 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                 keyword = "loss"
             if keyword in seen and keyword not in ("ecn",):
                 raise _Bad(keyword, f"given twice ({quote(seen[keyword])} and {quote(word)})")
+            if keyword in _AQM_KEYWORDS and "aqm" in out:
+                raise _Bad(keyword, f"is a second AQM after {out['aqm']['kind']}: the rate queue has one; give one "
+                                    "of them")
             seen[keyword] = word
             if keyword == "limit":
                 limit = _packets(tokens.take("a number of packets", "limit"), "limit")
@@ -281,6 +295,8 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                 out["aqm"] = _codel(tokens)
             elif keyword == "red":
                 out["aqm"], red_limit = _red(tokens, warnings)
+            elif keyword == "pie":
+                out["aqm"], pie_limit = _pie(tokens)
             elif keyword == "slot":
                 out["slot"], table = _slot(tokens)
                 if table is not None:
@@ -332,6 +348,12 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
     if "aqm" in out and "rate" not in out:
         problems.append(Problem(out["aqm"]["kind"], "needs rate RATE: an AQM manages the rate queue, which only "
                                                    "a rate has"))
+    if pie_limit is not None:
+        # pie's limit and netem's are the same thing here: the rate queue's packet limit.
+        if limit is not None and limit != pie_limit:
+            problems.append(Problem("pie limit", f"{pie_limit} and netem's limit {limit} would both be the rate "
+                                                 "queue's packet limit; give one of them"))
+        limit = pie_limit
     if "rate" in out:
         out["queue"] = {"packets": limit if limit is not None else NETEM_DEFAULT_LIMIT}
         if red_limit is not None:
@@ -396,6 +418,54 @@ def _codel(tokens: _Tokens) -> dict[str, Any]:
         else:
             aqm["ecn"] = option == "ecn"
     return aqm
+
+
+def _pie(tokens: _Tokens) -> tuple[dict[str, Any], int | None]:
+    """tc-pie's options after `pie` (iproute2 q_pie.c), with tc-pie's defaults for those left out
+    (the profile's: target 15ms, tupdate 15ms, alpha 2 and beta 20 sixteenths). Returns the aqm
+    block and pie's packet limit. bytemode and dq_rate_estimator are refused: p4netem's PIE knows
+    each packet's exact queue delay and drops by packet."""
+    aqm: dict[str, Any] = {"kind": "pie"}
+    limit = None
+    while tokens.more() and tokens.words[tokens.i] in _PIE_OPTIONS:
+        option = tokens.take("a pie option", "pie")
+        where = f"pie {option}"
+        if option == "limit":
+            limit = _packets(tokens.take("a number of packets", where), where)
+            if limit < 0:
+                raise _Bad(where, f"{limit} is negative")
+        elif option in ("target", "tupdate"):
+            aqm[option] = _time(tokens.take("a time", where), where)
+        elif option in ("alpha", "beta"):
+            aqm[option] = _sixteenths(tokens.take("an integer 0..32", where), option)
+        elif option in ("ecn", "noecn"):
+            aqm["ecn"] = option == "ecn"
+        elif option == "bytemode":
+            raise _Bad(where, "is not supported: p4netem's PIE drops by packet (its probability is not scaled by "
+                              "the packet's size); leave it out (nobytemode, the default)")
+        elif option == "dq_rate_estimator":
+            raise _Bad(where, "is not supported: p4netem's PIE knows each packet's exact queue delay (the wait "
+                              "behind the bytes queued ahead of it), so it needs no drain-rate estimate; leave it "
+                              "out (no_dq_rate_estimator, the default)")
+        # nobytemode, no_dq_rate_estimator: tc-pie's defaults, which are what p4netem's PIE does.
+    return aqm, limit
+
+
+def _sixteenths(word: str, option: str) -> str:
+    """tc-pie's alpha/beta: an integer 0..32 in sixteenths of a Hz (get_unsigned: decimal or 0x hex),
+    as the profile's decimal in Hz."""
+    where = f"pie {option}"
+    try:
+        n = int(word, 0)
+    except ValueError:
+        raise _Bad(where, f"{quote(word)} is not an integer (tc-pie's {option} is 0..32 sixteenths of a Hz: "
+                          f"{option} 2 is 0.125 Hz)") from None
+    if not 0 <= n <= PIE_SIXTEENTHS_MAX:
+        raise _Bad(where, f"{n} out of range 0..{PIE_SIXTEENTHS_MAX} (sixteenths of a Hz; tc refuses it too: "
+                          f"Illegal \"{option}\")")
+    if n == 0 and option == "alpha":
+        raise _Bad(where, f"0 is refused: {ALPHA_ZERO_REASON}; allowed 1..{PIE_SIXTEENTHS_MAX}")
+    return gain_text(gain_from_sixteenths(n))
 
 
 def _size(word: str, where: str) -> int:
@@ -533,7 +603,7 @@ def _ecn(seen: dict[str, str], loss_model: str | None, out: dict[str, Any], prob
         problems.append(Problem("ecn", f"without a loss model{given}: tc refuses it too (\"ecn requested without loss "
                                        "model\"); netem's ecn marks what the loss model would lose: add loss PERCENT, "
                                        "loss gemodel P [R [1-H [1-K]]] or loss state P13 [...] (for marks where the "
-                                       "rate queue is congested: codel ... ecn or red ... ecn)"))
+                                       "rate queue is congested: codel ... ecn, red ... ecn or pie ... ecn)"))
     elif not any(key in out for key in ("loss", "gilbert_elliott", "loss_state")):
         # tc takes it (a model is given), but this model never loses: nothing would ever be marked.
         problems.append(Problem("ecn", f"has nothing to mark: loss {loss_model} with these values never "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .link import AqmKind, BearerScheduler, LinkParams, OnOff, Slot, TracePlacement
+from .pie import PIE_DEFAULT_ALPHA, PIE_DEFAULT_BETA, PIE_DEFAULT_MAX_BURST, gain_text
 from .units import Percent
 from .profile import Profile
 
@@ -98,6 +99,12 @@ def _aqm(link: LinkParams) -> str:
     ecn = "ecn" if a.ecn else ""
     if a.kind is AqmKind.CODEL:
         return f"codel{_notes(f'target {a.target}', f'interval {a.interval}', ecn)}"
+    if a.kind is AqmKind.PIE:
+        # alpha, beta and the burst allowance only when they are not tc-pie's defaults.
+        return "pie" + _notes(f"target {a.target}", f"tupdate {a.tupdate}",
+                              f"alpha {gain_text(a.alpha)}" if a.alpha != PIE_DEFAULT_ALPHA else "",
+                              f"beta {gain_text(a.beta)}" if a.beta != PIE_DEFAULT_BETA else "",
+                              f"max_burst {a.max_burst}" if a.max_burst != PIE_DEFAULT_MAX_BURST else "", ecn)
     # A red block always has min, max and probability (tc-red's defaults fill what is not given).
     return f"red{_notes(f'min {a.min}', f'max {a.max}', f'p {a.probability}', 'gentle' if a.gentle else '', ecn)}"
 

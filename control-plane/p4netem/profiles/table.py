@@ -15,6 +15,9 @@ Quantisation (the only places where the table holds less than the profile):
                  overhead_bytes and cell_overhead_bytes are signed, -32768..32767, as the bit<16>'s
                  two's complement (value & 0xFFFF; read back 32768..65535 as value - 65536).
   flags          ecn, red_gentle, loss_ecn: 0/1, exact.
+  PIE gains      pie_alpha, pie_beta = floor(gain_hz * 2^56 / 10^9), computed exactly (pie.py). Read
+                 back as the decimal with the fewest significant digits that encodes to the same
+                 integer (0.125 and 1.25, tc-pie's defaults, read back as written).
   on/off link    onoff_on_prob = round_half_up(mean_on * 2^32 / (mean_on + mean_off)), onoff_recip =
                  round(2^64 / (tau ln 2)), tau = mean_on * mean_off / (mean_on + mean_off) ns,
                  computed exactly (onoff.py). Read back as the pair of means with the fewest significant digits
@@ -42,6 +45,7 @@ from .action_params import ParamWidths
 from .errors import Problem, ProfileError, problems_from_validation_error
 from .link import AqmKind, BearerScheduler, JitterDistribution, LinkParams, pf_halflife_log2
 from .onoff import decode_onoff, encode_onoff
+from .pie import PIE_ALPHA_MIN, decode_gain, encode_gain
 from .units import (ByteSize, Duration, ns_per_byte_q16_to_rate, percent_to_prob, prob_to_percent,
                     rate_to_ns_per_byte_q16)
 
@@ -153,6 +157,7 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         "loss_ecn": int(link.loss_ecn),
         **_encode_cells(link),
         **_encode_onoff(link),
+        **_encode_pie(link),
     }
     _PARAMS.check_encoded(params)
     return params
@@ -211,7 +216,7 @@ def _decode_link(params: Mapping[str, Any]) -> LinkParams:
         return LinkParams.model_validate(data, context={"lenient": True})
     except ValidationError as exc:
         # A value the encoding can hold but a profile cannot (e.g. a rate above 100 Gbit/s).
-        raise ProfileError(_to_param_names(problems_from_validation_error(exc)),
+        raise ProfileError(_to_param_names(problems_from_validation_error(exc), values["aqm"]),
                            SET_IMPAIRMENT) from None
 
 
@@ -284,6 +289,14 @@ def _encode_red(link: LinkParams, q16: int) -> dict[str, int]:
         "red_gentle": int(bool(aqm.gentle)),
         "red_idle_q48": min(max(round(_red_idle_unit(int(aqm.wlog), q16) / int(aqm.avpkt)), 1), _Q48_MAX),
     }
+
+
+def _encode_pie(link: LinkParams) -> dict[str, int]:
+    aqm = link.aqm
+    if aqm.kind is not AqmKind.PIE:  # the other kinds write zeros, so old encodings stay as they were
+        return {"pie_target_ns": 0, "pie_tupdate_ns": 0, "pie_alpha": 0, "pie_beta": 0, "pie_max_burst_ns": 0}
+    return {"pie_target_ns": int(aqm.target), "pie_tupdate_ns": int(aqm.tupdate), "pie_alpha": encode_gain(aqm.alpha),
+            "pie_beta": encode_gain(aqm.beta), "pie_max_burst_ns": int(aqm.max_burst)}
 
 
 _LOSS4 = ("p13", "p31", "p32", "p23", "p14")
@@ -403,6 +416,10 @@ def _decode_aqm(values: Mapping[str, int]) -> dict[str, Any]:
         return {"kind": kind, "ecn": bool(values["ecn"]), "min": ByteSize(values["red_min_bytes"]),
                 "max": ByteSize(values["red_max_bytes"]), "probability": prob_to_percent(values["red_max_prob"]),
                 "wlog": wlog, "avpkt": ByteSize(avpkt) if 64 <= avpkt <= 65535 else None, "gentle": bool(values["red_gentle"])}
+    if kind is AqmKind.PIE:
+        return {"kind": kind, "target": Duration(values["pie_target_ns"]), "tupdate": Duration(values["pie_tupdate_ns"]),
+                "alpha": decode_gain(values["pie_alpha"], lo=PIE_ALPHA_MIN), "beta": decode_gain(values["pie_beta"]),
+                "max_burst": Duration(values["pie_max_burst_ns"]), "ecn": bool(values["ecn"])}
     return {"kind": kind, "ecn": bool(values["ecn"])}
 
 
@@ -416,6 +433,8 @@ _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_b
                    "aqm.interval": "codel_interval_ns", "aqm.ecn": "ecn", "aqm.min": "red_min_bytes",
                    "aqm.max": "red_max_bytes", "aqm.probability": "red_max_prob", "aqm.wlog": "red_wlog",
                    "aqm.avpkt": "red_idle_q48", "aqm.gentle": "red_gentle",
+                   "aqm.tupdate": "pie_tupdate_ns", "aqm.alpha": "pie_alpha", "aqm.beta": "pie_beta",
+                   "aqm.max_burst": "pie_max_burst_ns",
                    **{f"loss_state.{n}": f"loss4_{n}" for n in _LOSS4},
                    "slot.min": "slot_delay_ns", "slot.delay": "slot_delay_ns", "slot.max": "slot_span_ns",
                    "slot.jitter": "slot_span_ns", "slot.distribution": "slot_dist",
@@ -430,8 +449,10 @@ _FIELD_TO_PARAM = {"delay": "delay_ns", "jitter": "jitter_ns", "rate": "ns_per_b
                    **dict.fromkeys(("onoff", "onoff.mean_on", "onoff.mean_off"), "onoff_on_prob, onoff_recip")}
 
 
-def _to_param_names(problems: list[Problem]) -> list[Problem]:
-    return [Problem(f"{_FIELD_TO_PARAM.get(p.path, p.path)} ({p.path})", p.message)
+def _to_param_names(problems: list[Problem], aqm: int) -> list[Problem]:
+    # aqm.target is CoDel's codel_target_ns or PIE's pie_target_ns, by the aqm param.
+    names = {**_FIELD_TO_PARAM, "aqm.target": "pie_target_ns"} if aqm == AqmKind.PIE.code else _FIELD_TO_PARAM
+    return [Problem(f"{names.get(p.path, p.path)} ({p.path})", p.message)
             for p in problems]
 
 

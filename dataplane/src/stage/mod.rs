@@ -18,6 +18,7 @@ pub mod delay;
 pub mod duplicate;
 pub mod loss;
 pub mod onoff;
+pub mod pie;
 pub mod radio;
 pub mod rate;
 pub mod red;

@@ -1,5 +1,6 @@
 //! Rate stage: a virtual clock per pd and a finite, drop-tail queue, optionally managed by an AQM
-//! (RED as a packet arrives, red.rs; CoDel at its dequeue instant, codel.rs). A profile with
+//! (RED as a packet arrives, red.rs; PIE as it joins the queue, pie.rs; CoDel at its dequeue
+//! instant, codel.rs). A profile with
 //! bearers (`bearer_sched`) makes the pd a cell instead: the packet is checked against its UE's
 //! bearer limits here and held (Verdict::Held) for the cell's scheduler (bearer.rs).
 //!
@@ -27,8 +28,8 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{bearer, codel, red, trace, Ctx, Impairment, Pkt, Stage, Verdict};
-use crate::contract::{DropReason, AQM_CODEL, AQM_RED};
+use super::{bearer, codel, pie, red, trace, Ctx, Impairment, Pkt, Stage, Verdict};
+use crate::contract::{DropReason, AQM_CODEL, AQM_PIE, AQM_RED};
 use crate::state::Registers;
 
 const MIN_FRAME: u32 = 14;
@@ -62,6 +63,18 @@ pub fn service_ns(wire: u64, imp: &Impairment) -> u64 {
         cell => wire.div_ceil(cell) * cell_link_bytes(imp),
     };
     ((bytes as u128 * imp.ns_per_byte_q16 as u128) >> 16) as u64
+}
+
+#[inline]
+fn pie_params(imp: &Impairment) -> pie::Params {
+    pie::Params {
+        target_ns: imp.pie_target_ns as u64,
+        tupdate_ns: imp.pie_tupdate_ns as u64,
+        alpha: imp.pie_alpha as u64,
+        beta: imp.pie_beta as u64,
+        max_burst_ns: imp.pie_max_burst_ns as u64,
+        ecn: imp.ecn,
+    }
 }
 
 #[inline]
@@ -197,6 +210,23 @@ impl Stage for Rate {
             cell.store(&vars);
             if decision == codel::Decision::Drop {
                 // Dropped before the queue: no link time, no backlog.
+                return Verdict::Drop(DropReason::AqmDrop);
+            }
+        } else if imp.aqm == AQM_PIE {
+            // PIE as the packet joins the queue, once the updates due by then have run (pie.rs),
+            // and after the limits (Linux's order; any drop restarts its de-randomisation).
+            let cell = &regs.pie[pd];
+            let mut vars = cell.load();
+            let params = pie_params(imp);
+            pie::catch_up(&mut vars, &params, pkt.ready, free_at);
+            if bytes_full || pkts_full {
+                vars.accu_prob = 0;
+                cell.store(&vars);
+                return Verdict::Drop(DropReason::QueueFull);
+            }
+            decision = pie::enqueue(&mut vars, &params, bytes, ect, ctx.rng);
+            cell.store(&vars);
+            if decision == codel::Decision::Drop {
                 return Verdict::Drop(DropReason::AqmDrop);
             }
         }
@@ -400,6 +430,50 @@ mod tests {
                 assert_eq!(q, wire.div_ceil(cell), "wire {wire} cell {cell}");
             }
         }
+    }
+
+    /// PIE under a sender that does not back off (1500-byte frames at twice 10 Mbit/s, a
+    /// 1000-packet queue): the drop share settles near 1/2 and the queue delay packets see near
+    /// the 15 ms target, where tail drop holds the whole queue (1.2 s). Linux's defaults.
+    #[test]
+    fn pie_holds_an_overloaded_queue_near_its_target() {
+        let (regs, counters, mut rng) = setup();
+        let mut rate = Rate::new(8, 4096);
+        let imp = Impairment {
+            ns_per_byte_q16: q16_for_bps(10e6),
+            queue_limit_pkts: 1000,
+            aqm: AQM_PIE,
+            pie_target_ns: 15_000_000,
+            pie_tupdate_ns: 15_000_000,
+            pie_alpha: 9007199,
+            pie_beta: 90071992,
+            pie_max_burst_ns: 150_000_000,
+            ..Default::default()
+        };
+        rate.provision(2, &imp);
+        let (gap, n) = (600_000u64, 100_000u64); // 60 s
+        let (mut delays, mut drops, mut full) = (Vec::new(), 0u64, 0u64);
+        for k in 0..n {
+            let now = 1_000_000 + k * gap;
+            let mut ctx = Ctx { now, pd: 2, rng: &mut rng, regs: &regs, counters: &counters };
+            let mut p = Pkt::new(1500, now);
+            match rate.enqueue(&imp, &mut ctx, &mut p) {
+                // The queue delay: the wait before its 1.2 ms on the link.
+                Verdict::Pass if k >= n / 4 => delays.push(p.departure - now - 1_200_000),
+                Verdict::Pass => {}
+                Verdict::Drop(DropReason::AqmDrop) => drops += (k >= n / 4) as u64,
+                Verdict::Drop(DropReason::QueueFull) => full += 1,
+                v => panic!("{v:?}"),
+            }
+        }
+        delays.sort_unstable();
+        let median_ms = delays[delays.len() / 2] as f64 / 1e6;
+        let share = drops as f64 / (n - n / 4) as f64;
+        assert!((10.0..20.0).contains(&median_ms), "median queue delay {median_ms} ms");
+        eprintln!("PIE at 2x overload: median queue delay {median_ms:.2} ms, drop share {share:.4}");
+        assert!((share - 0.5).abs() < 0.05, "drop share {share}");
+        assert_eq!(full, 0, "PIE, not the limit, drops");
+        assert!(regs.pie[2].load().prob > 0);
     }
 
     #[test]

@@ -196,6 +196,8 @@ pub struct Registers {
     pub trace_first_at: Box<[AtomicU32]>,
     /// Per-pd on/off link state (the `onoff_*` registers; stage/onoff.rs).
     pub onoff: Box<[PdOnOff]>,
+    /// Per-pd PIE variables (the `pie_*` registers; stage/pie.rs).
+    pub pie: Box<[PdPie]>,
     /// The built-in distribution tables, restored by a reset.
     initial_dist: Box<[i16]>,
     initial_seed: u64,
@@ -490,6 +492,52 @@ impl PdOnOff {
 
 const ONOFF_REGISTERS: [u32; 2] = [REG_ONOFF_STATE, REG_ONOFF_AT_NS];
 
+/// One pd's PIE variables (stage/pie.rs): the contract's `pie_*` registers are views of these.
+#[derive(Default)]
+pub struct PdPie {
+    pub prob: AtomicU64,
+    pub qdelay_old_ns: AtomicU64,
+    pub burst_ns: AtomicU64,
+    pub accu_prob: AtomicU64,
+    pub next_ns: AtomicU64,
+}
+
+impl PdPie {
+    #[inline]
+    pub fn load(&self) -> crate::stage::pie::Vars {
+        crate::stage::pie::Vars {
+            prob: self.prob.load(Relaxed),
+            qdelay_old_ns: self.qdelay_old_ns.load(Relaxed),
+            burst_ns: self.burst_ns.load(Relaxed),
+            accu_prob: self.accu_prob.load(Relaxed),
+            next_ns: self.next_ns.load(Relaxed),
+        }
+    }
+
+    #[inline]
+    pub fn store(&self, v: &crate::stage::pie::Vars) {
+        self.prob.store(v.prob, Relaxed);
+        self.qdelay_old_ns.store(v.qdelay_old_ns, Relaxed);
+        self.burst_ns.store(v.burst_ns, Relaxed);
+        self.accu_prob.store(v.accu_prob, Relaxed);
+        self.next_ns.store(v.next_ns, Relaxed);
+    }
+
+    fn cell(&self, reg_id: u32) -> Option<&AtomicU64> {
+        Some(match reg_id {
+            REG_PIE_PROB => &self.prob,
+            REG_PIE_QDELAY_OLD_NS => &self.qdelay_old_ns,
+            REG_PIE_BURST_NS => &self.burst_ns,
+            REG_PIE_ACCU_PROB => &self.accu_prob,
+            REG_PIE_NEXT_NS => &self.next_ns,
+            _ => return None,
+        })
+    }
+}
+
+const PIE_REGISTERS: [u32; 5] =
+    [REG_PIE_PROB, REG_PIE_QDELAY_OLD_NS, REG_PIE_BURST_NS, REG_PIE_ACCU_PROB, REG_PIE_NEXT_NS];
+
 const CODEL_REGISTERS: [u32; 6] = [
     REG_CODEL_FIRST_ABOVE_NS,
     REG_CODEL_DROP_NEXT_NS,
@@ -723,6 +771,7 @@ impl Registers {
             trace_opportunity_ms: atomics(REG_TRACE_OPPORTUNITY_MS_SIZE, || AtomicU32::new(0)),
             trace_first_at: atomics(REG_TRACE_FIRST_AT_SIZE, || AtomicU32::new(0)),
             onoff: atomics(pds, PdOnOff::default),
+            pie: atomics(pds, PdPie::default),
             initial_dist,
             initial_seed: seed,
         };
@@ -765,6 +814,7 @@ impl Registers {
             REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms[i].load(Relaxed) as u128,
             REG_TRACE_FIRST_AT => self.trace_first_at[i].load(Relaxed) as u128,
             id if ONOFF_REGISTERS.contains(&id) => self.onoff[i].read(id).expect("an onoff register"),
+            id if PIE_REGISTERS.contains(&id) => self.pie[i].cell(id).expect("a pie register").load(Relaxed) as u128,
             id => self.radio.read(id, i).expect("check_index validated the id"),
         })
     }
@@ -816,6 +866,9 @@ impl Registers {
             id if ONOFF_REGISTERS.contains(&id) => {
                 self.onoff[i].write(id, value);
             }
+            id if PIE_REGISTERS.contains(&id) => {
+                self.pie[i].cell(id).expect("a pie register").store(value as u64, Relaxed);
+            }
             id => {
                 let written = self.radio.write(id, i, value);
                 debug_assert!(written, "check_index validated the id");
@@ -840,6 +893,7 @@ impl Registers {
             REG_TRACE_OPPORTUNITY_MS => self.trace_opportunity_ms.len() as u32,
             REG_TRACE_FIRST_AT => self.trace_first_at.len() as u32,
             id if ONOFF_REGISTERS.contains(&id) => self.onoff.len() as u32,
+            id if PIE_REGISTERS.contains(&id) => self.pie.len() as u32,
             id if self.radio.size(id).is_some() => self.radio.size(id).unwrap_or(0) as u32,
             _ => return Err(StateError::NotFound(format!("no register with id {reg_id:#x}"))),
         })
@@ -895,6 +949,9 @@ impl Registers {
         }
         for o in self.onoff.iter() {
             o.clear();
+        }
+        for p in self.pie.iter() {
+            p.store(&Default::default());
         }
         self.radio.reset();
         self.restore_dist();

@@ -86,6 +86,13 @@ pub struct Impairment {
     /// and 2^64 / (tau ln 2), its relaxation's half-lives per ns (Q64); on when onoff_recip != 0.
     pub onoff_on_prob: u32,
     pub onoff_recip: u64,
+    /// PIE (stage/pie.rs, `aqm` = AQM_PIE): target and update period (ns), alpha and beta
+    /// (floor(Hz * 2^56 / 10^9): Q56 probability per ns of delay, per update), burst allowance (ns).
+    pub pie_target_ns: u32,
+    pub pie_tupdate_ns: u32,
+    pub pie_alpha: u32,
+    pub pie_beta: u32,
+    pub pie_max_burst_ns: u32,
 }
 
 impl Impairment {
@@ -151,6 +158,11 @@ impl Impairment {
             cell_recip: g(imp::CELL_RECIP) as u64,
             onoff_on_prob: g(imp::ONOFF_ON_PROB) as u32,
             onoff_recip: g(imp::ONOFF_RECIP) as u64,
+            pie_target_ns: g(imp::PIE_TARGET_NS) as u32,
+            pie_tupdate_ns: g(imp::PIE_TUPDATE_NS) as u32,
+            pie_alpha: g(imp::PIE_ALPHA) as u32,
+            pie_beta: g(imp::PIE_BETA) as u32,
+            pie_max_burst_ns: g(imp::PIE_MAX_BURST_NS) as u32,
         }
     }
 
@@ -280,6 +292,11 @@ mod tests {
             ("cell_recip", i.cell_recip),
             ("onoff_on_prob", i.onoff_on_prob as u64),
             ("onoff_recip", i.onoff_recip),
+            ("pie_target_ns", i.pie_target_ns as u64),
+            ("pie_tupdate_ns", i.pie_tupdate_ns as u64),
+            ("pie_alpha", i.pie_alpha as u64),
+            ("pie_beta", i.pie_beta as u64),
+            ("pie_max_burst_ns", i.pie_max_burst_ns as u64),
         ];
         for (name, got) in fields {
             assert_eq!(got, by_name(name), "{name}");
