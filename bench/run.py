@@ -42,6 +42,7 @@ import onoff  # noqa: E402
 import netem_corr  # noqa: E402
 import loss  # noqa: E402
 import p4rt_writes  # noqa: E402
+import pie  # noqa: E402
 import radio  # noqa: E402
 import slot  # noqa: E402
 import trace_aqm  # noqa: E402
@@ -56,7 +57,7 @@ from p4netem.paths import switch_binary  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 CLASSIFIER_CAPACITY = 65536  # the switch's default --classifier-entries
-MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "onoff", "netem_corr", "netem_ecn", "slot", "trace", "aqm", "trace_aqm", "bearers", "p4rt", "radio",
+MEASUREMENTS = ("throughput", "delay", "rate", "loss", "ge", "loss4", "onoff", "netem_corr", "netem_ecn", "slot", "trace", "aqm", "pie", "trace_aqm", "bearers", "p4rt", "radio",
                 "timeline", "endpoints", "dashboard", "io_paths")
 
 # (key, bar, comparison, unit, what)
@@ -89,6 +90,11 @@ BARS = (
     ("red_sojourn_ms_p50", 72.0, "<=", "ms", "RED sojourn p50, same flows: below max's 72 ms "
      "(min 30 KB, max 90 KB, max_p 10 %; tail drop: taildrop_sojourn_ms_p50)"),
     ("gentle_red_sojourn_ms_p50", 144.0, "<=", "ms", "gentle RED sojourn p50: below 2 max's 144 ms"),
+    ("pie_qdelay_ms_p50", 20.0, "<=", "ms", "PIE (Linux's defaults) under a constant 2x UDP overload, 1500-byte "
+     "frames, 10 Mbit/s, 1000 pkt: median one-way delay after 3 s (15 +/- 5 ms target; the contract's model on the "
+     "same send times: pie_qdelay_ms_p50_model; tail drop: taildrop_qdelay_ms_p50)"),
+    ("pie_qdelay_ms_p50_low", 10.0, ">=", "ms", "the same figure, lower edge of 15 +/- 5 ms"),
+    ("pie_udp_queue_full_drops", 0.0, "<=", "", "drops at the queue's limit in that overload (every drop PIE's)"),
     ("bearer_fairness_pct_err", 2.0, "<=", "pp", "two backlogged UEs (1514- and 514-byte frames) on one 10 Mbit/s "
      "cell with DRR bearers: worse |byte share - 50 %| (theory 0: 50 % each)"),
     ("bearer_alone_pct", 98.0, ">=", "%", "one backlogged UE alone on that cell: its rate / 10 Mbit/s (theory 100 %)"),
@@ -207,6 +213,8 @@ def print_table(res: dict) -> None:
         ("codel_sojourn_ms_p50_pooled", "ms"), ("codel_reference_drop_agreement", ""),
         ("taildrop_sojourn_ms_p50", "ms"), ("codel_sojourn_ms_p50_reno", "ms"), ("codel_sojourn_ms_p50_4_flows", "ms"),
         ("taildrop_sojourn_ms_p50_reno", "ms"), ("trace_codel_sojourn_ms_p50", "ms"),
+        ("pie_qdelay_ms_p10", "ms"), ("pie_qdelay_ms_p90", "ms"), ("pie_qdelay_ms_p50_model", "ms"),
+        ("pie_udp_loss", ""), ("pie_prob_p50", ""), ("taildrop_qdelay_ms_p50", "ms"), ("pie_sojourn_ms_p50", "ms"),
         ("trace_taildrop_sojourn_ms_p50", "ms"), ("trace_codel_reference_drop_agreement", ""), ("trace_codel_reference_drop_agreement_ahead", ""), ("ecn_marks", ""), ("bearer_pf_fairness_pct_err", "pp"),
         ("rrc_promotion_error_us_p50", "us"), ("rrc_switch_mpps_1_ue", "Mpps"),
         ("rrc_switch_mpps_100k_ue", "Mpps"), ("rrc_throughput_ratio_1m_ue_of_medians", ""),
@@ -359,6 +367,7 @@ def run(args, only: set[str], cpu_latency: hoststats.CpuLatency) -> int:
                 step("slot", lambda: slot.measure(t, ctl))
                 step("trace", lambda: trace_delivery.measure(t, ctl))
                 step("aqm", lambda: aqm.measure(t, ctl))
+                step("pie", lambda: pie.measure(t, ctl))
                 step("trace_aqm", lambda: trace_aqm.measure(t, ctl))
                 step("bearers", lambda: bearers.measure(t, ctl))
                 step("p4rt", lambda: p4rt_writes.measure(ctl, CLASSIFIER_CAPACITY))
