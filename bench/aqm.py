@@ -345,7 +345,7 @@ def _pair(t: Topo, ctl, cc: str, codel_rounds: int = 1, capture: dict | None = N
     return tail, codel
 
 
-def _rounds(runs: list[dict]) -> dict:
+def rounds_summary(runs: list[dict]) -> dict:
     """The rounds' medians, their median (the figure) and range, and the pooled probes' median."""
     p50s = [r["sojourn_ms_p50"] for r in runs]
     pooled = sorted(d for r in runs for d in r["late_sojourns_ms"])
@@ -384,9 +384,9 @@ def measure(t: Topo, ctl) -> dict:
         sender_cc(t, old_cc)
         ctl.set_impairment(1, pl.UPLINK)
         ctl.set_impairment(1, pl.DOWNLINK)
-    rounds = _rounds(codel_runs)
-    many = _rounds(many_runs)
-    by_rtt = {rtt_ms: _rounds(runs) for rtt_ms, runs in sweep.items()}
+    rounds = rounds_summary(codel_runs)
+    many = rounds_summary(many_runs)
+    by_rtt = {rtt_ms: rounds_summary(runs) for rtt_ms, runs in sweep.items()}
     codel = codel_runs[rounds["p50_ms"].index(sorted(rounds["p50_ms"])[len(codel_runs) // 2])]  # the median round
     for r in (tail, tail_reno, codel_reno, red, gentle, *codel_runs, *many_runs, *(x for runs in sweep.values() for x in runs)):
         r.pop("late_sojourns_ms")

@@ -179,7 +179,7 @@ def measure(t: Topo, ctl) -> dict:
     for r in tcp:
         if r["long_flow_cc"] not in (aqm.CC, None):
             raise RuntimeError(f"PIE TCP round: the long flow ran {r['long_flow_cc']}, not {aqm.CC}")
-    rounds = aqm._rounds(tcp)
+    rounds = aqm.rounds_summary(tcp)
     for r in tcp:
         r.pop("late_sojourns_ms")
     return {
