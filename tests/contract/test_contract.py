@@ -778,6 +778,26 @@ def p4_pie_update(prob, qold, burst, accu, t, free_at, target, period, alpha, be
     return p, q, burst, accu, int(settled)
 
 
+# sha256 (first 16 hex digits) of pie.p4's update block, whitespace collapsed: p4_pie_update
+# transcribes exactly this text.
+P4_PIE_UPDATE_SHA = "1feb108ecea9ce6c"
+
+
+def _p4_pie_update_block(text: str) -> str:
+    start = text.index("/* One update at T = next. */")
+    return " ".join(text[start:text.index("n = n + 1;", start)].split())
+
+
+def test_p4_pie_update_is_the_transcribed_text():
+    import hashlib
+
+    block = _p4_pie_update_block((P4_INCLUDE / "pie.p4").read_text())
+    assert hashlib.sha256(block.encode()).hexdigest()[:16] == P4_PIE_UPDATE_SHA, \
+        "pie.p4's update changed: bring p4_pie_update (and the switch's PIE_VECTORS) in step, then the hash"
+    mutated = block.replace("p = p - (p >> 6);", "p = p - (p >> 5);")
+    assert mutated != block and hashlib.sha256(mutated.encode()).hexdigest()[:16] != P4_PIE_UPDATE_SHA
+
+
 def test_p4_pie_computes_the_switchs_vectors():
     """The switch's unit test pins pie::update on PIE_VECTORS; pie.p4's arithmetic, transcribed with
     the P4 source's constants, must give the same on each; and those constants are Linux's."""

@@ -302,8 +302,8 @@ class Aqm(BaseModel):
         # A pie's target defaults to 15ms, not to the field's 5ms (CoDel's): left out as a default, a
         # pie target of 5ms would read back as 15ms.
         if self.kind is AqmKind.PIE and isinstance(data, dict) and "target" not in data and info.exclude_defaults:
-            data = {"kind": data.pop("kind"), "target": str(self.target), **data} if "kind" in data else \
-                {"target": str(self.target), **data}
+            kind = {"kind": data.pop("kind")} if "kind" in data else {}
+            data = {**kind, "target": str(self.target), **data}
         return data
 
     def _pie_defaults(self) -> "Aqm":

@@ -421,8 +421,8 @@ def _codel(tokens: _Tokens) -> dict[str, Any]:
 
 
 def _pie(tokens: _Tokens) -> tuple[dict[str, Any], int | None]:
-    """tc-pie's options after `pie` (iproute2 q_pie.c), with tc-pie's defaults for those left out
-    (the profile's: target 15ms, tupdate 15ms, alpha 2 and beta 20 sixteenths). Returns the aqm
+    """tc-pie's options after `pie` (iproute2 q_pie.c); those left out get tc-pie's defaults from the
+    profile (target 15ms, tupdate 15ms, alpha 2 and beta 20 sixteenths). Returns the aqm
     block and pie's packet limit. bytemode and dq_rate_estimator are refused: p4netem's PIE knows
     each packet's exact queue delay and drops by packet."""
     aqm: dict[str, Any] = {"kind": "pie"}
