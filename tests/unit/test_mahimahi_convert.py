@@ -296,6 +296,10 @@ def test_mm_onoff_values_are_checked_as_mm_onoff_checks_them() -> None:
     assert problems("mm-onoff uplink 1 inf") == [
         'mm-onoff uplink 1 inf: MEAN_OFF "inf" is not a number of seconds (0 or more, e.g. 10 or 0.5)']
     assert problems("mm-onoff up 1 2") == ["mm-onoff up: the direction must be uplink or downlink"]
+    # A huge exponent is named, not a decimal.Overflow traceback from the profile's duration.
+    assert problems("mm-onoff uplink 1e100000000 1") == [
+        "mm-onoff uplink 1e100000000 1: MEAN_ON 1e100000000 is too large (the profile's means are at most 604800 "
+        "seconds)"]
     assert problems("mm-onoff uplink 1") == ["mm-onoff: expects a direction and two mean times in seconds: mm-onoff "
                                              "uplink|downlink MEAN_ON MEAN_OFF [COMMAND...]"]
 

@@ -82,8 +82,16 @@ def test_netem_defaults() -> None:
 
 
 def test_gemodel_defaults_and_arguments_follow_tc() -> None:
-    ge = link("loss gemodel 1%").gilbert_elliott  # tc: r 100%, 1-h 100%, 1-k 0%
-    assert (str(ge.p), str(ge.r), str(ge.loss_bad), str(ge.loss_good)) == ("1%", "100%", "100%", "0%")
+    # tc (iproute2 5.2 on): r 100% - p, 1-h 100%, 1-k 0%: `loss gemodel P` is Bernoulli loss at P (tc-netem(8)).
+    ge = link("loss gemodel 1%").gilbert_elliott
+    assert (str(ge.p), str(ge.r), str(ge.loss_bad), str(ge.loss_good)) == ("1%", "99%", "100%", "0%")
+    ge = link("loss gemodel 30%").gilbert_elliott
+    assert str(ge.r) == "70%"
+    # The stationary loss is p / (p + r) = P: the Bernoulli model (r 100% would lose 30 / 130 = 23 %).
+    assert Decimal(str(ge.p)[:-1]) / (Decimal(str(ge.p)[:-1]) + Decimal(str(ge.r)[:-1])) == Decimal("0.3")
+    # A P (or P13) outside 0..100 % is named as given, not through the r (p31) tc would derive from it.
+    assert problems("loss gemodel 150%") == ['loss gemodel p: "150%" out of range 0..100% (tc refuses it too)']
+    assert problems("loss state 150%") == ['loss state p13: "150%" out of range 0..100% (tc refuses it too)']
     ge = link("loss gemodel 1% 10% 70% 0.1%").gilbert_elliott
     assert (str(ge.p), str(ge.r), str(ge.loss_bad), str(ge.loss_good)) == ("1%", "10%", "70%", "0.1%")
     # p = 0 never leaves the good state: random loss at 1-k.
@@ -179,6 +187,36 @@ def test_unsupported_and_malformed_tokens_are_named() -> None:
     assert problems("rate 500bit") == ['both.rate: 500bit out of range 1kbit..100Gbit or "unlimited"']
     assert problems("loss 150%") == ["both.loss: 150% out of range 0..100%"]
     assert problems() == ["no netem options given"]
+
+
+def test_a_bare_slot_time_is_nanoseconds_as_tc_reads_it() -> None:
+    # q_netem.c reads slot's times with get_time64 (a bare number is nanoseconds), delay's with get_time
+    # (microseconds): tc 6.1 refuses `slot 2us 1500` (Illegal "slot max_delay": 1500ns < 2us).
+    assert fields("slot 1500")["slot"] == {"min": "1500ns"}
+    assert fields("slot distribution normal 10 5")["slot"] == {"distribution": "normal", "delay": "10ns",
+                                                               "jitter": "5ns"}
+    assert problems("slot 2us 1500") == ['slot max_delay: "1500" is below MIN_DELAY "2us" (tc refuses it too)']
+    assert fields("delay 1500 slot 1500ms") == {"delay": "1500000ns", "slot": {"min": "1500000000ns"}}
+
+
+@pytest.mark.parametrize("options, where", [
+    ("delay 1e100000000", "delay"), ("rate 1e100000000", "rate"), ("loss 1e100000000", "loss"),
+    ("slot 1e999999999", "slot min_delay"), ("delay 1ms 1ms 1e99999999", "delay correlation"),
+])
+def test_a_huge_exponent_is_named_not_a_traceback(options, where) -> None:
+    # Scaled by its unit (or read by the profile), 1e100000000 overflowed Decimal's context: decimal.Overflow.
+    assert problems(options) == [f'{where}: "{options.split()[-1]}" is too large']
+
+
+def test_rate_0_is_netems_no_rate_limit() -> None:
+    # tc takes rate 0, and netem shapes nothing then (netem_enqueue: `if (q->rate)`): no rate, with a
+    # warning, rather than a refusal of a queue limit the command does not give.
+    profile, warnings = profile_from_netem("delay 5ms rate 0")
+    assert profile.downlink.rate.unlimited and profile.downlink.queue.packets == 0
+    assert warnings == ["rate 0: netem shapes nothing at rate 0 (no rate limit), so the profile has no rate"]
+    # Its overheads and cells go with it; a limit is then the delay's, as without a rate.
+    assert fields("rate 0mbit 20 48 5 delay 1ms") == {"delay": "1000000ns"}
+    assert profile_from_netem("rate 0bit limit 10")[1][1].startswith("limit 10 without rate")
 
 
 CELL_OVERHEAD_ALONE = ("rate celloverhead: 5 without a CELLSIZE has no effect (netem adds it to each cell, and "

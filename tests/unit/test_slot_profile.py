@@ -68,9 +68,9 @@ def test_netem_slot_options() -> None:
     s = profile_from_netem("slot distribution normal 10ms 2ms packets 3 bytes 1500 rate 1mbit")[0].uplink.slot
     assert (s.distribution.value, str(s.delay), str(s.jitter), s.packets, int(s.bytes)) == \
         ("normal", "10ms", "2ms", 3, 1500)
-    # tc's matches(): any prefix of packets/bytes; a bare time is microseconds.
+    # tc's matches(): any prefix of packets/bytes; a bare slot time is nanoseconds (tc's get_time64).
     s = profile_from_netem("slot 500 p 2 b 100")[0].downlink.slot
-    assert (str(s.min), s.packets, int(s.bytes)) == ("500us", 2, 100)
+    assert (str(s.min), s.packets, int(s.bytes)) == ("500ns", 2, 100)
 
 
 @pytest.mark.parametrize("options, words", [

@@ -288,6 +288,8 @@ def _seconds(where: str, name: str, word: str) -> Decimal:
     value = Decimal(word)
     if value < 0:
         raise _Bad(where, f"{name} {word} must be 0 seconds or more (mm-onoff refuses a negative mean)")
+    if value.adjusted() > 30:  # 1e100000000 would overflow Decimal's context in the profile (a traceback)
+        raise _Bad(where, f"{name} {word} is too large (the profile's means are at most 604800 seconds)")
     return value
 
 

@@ -5,10 +5,10 @@
 
 The options are read the way tc(8) reads them (iproute2's tc/q_netem.c and tc_util.c): keywords
 may be abbreviated to any prefix, tried in tc's order (`d` is delay, `di` distribution); a bare
-time is microseconds; a bare rate is bit/s and `bps` means BYTES per second (`kbps` = 8000
-bit/s, `KiBps` = 8192); a percentage may omit the `%`; a leading `tc qdisc add dev X root netem`
-is skipped. What each option becomes, and where p4netem differs, is in docs/profiles.md
-("From netem"). netem's CORRELATION after delay, loss, duplicate, corrupt and reorder, and
+time is microseconds (slot's: nanoseconds, tc's get_time64); a bare rate is bit/s and `bps` means
+BYTES per second (`kbps` = 8000 bit/s, `KiBps` = 8192); a percentage may omit the `%`; a leading
+`tc qdisc add dev X root netem` is skipped. What each option becomes, and where p4netem differs,
+is in docs/profiles.md ("From netem"). netem's CORRELATION after delay, loss, duplicate, corrupt and reorder, and
 `gap`, become the profile's `correlation` block and `reorder.gap` (the switch runs netem's
 correlated generator); netem's `ecn` (mark instead of losing) becomes `loss_ecn` (an `ecn` among
 codel's, red's or pie's options is theirs: `aqm.ecn`); `rate`'s CELLSIZE and CELLOVERHEAD become
@@ -167,15 +167,26 @@ def _number_unit(word: str, where: str, kind: str) -> tuple[Decimal, str]:
     match = _NUMBER.match(word)
     if match is None:
         raise _Bad(where, f"{quote(word)} is not {kind}")
-    return Decimal(match.group(0)), word[match.end():]
+    return _sane(Decimal(match.group(0)), word, where), word[match.end():]
 
 
-def _time(word: str, where: str) -> str:
+def _sane(number: Decimal, word: str, where: str) -> Decimal:
+    """A number whose exponent no netem value has (1e100000000) is refused here: scaled by its unit it
+    would overflow Decimal's context (a traceback), and every value tc takes fits in 64 bits."""
+    if number and number.adjusted() > 30:
+        raise _Bad(where, f"{quote(word)} is too large")
+    return number
+
+
+def _time(word: str, where: str, bare_ns: bool = False) -> str:
+    """A time as tc reads it: get_time (delay, jitter, codel's and pie's times) takes a bare number as
+    microseconds; get_time64, which q_netem.c uses for slot's times, as nanoseconds (`slot 2us 1500` is
+    refused by tc: 1500ns is below 2us)."""
     number, unit = _number_unit(word, where, "a time")
-    scale = _TIME_UNITS.get(unit.lower())
+    scale = 1 if bare_ns and not unit else _TIME_UNITS.get(unit.lower())
     if scale is None:
         raise _Bad(where, f"{quote(word)} has an unknown time unit {quote(unit)}; tc's units: s, ms, us, ns "
-                          "(also sec, msec, usec, nsec; a bare number is microseconds)")
+                          f"(also sec, msec, usec, nsec; a bare number is {'nano' if bare_ns else 'micro'}seconds)")
     if number < 0:
         raise _Bad(where, f"{quote(word)} is negative")
     ns = number * scale
@@ -189,7 +200,7 @@ def _percent(word: str, where: str) -> Decimal:
     match = _NUMBER.fullmatch(text)
     if match is None:
         raise _Bad(where, f"{quote(word)} is not a percentage (e.g. 1% or 1)")
-    return Decimal(text)
+    return _sane(Decimal(text), word, where)
 
 
 def _rate(word: str, where: str) -> str:
@@ -313,6 +324,13 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
             # every bad option is reported, each once.
             while tokens.more() and _keyword(tokens.words[tokens.i]) is None:
                 tokens.i += 1
+    if "rate" in out and Decimal(out["rate"][:-3]) == 0:
+        # tc takes rate 0 and netem then shapes nothing (sch_netem's netem_enqueue adds a packet's link
+        # time only `if (q->rate)`; its overheads and cells go with it): no rate, as the profile's
+        # (whose own rate 0 is refused as out of range, and whose queue limit would need a rate).
+        for key in ("rate", "overhead", "cell_size", "cell_overhead"):
+            out.pop(key, None)
+        warnings.append("rate 0: netem shapes nothing at rate 0 (no rate limit), so the profile has no rate")
     loss_corr = out.get("correlation", {}).get("loss")
     if loss_corr is not None and "loss" in out:
         warnings.append(f"loss {out['loss']} {loss_corr}: netem's loss correlation is deprecated (tc-netem(8): "
@@ -374,10 +392,10 @@ def _slot(tokens: _Tokens) -> tuple[dict[str, Any], DistTable | None]:
     table = None
     if tokens.next_is_number():
         low = tokens.take("MIN_DELAY", "slot")
-        slot: dict[str, Any] = {"min": _time(low, "slot min_delay")}
+        slot: dict[str, Any] = {"min": _time(low, "slot min_delay", bare_ns=True)}
         if tokens.next_is_number():
             high = tokens.take("MAX_DELAY", "slot")
-            slot["max"] = _time(high, "slot max_delay")
+            slot["max"] = _time(high, "slot max_delay", bare_ns=True)
             if int(slot["max"][:-2]) < int(slot["min"][:-2]):
                 raise _Bad("slot max_delay", f"{quote(high)} is below MIN_DELAY {quote(low)} (tc refuses it too)")
     else:
@@ -391,8 +409,8 @@ def _slot(tokens: _Tokens) -> tuple[dict[str, Any], DistTable | None]:
         else:
             table, dist = _user_table(name, "slot distribution"), "user"
         slot = {"distribution": dist,
-                "delay": _time(tokens.take("DELAY", "slot distribution"), "slot delay"),
-                "jitter": _time(tokens.take("JITTER", "slot distribution"), "slot jitter")}
+                "delay": _time(tokens.take("DELAY", "slot distribution"), "slot delay", bare_ns=True),
+                "jitter": _time(tokens.take("JITTER", "slot distribution"), "slot jitter", bare_ns=True)}
         if slot["jitter"] == "0ns":
             raise _Bad("slot jitter", "must be above 0 (tc: Non-positive jitter)")
     # tc reads `packets` and then `bytes`, each once, in that order (matches(): any prefix).
@@ -553,14 +571,16 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> str:
         _correlation(tokens, out, "loss", "loss")
         return "random"
     if word == "gemodel":
-        # tc's defaults: r 100%, 1-h 100% (h = 0), 1-k 0%.
-        args = [_percent(tokens.take("P", "loss gemodel"), "loss gemodel p")]
+        # tc's defaults: r 100% - p, 1-h 100% (h = 0), 1-k 0%: `loss gemodel P` is Bernoulli loss at P, as
+        # tc-netem(8) says (iproute2 5.2 on, Debian 12's 6.1 too: "tc: netem: fix r parameter in Bernoulli
+        # loss model"; before it tc sent r 100%, a loss of P / (1 + P)).
+        args = [_first_percent(tokens.take("P", "loss gemodel"), "loss gemodel p")]
         for name in ("r", "1-h", "1-k"):
             if not tokens.next_is_number():
                 break
             args.append(_percent(tokens.take(name, "loss gemodel"), f"loss gemodel {name}"))
         _no_markov_correlation(tokens, "loss gemodel", "P R 1-H 1-K")
-        p, r, loss_bad, loss_good = (args + [Decimal(100), Decimal(100), Decimal(0)][len(args) - 1:])[:4]
+        p, r, loss_bad, loss_good = (args + [Decimal(100) - args[0], Decimal(100), Decimal(0)][len(args) - 1:])[:4]
         if p == 0:
             # Never leaves the good state: plain random loss at 1-k.
             if loss_good:
@@ -571,7 +591,7 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> str:
         return word
     if word == "state":
         # tc's defaults: p31 = 100% - p13, p32 = 0, p23 = 100%, p14 = 0.
-        p13 = _percent(tokens.take("P13", "loss state"), "loss state p13")
+        p13 = _first_percent(tokens.take("P13", "loss state"), "loss state p13")
         args = {"p31": Decimal(100) - p13, "p32": Decimal(0), "p23": Decimal(100), "p14": Decimal(0)}
         for name in ("p31", "p32", "p23", "p14"):
             if not tokens.next_is_number():
@@ -590,6 +610,16 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> str:
         return word
     raise _Bad("loss", f"{quote(word)} is not a loss model; allowed: random PERCENT (or just PERCENT), "
                        "gemodel P [R [1-H [1-K]]], state P13 [P31 [P32 [P23 [P14]]]]")
+
+
+def _first_percent(word: str, where: str) -> Decimal:
+    """The first value of a Markov loss model, from which tc derives the defaults of the others (r or
+    p31 = 100% - it): out of 0..100 % it is refused here, named as given (tc's parse_percent refuses
+    it too), not through a derived value the command does not have (r: -50%)."""
+    value = _percent(word, where)
+    if not 0 <= value <= 100:
+        raise _Bad(where, f"{quote(word)} out of range 0..100% (tc refuses it too)")
+    return value
 
 
 def _ecn(seen: dict[str, str], loss_model: str | None, out: dict[str, Any], problems: list[Problem]) -> None:
