@@ -94,3 +94,14 @@ def test_ordinary_anchors_and_aliases_still_work() -> None:
     (profile,) = loads_profiles("name: same-both-ways\nuplink: &link {delay: 20ms, rate: 5Mbit}\n"
                                 "downlink: *link\n")
     assert profile.uplink == profile.downlink and int(profile.uplink.delay) == 20_000_000
+
+
+@pytest.mark.parametrize("field, value", [
+    ("delay", '"1e100000000ms"'), ("delay", "1e100000000"), ("rate", '"1e100000000mbit"'),
+    ("loss", "1e100000000"), ("loss", '"1e100000000%"'), ("queue", '{bytes: "1e999999999KB"}'),
+])
+def test_a_huge_exponent_is_a_named_field_error_not_a_traceback(field: str, value: str) -> None:
+    # Scaled by a unit or printed, 1e100000000 overflowed Decimal's context (decimal.Overflow).
+    with pytest.raises(ProfileError) as info:
+        loads_profiles(f"name: huge\nboth:\n  {field}: {value}\n", "x.yaml")
+    assert f"both.{field}" in str(info.value) and len(str(info.value)) < 500

@@ -93,6 +93,17 @@ def parse_decimal(raw: object) -> Decimal:
         raise UnitError(f"{quote(raw)} is not a number")
     if not value.is_finite():
         raise UnitError(f"{quote(raw)} is not a finite number")
+    return _not_huge(value, raw)
+
+
+# Larger than any value a profile takes (2^48 ns is 2.8e14) by far, and small enough that scaling by
+# a unit and printing in _CTX cannot overflow: 1e100000000 would end in a decimal.Overflow traceback.
+_MAX_ADJUSTED_EXPONENT = 30
+
+
+def _not_huge(value: Decimal, raw: object) -> Decimal:
+    if value and value.adjusted() > _MAX_ADJUSTED_EXPONENT:
+        raise UnitError(f"{quote(raw)} is too large")
     return value
 
 
@@ -100,7 +111,7 @@ def _split(raw: str) -> tuple[Decimal, str] | None:
     match = _NUMBER_UNIT.match(raw)
     if match is None:
         return None
-    return Decimal(match.group("num")), match.group("unit")
+    return _not_huge(Decimal(match.group("num")), raw), match.group("unit")
 
 
 def _plain(value: Decimal) -> str:
