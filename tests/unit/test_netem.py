@@ -180,6 +180,9 @@ def test_unsupported_and_malformed_tokens_are_named() -> None:
     assert problems("rate 1mbit limit many") == ['limit: "many" is not a number of packets']
     assert problems("delay 5ms reorder 5% gap x") == ['gap: "x" is not a number of packets']
     assert problems("reorder 5%") == ["reorder: reordering needs some delay (tc refuses it too): add delay TIME"]
+    # tc checks the latency (not the jitter): `delay 0ms 1ms reorder 25%` is refused by tc 6.1 too.
+    assert problems("delay 0ms 1ms reorder 25%") == [
+        "reorder: reordering needs some delay (tc refuses it too): add delay TIME"]
     assert problems("delay 5ms distribution normal") == ["distribution: needs delay TIME JITTER (tc refuses it too)"]
     assert problems("seed 42")[0].startswith("seed: a p4netem switch has one PRNG seed")
     assert problems("delay 'oops")[0].startswith("cannot split")

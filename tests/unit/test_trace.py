@@ -64,6 +64,11 @@ def test_bad_traces_name_the_line(tmp_path) -> None:
                                "  line 5: -3 is negative")
     with pytest.raises(TraceError, match="no delivery opportunities"):
         parse_trace("\n\n")
+    # mm-link's strtol takes digits only: Python's int() would read "1_0" as 10 and "٣" as 3.
+    with pytest.raises(TraceError) as info:
+        parse_trace("1\n1_0\n\u0663\n4\n", "u.trace")
+    assert "line 2: '1_0' is not a whole number" in str(info.value) and "line 3: '\u0663'" in str(info.value)
+    assert parse_trace("1\r\n+2\r\n").opportunities_ms == (1, 2)  # CRLF lines, a sign as strtol reads it
     with pytest.raises(TraceError, match="period\\) is 0 ms"):
         parse_trace("0\n0\n")
     with pytest.raises(TraceError, match="no trace"):

@@ -19,8 +19,9 @@ delivers in bursts of opportunities.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -78,6 +79,11 @@ class MahimahiTrace:
         return total
 
 
+# mm-link reads each line with strtol, base 10, the whole line: digits with an optional sign (Python's
+# int() would also take "1_0" and non-ASCII digits, which no Mahimahi trace has).
+_TIMESTAMP = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_trace(text: str, source: str = "<trace>") -> MahimahiTrace:
     """A trace from its text; every malformed line is named (TraceError)."""
     out: list[int] = []
@@ -90,11 +96,10 @@ def parse_trace(text: str, source: str = "<trace>") -> MahimahiTrace:
         if len(out) >= _MAX_LINES:
             problems.append(Problem(f"line {number}", f"more than {_MAX_LINES} opportunities"))
             break
-        try:
-            value = int(word)
-        except ValueError:
+        if _TIMESTAMP.fullmatch(word) is None:
             problems.append(Problem(f"line {number}", f"{word!r} is not a whole number of milliseconds"))
             continue
+        value = int(word)
         if value < 0:
             problems.append(Problem(f"line {number}", f"{value} is negative"))
         elif value < last:

@@ -347,7 +347,9 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                                            "specified without reorder probability\"); add reorder PERCENT"))
         else:
             out["reorder"]["gap"] = gap
-    if reordering and "delay" not in out:
+    # tc checks the latency it sends, in whole microseconds (`delay 0ms 1ms` has none; the jitter does not
+    # count); p4netem keeps nanoseconds, so `delay 500ns` is a delay here.
+    if reordering and int(out.get("delay", "0ns")[:-2]) == 0:
         problems.append(Problem("reorder", "reordering needs some delay (tc refuses it too): add delay TIME"))
     if "ecn" in seen:
         _ecn(seen, loss_model, out, problems)
