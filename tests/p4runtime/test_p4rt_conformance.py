@@ -621,6 +621,36 @@ def test_large_batches_keep_every_per_update_error(sw):
     ping(lab)
 
 
+def test_delete_ignores_non_key_fields_and_default_entry_reads_are_keyless(sw):
+    """Spec "TableEntry": a DELETE considers only the key (and is_const, which must be false);
+    all other fields must be ignored, even fields this target does not support. Spec "Default
+    Entry": with is_default_action set, match must be empty and priority 0 (INVALID_ARGUMENT),
+    also in a Read. Spec "Wildcard Reads": a `metadata` filter is valid; no entry of this target
+    carries metadata, so it selects none."""
+    lab, n, open_client = sw
+    c = primary(open_client)
+    pm = n.table("port_map")
+    drop = action(n.action("drop_packet"))
+    key = [exact(1, 60)]
+    for extra in ({"idle_timeout_ns": 5}, {"counter_data": p4runtime_pb2.CounterData(byte_count=1)},
+                  {"metadata": b"cookie"}, {"controller_metadata": 9}):
+        c.write(update("INSERT", table_entry=p4runtime_pb2.TableEntry(table_id=pm, match=key, action=drop)))
+        c.write(update("DELETE", table_entry=p4runtime_pb2.TableEntry(table_id=pm, match=key, **extra)))
+        assert read_entry(c, p4runtime_pb2.TableEntry(table_id=pm, match=key)) == [], extra
+    err = failure(c.write, update("DELETE", table_entry=p4runtime_pb2.TableEntry(table_id=pm, match=key, is_const=True)))
+    assert code_name(one_error(err)) == "INVALID_ARGUMENT" and "is_const" in one_error(err).message
+
+    for bad in (p4runtime_pb2.TableEntry(table_id=pm, is_default_action=True, match=[exact(1, 1)]),
+                p4runtime_pb2.TableEntry(table_id=pm, is_default_action=True, priority=1)):
+        err = failure(c.read, p4runtime_pb2.Entity(table_entry=bad))
+        assert code_name(one_error(err)) == "INVALID_ARGUMENT", bad
+    default = c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=pm, is_default_action=True)))
+    assert len(default) == 1 and default[0].table_entry.is_default_action
+    assert c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=pm, metadata=b"x"))) == []
+    assert len(c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=pm)))) >= 2
+    ping(lab)
+
+
 def test_replication_entities_read_as_none(sw):
     """This target duplicates natively and has no multicast: a Read of multicast groups or clone
     sessions finds none, alone or with every other entity type in one request, instead of failing

@@ -44,11 +44,16 @@ pub fn needs_priority(table: &TableDef) -> bool {
 }
 
 /// Reject the TableEntry features this target does not have (direct resources, idle timeout,
-/// const entries, per-entry byte metadata).
-fn check_unsupported(table: &TableDef, te: &pb::TableEntry) -> P4Result<()> {
+/// const entries, per-entry byte metadata). A DELETE is only checked for `is_const` (which the
+/// spec requires to be false in every write): it considers the key alone, and "all other fields
+/// must be ignored, even if they have nonsensical values" (spec, "TableEntry").
+fn check_unsupported(table: &TableDef, te: &pb::TableEntry, kind: UpdateKind) -> P4Result<()> {
     let t = table.name;
     if te.is_const {
         return Err(P4Error::invalid(format!("table {t}: is_const must be false in a write")));
+    }
+    if kind == UpdateKind::Delete {
+        return Ok(());
     }
     if te.idle_timeout_ns != 0 || te.time_since_last_hit.is_some() {
         return Err(P4Error::invalid(format!("table {t} does not support idle timeout")));
@@ -82,7 +87,7 @@ fn decode_table_action(table: &TableDef, action: &pb::TableAction) -> P4Result<A
 pub fn decode_update(kind: UpdateKind, te: &pb::TableEntry) -> P4Result<TableOp> {
     let table = lookup_table(te.table_id)?;
     let t = table.name;
-    check_unsupported(table, te)?;
+    check_unsupported(table, te, kind)?;
 
     if te.is_default_action {
         if kind != UpdateKind::Modify {
@@ -197,6 +202,9 @@ pub struct TableQuery {
     pub priority: i32,
     /// 0 = any.
     pub controller_metadata: u64,
+    /// Empty = any. This target stores no `TableEntry.metadata`, so a non-empty filter matches
+    /// nothing.
+    pub metadata: Vec<u8>,
 }
 
 pub fn decode_query(te: &pb::TableEntry) -> P4Result<TableQuery> {
@@ -223,11 +231,16 @@ pub fn decode_query(te: &pb::TableEntry) -> P4Result<TableQuery> {
             action_id: None,
             priority: 0,
             controller_metadata: 0,
+            metadata: Vec::new(),
         });
     }
     let table = lookup_table(te.table_id)?;
-    if !te.metadata.is_empty() {
-        return Err(P4Error::unimplemented("TableEntry.metadata is not stored by this target"));
+    // Spec, "Default Entry": with is_default_action set, match must be empty and priority 0.
+    if te.is_default_action && (!te.r#match.is_empty() || te.priority != 0) {
+        return Err(P4Error::invalid(format!(
+            "table {}: a read of the default entry must have no match fields and priority 0",
+            table.name
+        )));
     }
     let matches = if te.r#match.is_empty() { None } else { Some(decode_matches(table, &te.r#match)?) };
     let action_id = match te.action.as_ref().and_then(|a| a.r#type.as_ref()) {
@@ -242,6 +255,7 @@ pub fn decode_query(te: &pb::TableEntry) -> P4Result<TableQuery> {
         action_id,
         priority: te.priority,
         controller_metadata: te.controller_metadata,
+        metadata: te.metadata.clone(),
     })
 }
 
@@ -251,6 +265,15 @@ impl TableQuery {
             && self.action_id.is_none_or(|a| a == e.action.action_id)
             && (self.priority == 0 || self.priority == e.priority)
             && (self.controller_metadata == 0 || self.controller_metadata == e.controller_metadata)
+            && self.metadata.is_empty()
+    }
+
+    /// Whether the default entry (whose action is `action`) passes the filters: it has no
+    /// controller_metadata or metadata on this target.
+    pub fn accepts_default(&self, action: &ActionCall) -> bool {
+        self.action_id.is_none_or(|a| a == action.action_id)
+            && self.controller_metadata == 0
+            && self.metadata.is_empty()
     }
 }
 
@@ -365,6 +388,19 @@ mod tests {
         assert!(e.message.contains("unknown action id"), "{}", e.message);
         // DELETE ignores the action entirely.
         assert!(decode_update(UpdateKind::Delete, &unknown_action).is_ok());
+        // ... and every other non-key field, even ones this target does not support; only
+        // is_const must still be false (spec, "TableEntry").
+        for te in [
+            pb::TableEntry { idle_timeout_ns: 5, ..base.clone() },
+            pb::TableEntry { time_since_last_hit: Some(Default::default()), ..base.clone() },
+            pb::TableEntry { counter_data: Some(pb::CounterData::default()), ..base.clone() },
+            pb::TableEntry { meter_config: Some(Default::default()), ..base.clone() },
+            pb::TableEntry { metadata: b"cookie".to_vec(), ..base.clone() },
+        ] {
+            assert!(matches!(decode_update(UpdateKind::Delete, &te), Ok(TableOp::Entry { .. })), "{te:?}");
+        }
+        let e = decode_update(UpdateKind::Delete, &pb::TableEntry { is_const: true, ..base.clone() }).unwrap_err();
+        assert_eq!(e.code, Code::InvalidArgument);
         // MODIFY may leave the action unset.
         let keep = pb::TableEntry { action: None, ..base };
         assert!(matches!(decode_update(UpdateKind::Modify, &keep), Ok(TableOp::Entry { action_given: false, .. })));
@@ -426,7 +462,29 @@ mod tests {
             panic!()
         };
         assert!(q.accepts(&entry));
-        let other = TableEntry { matches: vec![Some(FieldMatch::Exact(2)); t.keys.len()], ..entry };
+        let other = TableEntry { matches: vec![Some(FieldMatch::Exact(2)); t.keys.len()], ..entry.clone() };
         assert!(!q.accepts(&other));
+        // A metadata filter is valid; no entry of this target carries metadata, so none matches.
+        let q =
+            decode_query(&pb::TableEntry { table_id: t.id, metadata: b"x".to_vec(), ..Default::default() }).unwrap();
+        assert!(!q.accepts(&entry) && !q.accepts_default(&entry.action));
+        // The default entry is read with no match and priority 0 (spec, "Default Entry").
+        for te in [
+            pb::TableEntry { table_id: t.id, is_default_action: true, r#match: exact_matches(t), ..Default::default() },
+            pb::TableEntry { table_id: t.id, is_default_action: true, priority: 1, ..Default::default() },
+        ] {
+            assert_eq!(decode_query(&te).unwrap_err().code, Code::InvalidArgument);
+        }
+        let q =
+            decode_query(&pb::TableEntry { table_id: t.id, is_default_action: true, ..Default::default() }).unwrap();
+        assert!(q.accepts_default(&entry.action));
+        let q = decode_query(&pb::TableEntry {
+            table_id: t.id,
+            is_default_action: true,
+            controller_metadata: 9,
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(!q.accepts_default(&entry.action));
     }
 }

@@ -52,7 +52,9 @@ pub fn read_entity(
             let q = decode_query(te)?;
             if q.default_entry {
                 let action = control.default_action(q.table_id)?;
-                out.push(entity(E::TableEntry(encode_default(q.table_id, &action))));
+                if q.accepts_default(&action) {
+                    out.push(entity(E::TableEntry(encode_default(q.table_id, &action))));
+                }
             } else {
                 for e in control.read_table(q.table_id)? {
                     if q.accepts(&e) {
