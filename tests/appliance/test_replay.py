@@ -92,6 +92,23 @@ def test_expect_names_unknown_metrics(tmp_path):
     assert r.returncode == 2 and "unknown metric 'latency'" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("frames, message", [
+    (None, "not a pcap file (shorter than its 24-byte header)"),
+    ([], "no frames"),
+    ([(0, udp_frame(0, size=2000))], "1 frame(s) longer than 1514 bytes"),
+])
+def test_a_capture_that_cannot_be_replayed_is_one_error_line(tmp_path, frames, message):
+    pcap = tmp_path / "in.pcap"
+    if frames is None:
+        pcap.write_bytes(b"garbage")
+    else:
+        write_pcap(pcap, frames)
+    r = subprocess.run([str(P4NETEM), "replay", str(pcap)], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "COLUMNS": "300"})
+    assert r.returncode == 1 and r.stderr.startswith("error: ") and message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.splitlines()) <= 2, r.stderr
+
+
 @pytest.fixture
 def lab_root():
     import os

@@ -54,6 +54,11 @@ def test_rest_round_trips_read_back_over_p4runtime(lab, web):
     assert _on_switch(lab)[next(iter(_on_switch(lab)))]["downlink"]["delay"] == "77ms"
     status, body = web.request("POST", "/api/apply", {"profile": "no-such-profile"})
     assert status == 422 and "no-such-profile" in body["error"], body
+    # A timeline is checked before the answer, as the CLI checks it before its first change.
+    status, body = web.request("POST", "/api/timelines", {"yaml": "steps:\n  - apply: no-such-profile\n"})
+    assert status == 422 and "steps[0].apply" in body["error"] and "no-such-profile" in body["error"], body
+    status, body = web.request("GET", "/api/timelines")
+    assert status == 200 and not body["running"] and body["error"] is None, body
 
     status, body = web.request("POST", "/api/reset", {"rules": ["client=10.0.0.1"]})
     assert status == 200 and body["removed"] == 1

@@ -39,6 +39,7 @@ def replay(
     port 1, tcpdump records what h1 sent and what left port 2; frames are matched by their bytes.
     Reports delay, loss (and bursts), reordering, duplicates, corruption and throughput over time."""
     from ..replay import check_expectations, parse_expectations
+    from ..replay.pcapfile import PcapError
     from ..replay.report import ExpectError
     from ..replay.run import Pace, replay as run_replay
 
@@ -58,8 +59,12 @@ def replay(
         from ..profiles import load_profile
 
         chosen = load_profile(Path(chosen))
-    with tempfile.TemporaryDirectory(prefix="p4netem-replay-") as tmp:
-        report = run_replay(pcap, chosen, keep or tmp, pace=Pace(mbps=mbps, topspeed=topspeed), seed=seed)
+    try:
+        with tempfile.TemporaryDirectory(prefix="p4netem-replay-") as tmp:
+            report = run_replay(pcap, chosen, keep or tmp, pace=Pace(mbps=mbps, topspeed=topspeed), seed=seed)
+    except PcapError as exc:  # a capture that cannot be replayed (checked before any lab starts)
+        error(str(exc))
+        raise typer.Exit(EXIT_PROBLEM) from None
     m = report.metrics()
     if csv_path:
         report.write_csv(csv_path)

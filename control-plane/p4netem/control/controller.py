@@ -225,6 +225,13 @@ class Controller:
         return TimelinePlayer(self, timeline, parsed, lead_s=lead_s, on_event=on_event,
                               rt_priority=rt_priority, stop=stop).run()
 
+    def check_timeline(self, timeline, rules: Rules | None = None) -> None:
+        """What run_timeline checks before its first write (profiles known, a base profile on the
+        rule when the timeline starts without `apply`), without running it: raises TimelineError."""
+        from .timeline import TimelinePlayer
+
+        TimelinePlayer(self, timeline, self.parse_rules(rules) if rules else None).compile()
+
     # ---- reading back and statistics --------------------------------------------------------------
 
     def state(self) -> SwitchState:

@@ -177,6 +177,9 @@ def build_router(session: SwitchSession, access: Access, timelines: TimelineRunn
             raise HTTPException(409, "a timeline is running: DELETE /api/timelines stops it")
         timeline = Timeline.loads(body.yaml, "timeline")  # TimelineError (a ProfileError): 422
         rules = _rules(body.rules)
+        # Checked before answering, as the CLI checks before its first change: an unknown profile is
+        # invalid input (422), not a 202 whose error only GET /api/timelines shows.
+        session.write(lambda ctl: ctl.check_timeline(timeline, rules), blocking=False)
         timelines.stop_event.clear()
         timelines.result, timelines.error, timelines.name = None, None, getattr(timeline, "name", None)
 
