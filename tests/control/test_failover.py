@@ -94,3 +94,19 @@ def test_backup_takes_over_when_the_primary_dies_mid_timeline(lab: TwoHostLab, t
                 proc.wait()
         if backup is not None:
             backup.close()
+
+
+def test_many_controllers_in_one_process_are_each_answered(bare_switch) -> None:
+    # grpcio shares one HTTP/2 connection between the channels of a process to one address unless
+    # told not to; the switch allows 64 streams per connection and each controller's StreamChannel
+    # holds one, so the 64th controller's calls (and every other's) waited until DEADLINE_EXCEEDED.
+    ctls: list[Controller] = []
+    try:
+        for i in range(80):
+            ctls.append(Controller.connect(bare_switch.grpc_addr, election_id=100 + i, timeout=10.0))
+        assert [c.is_primary for c in ctls] == [False] * 79 + [True]
+        ctls[-1].bump_in_the_wire(1, 2)
+        assert all(c.port_map() == {1: 2, 2: 1} for c in (ctls[0], ctls[40], ctls[-1]))
+    finally:
+        for c in ctls:
+            c.close()

@@ -81,6 +81,11 @@ CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 256 << 20),
     ("grpc.max_metadata_size", METADATA_LIMIT),
     ("grpc.absolute_max_metadata_size", METADATA_LIMIT),
+    # One connection per client, as separate controller processes have: grpcio otherwise shares one
+    # HTTP/2 connection between every channel of the process to the same address, each client's
+    # stream holds one of the switch's 64 streams per connection, and from the 64th client on every
+    # call of every client in the process waits for a stream (DEADLINE_EXCEEDED).
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 
 
