@@ -77,6 +77,8 @@ class FieldProblems(ValueError):
 
 # Every field name of every profile model, for "did you mean" hints on unknown keys.
 KNOWN_FIELDS: set[str] = set()
+# Each radio model's fields (radio.py fills it): an error names the model a field belongs to.
+RADIO_FIELDS: dict[str, tuple[str, ...]] = {}
 
 # Discriminated unions put the tag in the location ("radio", "umts", "tail"): drop it.
 _UNION_TAGS = {"none", "umts", "lte", "gprs"}
@@ -111,7 +113,15 @@ def _message(error: Mapping[str, Any]) -> str:
     if kind == "value_error":
         return str(ctx.get("error", error["msg"]))
     if kind == "extra_forbidden":
-        field = error["loc"][-1] if error["loc"] else "?"
+        loc = list(error["loc"])
+        field = loc[-1] if loc else "?"
+        model = loc[-2] if len(loc) >= 3 and loc[-3] == "radio" and loc[-2] in RADIO_FIELDS else None
+        if model is not None:
+            owners = [m for m, names in RADIO_FIELDS.items() if field in names and m != model]
+            if owners:
+                fields = ", ".join(n for n in RADIO_FIELDS[model] if n != "model")
+                return (f"not a field of the {model} radio model (it belongs to {' and '.join(owners)}); "
+                        + (f"{model}'s fields: {fields}" if fields else f"{model} has no other field"))
         if field in KNOWN_FIELDS:
             return "unknown field here (it belongs to another block or radio model)"
         close = difflib.get_close_matches(str(field), sorted(KNOWN_FIELDS), n=1)

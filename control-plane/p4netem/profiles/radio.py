@@ -19,7 +19,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .errors import KNOWN_FIELDS, FieldProblems, Problem
+from .errors import KNOWN_FIELDS, RADIO_FIELDS, FieldProblems, Problem
 from .fields import MAX_32, decimal_number, duration, integer, rate
 from .units import Duration, Rate
 
@@ -134,5 +134,6 @@ Radio = Annotated[Union[RadioNone, RadioUmts, RadioLte, RadioGprs], Field(discri
 
 RADIO_MODELS = ("none", "umts", "lte", "gprs")
 
-for _model in (RadioNone, RadioUmts, RadioLte, RadioGprs):
+for _name, _model in zip(RADIO_MODELS, (RadioNone, RadioUmts, RadioLte, RadioGprs)):
     KNOWN_FIELDS.update(_model.model_fields)
+    RADIO_FIELDS[_name] = tuple(_model.model_fields)
