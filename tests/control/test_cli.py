@@ -24,8 +24,9 @@ P4NETEM = Path(sys.executable).parent / "p4netem"
 
 
 def cli(*args: str, addr: str | None = None, timeout: float = 60,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="160", **(env or {}))
+        env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run p4netem with stdout a pipe; `env` adds variables (a None value removes one, e.g. COLUMNS)."""
+    env = {k: v for k, v in {**os.environ, "COLUMNS": "160", **(env or {})}.items() if v is not None}
     if addr:
         env["P4NETEM_ADDR"] = addr
     return subprocess.run([str(P4NETEM), *args], capture_output=True, text=True, timeout=timeout, env=env)
@@ -82,6 +83,35 @@ def test_apply_show_stats_reset(lab: TwoHostLab) -> None:
     r = cli("reset", "--election-id", "2", addr=addr)
     assert r.returncode == 0 and r.stdout.startswith("reset:"), r.stdout + r.stderr
     assert json.loads(cli("show", "--json", addr=addr).stdout)["rules"] == []
+
+
+def _pings(lab: TwoHostLab) -> int:
+    """How many of 3 pings came back (1 s each at most)."""
+    out = lab.h1.ns.run(["ping", "-n", "-c", "3", "-i", "0.2", "-W", "1", lab.h2.ip], check=False).stdout
+    m = re.search(r"(\d+) received", out)
+    assert m, out
+    return int(m.group(1))
+
+
+def test_hard_reset_keeps_the_wire_and_port_map_sets_it(lab: TwoHostLab) -> None:
+    addr = lab.switch.grpc_addr
+    assert cli("apply", "lte", "--election-id", "2", addr=addr).returncode == 0
+    r = cli("reset", "--hard", "--election-id", "2", addr=addr)
+    assert r.returncode == 0 and "port map and L2 forwarding written back" in r.stdout, r.stdout + r.stderr
+    shown = json.loads(cli("show", "--json", addr=addr).stdout)
+    assert shown["rules"] == [] and shown["port_map"] == {"1": 2, "2": 1}, shown
+    assert _pings(lab) == 3 and rtt_ms(lab) < 20  # still a wire, and no longer lte's
+
+    r = cli("reset", "--hard", "--port-map", "--election-id", "2", addr=addr)
+    assert r.returncode == 0 and "nothing is forwarded" in r.stdout, r.stdout + r.stderr
+    assert json.loads(cli("show", "--json", addr=addr).stdout)["port_map"] == {}
+    assert _pings(lab) == 0
+
+    r = cli("port-map", "1:2,2:1", "--election-id", "2", addr=addr)
+    assert r.returncode == 0 and r.stdout.strip() == "port map 1 -> 2, 2 -> 1", r.stdout + r.stderr
+    assert _pings(lab) == 3
+    bad = cli("port-map", "1:2,1:3", "--election-id", "2", addr=addr)
+    assert bad.returncode == 2 and "port 1 is given twice" in bad.stderr, bad.stderr
 
 
 def test_exit_codes_and_messages(bare_switch: SwitchProcess, tmp_path) -> None:
@@ -156,6 +186,54 @@ steps:
     # The failed run wrote nothing: the switch still has what the good run left.
     assert json.loads(cli("show", "--json", "--profiles", str(tmp_path / "slow-wan.yaml"),
                           addr=addr).stdout) == shown
+    # --profiles takes the timeline file too: the profile files its steps apply ...
+    assert json.loads(cli("show", "--json", "--profiles", str(good), addr=addr).stdout) == shown
+
+    # ... and its inline profiles, which the hint of `show` leads to (a top-level name, profiles
+    # and steps are a timeline, not an unknown key next to `profiles:`).
+    handover = tmp_path / "handover.yaml"
+    handover.write_text("name: handover\nprofiles:\n  - {name: weak-cell, both: {delay: 80ms, loss: 2%}}\n"
+                        "steps:\n  - apply: lte\n  - {at: 100ms, apply: weak-cell}\n")
+    assert cli("timeline", "run", str(handover), addr=addr).returncode == 0
+    r = cli("show", addr=addr)
+    assert "#1: profile not built-in" in r.stdout and "pass its file (profile or timeline) with --profiles" in r.stdout
+    for command in (("show",), ("stats", "--once"), ("radio", "show"), ("timeline", "check", str(handover))):
+        r = cli(*command, "--profiles", str(handover), addr=addr)
+        assert r.returncode == 0, (command, r.stderr)
+    r = cli("show", "--profiles", str(handover), addr=addr)
+    assert "weak-cell" in r.stdout and "not built-in" not in r.stdout, r.stdout
+    rule = json.loads(cli("show", "--json", "--profiles", str(handover), addr=addr).stdout)["rules"][0]
+    assert rule["profile"] == "weak-cell" and rule["modified"] == []
+    # A timeline's problems name its field, as `timeline check` does.
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: b\nprofiles: [{name: x, uplink: {loss: 150%}}]\nsteps: [{apply: x}]\n")
+    r = cli("show", "--profiles", str(broken), addr=addr)
+    assert r.returncode == 1 and r.stderr.startswith("error: ") and \
+        "profiles[0].uplink.loss: 150% out of range" in r.stderr, r.stderr
+
+
+def test_piped_output_is_wide_and_watch_prints_every_refresh(bare_switch: SwitchProcess) -> None:
+    """Stdout a pipe and no COLUMNS: tables are not squeezed into 80 columns (whole headers and
+    cells); an explicit COLUMNS is kept. `stats --watch` into a pipe prints every refresh."""
+    addr = bare_switch.grpc_addr
+    assert cli("apply", "hspa", "--rule", "client=10.0.0.1,ue=1", addr=addr).returncode == 0
+    wide = {"COLUMNS": None}
+    r = cli("show", addr=addr, env=wide)
+    assert r.returncode == 0 and "…" not in r.stdout, r.stdout
+    header = next(line for line in r.stdout.splitlines() if "traffic" in line)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == [
+        "#", "traffic", "ue", "prio", "profile", "downlink", "uplink", "radio", "ids"], header
+    assert "rate 3Mbit, delay 50ms, jitter 3.54ms normal" in r.stdout  # a cell on one line
+    r = cli("stats", "--once", addr=addr, env=wide)
+    assert r.returncode == 0 and "…" not in r.stdout, r.stdout
+    assert "drops by reason" in r.stdout and "Mbit/s out" in r.stdout and "hspa" in r.stdout
+    # COLUMNS given: rich's width, as before.
+    narrow = cli("show", addr=addr, env={"COLUMNS": "80"})
+    assert narrow.returncode == 0 and max(len(line) for line in narrow.stdout.splitlines()[1:]) <= 80
+
+    r = cli("stats", "--watch", "--count", "3", "--interval", "0.2", addr=addr, env=wide)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("p4netem counters") == 3 and r.stdout.count("drops by reason") == 3, r.stdout
 
 
 def _port_open(addr: str) -> bool:

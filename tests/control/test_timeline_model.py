@@ -166,3 +166,31 @@ steps:
     assert timeline.set_mode == "switch" and not any(e.in_place for e in events)
     with pytest.raises(TimelineError, match=r"set_mode: \"sideways\" is not a set mode; allowed in-place, switch"):
         compile_text(text.format(mode="set_mode: sideways"))
+
+
+def test_own_profiles_are_the_inline_ones_and_the_applied_files(tmp_path):
+    """What `--profiles TIMELINE` makes known: the inline profiles, then the profile files the
+    `apply` steps name (relative to the timeline), each once; built-in names are not looked up."""
+    (tmp_path / "slow-wan.yaml").write_text("name: slow-wan\nboth: {delay: 40ms, rate: 5Mbit}\n")
+    path = tmp_path / "handover.yaml"
+    path.write_text("""
+name: handover
+profiles:
+  - {name: weak-cell, both: {delay: 80ms, loss: 2%}}
+steps:
+  - apply: lte
+  - {at: 1s, apply: weak-cell}
+  - {at: 2s, apply: slow-wan.yaml}
+  - {at: 3s, apply: slow-wan.yaml}
+""")
+    profiles = Timeline.load(path).own_profiles()
+    assert [p.name for p in profiles] == ["weak-cell", "slow-wan"]
+    assert str(profiles[1].downlink.rate) == "5Mbit"
+    assert Timeline.loads("steps: [{apply: lte}]").own_profiles() == []
+    # A file that cannot be loaded is named with its step (and the timeline).
+    (tmp_path / "slow-wan.yaml").write_text("name: slow-wan\nboth: {loss: 150%}\n")
+    with pytest.raises(TimelineError, match=r"handover.yaml.*steps\[2\].apply: slow-wan.yaml: both.loss: 150% out of range"):
+        Timeline.load(path).own_profiles()
+    (tmp_path / "slow-wan.yaml").unlink()
+    with pytest.raises(TimelineError, match=r"steps\[2\].apply: slow-wan.yaml: cannot read"):
+        Timeline.load(path).own_profiles()

@@ -4,6 +4,10 @@ for, parameters change the host count, and mistakes are refused with the field n
 from __future__ import annotations
 
 import ipaddress
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +154,19 @@ def test_bad_topology_documents_name_the_field():
                "hosts": [base["hosts"][0], {**base["hosts"][1], "ip": "10.0.1.2"}]}
     with pytest.raises(TopologyError, match="not a host address"):
         TopologySpec.model_validate(outside).expand()
+
+
+def test_lab_show_errors_use_the_common_error_line():
+    """`p4netem lab show` (no namespaces needed) prints its errors as every command does: on
+    stderr, the first line starting with `error:` (docs/cli.md), exit 1; the table on success."""
+    p4netem = str(Path(sys.executable).with_name("p4netem"))
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    r = subprocess.run([p4netem, "lab", "show", "dumbbell", "-p", "clients=2"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 1 and r.stdout == "", r
+    assert r.stderr.startswith("error: topology 'dumbbell' has no parameter 'clients'; parameters: pairs"), r.stderr
+    r = subprocess.run([p4netem, "lab", "show", "no-such-topology"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.startswith("error: no topology 'no-such-topology'"), r.stderr
+    r = subprocess.run([p4netem, "lab", "show", "dumbbell", "-p", "pairs=2"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0 and r.stderr == "" and "client2" in r.stdout and "…" not in r.stdout, r

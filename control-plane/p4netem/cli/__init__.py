@@ -31,7 +31,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from . import (apply_cmd, distribution_cmd, host_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
+from . import (apply_cmd, distribution_cmd, forward_cmd, host_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
                timeline_cmd, trace_cmd, replay_cmd, web_cmd)
 from .common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE, GrpcCa, GrpcCert, GrpcKey,
                      GrpcServerName, use_tls)
@@ -58,6 +58,7 @@ def _global_options(grpc_ca: GrpcCa = None, grpc_cert: GrpcCert = None, grpc_key
 
 switch_cmd.register(app)
 apply_cmd.register(app)
+forward_cmd.register(app)
 show_cmd.register(app)
 radio_cmd.register(app)
 distribution_cmd.register(app)

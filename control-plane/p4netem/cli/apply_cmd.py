@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ..control import ApplyResult, Controller, Rule, RuleError, load_rules, parse_rule_option
+from ..control import ApplyResult, Controller, Rule, RuleError, Timeline, load_rules, parse_rule_option
 from ..profiles import Profile, ProfileError, load_profiles
 from ..profiles.errors import Problem
 from ..profiles.link import TracePlacement
@@ -37,7 +37,8 @@ InPlace = Annotated[bool, typer.Option(
                        "of switching it to a new, empty queue.")]
 ProfilesOpt = Annotated[Optional[list[Path]], typer.Option(
     "--profiles", "-p", metavar="FILE",
-    help="YAML profile file(s) or directories whose profiles can be named (repeatable).")]
+    help="YAML profile file(s) or directories whose profiles can be named (repeatable); a timeline "
+         "file gives the profiles it defines (its `profiles:` and the files its steps apply).")]
 
 
 def gather_rules(rule: list[str] | None, rules_file: Path | None) -> list[Rule]:
@@ -54,10 +55,27 @@ def gather_rules(rule: list[str] | None, rules_file: Path | None) -> list[Rule]:
 
 
 def gather_profiles(files: list[Path] | None) -> list[Profile]:
+    """The profiles of --profiles: profile files, directories of them, and timeline files (whose
+    inline `profiles:` and applied profile files count; their problems name the timeline's field)."""
     profiles: list[Profile] = []
     for path in files or []:
-        profiles += load_profiles(path)
+        if _is_timeline(path):
+            profiles += Timeline.load(path).own_profiles()
+        else:
+            profiles += load_profiles(path)
     return profiles
+
+
+def _is_timeline(path: Path) -> bool:
+    """A file whose YAML is a mapping with `steps:` (a timeline; no profile has that key). A file
+    that cannot be read or parsed is left to the profile loader, which names the problem."""
+    if path.is_dir():
+        return False
+    try:
+        data = safe_yaml.load_file(path)
+    except (YamlInputError, OSError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and "steps" in data
 
 
 def print_result(result: ApplyResult, as_json: bool) -> None:
@@ -261,9 +279,11 @@ def reset(
     rule: Annotated[Optional[list[str]], typer.Option(
         "--rule", "-r", metavar="KEY=VALUE,...",
         help="Remove only these rules (as given to apply) and their profiles.")] = None,
-    port_map: Annotated[bool, typer.Option("--port-map", help="Also delete the port map (no traffic passes).")] = False,
+    port_map: Annotated[bool, typer.Option(
+        "--port-map", help="Also delete the port map and L2 entries (no traffic passes until `p4netem port-map`).")] = False,
     hard: Annotated[bool, typer.Option("--hard", help="Re-push the pipeline: clears every table, register "
-                                                      "and counter, jitter tables and seed included.")] = False,
+                                                      "and counter, jitter tables and seed included; the "
+                                                      "forwarding is written back unless --port-map.")] = False,
     addr: SwitchAddr = DEFAULT_ADDR,
     device_id: DeviceId = 1,
     election_id: ElectionId = 1,
@@ -279,8 +299,10 @@ def reset(
             n = ctl.remove(rules)
             console.print(f"removed {n} rule(s)", highlight=False)
         elif hard:
-            ctl.push_pipeline(keep_state=False)
-            console.print("pipeline re-pushed: every table, register and counter cleared", highlight=False)
+            ctl.reset_hard(port_map=port_map)
+            console.print("pipeline re-pushed: every table, register and counter cleared"
+                          + (", port map included (nothing is forwarded)" if port_map
+                             else "; port map and L2 forwarding written back"), highlight=False)
         else:
             ctl.reset(port_map=port_map)
             what = ("rules, profiles, counters, UE radios and port map" if port_map

@@ -8,6 +8,7 @@ p4netem.cli). Scripts should rely on the exit code and on `--json` output, not o
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,22 @@ EXIT_INTERRUPTED = 130  # Ctrl-C during a timeline (the shell's convention for S
 
 DEFAULT_ADDR = "127.0.0.1:9559"
 
-console = Console(soft_wrap=True)  # status lines stay one line (scripts grep them)
+# Width of stdout when it is not a terminal (a pipe, a file) and COLUMNS is not set: rich would
+# take 80 columns there (or the width of whatever terminal stderr or stdin is) and squeeze tables
+# into it, cutting headers to `pro…`. Tables take only the width they need, so this is an upper bound.
+PIPED_WIDTH = 400
+
+
+def stdout_console(**kwargs: Any) -> Console:
+    """A console on stdout: on a terminal, or with COLUMNS set, as wide as rich makes it; otherwise
+    PIPED_WIDTH wide so that tables keep their whole headers and cells."""
+    con = Console(**kwargs)
+    if not con.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        con = Console(width=PIPED_WIDTH, **kwargs)
+    return con
+
+
+console = stdout_console(soft_wrap=True)  # status lines stay one line (scripts grep them)
 err_console = Console(stderr=True)
 
 SwitchAddr = Annotated[str, typer.Option(

@@ -13,10 +13,10 @@ from rich.table import Table
 from ..profiles import ProfileError, builtin_profiles, load_profiles
 from ..profiles.summary import radio_summary
 from ..profiles.yaml_files import dumps
-from .common import EXIT_PROBLEM, error, guarded, warning
+from .common import EXIT_PROBLEM, error, guarded, stdout_console, warning
 
 app = typer.Typer(help="List, show and validate impairment profiles.", no_args_is_help=True)
-console = Console()
+console = stdout_console()
 err = Console(stderr=True)
 
 

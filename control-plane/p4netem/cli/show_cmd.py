@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Annotated, Optional
 
 import typer
@@ -67,7 +68,8 @@ def show(
             unknown = [f"#{a.number}" for a in applied if a.profile_name is None]
             if unknown:
                 console.print(f"  {', '.join(unknown)}: profile not built-in and not given here (the switch holds "
-                              "no names): pass its file with --profiles to see its name", highlight=False)
+                              "no names): pass its file (profile or timeline) with --profiles to see its name",
+                              highlight=False)
             for a in applied:
                 for diff in a.modified:
                     console.print(f"  #{a.number} {diff}", highlight=False)
@@ -104,7 +106,9 @@ def stats_table(stats: SwitchStats, previous: SwitchStats | None) -> Group:
         if note:
             parts.append(Text(note))
     else:
-        parts.append(Text("radio: no rule with a radio" + (" has an active UE" if stats.radio.found else "")))
+        # The report cannot tell "no rule has a radio" from "a by-address rule's UEs were all idle so
+        # far" (it scans for active UEs), so it says both, as `radio show` does.
+        parts.append(Text("radio: no UE to show (no rule has a radio, or no by-address UE was active yet)"))
     return Group(*parts)
 
 
@@ -112,7 +116,8 @@ def stats_table(stats: SwitchStats, previous: SwitchStats | None) -> Group:
 def stats(
     interval: Annotated[float, typer.Option("--interval", "-n", min=0.1, help="Seconds between refreshes.")] = 1.0,
     once: Annotated[Optional[bool], typer.Option(
-        "--once/--watch", help="Print one snapshot / refresh live until Ctrl-C (default: live on a "
+        "--once/--watch", help="Print one snapshot / refresh live until Ctrl-C; not on a terminal, "
+                               "--watch prints every refresh after the previous one (default: live on a "
                                "terminal, once otherwise).")] = None,
     count: Annotated[int, typer.Option("--count", min=0, help="Stop after this many refreshes (0: until Ctrl-C).")] = 0,
     radio_ues: Limit = DEFAULT_LIMIT,
@@ -152,17 +157,32 @@ def _json_stats(ctl: Controller, once: bool, interval: float, count: int, radio_
         time.sleep(interval)
 
 
+def _refreshes(ctl: Controller, interval: float, count: int, radio_ues: int) -> Iterator[Group]:
+    """The stats tables of a watch: one now, then one per interval (count in all; 0: no end)."""
+    current = ctl.stats(radio_ues)
+    yield stats_table(current, None)
+    n = 1
+    while not count or n < count:
+        time.sleep(interval)
+        previous, current = current, ctl.stats(radio_ues)
+        yield stats_table(current, previous)
+        n += 1
+
+
 def _live(ctl: Controller, interval: float, count: int, radio_ues: int) -> None:
-    previous = None
-    n = 0
+    tables = _refreshes(ctl, interval, count, radio_ues)
     try:
-        current = ctl.stats(radio_ues)
-        with Live(stats_table(current, None), console=console, auto_refresh=False) as live:
-            while not count or n < count - 1:
-                time.sleep(interval)
-                previous, current = current, ctl.stats(radio_ues)
-                live.update(stats_table(current, previous), refresh=True)
-                n += 1
+        if not console.is_terminal:
+            # A Live display shows only its last frame when stdout is not a terminal (a pipe, a
+            # file): print every refresh, each after the previous one.
+            for i, table in enumerate(tables):
+                if i:
+                    console.print()
+                console.print(table)
+            return
+        with Live(next(tables), console=console, auto_refresh=False) as live:
+            for table in tables:
+                live.update(table, refresh=True)
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a live view ends
 

@@ -14,6 +14,7 @@ import typer
 
 from ..lab.netns import LabError, disable_offloads
 from ..paths import switch_binary
+from .forward_cmd import parse_port_pairs
 from .common import (DEFAULT_ADDR, EXIT_PROBLEM, DeviceId, ElectionId, SwitchAddr, connect, console, error,
                      guarded)
 
@@ -43,13 +44,7 @@ def parse_port_map(text: str, ports: dict[int, str]) -> dict[int, int]:
             a, b = sorted(ports)
             return {a: b, b: a}
         return {}
-    mapping: dict[int, int] = {}
-    for item in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", item)
-        if not m:
-            raise typer.BadParameter(f"{item!r} is not IN:OUT (e.g. 1:2,2:1), auto or none", param_hint="'--port-map'")
-        mapping[int(m.group(1))] = int(m.group(2))
-    return mapping
+    return parse_port_pairs(text, "'--port-map'", ", auto or none")
 
 
 def _listening(addr: str) -> bool:

@@ -157,6 +157,23 @@ class Controller:
     def push_pipeline(self, p4info: P4Info | None = None, keep_state: bool = True) -> None:
         self.session.push_pipeline(p4info, keep_state)
 
+    def reset_hard(self, port_map: bool = False) -> None:
+        """Re-push the pipeline with VERIFY_AND_COMMIT (every table, register and counter cleared,
+        the jitter tables and the seed too), then write the forwarding back (the port map and the
+        L2 entries, as they were), unless `port_map`: like reset(), a hard reset leaves the wire
+        up. Between the two writes (milliseconds) nothing is forwarded. Entries whose action is
+        not a port (none of p4netem's own) are not written back."""
+        before = None if port_map else self.state()
+        self.push_pipeline(keep_state=False)
+        if before is None:
+            return
+        ports = {k: v for k, v in before.port_map.items() if isinstance(v, int)}
+        macs = {k: v for k, v in before.l2.items() if isinstance(v, int)}
+        if ports:
+            self.set_port_map(ports)
+        if macs:
+            self.set_l2_forwarding(macs)
+
     # ---- profiles known by name -------------------------------------------------------------------
 
     def add_profile(self, profile: Profile) -> None:

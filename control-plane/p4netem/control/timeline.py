@@ -52,7 +52,7 @@ from ..profiles import Profile, ProfileError
 from ..profiles.errors import KNOWN_FIELDS, FieldProblems, Problem, problems_from_validation_error
 from ..profiles.fields import annotate, duration, one_line
 from ..profiles.units import Duration, quote
-from ..profiles.yaml_files import _parse_yaml
+from ..profiles.yaml_files import _parse_yaml, load_profile
 from ..safe_yaml import YamlInputError, read_text
 from .realtime import GrpcThreadsRealtime, Realtime
 from .rules import Rule
@@ -288,10 +288,7 @@ class Timeline(BaseModel):
                     if name in inline:
                         profile = inline[name]
                     else:
-                        path = Path(name)
-                        if self.base_dir is not None and path.suffix in (".yaml", ".yml") and not path.is_absolute():
-                            path = self.base_dir / path
-                            name = str(path)
+                        name = self._resolvable(name)
                         profile = resolve(name)
                 except ProfileError as exc:
                     problems += [Problem(f"{where}.apply", p.message if not p.path else str(p)) for p in exc.problems]
@@ -348,6 +345,39 @@ class Timeline(BaseModel):
                 merged.pop()
             merged.append(event)
         return merged
+
+    def _resolvable(self, name: str) -> str:
+        """What `resolve` gets for `apply: NAME` (NAME not an inline profile): a YAML file name
+        relative to the timeline's directory, any other name as it is."""
+        path = Path(name)
+        if self.base_dir is not None and path.suffix in (".yaml", ".yml") and not path.is_absolute():
+            return str(self.base_dir / path)
+        return name
+
+    def own_profiles(self) -> list[Profile]:
+        """The profiles this timeline defines: its inline `profiles:`, then the profiles of the
+        YAML files its `apply` steps name (relative to the timeline file). Names of built-in or
+        otherwise known profiles are not looked up. What `--profiles TIMELINE` makes known by name.
+        Raises TimelineError naming the step of a file that cannot be loaded."""
+        inline = {p.name for p in self.profiles}
+        profiles = list(self.profiles)
+        problems: list[Problem] = []
+        files: set[str] = set()
+        for i, step in enumerate(self.steps):
+            if step.action != "apply" or step.apply in inline:
+                continue
+            name = self._resolvable(str(step.apply))
+            if Path(name).suffix not in (".yaml", ".yml") or name in files:
+                continue
+            files.add(name)
+            try:
+                profiles.append(load_profile(name))
+            except ProfileError as exc:
+                problems += [Problem(f"steps[{i}].apply", f"{step.apply}: {p.message if not p.path else p}")
+                             for p in exc.problems]
+        if problems:
+            raise TimelineError(problems, self.source)
+        return profiles
 
     @property
     def in_place_sets(self) -> bool:

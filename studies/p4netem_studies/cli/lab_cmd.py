@@ -22,12 +22,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from p4netem.cli.common import EXIT_PROBLEM, error, stdout_console
 from p4netem.cli.signals import Terminated, interrupt_on_termination
 
 from ..mininet.topology import TopologyError, load_topology, topology_names
 
 app = typer.Typer(help="Mininet labs: list, show and bring up topologies.", no_args_is_help=True)
-console = Console()
+console = stdout_console()
 err = Console(stderr=True)
 
 
@@ -67,8 +68,8 @@ def show(topology: str = typer.Argument(..., help="Topology name or YAML file.")
     try:
         topo = load_topology(topology).expand(parse_params(param))
     except TopologyError as exc:
-        err.print(f"[red]{exc}[/]")
-        raise typer.Exit(1)
+        error(str(exc))
+        raise typer.Exit(EXIT_PROBLEM)
     routes = topo.routes()
     cols = ["host", "role", "address", "switch port", "slot", "UE id"]
     if routes:
@@ -113,8 +114,8 @@ def up(
             raise ValueError(f"--link-profile: topology {topo.name!r} has no host links (only "
                              "routed topologies, such as the dumbbell, have them)")
     except (TopologyError, ValueError) as exc:
-        err.print(f"[red]{exc}[/]")
-        raise typer.Exit(1)
+        error(str(exc))
+        raise typer.Exit(EXIT_PROBLEM)
     from p4netem.lab.netns import LabError
     from ..mininet.cli import LabCLI
     from ..mininet.lab import MininetLab
@@ -149,8 +150,8 @@ def up(
             err.print("[yellow]terminated: lab removed[/]")
             code = exc.code
         except LabError as exc:
-            err.print(f"[red]{exc}[/]")
-            code = 1
+            error(str(exc))
+            code = EXIT_PROBLEM
     raise typer.Exit(code)
 
 
@@ -163,8 +164,8 @@ def clean(as_json: bool = typer.Option(False, "--json", help="Print the report a
 
     from p4netem.lab.owner import clean_dead_labs, run_dir
     if os.geteuid() != 0:
-        err.print("[red]error:[/] lab clean needs root (namespaces)")
-        raise typer.Exit(1)
+        error("lab clean needs root (namespaces)")
+        raise typer.Exit(EXIT_PROBLEM)
     report = clean_dead_labs()
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))

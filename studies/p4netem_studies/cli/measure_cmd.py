@@ -18,6 +18,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from p4netem.cli.common import error, stdout_console
 from p4netem.cli.signals import run_recording
 
 from ..harness.plan import PRESETS, Plan, matrix
@@ -26,10 +27,7 @@ from ..mininet.topology import TopologyError, load_topology
 from . import run_options
 from .lab_cmd import parse_params, split_profile
 
-console = Console()
-if not console.is_terminal:
-    # Logs and CI: rich would wrap the table at 80 columns (it takes about 140 with a radio).
-    console = Console(width=160)
+console = stdout_console()  # logs and CI: not squeezed to 80 columns (the table takes about 140 with a radio)
 err = Console(stderr=True)
 
 
@@ -129,7 +127,7 @@ def measure(
         if save_baseline and baseline is None:
             raise ValueError("--save-baseline needs --baseline DIR")
     except (ValueError, TopologyError) as exc:
-        err.print(f"[red]{exc}[/]")
+        error(str(exc))
         raise typer.Exit(2)
 
     from ..harness import results
@@ -145,7 +143,7 @@ def measure(
     console.print(f"took {outcome.metadata.get('duration_s')} s")
     failed = [r for r in outcome.records if not r.ok]
     if failed:
-        err.print(f"[red]{len(failed)} of {len(outcome.records)} loads failed[/] (see runs.csv)")
+        error(f"{len(failed)} of {len(outcome.records)} loads failed (see runs.csv)")
         raise typer.Exit(1)
     from ..harness.baseline import report as baseline_report
     if baseline_report(out_dir, baseline, save_baseline, tolerance, console, err):
