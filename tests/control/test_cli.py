@@ -125,7 +125,18 @@ def test_exit_codes_and_messages(bare_switch: SwitchProcess, tmp_path) -> None:
     assert r.returncode == 1 and "uplink.loss: 150% out of range 0..100%" in r.stderr, r.stderr
     r = cli("apply", "lan", "--rule", "client=10.0.0.1,dscp=99", addr=addr)
     assert r.returncode == 1 and "dscp: 99 out of range 0..63" in r.stderr, r.stderr
-    assert cli("profiles", "validate", str(bad)).returncode == 1
+    r = cli("profiles", "validate", str(bad))
+    assert r.returncode == 1 and r.stderr.startswith(f"error: {bad}: invalid"), r.stderr
+    # The profile file is read before the switch is: a bad file is exit 1 even with no switch there.
+    r = cli("apply", str(bad), "--switch", "127.0.0.1:1")
+    assert r.returncode == 1 and "uplink.loss: 150% out of range" in r.stderr, r.stderr
+    # Values are quoted as given, never read as markup, and a pipe does not wrap the message.
+    marked = tmp_path / "marked.yaml"
+    marked.write_text('name: "[bold]x"\nuplink: {loss: 1%, delay: "' + "9" * 60 + 'min"}\n')
+    r = cli("profiles", "validate", str(marked), env={"COLUMNS": None})
+    assert r.returncode == 1 and '"[bold]x"' in r.stderr, r.stderr
+    assert any(line.strip().startswith("uplink.delay:") and line.endswith("allowed 0s..281474.976710655s")
+               for line in r.stderr.splitlines()), r.stderr
 
     assert cli("apply").returncode == 2
     # Ids beyond what P4Runtime carries (uint128 election id, uint64 device id) are usage errors

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from ..control import ApplyResult, Controller, Rule, RuleError, Timeline, load_rules, parse_rule_option
-from ..profiles import Profile, ProfileError, load_profiles
+from ..profiles import Profile, ProfileError, builtin_profiles, load_profiles
 from ..profiles.errors import Problem
 from ..profiles.link import TracePlacement
 from ..profiles.netem import NetemSetup
@@ -195,6 +195,11 @@ def apply(
     chosen: Profile | str = setup.profile if setup is not None else checked if checked is not None else profile
     rules = gather_rules(rule, rules_file)
     known = gather_profiles(profiles)
+    if isinstance(chosen, str):
+        # Read before the switch is reached: a bad profile file is exit 1 whatever the switch's state.
+        from ..control.catalog import resolve_profile
+
+        chosen = resolve_profile(chosen, {**builtin_profiles(), **{p.name: p for p in known}})
     with connect(addr, device_id, election_id, profiles=known) as ctl:
         if setup is not None and setup.user_table is not None:
             # `distribution FILE`: the table goes into the user slot before the profile that

@@ -38,14 +38,14 @@ def show(name: str = typer.Argument(..., help="A built-in profile name or a YAML
         return
     path = Path(name)
     if not path.exists():
-        err.print(f"[red]no built-in profile or file {name!r}[/]; built-ins: {', '.join(profiles)}")
-        raise typer.Exit(1)
+        error(f"no built-in profile or file {name!r}; built-ins: {', '.join(profiles)}")
+        raise typer.Exit(EXIT_PROBLEM)
     try:
         loaded = load_profiles(path)
         typer.echo(dumps(loaded[0] if len(loaded) == 1 else loaded), nl=False)
     except ProfileError as exc:
-        err.print(f"[red]{exc}[/]")
-        raise typer.Exit(1)
+        error(str(exc))
+        raise typer.Exit(EXIT_PROBLEM)
 
 
 @app.command("validate")
@@ -57,11 +57,11 @@ def validate(files: list[Path] = typer.Argument(..., help="Profile YAML files.")
             loaded = load_profiles(path)
         except (ProfileError, OSError) as exc:
             bad += 1
-            err.print(f"[red]{path}: invalid[/]\n{exc}")
+            error(f"{path}: invalid\n{exc}")
             continue
         console.print(f"{path}: ok ({', '.join(p.name for p in loaded)})")
     if bad:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_PROBLEM)
 
 
 @app.command("from-netem")
