@@ -13,8 +13,8 @@ from .common import DEFAULT_ADDR, DeviceId, ElectionId, SwitchAddr, connect, con
 
 
 def parse_port_pairs(text: str, param_hint: str, alternatives: str = "") -> dict[int, int]:
-    """IN:OUT pairs, comma-separated ("1:2,2:1"), each port 0..511 (the pipeline's port width
-    allows more; the switch's ports are numbered like bmv2's)."""
+    """IN:OUT pairs, comma-separated ("1:2,2:1"), each IN once. The ports' range (0..511) is the
+    controller's check when they are written (exit 1, naming the port)."""
     mapping: dict[int, int] = {}
     for item in text.split(","):
         m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", item)
