@@ -94,7 +94,11 @@ class SwitchProcess:
             self.log_path = Path(f"/tmp/p4netem-switch-{self.grpc_port}.log")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
+            # Its own session: a Ctrl-C at a lab's prompt (SIGINT to the terminal's process group)
+            # interrupts the command on a host, as in Mininet, and must not stop the data plane
+            # under the still-running lab. The owner stops it (stop(), the lab's reaper).
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
         if self._resources is not None:
             self._resources.track_process(self.proc)
         if self._on_start is not None:
