@@ -135,10 +135,10 @@ def show(name: str = typer.Argument(..., help="Experiment name (or e1..e5) or YA
 def run(
     name: str = typer.Argument(..., help="Experiment name (or e1..e5) or YAML file."),
     quick: bool = typer.Option(False, "--quick", help="The quick variant (a few minutes)."),
-    reps: int = typer.Option(None, "--reps", help="Repetitions per condition (default: the "
+    reps: int = typer.Option(None, "--reps", min=1, help="Repetitions per condition (default: the "
                              "definition's)."),
     out: Path = typer.Option(None, "--out", help="Result directory."),
-    sample: int = typer.Option(None, "--sample", help="Run this many cells of the matrix "
+    sample: int = typer.Option(None, "--sample", min=1, help="Run this many cells of the matrix "
                                "(stratified unless the definition says random)."),
     seed: int = typer.Option(None, "--seed", help="Seed of the sample."),
     cc: str = typer.Option(None, "--cc", help="Congestion control of every host instead of "
@@ -175,6 +175,7 @@ def run(
                                  f"{exc}") from None
         if save_baseline and baseline is None:
             raise ValueError("--save-baseline needs --baseline DIR")
+        run_options.check_target(target)
         filters = _only(only)
         # Validate the whole plan before any lab comes up.
         if isinstance(exp, PageloadExperiment):
@@ -192,6 +193,11 @@ def run(
     if RunStore.exists(out_dir):
         err.print(f"[red]error: {escape(str(out_dir))} already holds a run; finish it with "
                   f"`p4netem experiment resume {escape(str(out_dir))}` or pick another --out[/]")
+        raise typer.Exit(2)
+    try:
+        run_options.check_out_dir(out_dir)
+    except ValueError as exc:
+        err.print(f"[red]error: {escape(str(exc))}[/]")
         raise typer.Exit(2)
     result = _guarded(lambda: run_experiment(
         name, out_dir, quick=quick, reps=reps, sample=sample, seed=seed, cc=cc, only=filters,
@@ -218,10 +224,16 @@ def _print_result(result) -> None:
 def analyze(directory: Path = typer.Argument(..., help="A result directory of `experiment run`.")
             ) -> None:
     """Analyse an experiment's result directory again: tables, CSVs, plot, experiment.json."""
+    import sqlite3
+
     from ..experiments.run import analyze_directory
+    from ..runs.store import StoreError, damaged
     try:
         result = analyze_directory(directory)
-    except (ExperimentError, ValueError, KeyError) as exc:
+    except sqlite3.DatabaseError as exc:
+        err.print(f"[red]error: {escape(damaged(directory / 'run.db', exc))}[/]")
+        raise typer.Exit(1)
+    except (ExperimentError, StoreError, ValueError, KeyError) as exc:
         err.print(f"[red]error: {escape(str(exc))}[/]")
         raise typer.Exit(1)
     for table in result.tables:
@@ -241,9 +253,15 @@ def _run_errors():
 def _guarded(fn, out_dir):
     """One-line errors (exit 2 for bad input, 1 for a failed run) for what the user can fix; the
     rest (Ctrl-C, SIGTERM) as every p4netem command handles it (cli.signals)."""
+    import sqlite3
+
+    from ..runs.store import damaged
     known = _run_errors()
     try:
         return run_recording("experiment", out_dir, fn)
+    except sqlite3.DatabaseError as exc:
+        err.print(f"[red]error: {escape(damaged(Path(out_dir) / 'run.db', exc))}[/]")
+        raise typer.Exit(2)
     except tuple(known) as exc:
         code = next(c for t, c in known.items() if isinstance(exc, t))
         err.print(f"[red]error: {escape(str(exc))}[/]")
@@ -273,13 +291,17 @@ def status_cmd(directory: Path = typer.Argument(..., help="A run directory."),
                as_json: bool = typer.Option(False, "--json", help="Machine-readable.")) -> None:
     """Done / total, failed loads and why, elapsed time and an estimate of what is left."""
     import json as _json
+    import sqlite3
 
     from ..runs.execute import format_duration, status
-    from ..runs.store import StoreError
+    from ..runs.store import StoreError, damaged
     try:
         st = status(directory)
     except StoreError as exc:
         err.print(f"[red]error: {escape(str(exc))}[/]")
+        raise typer.Exit(2)
+    except sqlite3.DatabaseError as exc:
+        err.print(f"[red]error: {escape(damaged(directory / 'run.db', exc))}[/]")
         raise typer.Exit(2)
     if as_json:
         print(_json.dumps(st.to_json(), indent=1, default=str))
@@ -307,13 +329,18 @@ def recheck_cmd(directory: Path = typer.Argument(..., help="A run directory."),
                                              "refuse; change nothing.")) -> None:
     """Judge the stored loads by today's validity checks: an ok load they refuse becomes failed
     (its record is kept in the store), so that `resume --retry-failed` measures it again."""
+    import sqlite3
+
     from ..experiments.definition import ExperimentError
     from ..runs.recheck import recheck
-    from ..runs.store import StoreError
+    from ..runs.store import StoreError, damaged
     try:
         res = recheck(directory, dry_run=dry_run)
     except (StoreError, ExperimentError) as exc:
         err.print(f"[red]error: {escape(str(exc))}[/]")
+        raise typer.Exit(2)
+    except sqlite3.DatabaseError as exc:
+        err.print(f"[red]error: {escape(damaged(directory / 'run.db', exc))}[/]")
         raise typer.Exit(2)
     if res.skipped:
         console.print(f"nothing to recheck: {escape(res.skipped)}")

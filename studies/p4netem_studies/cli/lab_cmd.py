@@ -26,6 +26,7 @@ from p4netem.cli.common import EXIT_PROBLEM, error, stdout_console
 from p4netem.cli.signals import Terminated, interrupt_on_termination
 
 from ..mininet.topology import TopologyError, load_topology, topology_names
+from . import run_options
 
 app = typer.Typer(help="Mininet labs: list, show and bring up topologies.", no_args_is_help=True)
 console = stdout_console()
@@ -113,6 +114,15 @@ def up(
         if link_prof is not None and not topo.links:
             raise ValueError(f"--link-profile: topology {topo.name!r} has no host links (only "
                              "routed topologies, such as the dumbbell, have them)")
+        run_options.check_target(target)
+        if serve:
+            from ..web.pages import named
+            try:
+                named(serve)
+            except ValueError as exc:
+                raise ValueError(f"--serve: {exc}") from None
+        if pcap is not None:
+            run_options.check_out_dir(pcap, "--pcap")
     except (TopologyError, ValueError) as exc:
         error(str(exc))
         raise typer.Exit(EXIT_PROBLEM)

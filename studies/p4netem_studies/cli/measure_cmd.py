@@ -39,6 +39,15 @@ def _duration_ms(text: str) -> float:
         raise typer.BadParameter(str(exc)) from None
 
 
+def _check_rmem(text: str) -> None:
+    """--client-rmem is net.ipv4.tcp_rmem: three byte counts (the kernel takes nothing else)."""
+    parts = text.split()
+    if (len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts)
+            or min(map(int, parts)) < 1):
+        raise ValueError(f"--client-rmem takes 'MIN DEFAULT MAX', three byte counts of at least "
+                         f"1, not {text!r}")
+
+
 def _profile_option(text: str) -> tuple[str, bool, bool]:
     """'hspa', 'hspa+radio', 'hspa+prewoken' -> (name, radio on, woken before each load)."""
     if text.endswith("+prewoken"):
@@ -58,7 +67,8 @@ def measure(
     iw: list[int] = typer.Option([], "--iw", help="Server initial window (segments). Repeatable."),
     page: str = typer.Option("demo", "--page", help="demo, microscape, e3-a|b|c-1s|2s|4s, "
                              "e5-site1..8, uniform-NxS."),
-    reps: int = typer.Option(None, "--reps", help="Loads per condition (default 5; preset's own)."),
+    reps: int = typer.Option(None, "--reps", min=1, help="Loads per condition (default 5; "
+                             "preset's own)."),
     topology: str = typer.Option("inline", "--topology", help="Topology name or file."),
     param: list[str] = typer.Option([], "--param", "-p", help="Topology parameter NAME=N."),
     plain: bool = typer.Option(False, "--plain", help="Without TLS (HTTP/2 then is h2c)."),
@@ -113,7 +123,8 @@ def measure(
                                 tls=not plain, page=page, conns_per_host=conns_per_host,
                                 prewake=prewake, server_buffering=server_buffering)
             plan = Plan("measure", conds, topology=topology,
-                        topology_params=parse_params(param), repetitions=reps or 5,
+                        topology_params=parse_params(param),
+                        repetitions=5 if reps is None else reps,
                         silence_s=silence, timeout_s=timeout, dns=dns,
                         dns_latency_ms=_duration_ms(dns_latency), congestion_control=cc,
                         client_rmem=client_rmem, gzip=gzip, revalidate=revalidate)
@@ -126,13 +137,24 @@ def measure(
                 raise ValueError(f"--cc: {exc}") from None
         if save_baseline and baseline is None:
             raise ValueError("--save-baseline needs --baseline DIR")
+        if not preset:
+            if not silence > 0:
+                raise ValueError(f"--silence must be a positive number of seconds, not {silence}")
+            if not timeout > 0:
+                raise ValueError(f"--timeout must be a positive number of seconds, not {timeout}")
+            if conns_per_host is not None and conns_per_host < 1:
+                raise ValueError(f"--conns-per-host must be at least 1, not {conns_per_host}")
+        if plan.client_rmem is not None:
+            _check_rmem(plan.client_rmem)
+        run_options.check_target(target)
+        out_dir = out or Path("results") / f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        run_options.check_out_dir(out_dir)
     except (ValueError, TopologyError) as exc:
         error(str(exc))
         raise typer.Exit(2)
 
     from ..harness import results
     from ..harness.measure import run_plan
-    out_dir = out or Path("results") / f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     console.print(f"[bold]{plan.name}[/]: {len(plan.conditions)} conditions x "
                   f"{plan.repetitions} loads on the {plan.topology} lab -> {out_dir}")
     outcome = run_recording("measure", out_dir, lambda: run_plan(

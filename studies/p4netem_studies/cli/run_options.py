@@ -16,3 +16,29 @@ SAVE_BASELINE = typer.Option(False, "--save-baseline", help="Store the run's med
                              "DIR instead of comparing.")
 TOLERANCE = typer.Option([], "--tolerance", metavar="COLUMN=PCT", help="Tolerance of the medians "
                          "named (fnmatch), e.g. plt_ms_median=15 (default 10). Repeatable.")
+
+# The switch targets a lab can run (mininet/lab.py's TARGETS, without importing Mininet here).
+TARGET_NAMES = ("p4netem", "bmv2")
+
+
+def check_target(target: str) -> None:
+    """Refuse an unknown --target before a lab is built (ValueError names the option)."""
+    if target not in TARGET_NAMES:
+        raise ValueError(f"--target must be one of {', '.join(TARGET_NAMES)}, not {target!r}")
+
+
+def check_out_dir(path, option: str = "--out"):
+    """Check that the result directory can be created or written, so that one that cannot (a
+    path through a file, a read-only place) is a one-line error before a lab comes up, not a
+    traceback after. Nothing is created here: a run refused later (a bad --ray) writes nothing."""
+    import os
+    from pathlib import Path
+    path = Path(path)
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ValueError(f"{option} {path}: cannot create it: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {path}: cannot create it: {probe} is not writable")
+    return path

@@ -88,6 +88,10 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
                                  title=f"{plan.name}: page '{plan.pages[0]}' on the "
                                        f"{plan.topology} lab, page-load time (first SYN to last "
                                        "server packet)")
+        elif make_plot:
+            # No load gave a time: no plot, and none of an earlier run into the same --out
+            # left beside these files to disagree with them.
+            (out_dir / "plot.png").unlink(missing_ok=True)
     if stop is not None:
         raise stop
     return Outcome(runner.records, summary, paths, metadata)

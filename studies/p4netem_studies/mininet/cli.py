@@ -37,6 +37,9 @@ class LabCLI(CLI):
     def do_iw(self, line: str) -> None:
         """iw N: set the servers' initial congestion window to N segments."""
         from ..harness.tcp import set_initial_windows
+        if not line.strip().isdigit():
+            output(f"usage: iw N (segments, 1..1024), not {line.strip()!r}\n")
+            return
         try:
             n = int(line.strip())
             set_initial_windows(self.lab, n)
@@ -56,6 +59,9 @@ class LabCLI(CLI):
                    f"{', '.join(PROTOCOLS)}\n")
             return
         ep, page = self.served
+        if len(args) > 2 or args[1:] not in ([], ["plain"]):
+            output(f"usage: load PROTOCOL [plain], not {line.strip()!r}\n")
+            return
         try:
             proto = protocol(args[0])
             tls = "plain" not in args[1:]

@@ -64,6 +64,13 @@ class HostGroup(BaseModel):
                              "digits, at most 12 characters")
         return v
 
+    @field_validator("count", mode="before")
+    @classmethod
+    def _count_not_bool(cls, v):
+        if isinstance(v, bool):     # YAML `true` would otherwise count as 1
+            raise ValueError(f"{v!r} is neither a number nor a parameter reference like '{{n}}'")
+        return v
+
     @field_validator("count")
     @classmethod
     def _count(cls, v: int | str) -> int | str:
@@ -83,6 +90,19 @@ class TopologySpec(BaseModel):
     prefix_len: int = Field(16, ge=8, le=30)     # every host in one subnet (the switch is L2)
     params: dict[str, int] = {}
     hosts: list[HostGroup]
+
+    @field_validator("params", mode="before")
+    @classmethod
+    def _params(cls, v):
+        # A default is a host count as much as `-p NAME=N` is: the same range, so that a file
+        # cannot expand to a lab without clients or servers (0 or a negative default).
+        if isinstance(v, dict):
+            for key, value in v.items():
+                if isinstance(value, bool):
+                    raise ValueError(f"{key}: {value!r} is not a number")
+                if isinstance(value, int) and not 1 <= value <= MAX_SLOT:
+                    raise ValueError(f"{key}: default {value} out of range 1..{MAX_SLOT}")
+        return v
 
     @field_validator("hosts")
     @classmethod
@@ -303,9 +323,15 @@ class Topology:
             if addr.network != net or addr.ip in (net.network_address, net.broadcast_address):
                 raise TopologyError(f"topology {self.name!r}: {h.name} address {h.ip} is not a "
                                     f"host address of {net} (all hosts share one subnet)")
-        ips = [h.ip for h in self.hosts]
-        if len(set(ips)) != len(ips):
-            raise TopologyError(f"topology {self.name!r}: addresses repeat: {ips}")
+        by_ip: dict[str, list[str]] = {}
+        for h in self.hosts:
+            by_ip.setdefault(h.ip, []).append(h.name)
+        clashes = [f"{' and '.join(names)} on {ip}" for ip, names in by_ip.items() if len(names) > 1]
+        if clashes:
+            more = f" (and {len(clashes) - 3} more)" if len(clashes) > 3 else ""
+            raise TopologyError(f"topology {self.name!r}: addresses repeat: "
+                                f"{'; '.join(clashes[:3])}{more}; a group of N counts up N "
+                                "addresses from its `ip`")
         for slot in self.slots:
             if sum(h.slot == slot for h in self.clients) > 1:
                 self.address_block(slot)

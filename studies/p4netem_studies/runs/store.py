@@ -51,6 +51,12 @@ class StoreError(Exception):
     pass
 
 
+def damaged(path: Path, exc: Exception) -> str:
+    """The one-line error for a run store SQLite cannot read (truncated, overwritten)."""
+    return (f"{path}: the run store is damaged ({exc}); `sqlite3 {path} .recover` may save "
+            "what it holds")
+
+
 @dataclass(frozen=True)
 class Job:
     key: str
@@ -78,9 +84,13 @@ class RunStore:
         self.path = Path(path)
         self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
                                   check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.execute("PRAGMA foreign_keys=ON")
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.DatabaseError as exc:    # truncated or overwritten: not a store any more
+            self.db.close()
+            raise StoreError(damaged(self.path, exc)) from None
 
     @classmethod
     def create(cls, directory: Path) -> "RunStore":

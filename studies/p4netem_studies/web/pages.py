@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import dataclass, field
 
 KIB = 1024
@@ -261,17 +262,16 @@ def named(name: str, seed: int = 1) -> PageModel:
         return microscape_html()
     if key == "demo":
         return demo(seed)
-    if key.startswith("e3-"):
-        parts = key.split("-")
-        servers = int(parts[2].rstrip("s")) if len(parts) > 2 else 1
-        return e3_page(parts[1], servers, seed)
-    if key.startswith("e5-site"):
-        return e5_site(int(key[len("e5-site"):]), seed)
-    if key.startswith("uniform-"):
-        n, size = key[len("uniform-"):].split("x")
-        return uniform(int(n), int(size))
+    # The numbered forms by pattern, so that a malformed one ('uniform-5', 'e5-site') gets
+    # this message rather than Python's own about unpacking or int().
+    if m := re.fullmatch(r"e3-([a-z]+)(?:-([0-9]+)s?)?", key):
+        return e3_page(m[1], int(m[2]) if m[2] else 1, seed)
+    if m := re.fullmatch(r"e5-site([0-9]+)", key):
+        return e5_site(int(m[1]), seed)
+    if m := re.fullmatch(r"uniform-([0-9]+)x([0-9]+)", key):
+        return uniform(int(m[1]), int(m[2]))
     raise ValueError(f"unknown page {name!r}: use microscape, microscape-html, demo, e3-a|b|c[-1s|2s|4s], "
-                     f"e5-site1..{len(E5_SITES)}, uniform-NxS")
+                     f"e5-site1..{len(E5_SITES)}, uniform-NxS (N objects of S bytes)")
 
 
 NAMES = (["microscape", "microscape-html", "demo"] + [f"e3-{p}-{s}s" for p in "abc" for s in (1, 2, 4)]
