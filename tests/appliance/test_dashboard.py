@@ -37,6 +37,7 @@ def test_dashboard_shows_traffic_applies_on_click_and_shows_errors(lab, tmp_path
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout.strip().splitlines()[-1])
         assert out["ok"], out.get("failure")
+        assert not [s for s in out["steps"] if s.startswith("pageerror")], out["steps"]
         first, later = out["packets_in"]
         assert 0 < first < later, out  # the live counters move
         assert out["rules_after_apply"] == ["gprs"], out
@@ -52,4 +53,54 @@ def test_dashboard_shows_traffic_applies_on_click_and_shows_errors(lab, tmp_path
         if pinger is not None and pinger.poll() is None:
             pinger.terminate()
             pinger.wait(timeout=10)
+        web.stop()
+
+
+# The page with no rule on the switch: the plots are drawn (empty), the live stream keeps coming,
+# and no script error (each live event once threw "reading 'setData'" when no row had traffic).
+EMPTY_PAGE_JS = r"""
+'use strict';
+const fs = require('fs'), os = require('os'), path = require('path');
+const { chromium } = require(process.argv[2]);
+(async () => {
+  const out = { errors: [] };
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'p4nw-empty-'));
+  const context = await chromium.launchPersistentContext(dir, { executablePath: '/usr/bin/chromium', headless: true,
+    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'] });
+  try {
+    const page = context.pages()[0] || await context.newPage();
+    page.on('pageerror', (e) => out.errors.push(e.message));
+    page.on('console', (m) => { if (m.type() === 'error') out.errors.push(m.text()); });
+    await page.goto(process.argv[3], { timeout: 60000 });
+    await page.waitForFunction(() => document.getElementById('live').textContent === 'live', null, { timeout: 30000 });
+    await page.waitForTimeout(2500);
+    out.rules = await page.$$eval('#rules tbody tr', (r) => r.length);
+    out.plots = await page.$$eval('#plot-throughput .uplot', (p) => p.length);
+    out.error_box_hidden = await page.$eval('#error', (e) => e.hidden);
+  } catch (e) { out.errors.push(String(e)); } finally {
+    await context.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  process.stdout.write(JSON.stringify(out) + '\n');
+})();
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not Path("/usr/bin/chromium").exists(),
+                    reason="needs node and Debian's chromium (scripts/setup-system.sh, setup-web.sh)")
+def test_dashboard_without_rules_has_no_script_errors(lab, tmp_path):
+    web = WebServer(lab.switch.grpc_addr, "--refresh", "0.5", log=tmp_path / "web.log")
+    try:
+        assert web.request("POST", "/api/reset", {})[0] == 200
+        script = tmp_path / "empty.js"
+        script.write_text(EMPTY_PAGE_JS)
+        playwright = HERE.parent.parent / "web" / "node_modules" / "playwright-core"
+        r = subprocess.run(["node", str(script), str(playwright), web.base + "/"], capture_output=True, text=True,
+                           timeout=180)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert out["errors"] == [], out
+        assert out["rules"] == 0 and out["plots"] == 1 and out["error_box_hidden"], out
+    finally:
         web.stop()

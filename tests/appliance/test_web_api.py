@@ -4,7 +4,11 @@ parsed with the Prometheus text parser and its counters move with the traffic.""
 
 from __future__ import annotations
 
+import json
 import re
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -145,7 +149,8 @@ def test_token_guards_operator_actions_and_self_service_touches_only_the_callers
         assert server.request("POST", "/api/apply", {"profile": "gprs", "rules": ["client=10.0.0.1"]}, token=TOKEN)[0] == 200
         for method, path, body in (("GET", "/api/show", None), ("POST", "/api/reset", {}), ("GET", "/metrics", None),
                                    ("POST", "/api/apply", {"profile": "lan"}), ("GET", "/api/stats", None)):
-            assert server.request(method, path, body)[0] == 401, path
+            status, answer = server.request(method, path, body)
+            assert status == 401 and "token" in answer["error"], (path, answer)
             assert server.request(method, path, body, token="wrong")[0] == 401, path
         # Anyone may list profiles and shape the traffic of the address the request came from.
         assert server.request("GET", "/api/profiles")[0] == 200
@@ -160,3 +165,63 @@ def test_token_guards_operator_actions_and_self_service_touches_only_the_callers
         assert server.request("GET", "/api/show", token=TOKEN)[0] == 200
     finally:
         server.stop()
+
+
+def _raw(web, method: str, path: str, data: bytes | None, content_type: str | None = "application/json",
+         headers: dict | None = None) -> tuple[int, dict]:
+    """A request with a body as it is (not JSON-encoded by the helper): malformed input."""
+    req = urllib.request.Request(web.base + path, data=data, method=method, headers=headers or {})
+    if content_type:
+        req.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_every_error_has_the_documented_shape_and_unknown_fields_are_refused(lab, web):
+    assert web.request("POST", "/api/apply", {"profile": "lan", "rules": ["client=10.0.0.1"]})[0] == 200
+    # FastAPI's own request checks answer as the validator does: 422 {"error", "problems"}.
+    for data, ctype, path, words in (
+            (b'{"profile": "lte"', "application/json", "", "not valid JSON"),
+            (b'{"profile": "lte"}', "text/plain", "", "JSON object"),
+            (b'[]', "application/json", "", "JSON object"),
+            (b'{}', "application/json", "profile", "required"),
+            (b'{"profile": "lte", "rules": "client=10.0.0.1"}', "application/json", "rules", "list"),
+            (b'{"profile": "lte", "rules": [1]}', "application/json", "rules[0]", "string")):
+        status, body = _raw(web, "POST", "/api/apply", data, ctype)
+        assert status == 422 and set(body) == {"error", "problems"}, (data, body)
+        assert body["problems"][0]["path"] == path and words in body["error"], (data, body)
+    # A misspelt field is refused, not ignored: {"rule": ...} must not reset (or apply to) every rule.
+    for path, body in (("/api/reset", {"rule": ["client=10.0.0.9"]}),
+                       ("/api/apply", {"profile": "gprs", "rule": ["client=10.0.0.9"]}),
+                       ("/api/set", {"changes": {"delay": "5ms"}, "rule": ["client=10.0.0.9"]})):
+        status, answer = web.request("POST", path, body)
+        assert status == 422 and answer["problems"] == [{"path": "rule", "message": "unknown field"}], answer
+    assert [r["profile"] for r in _on_switch(lab).values()] == ["lan"]
+    # 404 and 405 as {"error": ...} too.
+    status, body = web.request("GET", "/api/profiles/nope")
+    assert status == 404 and "nope" in body["error"] and "detail" not in body, body
+    assert web.request("GET", "/api/reset")[0] == 405
+    # A body larger than the server reads: 413 before it is read.
+    status, body = _raw(web, "POST", "/api/profiles/validate", b"{}", headers={"Content-Length": str(65 << 20)})
+    assert status == 413 and "at most" in body["error"], body
+
+
+def test_set_answers_as_p4netem_set_json_and_concurrent_writes_take_turns(lab, web):
+    status, applied = web.request("POST", "/api/apply", {"profile": "lan", "rules": ["client=10.0.0.1"]})
+    assert status == 200
+    status, changed = web.request("POST", "/api/set", {"changes": {"delay": "5ms"}, "rules": ["client=10.0.0.1"]})
+    assert status == 200 and changed["added"] == 0 and changed["modified_in_place"] == 1, changed
+    assert set(changed) == set(applied) == {"added", "switched", "modified_in_place", "warnings", "flip_ms", "rules"}
+    # Writes of several clients at once wait for each other (409 is only for a running timeline).
+    rules = [f"client=10.0.1.{i}" for i in range(1, 17)]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda r: web.request("POST", "/api/apply", {"profile": "gprs", "rules": [r]}), rules))
+    assert [status for status, _ in answers] == [200] * len(rules), [a for a in answers if a[0] != 200][:2]
+    assert len(_on_switch(lab)) == 1 + len(rules)
+    # Stop shaping with nothing shaped is not an error.
+    assert web.request("DELETE", "/api/self") == (200, {"address": "127.0.0.1", "removed": 0})
+    # The caller is who connects, not who a header says it is (self-service shapes that address).
+    assert web.request("GET", "/api/self", headers={"X-Forwarded-For": "10.0.1.1"})[1]["address"] == "127.0.0.1"

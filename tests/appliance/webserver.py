@@ -40,9 +40,9 @@ class WebServer:
         raise RuntimeError(f"p4netem web did not listen in 60 s:\n{log.read_text()}")
 
     def request(self, method: str, path: str, body: object | None = None,
-                token: str | None = None) -> tuple[int, object]:
+                token: str | None = None, headers: dict[str, str] | None = None) -> tuple[int, object]:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers or {})
         if data is not None:
             req.add_header("Content-Type", "application/json")
         if token:

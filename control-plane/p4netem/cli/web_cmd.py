@@ -63,7 +63,10 @@ def web(
     app = create_app(settings)
     console.print(f"p4netem web on http://{listen}/ (API docs /docs, metrics /metrics) for switch {addr}",
                   highlight=False)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # proxy_headers off: uvicorn would otherwise take X-Forwarded-For from a local client as the
+    # caller's address, and self-service shapes the caller's own address (a local user could
+    # then shape, or stop shaping, anyone's traffic).
+    uvicorn.run(app, host=host, port=port, log_level="warning", proxy_headers=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ import threading
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..control import Rule, parse_rule_option
 from ..control.timeline import Timeline, TimelineResult
@@ -19,7 +19,13 @@ from .auth import Access
 from .session import SwitchSession
 
 
-class ApplyRequest(BaseModel):
+class _Strict(BaseModel):
+    # An unknown field is refused (422), not ignored: `{"rule": [...]}` for `rules` would otherwise
+    # apply to, or reset, every rule.
+    model_config = ConfigDict(extra="forbid")
+
+
+class ApplyRequest(_Strict):
     profile: str = Field(description="A built-in profile name or the name of an uploaded one.")
     rules: list[str] = Field(default_factory=list,
                              description="Rules in the CLI's --rule form, e.g. 'client=10.0.0.1,ue=1'; "
@@ -27,28 +33,35 @@ class ApplyRequest(BaseModel):
     in_place: bool = Field(False, description="Change the parameters where they are (the queue carries on).")
 
 
-class SetRequest(BaseModel):
+class SetRequest(_Strict):
     changes: dict[str, Any] = Field(description="Fields to change, as a timeline's set step: "
                                                 "{\"downlink.rate\": \"1Mbit\", \"delay\": \"40ms\"}.")
     rules: list[str] = Field(default_factory=list)
 
 
-class ResetRequest(BaseModel):
+class ResetRequest(_Strict):
     rules: list[str] = Field(default_factory=list, description="Remove these rules only; none: reset everything.")
     port_map: bool = False
 
 
-class YamlText(BaseModel):
+class YamlText(_Strict):
     yaml: str = Field(description="A YAML document (one profile, or several under `profiles:`).")
 
 
-class TimelineRequest(BaseModel):
+class TimelineRequest(_Strict):
     yaml: str = Field(description="A timeline YAML document (docs/control.md).")
     rules: list[str] = Field(default_factory=list)
 
 
-class SelfRequest(BaseModel):
+class SelfRequest(_Strict):
     profile: str = Field(description="A profile of the library to put on the caller's own traffic.")
+
+
+def apply_result(result) -> dict[str, Any]:
+    """An ApplyResult as `p4netem apply --json` and `p4netem set --json` print it."""
+    return {"added": result.added, "switched": result.switched, "modified_in_place": result.modified,
+            "warnings": result.warnings, "flip_ms": round((result.flip_done_ns - result.flip_sent_ns) / 1e6, 3),
+            "rules": [a.to_dict() for a in result.rules]}
 
 
 def _rules(texts: list[str]) -> list[Rule] | None:
@@ -130,16 +143,13 @@ def build_router(session: SwitchSession, access: Access, timelines: TimelineRunn
     @r.post("/apply", dependencies=[operator], summary="Apply a profile to rules (p4netem apply)")
     def apply(body: ApplyRequest) -> dict[str, Any]:
         rules = _rules(body.rules)
-        result = session.write(lambda ctl: ctl.apply(body.profile, rules, in_place=body.in_place), blocking=False)
-        return {"added": result.added, "switched": result.switched, "modified_in_place": result.modified,
-                "warnings": result.warnings, "rules": [a.to_dict() for a in result.rules]}
+        return apply_result(session.write(lambda ctl: ctl.apply(body.profile, rules, in_place=body.in_place),
+                                          blocking=False))
 
     @r.post("/set", dependencies=[operator], summary="Change fields of the rules' profiles in place (p4netem set)")
     def set_fields(body: SetRequest) -> dict[str, Any]:
         rules = _rules(body.rules)
-        result = session.write(lambda ctl: ctl.set(body.changes, rules), blocking=False)
-        return {"modified_in_place": result.modified, "switched": result.switched,
-                "warnings": result.warnings, "rules": [a.to_dict() for a in result.rules]}
+        return apply_result(session.write(lambda ctl: ctl.set(body.changes, rules), blocking=False))
 
     @r.post("/reset", dependencies=[operator], summary="Remove rules, or everything (p4netem reset)")
     def reset(body: ResetRequest) -> dict[str, Any]:
@@ -186,7 +196,7 @@ def build_router(session: SwitchSession, access: Access, timelines: TimelineRunn
         def play() -> None:
             try:
                 timelines.result = session.write(
-                    lambda ctl: ctl.run_timeline(timeline, rules, stop=timelines.stop_event))
+                    lambda ctl: ctl.run_timeline(timeline, rules, stop=timelines.stop_event), exclusive=True)
             except Exception as exc:  # reported by GET /api/timelines
                 timelines.error = str(exc)
 
@@ -228,6 +238,10 @@ def build_router(session: SwitchSession, access: Access, timelines: TimelineRunn
     @r.delete("/self", summary="Stop shaping the caller's own traffic")
     def self_remove(request: Request) -> dict[str, Any]:
         rule = own_rule(request)
-        return {"address": caller_address(request), "removed": session.write(lambda ctl: ctl.remove([rule]), blocking=False)}
+
+        def remove(ctl) -> int:
+            # "Stop shaping" with nothing shaped is no error for the person who pressed it.
+            return ctl.remove([rule]) if ctl.state().find(rule) is not None else 0
+        return {"address": caller_address(request), "removed": session.write(remove, blocking=False)}
 
     return r

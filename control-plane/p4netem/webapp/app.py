@@ -10,15 +10,18 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..control.readback import SwitchStats
 from ..p4rt import GrpcTls, P4RuntimeError
 from ..profiles import ProfileError
+from ..profiles.errors import Problem
 from .api import TimelineRunner, build_router, problems_of
 from .auth import COOKIE, Access
 from .health import HealthUnavailable, SwitchHealth
@@ -55,6 +58,70 @@ def live_payload(stats: SwitchStats, sent: list) -> dict:
     return {"full": full, "rows": [r.to_dict() for r in rows], **d}
 
 
+# The largest request body read: four times the largest YAML document read (16 Mi characters,
+# safe_yaml), room for JSON's escapes. Larger bodies are 413 before they are read into memory.
+MAX_BODY_BYTES = 64 << 20
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over MAX_BODY_BYTES is refused (413), by its Content-Length
+    before anything is read, or once the bytes streamed in (chunked) pass the limit."""
+
+    def __init__(self, app, limit: int = MAX_BODY_BYTES):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            response = JSONResponse(status_code=413, content={"error": self._message(int(length))})
+            return await response(scope, receive, send)
+        seen = 0
+
+        async def limited():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    # FastAPI passes an HTTPException raised while it reads the body on as it is.
+                    raise HTTPException(413, self._message(seen))
+            return message
+
+        await self.app(scope, limited, send)
+
+    def _message(self, n: int) -> str:
+        return f"request body of {n} bytes or more; at most {self.limit} are read"
+
+
+def _validation_problems(exc: RequestValidationError) -> list[Problem]:
+    """FastAPI's own checks of a request (not JSON, not an object, a field missing, unknown or
+    of the wrong type) as the validator's problems: a field path and a message."""
+    out = []
+    for e in exc.errors():
+        loc = list(e.get("loc", ()))
+        if loc and loc[0] in ("body", "query", "path", "header"):
+            loc = loc[1:]
+        kind = e.get("type", "")
+        if kind == "json_invalid":
+            out.append(Problem("", f"not valid JSON: {e.get('ctx', {}).get('error', e.get('msg'))}"
+                                   + (f" (character {loc[0]})" if loc and isinstance(loc[0], int) else "")))
+            continue
+        path = ""
+        for part in loc:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        if kind == "model_attributes_type" and not path:
+            message = "expected a JSON object (Content-Type: application/json)"
+        elif kind == "extra_forbidden":
+            message = "unknown field"
+        else:
+            message = str(e.get("msg", "invalid"))
+        out.append(Problem(path, message))
+    return out
+
+
 def create_app(settings: WebSettings, session: SwitchSession | None = None) -> FastAPI:
     session = session or SwitchSession(settings.switch, device_id=settings.device_id,
                                        election_id=settings.election_id, tls=settings.tls,
@@ -72,6 +139,19 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
         # Bad input (a profile, rule or timeline): the validator's field-named problems.
         return JSONResponse(status_code=422, content={"error": str(exc), "problems": problems_of(exc)})
 
+    @app.exception_handler(RequestValidationError)
+    async def _request_error(request: Request, exc: RequestValidationError):
+        # Not JSON, not an object, a field missing, unknown or of the wrong type: the same shape.
+        problems = _validation_problems(exc) or [Problem("", "invalid request")]
+        error = ProfileError(problems)
+        return JSONResponse(status_code=422, content={"error": str(error), "problems": problems_of(error)})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        # 401, 404, 405, 413: {"error": ...} as every other error of the API.
+        return JSONResponse(status_code=exc.status_code, content={"error": str(exc.detail)},
+                            headers=getattr(exc, "headers", None))
+
     @app.exception_handler(P4RuntimeError)
     async def _switch_error(request: Request, exc: P4RuntimeError):
         return JSONResponse(status_code=502, content={"error": f"switch {session.address}: {exc.code.name}: "
@@ -81,6 +161,7 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
     async def _busy(request: Request, exc: BusyError):
         return JSONResponse(status_code=409, content={"error": str(exc)})
 
+    app.add_middleware(BodyLimit)
     app.include_router(build_router(session, access, timelines))
     health = SwitchHealth(settings.switch_metrics) if settings.switch_metrics else None
     metrics = Metrics(session, health)
@@ -121,8 +202,10 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
                     payload = {"t": time.time(), "error": f"{exc.code.name}: {exc.message}"}
                     sent = []
                 yield f"data: {json.dumps(payload)}\n\n"
-                next_t += settings.refresh_s
-                await asyncio.sleep(max(0.0, next_t - time.monotonic()))
+                # A read that took longer than the period (a switch that does not answer, 1000
+                # rules) stretches the period: no burst of events to catch up afterwards.
+                next_t = max(next_t + settings.refresh_s, time.monotonic())
+                await asyncio.sleep(next_t - time.monotonic())
 
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})

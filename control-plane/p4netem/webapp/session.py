@@ -68,21 +68,29 @@ class SwitchSession:
         self.stats_max_age_s = stats_max_age_s
         self.uploaded: dict[str, Profile] = {}
         self._writer = _Connection(self, primary=True)
+        self._exclusive = False  # a timeline holds the writer
         self._reader = _Connection(self, primary=False)
         self._stats: tuple[float, SwitchStats] | None = None
         self._last_read_s = 0.0
         self.stats_reads = 0  # reads of the switch's counters (the cache's misses)
 
-    def write(self, fn: Callable[[Controller], T], *, blocking: bool = True) -> T:
-        """Run fn with the primary controller. blocking=False raises BusyError when another write
-        (a timeline) holds it."""
-        if not self._writer.lock.acquire(blocking=blocking):
-            raise BusyError("a timeline is running: stop it first (DELETE /api/timelines)")
+    def write(self, fn: Callable[[Controller], T], *, blocking: bool = True, exclusive: bool = False) -> T:
+        """Run fn with the primary controller, after the writes before it. blocking=False raises
+        BusyError while a timeline (a write with exclusive=True) holds it, rather than waiting
+        for the timeline's end; two requests' writes at the same moment just take turns."""
+        lock = self._writer.lock
+        while not lock.acquire(timeout=0.05):
+            if not blocking and self._exclusive:
+                raise BusyError("a timeline is running: stop it first (DELETE /api/timelines)")
+        if exclusive:
+            self._exclusive = True
         try:
             return fn(self._writer.get())
         finally:
+            if exclusive:
+                self._exclusive = False
             self._stats = None  # what the counters show may have changed
-            self._writer.lock.release()
+            lock.release()
             self.rules_changed()
 
     def rules_changed(self) -> None:

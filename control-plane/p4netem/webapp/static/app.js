@@ -9,10 +9,18 @@ const STATE_COLOURS = { idle: "#bbb", promoting: "#f90", fach: "#fd5", dch: "#d3
 const $ = (id) => document.getElementById(id);
 let isOperator = true;
 
-function showError(text) {
+let switchError = false; // the box shows the switch's unavailability, not a refused input
+
+function showError(text, fromSwitch = false) {
   const box = $("error");
   box.textContent = text;
   box.hidden = !text;
+  switchError = Boolean(text) && fromSwitch;
+}
+
+// The switch answers again: an error it caused goes, a refused input's message stays.
+function switchBack() {
+  if (switchError) showError("");
 }
 
 async function call(method, path, body) {
@@ -61,6 +69,7 @@ async function refreshSelf() {
   $("self-profile").textContent = me.rule ? me.rule.profile : "none";
   isOperator = me.operator;
   $("operator").hidden = !isOperator;
+  $("live").hidden = !isOperator; // the stream is the operator's: no "connecting" for ever on a phone
 }
 
 async function refreshShow() {
@@ -79,13 +88,16 @@ async function refreshShow() {
     }
     body.appendChild(tr);
   }
+  const t = await call("GET", "/api/timelines");
+  $("timeline-status").textContent = t.running ? "running" : t.error ? `error: ${t.error}`
+    : t.events === undefined ? "" : t.stopped ? `stopped (${t.events} events)` : `done (${t.events} events)`;
 }
 
 // ---- live plots ---------------------------------------------------------------------------------
 
 const plots = {};
 let previous = null; // the last sample, for rates
-const series = { keys: [], t: [], throughput: {}, queue: {}, drops: {} };
+const series = { keys: null, t: [], throughput: {}, queue: {}, drops: {} }; // keys null: no plots yet
 const radioHistory = []; // [{t, states: {ue: state}}]
 
 function makePlot(id, keys, data) {
@@ -97,7 +109,7 @@ function makePlot(id, keys, data) {
 }
 
 function ensureSeries(keys) {
-  if (keys.join("|") === series.keys.join("|")) return;
+  if (series.keys !== null && keys.join("|") === series.keys.join("|")) return;
   series.keys = keys;
   for (const m of ["throughput", "queue", "drops"]) {
     series[m] = {};
@@ -118,7 +130,8 @@ function merged(s) {
 }
 
 function onSample(event) {
-  if (event.error) { $("live").textContent = "switch error"; $("live").className = "badge bad"; showError(event.error); return; }
+  if (event.error) { $("live").textContent = "switch error"; $("live").className = "badge bad"; showError(event.error, true); return; }
+  switchBack();
   const s = merged(event);
   $("live").textContent = "live"; $("live").className = "badge ok";
   const rows = s.rows.filter((r) => r.label !== "default" || r.packets_in > 0);
@@ -243,11 +256,18 @@ $("reset-button").addEventListener("click", () => { if (confirm("Remove every ru
 $("self-apply").addEventListener("click", () => act(() => call("PUT", "/api/self", { profile: $("self-select").value })));
 $("self-remove").addEventListener("click", () => act(() => call("DELETE", "/api/self")));
 
+// A page opened while the switch is down keeps trying: the stream starts once the page knows it
+// is an operator's, and the periodic refresh runs whatever the first one met.
+let liveStarted = false;
+function refreshAll() {
+  return refreshShow().then(() => {
+    switchBack();
+    if (isOperator && !liveStarted) { liveStarted = true; startLive(); }
+  }, (e) => showError(e.message, true));
+}
+
 (async () => {
-  try {
-    await refreshProfiles();
-    await refreshShow();
-    if (isOperator) startLive();
-    setInterval(() => refreshShow().catch((e) => showError(e.message)), 5000);
-  } catch (e) { showError(e.message); }
+  try { await refreshProfiles(); } catch (e) { showError(e.message); }
+  await refreshAll();
+  setInterval(() => { refreshAll(); if (!$("apply-profile").options.length) refreshProfiles().catch(() => {}); }, 5000);
 })();
