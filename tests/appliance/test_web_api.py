@@ -85,6 +85,10 @@ def test_profiles_list_show_validate_upload(lab, web):
 
     good = "name: my-link\nboth:\n  delay: 31ms\n  rate: 5Mbit\n"
     assert web.request("POST", "/api/profiles/validate", {"yaml": good})[1]["valid"]
+    # Open without a token: a huge document is refused before the loader spends minutes on it.
+    many = "profiles:\n" + "".join(f"  - {{name: p{i}, both: {{delay: 1ms}}}}\n" for i in range(40_000))
+    status, body = web.request("POST", "/api/profiles/validate", {"yaml": many})
+    assert status == 413 and "at most 1048576" in body["error"], body
     assert web.request("POST", "/api/profiles", {"yaml": good})[0] == 201
     status, body = web.request("POST", "/api/apply", {"profile": "my-link"})
     assert status == 200, body

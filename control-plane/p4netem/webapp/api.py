@@ -57,6 +57,10 @@ class SelfRequest(_Strict):
     profile: str = Field(description="A profile of the library to put on the caller's own traffic.")
 
 
+# The largest YAML document POST /api/profiles/validate reads (it needs no token).
+OPEN_YAML_CHARS = 1 << 20
+
+
 def apply_result(result) -> dict[str, Any]:
     """An ApplyResult as `p4netem apply --json` and `p4netem set --json` print it."""
     return {"added": result.added, "switched": result.switched, "modified_in_place": result.modified,
@@ -126,6 +130,11 @@ def build_router(session: SwitchSession, access: Access, timelines: TimelineRunn
 
     @r.post("/profiles/validate", summary="Check a profile YAML; every problem with its field path")
     def validate_profiles(body: YamlText) -> dict[str, Any]:
+        if len(body.yaml) > OPEN_YAML_CHARS:
+            # Open to anyone (no token): a document of many thousand profiles costs minutes of CPU
+            # and gigabytes here; a profile library to check fits well within this.
+            raise HTTPException(413, f"a document of {len(body.yaml)} characters; this endpoint, open without a "
+                                     f"token, reads at most {OPEN_YAML_CHARS}")
         try:
             loaded = loads_profiles(body.yaml, "profile")
         except ProfileError as exc:
