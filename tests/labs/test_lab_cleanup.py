@@ -9,9 +9,11 @@ from __future__ import annotations
 import csv
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -195,14 +197,19 @@ def test_clean_dead_labs_checks_the_owner_by_pid_and_start_time(tmp_path, monkey
     from p4netem.lab import PREFIX, clean_dead_labs, unique_token
     from p4netem.lab.owner import LabRecord, Owner, start_ticks
 
-    monkeypatch.setenv("P4NETEM_RUN_DIR", str(tmp_path))
+    monkeypatch.setenv("P4NETEM_RUN_DIR", str(tmp_path / "run"))
     dead, live = f"{PREFIX}{unique_token()}", f"{PREFIX}{unique_token()}"
     me = Owner.current()
+    # The labs' temporary directories: the dead one's goes; a live lab's stays, and so does a
+    # directory a record names outside the temporary directory's own p4n-* ones.
+    work = {prefix: tempfile.mkdtemp(prefix="p4n-test-") for prefix in (dead, live)}
+    outside = tmp_path / "p4n-not-a-lab-dir"
+    outside.mkdir()
     try:
         for prefix, owner in ((dead, Owner(me.pid, me.start + 1, me.boot)), (live, me)):
             subprocess.run(["ip", "netns", "add", f"{prefix}x"], check=True)
-            LabRecord(prefix, owner, "test", path=tmp_path / f"{prefix}.json",
-                      namespaces=[f"{prefix}x"]).save()
+            LabRecord(prefix, owner, "test", path=tmp_path / "run" / f"{prefix}.json",
+                      namespaces=[f"{prefix}x"], dirs=[work[prefix], str(outside)]).save()
         sleeper = subprocess.Popen(["ip", "netns", "exec", f"{dead}x", "sleep", "300"])
         deadline = time.monotonic() + 10
         while not netns_pids(f"{dead}x") and time.monotonic() < deadline:
@@ -213,11 +220,13 @@ def test_clean_dead_labs_checks_the_owner_by_pid_and_start_time(tmp_path, monkey
         assert sleeper.wait(10) is not None and start_ticks(sleeper.pid) is None
         names = _netns_names()
         assert f"{dead}x" not in names and f"{live}x" in names
-        assert sorted(p.name for p in tmp_path.iterdir()) == [f"{live}.json"]
+        assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [f"{live}.json"]
+        assert not os.path.exists(work[dead]) and os.path.isdir(work[live]) and outside.is_dir()
         assert not clean_dead_labs().cleaned  # nothing twice
     finally:
         for prefix in (dead, live):
             subprocess.run(["ip", "netns", "delete", f"{prefix}x"], capture_output=True)
+            shutil.rmtree(work[prefix], ignore_errors=True)
 
 
 _STUCK_CLOSE = """

@@ -27,9 +27,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -113,6 +115,7 @@ class LabRecord:
     links: list[str] = field(default_factory=list)
     processes: list[dict] = field(default_factory=list)
     path: Path | None = None
+    dirs: list[str] = field(default_factory=list)  # the lab's temporary directories (add_dir)
 
     @classmethod
     def open(cls, prefix: str, kind: str) -> "LabRecord":
@@ -124,7 +127,7 @@ class LabRecord:
     def to_json(self) -> dict:
         return {"prefix": self.prefix, "owner": self.owner.to_json(), "kind": self.kind,
                 "command": self.command, "created": self.created, "namespaces": self.namespaces,
-                "links": self.links, "processes": self.processes}
+                "links": self.links, "processes": self.processes, "dirs": self.dirs}
 
     @classmethod
     def from_json(cls, doc: dict, path: Path) -> "LabRecord":
@@ -132,7 +135,7 @@ class LabRecord:
         return cls(str(doc["prefix"]), Owner(int(o["pid"]), int(o["start"]), str(o["boot"])),
                    str(doc.get("kind", "")), list(doc.get("command", [])), float(doc.get("created", 0)),
                    list(doc.get("namespaces", [])), list(doc.get("links", [])),
-                   list(doc.get("processes", [])), path)
+                   list(doc.get("processes", [])), path, list(doc.get("dirs", [])))
 
     def save(self) -> None:
         # Threads of one lab add to it at once (two probes starting their receivers): one
@@ -162,6 +165,13 @@ class LabRecord:
             with _SAVE_LOCK:
                 self.processes.append({"pid": pid, "start": start})
             self.save()
+
+    def add_dir(self, path: str | Path) -> None:
+        """A temporary directory of the lab's (pages, endpoints' files, captures), for a cleaner to
+        remove if the owner dies; only `p4n-*` directories right in the temporary directory are."""
+        with _SAVE_LOCK:
+            self.dirs.append(str(path))
+        self.save()
 
     def remove(self) -> None:
         if self.path is not None:
@@ -348,4 +358,10 @@ def _clean(record: LabRecord) -> CleanedLab:
     left = [l for l in links() if l.startswith(record.prefix) or l in record.links]
     if left:
         problems.append(f"links {left}")
+    for d in record.dirs:
+        path = Path(d)
+        # Only what a lab makes (tempfile.mkdtemp(prefix="p4n-...")): a damaged or forged record
+        # must not turn the cleaner, which runs as root, on any other directory.
+        if path.parent == Path(tempfile.gettempdir()) and path.name.startswith("p4n-") and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
     return CleanedLab(record.prefix, record.kind, record.owner.pid, namespaces, deleted, killed, problems)

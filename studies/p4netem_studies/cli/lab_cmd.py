@@ -134,6 +134,8 @@ def up(
         try:
             with MininetLab(topo, target=target, pcap_dir=pcap, mininet_log="output") as lab, \
                     tempfile.TemporaryDirectory(prefix="p4n-labup-") as work:
+                if lab.record is not None:
+                    lab.record.add_dir(work)  # removed by `lab clean` if this process is killed
                 if prof:
                     rec = lab.apply_profile(prof[0], radio=prof[1])[0]
                     note = f" ({rec.radio.note})" if rec.radio.requested and not rec.radio.applied else ""

@@ -189,6 +189,8 @@ class PageloadLab:
             self.lab = self._stack.enter_context(MininetLab(
                 topo, target=self.target, log_dir=self.log_dir, seed=plan.seed,
                 mininet_log=self.mininet_log, switch_args=self.switch_args))
+            if self.lab.record is not None:
+                self.lab.record.add_dir(self._work)  # removed by `lab clean` if this process is killed
             self.on_event("lab", {"lab": self.lab})
             self.on_event("stage", {"text": "starting servers"})
             # node-spdy servers only where a condition loads over SPDY: each warms up before
