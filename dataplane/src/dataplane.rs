@@ -96,6 +96,8 @@ struct Port {
     warned_csum: bool,
     warned_mtu: bool,
     tx_failing: bool,
+    /// The interface was deleted or moved to another namespace (logged once).
+    is_gone: bool,
     /// Every frame of this port's last turn with any went to a backlogged rate queue (or was
     /// dropped): nothing of theirs needs the loop before the next coalesced release, so a batching
     /// sleep leaves this port out of its poll (wait.rs `plan`).
@@ -116,6 +118,44 @@ impl Port {
             || (len <= self.max_frame + 4
                 && len >= 14
                 && matches!(u16::from_be_bytes([frame[12], frame[13]]), 0x8100 | 0x88a8))
+    }
+
+    /// `ppoll` reported POLLERR on this port's socket: reads (and so clears) the pending error,
+    /// which would otherwise end every sleep at once (the loop spun at 50-80 % of a CPU after a
+    /// port's link went down once), and says what happened to the port.
+    fn socket_error(&mut self) {
+        match self.io.take_error() {
+            Ok(Some(e)) if self.io.iface_present() => tracing::warn!(
+                port = self.number,
+                iface = %self.io.ifname(),
+                "port error: {e} (link down?): the port receives and sends again once the link is up"
+            ),
+            Ok(Some(e)) => self.gone(&e.to_string()),
+            Ok(None) => {}
+            Err(e) => tracing::debug!(port = self.number, iface = %self.io.ifname(), "SO_ERROR query failed: {e}"),
+        }
+    }
+
+    /// Checked once a second: an interface deleted or moved to another namespace is logged
+    /// (an AF_XDP socket reports no error for it).
+    fn check_present(&mut self) {
+        if !self.io.iface_present() {
+            self.gone("interface not found");
+        }
+    }
+
+    /// Logs, once, that the port's interface is gone for good: a packet socket is not bound
+    /// again to an interface that comes back (or another of the same name).
+    fn gone(&mut self, why: &str) {
+        if !self.is_gone {
+            self.is_gone = true;
+            tracing::error!(
+                port = self.number,
+                iface = %self.io.ifname(),
+                "port error: {why}: the interface was deleted or moved to another namespace; this port no longer \
+                 receives or sends (the other ports go on) until the switch is restarted"
+            );
+        }
     }
 
     /// Reads the MTU again; true when the largest frame changed.
@@ -217,6 +257,38 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 /// Checks the offloads of every port; one error naming every bad interface and its fix.
+/// RAM plus swap, in bytes (sysinfo(2)): what the kernel's default overcommit heuristic lets one
+/// allocation reserve at most. None when it cannot be read, or when the kernel overcommits
+/// without a check (vm.overcommit_memory = 1).
+pub fn system_memory() -> Option<u64> {
+    if std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() == "1") {
+        return None;
+    }
+    // SAFETY: sysinfo fills the zeroed struct it is given.
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: si is a valid, writable struct sysinfo.
+    if unsafe { libc::sysinfo(&mut si) } != 0 {
+        return None;
+    }
+    let unit = si.mem_unit.max(1) as u64;
+    Some((si.totalram as u64).saturating_add(si.totalswap as u64).saturating_mul(unit))
+}
+
+/// Refuses a capacity whose allocation (`needs`: what it is, bytes) exceeds `memory` bytes,
+/// naming the flag and both sizes.
+pub fn check_memory(needs: &[(&str, u128)], memory: u64) -> Result<(), String> {
+    const GIB: f64 = (1u64 << 30) as f64;
+    match needs.iter().find(|(_, bytes)| *bytes > memory as u128) {
+        Some((what, bytes)) => Err(format!(
+            "{what} would need {:.1} GiB in one allocation, more than this machine's memory ({:.1} GiB of RAM and \
+             swap): lower it",
+            *bytes as f64 / GIB,
+            memory as f64 / GIB
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn check_offloads(ports: &[PortSpec]) -> anyhow::Result<()> {
     let mut problems = Vec::new();
     for p in ports {
@@ -249,6 +321,24 @@ fn arrival_time(stamp: i64, now: u64, clock: impl FnOnce() -> u64) -> u64 {
     }
 }
 
+/// An XDP attach refused with EBUSY: a program is attached to a port already, most likely by
+/// another p4netem-switch on the same interface, which would forward every frame too (the
+/// receivers get each one twice): says so, naming the interfaces.
+fn busy_hint(e: std::io::Error, ports: &[Port]) -> std::io::Error {
+    if e.kind() != std::io::ErrorKind::ResourceBusy {
+        return e;
+    }
+    let names: Vec<&str> = ports.iter().map(|p| p.io.ifname()).collect();
+    std::io::Error::new(
+        e.kind(),
+        format!(
+            "{e}; an XDP program is attached to one of {} already: is another p4netem-switch running on it? \
+             Two switches on one interface both forward every frame (duplicates)",
+            names.join(", ")
+        ),
+    )
+}
+
 /// The kernel fast path for `cfg`, or why there is none. Fails only when `--fast-path on` asks
 /// for it and XDP or BPF maps do not work here; `auto` falls back to off.
 fn open_fast_path(
@@ -270,7 +360,7 @@ fn open_fast_path(
         return Ok(Err(why.to_string()));
     }
     let ifindexes: Vec<i32> = ports.iter().map(|p| p.io.ifindex()).collect();
-    match FlowCache::open(&ifindexes, pds, &link.epoch) {
+    match FlowCache::open(&ifindexes, pds, &link.epoch).map_err(|e| busy_hint(e, ports)) {
         Ok(fc) => Ok(Ok(fc)),
         Err(e) if cfg.fast_path == FastPathMode::Auto => {
             tracing::warn!("fast path unavailable ({e}): every packet goes through the data-plane thread");
@@ -282,6 +372,15 @@ fn open_fast_path(
 
 impl DataPlane {
     pub fn open(cfg: &DataPlaneConfig, link: DataPlaneLink, shutdown: Arc<AtomicBool>) -> anyhow::Result<DataPlane> {
+        for p in &cfg.ports {
+            if ethtool::is_loopback(&p.ifname).unwrap_or(false) {
+                bail!(
+                    "port {}: {} is a loopback interface, which cannot be a port: give a veth or a NIC",
+                    p.number,
+                    p.ifname
+                );
+            }
+        }
         if cfg.check_offloads {
             check_offloads(&cfg.ports)?;
         }
@@ -313,6 +412,15 @@ impl DataPlane {
                 }
                 None => (None, None),
             };
+            if let Some(other) = ports.iter().find(|p: &&Port| p.io.ifindex() == io.ifindex()) {
+                // Two sockets on one interface: each would take every frame, and forward it.
+                bail!(
+                    "ports {} and {} are both on interface {}: give each port an interface of its own",
+                    other.number,
+                    spec.number,
+                    spec.ifname
+                );
+            }
             let mtu = io.mtu().with_context(|| format!("MTU of port {} ({})", spec.number, spec.ifname))?;
             ports.push(Port {
                 io,
@@ -324,6 +432,7 @@ impl DataPlane {
                 warned_csum: false,
                 warned_mtu: false,
                 tx_failing: false,
+                is_gone: false,
                 rx_backlogged: false,
                 max_frame: mtu as usize + ETH_HEADER,
             });
@@ -479,6 +588,7 @@ impl DataPlane {
                 // Every port is read (no short-circuit); fast-path entries carry a length bound
                 // taken from the egress MTU, so any change makes them stale.
                 let changed = self.ports.iter_mut().fold(false, |any, p| p.refresh_mtu() | any);
+                self.ports.iter_mut().for_each(Port::check_present);
                 if let (true, Some(fc)) = (changed, &mut self.fast) {
                     fc.invalidate();
                 }
@@ -598,6 +708,13 @@ impl DataPlane {
             }
             if fds.last().is_some_and(|f| f.revents != 0) {
                 self.link.waker.drain();
+            }
+            if ready > 0 {
+                for (f, p) in fds.iter().zip(&mut self.ports) {
+                    if f.revents & libc::POLLERR != 0 {
+                        p.socket_error();
+                    }
+                }
             }
         }
         if budget.limit_ns().is_some() {
@@ -1106,6 +1223,18 @@ impl DataPlane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_memory_names_the_flag_that_asks_for_too_much() {
+        let gib = 1u64 << 30;
+        let needs = [("--buffers x --buffer-size", 128u128 << 20), ("--ue-ids", 64u128 << 30)];
+        let e = check_memory(&needs, 23 * gib).unwrap_err();
+        assert!(e.starts_with("--ue-ids would need 64.0 GiB"), "{e}");
+        assert!(e.contains("(23.0 GiB of RAM and swap)"), "{e}");
+        assert!(check_memory(&needs, 65 * gib).is_ok());
+        let always = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() == "1");
+        assert!(always || system_memory().is_some_and(|m| m > 0));
+    }
 
     #[test]
     fn arrival_is_never_before_the_frame() {

@@ -221,6 +221,16 @@ fn parse_port(s: &str) -> Result<PortSpec, String> {
     Ok(PortSpec { number, ifname: iface.to_string() })
 }
 
+/// The largest single allocations the capacity flags ask for, in bytes, by the flags that set
+/// them (each is one calloc/vec: the kernel refuses one larger than its RAM and swap).
+fn memory_needs(args: &Args) -> Vec<(&'static str, u128)> {
+    vec![
+        ("--buffers x --buffer-size", args.buffers as u128 * args.buffer_size as u128),
+        // The widest per-UE register, of u64 cells.
+        ("--ue-ids", args.ue_ids as u128 * Capacities::CELLS_PER_UE as u128 * 8),
+    ]
+}
+
 fn static_port_map(control: &SwitchControl, spec: &str) -> anyhow::Result<()> {
     let mut updates = Vec::new();
     for pair in spec.split(',').filter(|p| !p.is_empty()) {
@@ -291,11 +301,15 @@ fn main() {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    if args.profiles == 0 || args.profiles > 1 << 16 {
-        bail!("--profiles must be in 1..=65536 (profile_id is 16 bits)");
+    let caps = Capacities { classifier_entries: args.classifier_entries, profiles: args.profiles, ue_ids: args.ue_ids };
+    caps.check().map_err(anyhow::Error::msg)?;
+    if args.buffers == 0 || args.buffers >= u32::MAX as usize {
+        bail!("--buffers must be in 1..{}", u32::MAX);
     }
-    if args.classifier_entries == 0 || args.buffers == 0 || args.buffers >= u32::MAX as usize {
-        bail!("--classifier-entries and --buffers must be positive");
+    // A flag asking for more memory than the machine has is named here, not by an allocation
+    // failure's abort ("memory allocation of N bytes failed").
+    if let Some(memory) = p4netem_switch::dataplane::system_memory() {
+        p4netem_switch::dataplane::check_memory(&memory_needs(&args), memory).map_err(anyhow::Error::msg)?;
     }
     // The transport policy is checked before the ports open: a refused address fails fast.
     let transport = p4rt::listen::Transport {
@@ -327,7 +341,6 @@ fn run(args: Args) -> anyhow::Result<()> {
             );
         }
     }
-    let caps = Capacities { classifier_entries: args.classifier_entries, profiles: args.profiles, ue_ids: args.ue_ids };
     let seed = args.seed.unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         t.as_nanos() as u64 ^ (std::process::id() as u64) << 32

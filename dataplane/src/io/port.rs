@@ -118,6 +118,21 @@ impl PortIo {
         each!(self, p => p.rx_stats())
     }
 
+    /// Reads and clears the socket's pending error (io/sys.rs `take_socket_error`): ENETDOWN
+    /// after the interface went down, was deleted or moved to another namespace.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        super::sys::take_socket_error(self.as_raw_fd())
+    }
+
+    /// Whether the interface this port opened is still there, under its name, in this namespace
+    /// (a deleted or moved interface never comes back to the socket: its binding is gone).
+    pub fn iface_present(&self) -> bool {
+        let Ok(name) = std::ffi::CString::new(self.ifname()) else { return false };
+        // SAFETY: name is a valid NUL-terminated string.
+        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        index != 0 && index as i32 == self.ifindex()
+    }
+
     /// `--tx-threads`: AF_PACKET only (an AF_XDP flush already batches in the kernel).
     pub fn start_tx_thread(&mut self) -> io::Result<()> {
         match self {

@@ -133,3 +133,61 @@ pub fn setsockopt<T>(fd: libc::c_int, level: libc::c_int, name: libc::c_int, val
     })
     .map(|_| ())
 }
+
+/// Reads and clears a socket's pending error (getsockopt SO_ERROR). A packet socket whose
+/// interface goes down, is deleted or moves to another namespace gets ENETDOWN pending, and
+/// `poll` reports POLLERR on it until the error is read: a loop that only sleeps in `ppoll` would
+/// wake at once, forever. None: no error was pending.
+pub fn take_socket_error(fd: libc::c_int) -> std::io::Result<Option<std::io::Error>> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: err and len are live locals of the sizes given; SO_ERROR writes an int.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut err as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    })?;
+    Ok((err != 0).then(|| std::io::Error::from_raw_os_error(err)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    fn pollerr(fd: libc::c_int) -> bool {
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd, no wait.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        n > 0 && p.revents & libc::POLLERR != 0
+    }
+
+    #[test]
+    fn take_socket_error_clears_the_pending_error_that_keeps_poll_returning() {
+        // A UDP socket connected to a closed port gets ECONNREFUSED pending (ICMP port
+        // unreachable), as a packet socket gets ENETDOWN: poll reports POLLERR until it is read.
+        let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = closed.local_addr().unwrap();
+        drop(closed);
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.connect(addr).unwrap();
+        s.send(b"x").unwrap();
+        let fd = s.as_raw_fd();
+        let mut waited = 0;
+        while !pollerr(fd) && waited < 100 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            waited += 1;
+        }
+        assert!(pollerr(fd), "no error pending after the ICMP");
+        assert!(pollerr(fd), "POLLERR stays until the error is read");
+        let e = take_socket_error(fd).unwrap().expect("an error was pending");
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED));
+        assert!(!pollerr(fd), "reading SO_ERROR ends POLLERR");
+        assert!(take_socket_error(fd).unwrap().is_none());
+    }
+}

@@ -98,6 +98,40 @@ impl Default for Capacities {
 }
 
 impl Capacities {
+    /// Cells per UE of the widest per-UE array (`radio_state_time_ns`, one per radio state).
+    pub const CELLS_PER_UE: u32 = {
+        use crate::contract::{RADIO_DIRECTIONS, RADIO_PROMO_KINDS, RADIO_STATE_STRIDE};
+        let m = if RADIO_STATE_STRIDE > RADIO_PROMO_KINDS { RADIO_STATE_STRIDE } else { RADIO_PROMO_KINDS };
+        if m > RADIO_DIRECTIONS {
+            m
+        } else {
+            RADIO_DIRECTIONS
+        }
+    };
+    /// Largest `--ue-ids`: every per-UE array's size (`ue_ids` x its cells per UE) is a u32, as
+    /// P4Runtime reports it. Above it the sizes wrapped (268435456 UEs gave radio_state_time_ns
+    /// 0 cells).
+    pub const MAX_UE_IDS: u32 = u32::MAX / Self::CELLS_PER_UE;
+
+    /// The flags' limits, checked before anything is allocated.
+    pub fn check(&self) -> Result<(), String> {
+        if self.profiles == 0 || self.profiles > 1 << 16 {
+            return Err("--profiles must be in 1..=65536 (profile_id is 16 bits)".into());
+        }
+        if self.classifier_entries == 0 {
+            return Err("--classifier-entries must be positive".into());
+        }
+        if self.ue_ids > Self::MAX_UE_IDS {
+            return Err(format!(
+                "--ue-ids must be at most {} (its widest per-UE array has {} cells a UE, and an array's size is 32 \
+                 bits)",
+                Self::MAX_UE_IDS,
+                Self::CELLS_PER_UE
+            ));
+        }
+        Ok(())
+    }
+
     /// Number of profile-direction indices.
     pub fn pds(&self) -> u32 {
         self.profiles * 2

@@ -418,3 +418,17 @@ fn write_path_figures() {
         load.trim()
     );
 }
+
+#[test]
+fn capacities_refuse_ue_ids_whose_array_sizes_would_wrap() {
+    let at = |ue_ids| Capacities { ue_ids, ..Capacities::default() };
+    assert!(at(Capacities::MAX_UE_IDS).check().is_ok());
+    let max = at(Capacities::MAX_UE_IDS);
+    assert!(max.register_size(crate::contract::REG_RADIO_STATE_TIME_NS).unwrap() >= Capacities::MAX_UE_IDS);
+    let e = at(Capacities::MAX_UE_IDS + 1).check().unwrap_err();
+    assert!(e.starts_with("--ue-ids must be at most 268435455"), "{e}");
+    assert!(at(0).check().is_ok());
+    assert!(Capacities { profiles: 0, ..Capacities::default() }.check().is_err());
+    assert!(Capacities { classifier_entries: 0, ..Capacities::default() }.check().is_err());
+    assert!(Capacities::default().check().is_ok());
+}
