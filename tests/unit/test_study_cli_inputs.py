@@ -156,3 +156,14 @@ def test_address_clash_names_the_hosts_not_every_address():
         load_topology("cellular").expand({"ues": 1023})
     msg = str(exc.value)
     assert "addresses repeat: ue257 and server on 10.0.1.1" in msg and len(msg) < 300
+
+
+@pytest.mark.parametrize("pair", ["pairs=\u0663", "pairs=", "=3", "pairs=3x", "pairs"])
+def test_a_topology_parameter_is_ascii_digits(pair):
+    import typer
+
+    from p4netem_studies.cli.lab_cmd import parse_params
+
+    with pytest.raises(typer.BadParameter, match="NAME=NUMBER"):
+        parse_params([pair])
+    assert parse_params(["pairs=3"]) == {"pairs": 3}

@@ -37,7 +37,8 @@ def parse_params(pairs: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key or not value.isdigit():
+        # ASCII digits only: str.isdigit() also takes "٣" (and int() reads it as 3).
+        if not sep or not key or not (value.isascii() and value.isdigit()):
             raise typer.BadParameter(f"--param takes NAME=NUMBER, not {pair!r}")
         out[key] = int(value)
     return out

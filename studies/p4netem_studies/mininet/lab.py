@@ -116,7 +116,8 @@ class MininetLab:
         _open_labs.add(self)
         # What runs killed outright left behind, never a live run's (their owners are checked).
         for line in clean_dead_labs().lines():
-            log.warning("removed a dead lab: %s", line)
+            # Mininet's logger class (every logger made after mininet.log's import) ends no line.
+            log.warning("removed a dead lab: %s\n", line)
         self.record = open_record(self.prefix, "mininet")
         try:
             self._build()
