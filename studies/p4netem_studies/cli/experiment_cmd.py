@@ -383,3 +383,9 @@ def report(
         t.add_row(c.verdict, escape(c.claim), escape(c.summary))
     console.print(t)
     console.print(f"{'report':14} {path}")
+    from ..report.claims import NOT_MEASURED
+    if claims and all(c.verdict == NOT_MEASURED for c in claims):
+        # A quick slice leaves some claims unmeasured, never all: the tables are empty or cut short.
+        err.print(f"[yellow]warning:[/] no claim could be checked: {escape(str(directory))}'s result "
+                  "tables hold no rows for them (empty or truncated CSVs?); `p4netem experiment analyze "
+                  f"{escape(str(directory))}` writes them again from the run's store", soft_wrap=True)
