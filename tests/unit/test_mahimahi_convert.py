@@ -41,6 +41,7 @@ def test_mm_delay_is_the_one_way_delay_of_each_direction_and_nested_delays_add()
     assert p.uplink.loss == 0 and p.uplink.trace is None and p.downlink.queue.unlimited
     assert int(profile("mm-delay 20 mm-delay 5").downlink.delay) == 25_000_000
     assert int(profile("mm-delay 0").uplink.delay) == 0
+    assert int(profile("mm-delay +20").downlink.delay) == 20_000_000  # strtol takes a leading +, as myatoi does
 
 
 def test_mm_loss_is_independent_loss_of_its_direction_only() -> None:

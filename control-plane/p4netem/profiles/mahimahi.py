@@ -207,7 +207,8 @@ def _delay(args: list[str], dirs: dict[str, _Direction]) -> list[str]:
     if not args:
         raise _Bad("mm-delay", "expects a delay in milliseconds: mm-delay MS [COMMAND...]")
     word = args[0]
-    if not re.fullmatch(r"\d+", word):
+    # delayshell.cc reads it with myatoi (strtol, the whole word): digits, and strtol's leading '+'.
+    if not re.fullmatch(r"\+?[0-9]+", word):
         raise _Bad(f"mm-delay {word}", "the delay must be a whole number of milliseconds with no unit "
                                        f"(0..{_MAX_DELAY_MS}), e.g. mm-delay 20")
     for d in dirs.values():
