@@ -19,6 +19,7 @@ import pytest
 from p4netem.control import Controller
 from p4netem.lab import SwitchProcess, TwoHostLab, free_tcp_port
 from child_signals import default_sigint, sigint_ignored
+from pings import ping
 
 P4NETEM = Path(sys.executable).parent / "p4netem"
 
@@ -85,14 +86,6 @@ def test_apply_show_stats_reset(lab: TwoHostLab) -> None:
     assert json.loads(cli("show", "--json", addr=addr).stdout)["rules"] == []
 
 
-def _pings(lab: TwoHostLab) -> int:
-    """How many of 3 pings came back (1 s each at most)."""
-    out = lab.h1.ns.run(["ping", "-n", "-c", "3", "-i", "0.2", "-W", "1", lab.h2.ip], check=False).stdout
-    m = re.search(r"(\d+) received", out)
-    assert m, out
-    return int(m.group(1))
-
-
 def test_hard_reset_keeps_the_wire_and_port_map_sets_it(lab: TwoHostLab) -> None:
     addr = lab.switch.grpc_addr
     assert cli("apply", "lte", "--election-id", "2", addr=addr).returncode == 0
@@ -100,16 +93,16 @@ def test_hard_reset_keeps_the_wire_and_port_map_sets_it(lab: TwoHostLab) -> None
     assert r.returncode == 0 and "port map and L2 forwarding written back" in r.stdout, r.stdout + r.stderr
     shown = json.loads(cli("show", "--json", addr=addr).stdout)
     assert shown["rules"] == [] and shown["port_map"] == {"1": 2, "2": 1}, shown
-    assert _pings(lab) == 3 and rtt_ms(lab) < 20  # still a wire, and no longer lte's
+    assert ping(lab.h1, lab.h2, count=3)[1] == 3 and rtt_ms(lab) < 20  # still a wire, and no longer lte's
 
     r = cli("reset", "--hard", "--port-map", "--election-id", "2", addr=addr)
     assert r.returncode == 0 and "nothing is forwarded" in r.stdout, r.stdout + r.stderr
     assert json.loads(cli("show", "--json", addr=addr).stdout)["port_map"] == {}
-    assert _pings(lab) == 0
+    assert ping(lab.h1, lab.h2, count=3)[1] == 0
 
     r = cli("port-map", "1:2,2:1", "--election-id", "2", addr=addr)
     assert r.returncode == 0 and r.stdout.strip() == "port map 1 -> 2, 2 -> 1", r.stdout + r.stderr
-    assert _pings(lab) == 3
+    assert ping(lab.h1, lab.h2, count=3)[1] == 3
     bad = cli("port-map", "1:2,1:3", "--election-id", "2", addr=addr)
     assert bad.returncode == 2 and "port 1 is given twice" in bad.stderr, bad.stderr
 

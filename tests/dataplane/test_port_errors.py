@@ -6,10 +6,10 @@ the port's AF_PACKET socket ended every ppoll at once, so after one link flap th
 from __future__ import annotations
 
 import os
-import re
 import time
 
 from p4netem.lab import TwoHostLab, run
+from pings import ping
 
 DP_THREAD = "p4netem-dp"
 
@@ -23,15 +23,8 @@ def _dp_cpu_ns(pid: int) -> int:
     raise AssertionError(f"no {DP_THREAD} thread in pid {pid}")
 
 
-def _pings(lab: TwoHostLab) -> int:
-    out = lab.h1.ns.run(["ping", "-n", "-c", "3", "-i", "0.2", "-W", "1", lab.h2.ip], check=False).stdout
-    m = re.search(r"(\d+) received", out)
-    assert m, out
-    return int(m.group(1))
-
-
 def test_a_link_flap_is_logged_and_the_loop_sleeps_again(lab: TwoHostLab) -> None:
-    assert _pings(lab) == 3
+    assert ping(lab.h1, lab.h2, count=3)[1] == 3
     assert lab.switch is not None and lab.switch.proc is not None
     iface = lab.h1.switch_iface
     run(["ip", "link", "set", iface, "down"])
@@ -50,8 +43,8 @@ def test_a_link_flap_is_logged_and_the_loop_sleeps_again(lab: TwoHostLab) -> Non
     assert used < 0.2, f"data-plane thread busy {used:.0%} of a CPU while idle after the link flap"
 
     deadline = time.monotonic() + 10
-    while _pings(lab) != 3 and time.monotonic() < deadline:
+    while ping(lab.h1, lab.h2, count=3)[1] != 3 and time.monotonic() < deadline:
         pass
-    assert _pings(lab) == 3
+    assert ping(lab.h1, lab.h2, count=3)[1] == 3
     log = lab.switch.log_tail(200)
     assert "port error" in log and "link down?" in log, log

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from p4netem.lab import Host, Namespace, TwoHostLab
 from p4netem.stats import PdCounters
+from pings import ping  # noqa: F401  (the data-plane tests import it from here)
 
 MS = 1_000_000  # ns
 PROB_ONE = 1 << 32
@@ -97,14 +97,6 @@ def send_raw(ns: Namespace, iface: str, frame: bytes | list[bytes], count: int =
     captures for a fixed window must not spend it starting a Python per frame on a loaded host."""
     frames = [frame] if isinstance(frame, bytes) else frame
     ns.run([sys.executable, str(RAWFRAMES), "send", iface, ",".join(f.hex() for f in frames), str(count)])
-
-
-def ping(src: Host, dst: Host, count: int = 5) -> tuple[int, int]:
-    """(transmitted, received) of a ping from one lab host to another."""
-    out = src.ns.run(["ping", "-n", "-c", str(count), "-i", "0.2", "-W", "2", dst.ip], check=False).stdout
-    m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
-    assert m, f"unexpected ping output:\n{out}"
-    return int(m.group(1)), int(m.group(2))
 
 
 def wait_listening(ns: Namespace, port: int, timeout: float = 10.0) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from ..control import ApplyResult, Controller, Rule, RuleError, Timeline, load_rules, parse_rule_option
+from ..control.catalog import resolve_profile
 from ..profiles import Profile, ProfileError, builtin_profiles, load_profiles
 from ..profiles.errors import Problem
 from ..profiles.link import TracePlacement
@@ -197,8 +198,6 @@ def apply(
     known = gather_profiles(profiles)
     if isinstance(chosen, str):
         # Read before the switch is reached: a bad profile file is exit 1 whatever the switch's state.
-        from ..control.catalog import resolve_profile
-
         chosen = resolve_profile(chosen, {**builtin_profiles(), **{p.name: p for p in known}})
     with connect(addr, device_id, election_id, profiles=known) as ctl:
         if setup is not None and setup.user_table is not None:

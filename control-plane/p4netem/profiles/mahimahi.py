@@ -34,7 +34,7 @@ from .errors import Problem, ProfileError
 from .fields import MAX_32, MAX_48
 from .link import TracePlacement
 from .profile import Profile
-from .units import quote
+from .units import is_huge, quote
 
 __all__ = ["MahimahiChain", "parse_mahimahi", "MAHIMAHI_SHELLS"]
 
@@ -289,7 +289,7 @@ def _seconds(where: str, name: str, word: str) -> Decimal:
     value = Decimal(word)
     if value < 0:
         raise _Bad(where, f"{name} {word} must be 0 seconds or more (mm-onoff refuses a negative mean)")
-    if value.adjusted() > 30:  # 1e100000000 would overflow Decimal's context in the profile (a traceback)
+    if is_huge(value):
         raise _Bad(where, f"{name} {word} is too large (the profile's means are at most 604800 seconds)")
     return value
 

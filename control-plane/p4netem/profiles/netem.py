@@ -38,7 +38,7 @@ from .errors import Problem, ProfileError
 from .link import red_wlog_for_burst
 from .pie import ALPHA_ZERO_REASON, PIE_SIXTEENTHS_MAX, gain_from_sixteenths, gain_text
 from .profile import Profile
-from .units import quote
+from .units import is_huge, quote
 
 __all__ = ["NetemLink", "NetemSetup", "parse_netem", "profile_from_netem", "netem_setup", "NETEM_DEFAULT_LIMIT"]
 
@@ -173,7 +173,7 @@ def _number_unit(word: str, where: str, kind: str) -> tuple[Decimal, str]:
 def _sane(number: Decimal, word: str, where: str) -> Decimal:
     """A number whose exponent no netem value has (1e100000000) is refused here: scaled by its unit it
     would overflow Decimal's context (a traceback), and every value tc takes fits in 64 bits."""
-    if number and number.adjusted() > 30:
+    if is_huge(number):
         raise _Bad(where, f"{quote(word)} is too large")
     return number
 

@@ -101,8 +101,14 @@ def parse_decimal(raw: object) -> Decimal:
 _MAX_ADJUSTED_EXPONENT = 30
 
 
+def is_huge(value: Decimal) -> bool:
+    """Beyond any value a profile (or a netem or Mahimahi option) takes, by orders of magnitude:
+    refuse it before it is scaled or printed (the converters name it their own way)."""
+    return bool(value) and value.adjusted() > _MAX_ADJUSTED_EXPONENT
+
+
 def _not_huge(value: Decimal, raw: object) -> Decimal:
-    if value and value.adjusted() > _MAX_ADJUSTED_EXPONENT:
+    if is_huge(value):
         raise UnitError(f"{quote(raw)} is too large")
     return value
 

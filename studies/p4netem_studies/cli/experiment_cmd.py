@@ -224,15 +224,10 @@ def _print_result(result) -> None:
 def analyze(directory: Path = typer.Argument(..., help="A result directory of `experiment run`.")
             ) -> None:
     """Analyse an experiment's result directory again: tables, CSVs, plot, experiment.json."""
-    import sqlite3
-
     from ..experiments.run import analyze_directory
-    from ..runs.store import StoreError, damaged
+    from ..runs.store import StoreError
     try:
         result = analyze_directory(directory)
-    except sqlite3.DatabaseError as exc:
-        err.print(f"[red]error: {escape(damaged(directory / 'run.db', exc))}[/]")
-        raise typer.Exit(1)
     except (ExperimentError, StoreError, ValueError, KeyError) as exc:
         err.print(f"[red]error: {escape(str(exc))}[/]")
         raise typer.Exit(1)
@@ -253,15 +248,9 @@ def _run_errors():
 def _guarded(fn, out_dir):
     """One-line errors (exit 2 for bad input, 1 for a failed run) for what the user can fix; the
     rest (Ctrl-C, SIGTERM) as every p4netem command handles it (cli.signals)."""
-    import sqlite3
-
-    from ..runs.store import damaged
     known = _run_errors()
     try:
         return run_recording("experiment", out_dir, fn)
-    except sqlite3.DatabaseError as exc:
-        err.print(f"[red]error: {escape(damaged(Path(out_dir) / 'run.db', exc))}[/]")
-        raise typer.Exit(2)
     except tuple(known) as exc:
         code = next(c for t, c in known.items() if isinstance(exc, t))
         err.print(f"[red]error: {escape(str(exc))}[/]")
@@ -291,17 +280,13 @@ def status_cmd(directory: Path = typer.Argument(..., help="A run directory."),
                as_json: bool = typer.Option(False, "--json", help="Machine-readable.")) -> None:
     """Done / total, failed loads and why, elapsed time and an estimate of what is left."""
     import json as _json
-    import sqlite3
 
     from ..runs.execute import format_duration, status
-    from ..runs.store import StoreError, damaged
+    from ..runs.store import StoreError
     try:
         st = status(directory)
     except StoreError as exc:
         err.print(f"[red]error: {escape(str(exc))}[/]")
-        raise typer.Exit(2)
-    except sqlite3.DatabaseError as exc:
-        err.print(f"[red]error: {escape(damaged(directory / 'run.db', exc))}[/]")
         raise typer.Exit(2)
     if as_json:
         print(_json.dumps(st.to_json(), indent=1, default=str))
@@ -329,18 +314,13 @@ def recheck_cmd(directory: Path = typer.Argument(..., help="A run directory."),
                                              "refuse; change nothing.")) -> None:
     """Judge the stored loads by today's validity checks: an ok load they refuse becomes failed
     (its record is kept in the store), so that `resume --retry-failed` measures it again."""
-    import sqlite3
-
     from ..experiments.definition import ExperimentError
     from ..runs.recheck import recheck
-    from ..runs.store import StoreError, damaged
+    from ..runs.store import StoreError
     try:
         res = recheck(directory, dry_run=dry_run)
     except (StoreError, ExperimentError) as exc:
         err.print(f"[red]error: {escape(str(exc))}[/]")
-        raise typer.Exit(2)
-    except sqlite3.DatabaseError as exc:
-        err.print(f"[red]error: {escape(damaged(directory / 'run.db', exc))}[/]")
         raise typer.Exit(2)
     if res.skipped:
         console.print(f"nothing to recheck: {escape(res.skipped)}")

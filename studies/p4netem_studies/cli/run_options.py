@@ -4,6 +4,9 @@ explain them the same way)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import typer
 
 KEEP_PCAPS = typer.Option(False, "--keep-pcaps", help="Keep each load's capture.")
@@ -27,12 +30,10 @@ def check_target(target: str) -> None:
         raise ValueError(f"--target must be one of {', '.join(TARGET_NAMES)}, not {target!r}")
 
 
-def check_out_dir(path, option: str = "--out"):
+def check_out_dir(path: str | Path, option: str = "--out") -> Path:
     """Check that the result directory can be created or written, so that one that cannot (a
     path through a file, a read-only place) is a one-line error before a lab comes up, not a
     traceback after. Nothing is created here: a run refused later (a bad --ray) writes nothing."""
-    import os
-    from pathlib import Path
     path = Path(path)
     probe = path.absolute()
     while not probe.exists() and probe != probe.parent:

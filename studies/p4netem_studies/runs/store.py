@@ -21,6 +21,7 @@ Tables:
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -110,7 +111,15 @@ class RunStore:
         if not path.exists():
             raise StoreError(f"{directory}: no run store ({DB_NAME}) here; is it the --out of "
                              "an `experiment run`?")
-        return cls(path)
+        store = cls(path)
+        # An empty or cut file opens as a database without the store's tables: say so here, once,
+        # rather than as an OperationalError from whichever query of whichever command comes first.
+        tables = {row[0] for row in store.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        missing = sorted(set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)) - tables)
+        if missing:
+            store.close()
+            raise StoreError(damaged(path, f"no table {', '.join(missing)}"))
+        return store
 
     @staticmethod
     def exists(directory: Path) -> bool:
