@@ -45,7 +45,8 @@ def test_units_are_read_as_tc_reads_them() -> None:
     assert int(link("delay 100").delay) == 100_000
     assert int(link("delay 1.5SEC").delay) == 1_500_000_000
     assert int(link("delay 250usecs").delay) == 250_000
-    assert int(link("delay 7ns").delay) == 7
+    # tc's delay has no ns (get_time: s, ms, us): refused, as tc refuses it (test_delay_and_limit_as_tc_6_1).
+    assert int(link("delay 7us").delay) == 7_000
     # Rates: a bare number is bit/s, "bps" is BYTES per second, IEC prefixes are powers of 1024.
     rate = lambda text: int(link(f"rate {text}").rate)  # noqa: E731
     assert rate("64000") == 64_000
@@ -240,8 +241,9 @@ def test_rate_cells_map_as_tc_reads_them() -> None:
     assert fields("rate 1mbit 0 48")["cell_size"] == 48 and "cell_overhead" not in fields("rate 1mbit 0 48")
     assert fields("rate 1mbit 0 0") == fields("rate 1mbit 0 0 0") == fields("rate 1mbit 0") == fields("rate 1mbit")
     assert "cell_size" not in fields("rate 1mbit 0 0 0")
-    # As tc's get_u32/get_s32 (base 0): hex; a sign on the overheads; the option after them is read as one.
-    assert fields("rate 1mbit 0x14 0x30 +5 limit 9 delay 1ms") == {
+    # As tc's get_u32/get_s32 (base 0): hex; the option after them is read as one. (A `+` sign is not
+    # tc's NEXT_IS_SIGNED_NUMBER: `+5` is refused, test_a_value_must_start_with_a_digit_as_tc_reads_it.)
+    assert fields("rate 1mbit 0x14 0x30 5 limit 9 delay 1ms") == {
         "rate": "1000000bit", "overhead": 20, "cell_size": 48, "cell_overhead": 5, "delay": "1000000ns",
         "queue": {"packets": 9}}
     assert link("rate 1mbit 0 48 5 delay 10ms").cell_size == 48
@@ -621,3 +623,103 @@ def test_bad_distribution_files_are_refused_with_the_line(tmp_path) -> None:
         f"distribution: the directions name different tables (uplink: {good}, downlink: {other}); the switch has "
         "one user table"]
     assert netem_setup(uplink=f"delay 1ms 1ms distribution {good}", downlink="delay 2ms").user_table.source == str(good)
+
+
+# ---- tc 6.1's own accept/refuse of delay, jitter, limit, distribution (checked against `tc qdisc add dev
+# <absent> root netem ...`: a parse error vs "Cannot find device") ---------------------------------------
+
+def test_limit_is_a_size_as_tc_reads_it() -> None:
+    # q_netem.c reads limit with get_size: tc's size units (k = 1024), a fraction truncated, 0x hex; 010 is ten.
+    assert link("rate 1mbit limit 1k").queue.packets == 1024
+    assert link("rate 1mbit limit 1K").queue.packets == 1024
+    assert link("rate 1mbit limit 2kb").queue.packets == 2048
+    assert link("rate 1mbit limit 1kbit").queue.packets == 128
+    assert link("rate 1mbit limit 1.9").queue.packets == 1
+    assert link("rate 1mbit limit 1e3").queue.packets == 1000
+    assert link("rate 1mbit limit 0x10").queue.packets == 16
+    assert link("rate 1mbit limit 010").queue.packets == 10
+    assert profile_from_netem("rate 1mbit limit 1k")[1] == [
+        "limit 1k: tc reads it as a size (k = 1024, fractions dropped): 1024 packets"]
+    assert profile_from_netem("rate 1mbit limit 200")[1] == []
+    # tc refuses what does not fit its unsigned 32 bits (Illegal "limit").
+    for raw in ("-1", "4g", "1e10"):
+        assert problems(f"rate 1mbit limit {raw}") == [
+            f'limit: "{raw}" out of range 0..4294967295 packets (tc refuses it too: Illegal "limit")']
+    assert problems("rate 1mbit limit 5x")[0].startswith('limit: "5x" has an unknown unit "x"; tc reads limit as '
+                                                         'a size')
+    # tc takes limit 0, and netem then drops every packet; a p4netem queue of 0 packets is unlimited.
+    assert problems("rate 1mbit limit 0")[0].startswith('limit: "0" is 0 packets: netem then drops every packet')
+
+
+def test_delay_and_jitter_are_tcs_whole_microseconds() -> None:
+    # get_time has no ns (tc 6.1: Illegal "latency" for `delay 100ns`, `delay 1000ns`).
+    for options, where in (("delay 100ns", "delay"), ("delay 1000nsec", "delay"), ("delay 10ms 5ns", "delay jitter")):
+        assert problems(options)[0].startswith(f'{where}: "{options.split()[-1]}": tc refuses nanoseconds here')
+    # A fraction of a microsecond is dropped, as tc's double -> unsigned int (with a warning).
+    profile, warnings = profile_from_netem("delay 1.5us 10.9")
+    assert (int(profile.downlink.delay), int(profile.downlink.jitter)) == (1_000, 10_000)
+    assert warnings == ["delay 1.5us: tc reads whole microseconds (it drops the fraction), so netem's is 1us; that "
+                        "is what the profile takes",
+                        "delay jitter 10.9: tc reads whole microseconds (it drops the fraction), so netem's is 10us; "
+                        "that is what the profile takes"]
+    # `delay 0.5us` is no delay to tc: reordering then needs one, as tc says.
+    assert problems("delay 0.5us reorder 5%") == [
+        "reorder: reordering needs some delay (tc refuses it too): add delay TIME"]
+
+
+@pytest.mark.parametrize("options, where", [
+    ("delay 275s", "delay"), ("delay 274877907us", "delay"), ("delay 4295s", "delay"), ("delay 5000s", "delay"),
+    ("delay 10ms 300s", "delay jitter"),
+])
+def test_a_delay_beyond_netems_32_bit_ticks_is_refused(options, where) -> None:
+    # tc_core_time2big: 15.625 ticks of 64 ns per microsecond must fit 32 bits, so 274877906us is the most
+    # (tc: "Illegal 275000000 time (too large)"). From 2^32 us on (4295s) tc's unsigned int wraps and it
+    # takes a small delay instead: refused here too.
+    assert problems(options) == [
+        f'{where}: "{options.split()[-1]}" is above netem\'s largest delay and jitter, 274877906us (about 274.88s: '
+        'the kernel takes them as 32 bits of 64 ns ticks); tc refuses it too ("Illegal time (too large)")']
+
+
+def test_the_largest_delay_tc_takes_is_taken() -> None:
+    assert int(link("delay 274877906us").delay) == 274_877_906_000
+    assert int(link("delay 274s 274s").jitter) == 274_000_000_000
+
+
+@pytest.mark.parametrize("options, zero", [
+    ("delay 10ms 0 distribution normal", "the jitter is 0"),
+    ("delay 10ms 0.5us distribution pareto", "the jitter is 0"),
+    ("delay 0ms 1ms distribution normal", "the delay is 0"),
+    ("delay 0 0 distribution paretonormal", "the delay and jitter are 0"),
+])
+def test_distribution_needs_a_delay_and_a_jitter_above_0(options, zero) -> None:
+    # q_netem.c: `dist_data && (opt.latency == 0 || opt.jitter == 0)`: "distribution specified but no latency
+    # and jitter values".
+    assert problems(options) == [
+        f"distribution: needs a delay and a jitter above 0 (whole microseconds), and {zero}: tc refuses it too "
+        '("distribution specified but no latency and jitter values"); leave distribution out or give both']
+
+
+@pytest.mark.parametrize("options, word, write", [
+    ("delay 10ms .5ms", ".5ms", "0.5ms"),
+    ("delay 10ms 1ms .5", ".5", "0.5"),
+    ("loss 1% .5", ".5", "0.5"),
+    ("duplicate 1% .5", ".5", "0.5"),
+    ("delay 10ms reorder 5% .5", ".5", "0.5"),
+    ("rate 1mbit +14", "+14", "14"),
+    ("rate 1mbit 5 +48", "+48", "48"),
+    ("rate 1mbit 0x14 0x30 +5", "+5", "5"),
+    ("delay 10ms 1ms +25", "+25", "25"),
+])
+def test_a_value_must_start_with_a_digit_as_tc_reads_it(options, word, write) -> None:
+    # tc's NEXT_IS_NUMBER is isdigit(argv[1][0]) (NEXT_IS_SIGNED_NUMBER: or '-'): anything else is read as the
+    # next option, and tc 6.1 refuses it (What is ".5ms"?).
+    assert problems(options) == [
+        f'"{word}" is not a netem option, and tc takes a value after an option only when it starts with a digit '
+        f'(or, for rate\'s overheads, with -); tc refuses it too (What is "{word}"?): write "{write}"']
+
+
+def test_a_bare_loss_must_start_with_a_digit_as_tc_reads_it() -> None:
+    # q_netem.c: `if (isdigit(argv[0][0])) goto random_loss_model;` (tc 6.1: Unknown loss parameter: .5%).
+    assert problems("loss .5%")[0].endswith('(tc takes a bare PERCENT only when it starts with a digit: write '
+                                            '"0.5%"; tc refuses ".5%" too)')
+    assert str(link("loss random .5%").loss) == "0.5%" and str(link("duplicate .5%").duplicate) == "0.5%"

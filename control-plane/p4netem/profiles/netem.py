@@ -5,7 +5,10 @@
 
 The options are read the way tc(8) reads them (iproute2's tc/q_netem.c and tc_util.c): keywords
 may be abbreviated to any prefix, tried in tc's order (`d` is delay, `di` distribution); a bare
-time is microseconds (slot's: nanoseconds, tc's get_time64); a bare rate is bit/s and `bps` means
+time is microseconds (slot's: nanoseconds, tc's get_time64); delay and jitter are tc's get_ticks
+(whole microseconds, no ns, at most 274877906us); `limit` is a size (`1k` is 1024 packets); a value
+is read after an option only when it starts with a digit (`-` too for rate's overheads), as tc's
+NEXT_IS_NUMBER (`delay 10ms .5ms` is refused, as tc refuses it); a bare rate is bit/s and `bps` means
 BYTES per second (`kbps` = 8000 bit/s, `KiBps` = 8192); a percentage may omit the `%`; a leading
 `tc qdisc add dev X root netem` is skipped. What each option becomes, and where p4netem differs,
 is in docs/profiles.md ("From netem"). netem's CORRELATION after delay, loss, duplicate, corrupt and reorder, and
@@ -89,6 +92,13 @@ _RATE_UNITS = {"": 1, "bit": 1, "kibit": 1024, "kbit": 1000, "mibit": 1024**2, "
 # Distributions p4netem's jitter has (netem's tables plus its table-less uniform).
 _DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
 _NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_HEX = re.compile(r"^[+-]?0[xX][0-9a-fA-F]+")
+_DIGITS = "0123456789"  # C's isdigit: what tc's NEXT_IS_NUMBER and `loss` look at
+# netem's delay and jitter go to the kernel as 32-bit psched ticks of 64 ns (tc's get_ticks: get_time's
+# whole microseconds times 15.625; tc_core_time2big refuses a time whose ticks need more than 32 bits).
+NETEM_MAX_DELAY_US = (2**32 - 1) * 64 // 1000  # 274877906 us, about 274.88 s
+# tc's get_size (netem's `limit` is read with it, as a size): an unsigned 32-bit result.
+_U32_MAX = 2**32 - 1
 
 
 @dataclass
@@ -130,12 +140,13 @@ class _Tokens:
         return word
 
     def next_is_number(self, signed: bool = False) -> bool:
+        """tc's NEXT_IS_NUMBER (q_netem.c: the next word starts with a digit) or, `signed`,
+        NEXT_IS_SIGNED_NUMBER (a digit or `-`). Only the first character counts: `.5ms` and `+5` are
+        not numbers to tc, which then reads them as options (`delay 10ms .5ms`: What is ".5ms"?)."""
         if not self.more():
             return False
-        word = self.words[self.i]
-        if signed and word[:1] in "+-":
-            word = word[1:]
-        return bool(_NUMBER.match(word)) and word[:1] not in "+-"
+        first = self.words[self.i][:1]
+        return first in _DIGITS or (signed and first == "-")
 
 
 class _Bad(Exception):
@@ -193,6 +204,69 @@ def _time(word: str, where: str, bare_ns: bool = False) -> str:
     if ns != ns.to_integral_value():
         raise _Bad(where, f"{quote(word)} is not a whole number of nanoseconds")
     return f"{int(ns)}ns"
+
+
+def _tick_time(word: str, where: str, warnings: list[str]) -> str:
+    """netem's delay or jitter as tc reads it (q_netem.c get_ticks): get_time's units s, ms and us only
+    (tc refuses ns there: Illegal "latency"), a bare number microseconds, truncated to whole microseconds
+    (the double goes to an unsigned int); a time whose 64 ns ticks overflow 32 bits (above
+    NETEM_MAX_DELAY_US) is refused as tc refuses it ("Illegal ... time (too large)"; from 2^32 us on, tc's
+    unsigned int wraps around and it would take a different, small time: refused here too)."""
+    number, unit = _number_unit(word, where, "a time")
+    if unit.lower() in ("ns", "nsec", "nsecs"):
+        raise _Bad(where, f"{quote(word)}: tc refuses nanoseconds here (Illegal \"latency\"): netem's delay and jitter "
+                          "are whole microseconds (s, ms, us; a bare number is microseconds); for a delay below 1us "
+                          "write the profile's YAML (e.g. delay: 500ns)")
+    scale = _TIME_UNITS.get(unit.lower())
+    if scale is None:
+        raise _Bad(where, f"{quote(word)} has an unknown time unit {quote(unit)}; tc's units here: s, ms, us (also "
+                          "sec, msec, usec; a bare number is microseconds)")
+    if number < 0:
+        raise _Bad(where, f"{quote(word)} is negative")
+    exact = number * scale / 1000  # microseconds
+    micros = int(exact)
+    if micros > NETEM_MAX_DELAY_US:
+        raise _Bad(where, f"{quote(word)} is above netem's largest delay and jitter, {NETEM_MAX_DELAY_US}us (about "
+                          "274.88s: the kernel takes them as 32 bits of 64 ns ticks); tc refuses it too (\"Illegal "
+                          "time (too large)\")")
+    if micros != exact:
+        warnings.append(f"{where} {word}: tc reads whole microseconds (it drops the fraction), so netem's is "
+                        f"{micros}us; that is what the profile takes")
+    return f"{micros * 1000}ns"
+
+
+def _limit(raw: str, warnings: list[str]) -> int:
+    """netem's `limit`, which q_netem.c reads with get_size: a number (decimal with a fraction or an
+    exponent, or 0x hex) with tc's size units (k/kb = 1024, m/mb, g/gb; kbit/mbit/gbit an eighth of
+    those; b = 1), case-insensitive, truncated to an unsigned 32-bit count of packets (`limit 1k` is
+    1024 packets); a negative value or one of 2^32 or more is refused, as tc refuses it."""
+    where = "limit"
+    hexa = _HEX.match(raw)
+    if hexa is not None:
+        number, unit = Decimal(int(hexa.group(0), 16)), raw[hexa.end():]
+    else:
+        match = _NUMBER.match(raw)
+        if match is None:
+            raise _Bad(where, f"{quote(raw)} is not a number of packets")
+        number, unit = _sane(Decimal(match.group(0)), raw, where), raw[match.end():]
+    scale = _SIZE_UNITS.get(unit.lower())
+    if scale is None:
+        raise _Bad(where, f"{quote(raw)} has an unknown unit {quote(unit)}; tc reads limit as a size: a number of "
+                          "packets, optionally with k, m or g (1024-based multiples: limit 1k is 1024 packets) or "
+                          "kbit, mbit, gbit (an eighth of those)")
+    value = number * scale
+    if value < 0 or value > _U32_MAX:
+        raise _Bad(where, f"{quote(raw)} out of range 0..{_U32_MAX} packets (tc refuses it too: Illegal \"limit\")")
+    packets = int(value)
+    if packets == 0:
+        # netem takes it and then drops every packet (netem_enqueue: qlen >= limit); p4netem's queue
+        # limit 0 is "unlimited", the opposite.
+        raise _Bad(where, f"{quote(raw)} is 0 packets: netem then drops every packet, where a p4netem queue limit of 0 "
+                          "is unlimited; for a link that loses everything give loss 100%")
+    if packets != value or scale != 1:
+        unit = "packet" if packets == 1 else "packets"
+        warnings.append(f"limit {raw}: tc reads it as a size (k = 1024, fractions dropped): {packets} {unit}")
+    return packets
 
 
 def _percent(word: str, where: str) -> Decimal:
@@ -256,6 +330,11 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
         keyword = _keyword(word)
         try:
             if keyword is None:
+                if _NUMBER.match(word):
+                    # A value tc's NEXT_IS_NUMBER did not take (`delay 10ms .5ms`: What is ".5ms"?).
+                    raise _Bad("", f"{quote(word)} is not a netem option, and tc takes a value after an option "
+                                   "only when it starts with a digit (or, for rate's overheads, with -); tc refuses "
+                                   f"it too (What is {quote(word)}?): write {_digit_first(word)}")
                 raise _Bad("", f"{quote(word)} is not a netem option p4netem knows; allowed: {_ALLOWED}")
             if keyword in ("latency", "delay"):
                 keyword = "delay"
@@ -268,11 +347,11 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
                                     "of them")
             seen[keyword] = word
             if keyword == "limit":
-                limit = _packets(tokens.take("a number of packets", "limit"), "limit")
+                limit = _limit(tokens.take("a number of packets", "limit"), warnings)
             elif keyword == "delay":
-                out["delay"] = _time(tokens.take("a time", "delay"), "delay")
+                out["delay"] = _tick_time(tokens.take("a time", "delay"), "delay", warnings)
                 if tokens.next_is_number():
-                    out["jitter"] = _time(tokens.take("a jitter", "delay"), "delay jitter")
+                    out["jitter"] = _tick_time(tokens.take("a jitter", "delay"), "delay jitter", warnings)
                     _correlation(tokens, out, "delay", "delay")
             elif keyword == "loss":
                 loss_model = _loss(tokens, out)
@@ -348,7 +427,7 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
         else:
             out["reorder"]["gap"] = gap
     # tc checks the latency it sends, in whole microseconds (`delay 0ms 1ms` has none; the jitter does not
-    # count); p4netem keeps nanoseconds, so `delay 500ns` is a delay here.
+    # count; `delay 0.5us` is 0: _tick_time truncates as tc does).
     if reordering and int(out.get("delay", "0ns")[:-2]) == 0:
         problems.append(Problem("reorder", "reordering needs some delay (tc refuses it too): add delay TIME"))
     if "ecn" in seen:
@@ -356,6 +435,13 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
     if distribution is not None:
         if "jitter" not in out:
             problems.append(Problem("distribution", "needs delay TIME JITTER (tc refuses it too)"))
+        elif int(out["delay"][:-2]) == 0 or int(out["jitter"][:-2]) == 0:
+            # q_netem.c: `dist_data && (opt.latency == 0 || opt.jitter == 0)`, in whole microseconds.
+            zero = " and ".join(name for name in ("delay", "jitter") if int(out[name][:-2]) == 0)
+            problems.append(Problem("distribution", f"needs a delay and a jitter above 0 (whole microseconds), and "
+                                                    f"the {zero} {'are' if ' and ' in zero else 'is'} 0: tc refuses it "
+                                                    "too (\"distribution specified but no latency and jitter "
+                                                    "values\"); leave distribution out or give both"))
         else:
             out["jitter_distribution"] = distribution
     elif "jitter" in out:
@@ -567,7 +653,7 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> str:
     """Reads a loss model into `out`; returns which one tc took it for ("random", "gemodel",
     "state")."""
     word = tokens.take("random PERCENT, gemodel P [R [1-H [1-K]]] or state P13 [...]", "loss")
-    if word == "random" or _NUMBER.match(word):
+    if word == "random" or word[:1] in _DIGITS:  # tc: isdigit(argv[0][0]) (`loss .5%` is refused)
         raw = tokens.take("a percentage", "loss random") if word == "random" else word
         out["loss"] = f"{_percent(raw, 'loss')}%"
         _correlation(tokens, out, "loss", "loss")
@@ -610,8 +696,16 @@ def _loss(tokens: _Tokens, out: dict[str, Any]) -> str:
         # or stays in 3, i.e. p4netem's Gilbert-Elliott with p = p13, r = p31, loss 100% / 0%.
         out["gilbert_elliott"] = {"p": f"{p13}%", "r": f"{args['p31']}%", "loss_bad": "100%", "loss_good": "0%"}
         return word
+    hint = (f" (tc takes a bare PERCENT only when it starts with a digit: write {_digit_first(word)}; tc refuses "
+            f"{quote(word)} too)" if _NUMBER.match(word) else "")
     raise _Bad("loss", f"{quote(word)} is not a loss model; allowed: random PERCENT (or just PERCENT), "
-                       "gemodel P [R [1-H [1-K]]], state P13 [P31 [P32 [P23 [P14]]]]")
+                       f"gemodel P [R [1-H [1-K]]], state P13 [P31 [P32 [P23 [P14]]]]{hint}")
+
+
+def _digit_first(word: str) -> str:
+    """`word` as tc would read it as a number: `.5ms` as 0.5ms, `+5` as 5."""
+    body = word[1:] if word[:1] == "+" else word
+    return quote(("0" + body) if body.startswith(".") else ("-0" + body[1:]) if body.startswith("-.") else body)
 
 
 def _first_percent(word: str, where: str) -> Decimal:
