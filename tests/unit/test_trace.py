@@ -63,7 +63,7 @@ def test_bad_traces_name_the_line(tmp_path) -> None:
                                "  line 4: 1 is before the line above (2): timestamps must not decrease\n"
                                "  line 5: -3 is negative")
     with pytest.raises(TraceError, match="no delivery opportunities"):
-        parse_trace("\n\n")
+        parse_trace("")
     # mm-link's strtol takes digits only: Python's int() would read "1_0" as 10 and "٣" as 3.
     with pytest.raises(TraceError) as info:
         parse_trace("1\n1_0\n\u0663\n4\n", "u.trace")
@@ -73,6 +73,27 @@ def test_bad_traces_name_the_line(tmp_path) -> None:
         parse_trace("0\n0\n")
     with pytest.raises(TraceError, match="no trace"):
         trace_timeline(None, None, window_ns=MS, duration_ns=MS)
+
+
+def test_an_empty_line_is_refused_as_mm_link_refuses_it() -> None:
+    # mm-link (LinkQueue's constructor, src/frontend/link_queue.cc): `getline` lines, `if ( line.empty() )
+    # throw ... "invalid empty line"`; a line of spaces fails its myatoi (strtol reads no digits).
+    with pytest.raises(TraceError) as info:
+        parse_trace("1\n\n2\n \n3\n", "gap.trace")
+    assert str(info.value) == (
+        "gap.trace: 2 problems\n"
+        "  line 2: is empty: mm-link refuses it (\"invalid empty line\"); remove it\n"
+        "  line 4: is blank: mm-link refuses it (spaces only: its strtol finds no number); remove it")
+    # At the end of the file: the newline that ends the last line is not an empty line; a second one is.
+    assert parse_trace("1\n2\n").opportunities_ms == parse_trace("1\n2").opportunities_ms == (1, 2)
+    with pytest.raises(TraceError) as info:
+        parse_trace("1\n2\n\n", "end.trace")
+    assert str(info.value) == ('end.trace: line 3: is empty: mm-link refuses it ("invalid empty line"); remove it '
+                               "(the file may end with one newline, not with an empty line)")
+    with pytest.raises(TraceError, match="line 2: is empty"):
+        parse_trace("1\r\n\r\n2\r\n")  # CRLF lines: the empty one still named
+    with pytest.raises(TraceError, match="line 1: is empty"):
+        parse_trace("\n")
 
 
 def test_shipped_traces_are_what_the_generator_writes(tmp_path) -> None:

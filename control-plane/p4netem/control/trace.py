@@ -84,14 +84,33 @@ class MahimahiTrace:
 _TIMESTAMP = re.compile(r"[+-]?[0-9]+")
 
 
+def _lines(text: str) -> list[str]:
+    """The lines as mm-link's `getline` loop reads them (link_queue.cc): split at "\\n" only, the newline
+    that ends the last line does not start another (an empty line after it would be one); a "\\r" before
+    the "\\n" is taken off (p4netem reads CRLF files; mm-link would refuse "1\\r")."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the last line's newline (or an empty file)
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def parse_trace(text: str, source: str = "<trace>") -> MahimahiTrace:
-    """A trace from its text; every malformed line is named (TraceError)."""
+    """A trace from its text; every malformed line is named (TraceError). An empty or blank line is
+    refused, as mm-link refuses it (LinkQueue: "invalid empty line"; a line of spaces is not a
+    number to its myatoi), also at the end of the file: one newline may end the last line."""
     out: list[int] = []
     problems: list[Problem] = []
     last = 0
-    for number, line in enumerate(text.splitlines(), 1):
+    lines = _lines(text)
+    for number, line in enumerate(lines, 1):
         word = line.strip()
         if not word:
+            end = " (the file may end with one newline, not with an empty line)" if number == len(lines) else ""
+            why = "(\"invalid empty line\")" if not line else "(spaces only: its strtol finds no number)"
+            problems.append(Problem(f"line {number}", f"is {'empty' if not line else 'blank'}: mm-link refuses it "
+                                                      f"{why}; remove it{end}"))
+            if len(problems) >= 10:
+                break
             continue
         if len(out) >= _MAX_LINES:
             problems.append(Problem(f"line {number}", f"more than {_MAX_LINES} opportunities"))
