@@ -679,6 +679,30 @@ def test_replication_entities_read_as_none(sw):
     ping(lab)
 
 
+def test_direct_counter_and_meter_reads_over_all_tables_find_none(sw):
+    """p4runtime.proto scopes a DirectCounterEntry / DirectMeterEntry read: "All counter cells for all
+    tables if table_entry.table_id = 0". No table of this pipeline has a direct counter or meter, so
+    that read finds none, alone or with every other entity type (as a wildcard read of meters does);
+    it answered INVALID_ARGUMENT. A read naming a table is refused (the table has none), and so is one
+    without the required table_entry."""
+    lab, n, open_client = sw
+    c = open_client()
+    all_tables = p4runtime_pb2.TableEntry()
+    counters = p4runtime_pb2.Entity(direct_counter_entry=p4runtime_pb2.DirectCounterEntry(table_entry=all_tables))
+    meters = p4runtime_pb2.Entity(direct_meter_entry=p4runtime_pb2.DirectMeterEntry(table_entry=all_tables))
+    assert c.read(counters) == [] and c.read(meters) == []
+    everything = c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry()), counters, meters,
+                        p4runtime_pb2.Entity(meter_entry=p4runtime_pb2.MeterEntry()))
+    assert {e.table_entry.table_id for e in everything} == {n.table("port_map"), n.table("classifier")}
+    named = p4runtime_pb2.TableEntry(table_id=n.table("classifier"))
+    err = failure(c.read, p4runtime_pb2.Entity(
+        direct_counter_entry=p4runtime_pb2.DirectCounterEntry(table_entry=named)))
+    assert code_name(one_error(err)) == "INVALID_ARGUMENT" and "has no direct counter" in one_error(err).message
+    err = failure(c.read, p4runtime_pb2.Entity(direct_meter_entry=p4runtime_pb2.DirectMeterEntry()))
+    assert code_name(one_error(err)) == "INVALID_ARGUMENT" and "table_entry is required" in one_error(err).message
+    ping(lab)
+
+
 # ---- pipeline config --------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ use crate::state::SwitchControl;
 
 use super::codec::encode_uint;
 use super::digest::DigestConfig;
-use super::entries::{decode_query, encode_default, encode_entry};
+use super::entries::{decode_query, encode_default, encode_entry, lookup_table};
 use super::error::{P4Error, P4Result};
 use super::proto::p4::v1 as pb;
 use super::write::check_index;
@@ -34,6 +34,29 @@ fn indices(index: Option<u32>, size: u32) -> impl Iterator<Item = u32> {
         None => (0, size),
     };
     lo..hi
+}
+
+/// A DirectCounterEntry / DirectMeterEntry read. p4runtime.proto gives its scope: "All counter
+/// [meter] cells for all tables if table_entry.table_id = 0", "All ... cells of a table if
+/// table_entry.table_id is present and table_entry.match is empty" (the spec's "Wildcard Reads":
+/// default values are wildcards). No table of this pipeline has a direct counter or meter, so the
+/// read of all tables finds none (as a wildcard read of the meters does); a read that names a table
+/// is refused, since that table has none; `table_entry` is required ("This field is required"; PI
+/// refuses it missing too), and with table_id 0 no other filter may be given (as for table entries).
+fn read_direct(te: Option<&pb::TableEntry>, what: &str) -> P4Result<()> {
+    let Some(te) = te else {
+        return Err(P4Error::invalid(format!(
+            "direct_{what}_entry: table_entry is required (table_entry {{}}: table_id 0 reads all tables)"
+        )));
+    };
+    let q = decode_query(te).map_err(|e| e.context(format!("direct_{what}_entry.table_entry")))?;
+    if q.table_id == 0 {
+        return Ok(()); // all tables: none has a direct {what}
+    }
+    Err(P4Error::invalid(format!(
+        "table {} has no direct {what} (this target has none)",
+        lookup_table(q.table_id)?.name
+    )))
 }
 
 /// Append the entities matching `req` to `out`.
@@ -155,8 +178,14 @@ pub fn read_entity(
         | E::ExternEntry(_)
         | E::ActionProfileMember(_)
         | E::ActionProfileGroup(_) => {}
-        E::DirectCounterEntry(_) => return Err(P4Error::invalid("this target has no direct counters")),
-        E::DirectMeterEntry(_) => return Err(P4Error::invalid("this target has no direct meters")),
+        E::DirectCounterEntry(d) => read_direct(d.table_entry.as_ref(), "counter")?,
+        E::DirectMeterEntry(d) => {
+            if d.counter_data.is_some() {
+                // Spec, "MeterCounterData": a target without per-color counters answers UNIMPLEMENTED.
+                return Err(P4Error::unimplemented("this target has no per-color meter counters (counter_data)"));
+            }
+            read_direct(d.table_entry.as_ref(), "meter")?
+        }
         // This target duplicates natively (no clone session) and has no multicast: there are no
         // replication entries, so a read finds none. Answering instead of failing lets clients
         // that read every entity (finsy's delete_all, p4runtime-shell) work.
@@ -169,4 +198,55 @@ pub fn read_entity(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::TABLES;
+    use crate::state::ControlConfig;
+    use tonic::Code;
+
+    fn read(control: &SwitchControl, e: pb::entity::Entity) -> P4Result<Vec<pb::Entity>> {
+        let mut out = Vec::new();
+        read_entity(control, &[], &entity(e), &mut out).map(|()| out)
+    }
+
+    fn direct_counter(te: Option<pb::TableEntry>) -> pb::entity::Entity {
+        pb::entity::Entity::DirectCounterEntry(pb::DirectCounterEntry { table_entry: te, data: None })
+    }
+
+    fn direct_meter(te: Option<pb::TableEntry>, counters: bool) -> pb::entity::Entity {
+        pb::entity::Entity::DirectMeterEntry(pb::DirectMeterEntry {
+            table_entry: te,
+            config: None,
+            counter_data: counters.then(pb::MeterCounterData::default),
+        })
+    }
+
+    #[test]
+    fn a_wildcard_read_of_direct_counters_and_meters_over_all_tables_finds_none() {
+        // p4runtime.proto: "All counter cells for all tables if table_entry.table_id = 0"; this
+        // pipeline has no direct counter or meter, so the answer is empty, as for a wildcard meter read.
+        let (control, _link) = SwitchControl::new(ControlConfig::default()).unwrap();
+        let all = Some(pb::TableEntry::default());
+        assert!(read(&control, direct_counter(all.clone())).unwrap().is_empty());
+        assert!(read(&control, direct_meter(all.clone(), false)).unwrap().is_empty());
+        assert!(read(&control, pb::entity::Entity::MeterEntry(pb::MeterEntry::default())).unwrap().is_empty());
+        // A read naming a table is refused: that table has none.
+        let table = &TABLES[0];
+        let named = Some(pb::TableEntry { table_id: table.id, ..Default::default() });
+        for e in [direct_counter(named.clone()), direct_meter(named, false)] {
+            let err = read(&control, e).unwrap_err();
+            assert_eq!(err.code, Code::InvalidArgument);
+            assert!(err.message.contains(&format!("table {} has no direct", table.name)), "{}", err.message);
+        }
+        // table_entry is required; table_id 0 takes no other filter; per-color counters are UNIMPLEMENTED.
+        let err = read(&control, direct_counter(None)).unwrap_err();
+        assert_eq!(err.code, Code::InvalidArgument);
+        assert!(err.message.contains("table_entry is required"), "{}", err.message);
+        let filtered = Some(pb::TableEntry { priority: 5, ..Default::default() });
+        assert_eq!(read(&control, direct_counter(filtered)).unwrap_err().code, Code::InvalidArgument);
+        assert_eq!(read(&control, direct_meter(all, true)).unwrap_err().code, Code::Unimplemented);
+    }
 }
