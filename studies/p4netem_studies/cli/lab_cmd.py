@@ -6,7 +6,8 @@
     p4netem lab clean [--json]
 
 `lab up` starts the lab (and, with --serve, nginx and the SPDY server with a generated page on
-every server host), then opens Mininet's CLI, or runs the --cmd commands and exits. The lab's
+every server host), then opens Mininet's CLI, or runs the --cmd commands and exits (each checked
+first: a line whose first word is no host and no CLI command is an error before the lab). The lab's
 CLI knows four more commands: `profile NAME[+radio]`, `iw N`, `load PROTOCOL [plain]` and
 `hosts`. Namespaces, links and processes are removed on exit, on Ctrl-C, on SIGTERM and after a
 failure. A lab whose process was killed outright (SIGKILL) is removed by `lab clean`, and by the
@@ -15,6 +16,7 @@ next `lab up`, `measure` or `experiment run`; never a lab whose owner still runs
 
 from __future__ import annotations
 
+import cmd as cmd_module
 import tempfile
 from pathlib import Path
 
@@ -42,6 +44,44 @@ def parse_params(pairs: list[str]) -> dict[str, int]:
             raise typer.BadParameter(f"--param takes NAME=NUMBER, not {pair!r}")
         out[key] = int(value)
     return out
+
+
+def check_commands(commands: list[str], topo) -> list[str]:
+    """The problems (one line each, naming the --cmd; empty: none) of --cmd lines that Mininet's CLI
+    would answer with "*** Unknown command" or "*** Please enter a command for node" and then go on,
+    so that `lab up` would exit 0 having done nothing. The CLI (cmd.Cmd) runs a line whose first word
+    is one of its commands (LabCLI's and Mininet's do_*: pingall, py, sh, profile, ...) or a node of
+    the lab (the topology's hosts and the switch s1) followed by a command; `time` and `noecho` run
+    the rest of the line the same way. Checked before the lab comes up, from the topology alone."""
+    try:
+        from ..mininet.cli import LabCLI
+    except ImportError:
+        return []  # no Mininet: `lab up` cannot run anyway, and says so
+    known = {name[3:] for name in dir(LabCLI) if name.startswith("do_")}
+    nodes = [h.name for h in topo.hosts] + ["s1"]
+    parser = cmd_module.Cmd()
+    problems: list[str] = []
+    for given in commands:
+        line = given.split("#")[0]  # Mininet's precmd: a comment
+        while True:
+            first, rest, line = parser.parseline(line)
+            if not line or first in known and first not in ("time", "noecho"):
+                break  # an empty line does nothing; a CLI command runs
+            if first in ("time", "noecho"):
+                line = rest or ""
+                if not line.strip():
+                    break  # `time` alone times nothing, as the CLI does
+                continue
+            if first in nodes:
+                if not rest:
+                    problems.append(f"--cmd {given!r}: {first!r} needs a command after it (HOST COMMAND)")
+                break
+            word = first or line.split()[0]
+            problems.append(f"--cmd {given!r}: {word!r} is not a host of lab {topo.name!r} or a command of the lab "
+                            f"CLI (Mininet would print \"*** Unknown command\" and go on); hosts: "
+                            f"{', '.join(h.name for h in topo.hosts)} (switch: s1); commands: `help` lists them")
+            break
+    return problems
 
 
 def split_profile(name: str) -> tuple[str, bool]:
@@ -126,6 +166,13 @@ def up(
             run_options.check_out_dir(pcap, "--pcap")
     except (TopologyError, ValueError) as exc:
         error(str(exc))
+        raise typer.Exit(EXIT_PROBLEM)
+    # Mininet's CLI answers an unknown command with "*** Unknown command", goes on and exits 0: a
+    # scripted --cmd is checked first, and a bad one is an error before any lab comes up.
+    problems = check_commands(cmd, topo)
+    for problem in problems:
+        error(problem)
+    if problems:
         raise typer.Exit(EXIT_PROBLEM)
     from p4netem.lab.netns import LabError
     from ..mininet.cli import LabCLI
