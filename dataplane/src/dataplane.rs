@@ -96,8 +96,14 @@ struct Port {
     warned_csum: bool,
     warned_mtu: bool,
     tx_failing: bool,
-    /// The interface was deleted or moved to another namespace (logged once).
+    /// The interface is up and has a carrier, as last seen (each change is logged).
+    link_up: bool,
+    /// The interface was deleted or moved to another namespace: the port drops what it would send
+    /// (tx_error) until an interface of its name is back and it is opened again on it
+    /// (`DataPlane::reopen`).
     is_gone: bool,
+    /// While gone: what kept the last attempt to open it again from succeeding (logged once each).
+    reopen_blocked: Option<String>,
     /// Every frame of this port's last turn with any went to a backlogged rate queue (or was
     /// dropped): nothing of theirs needs the loop before the next coalesced release, so a batching
     /// sleep leaves this port out of its poll (wait.rs `plan`).
@@ -122,40 +128,51 @@ impl Port {
 
     /// `ppoll` reported POLLERR on this port's socket: reads (and so clears) the pending error,
     /// which would otherwise end every sleep at once (the loop spun at 50-80 % of a CPU after a
-    /// port's link went down once), and says what happened to the port.
-    fn socket_error(&mut self) {
+    /// port's link went down once), and says what happened to the port. True: its interface is
+    /// gone (the caller handles that, `DataPlane::port_gone`).
+    fn socket_error(&mut self) -> bool {
+        if self.io.is_gone() {
+            let _ = self.io.take_error();
+            return true;
+        }
         match self.io.take_error() {
-            Ok(Some(e)) if self.io.iface_present() => tracing::warn!(
-                port = self.number,
-                iface = %self.io.ifname(),
-                "port error: {e} (link down?): the port receives and sends again once the link is up"
-            ),
-            Ok(Some(e)) => self.gone(&e.to_string()),
+            Ok(Some(e)) => {
+                // The once-a-second check logs the link coming up again.
+                self.link_up = false;
+                tracing::warn!(
+                    port = self.number,
+                    iface = %self.io.ifname(),
+                    "port error: {e} (link down?): the port receives and sends again once the link is up"
+                );
+            }
             Ok(None) => {}
             Err(e) => tracing::debug!(port = self.number, iface = %self.io.ifname(), "SO_ERROR query failed: {e}"),
         }
+        false
     }
 
-    /// Checked once a second: an interface deleted or moved to another namespace is logged
-    /// (an AF_XDP socket reports no error for it).
-    fn check_present(&mut self) {
-        if !self.io.iface_present() {
-            self.gone("interface not found");
+    /// Once a second, for a port that is not gone: true when its interface is gone (an AF_XDP
+    /// socket reports that by no poll event, an AF_PACKET one by POLLERR only when it sleeps),
+    /// else logs a change of its link (an AF_XDP socket has no link-down error at all, and an
+    /// AF_PACKET one none for a lost carrier).
+    fn check(&mut self) -> bool {
+        if self.io.is_gone() {
+            return true;
         }
-    }
-
-    /// Logs, once, that the port's interface is gone for good: a packet socket is not bound
-    /// again to an interface that comes back (or another of the same name).
-    fn gone(&mut self, why: &str) {
-        if !self.is_gone {
-            self.is_gone = true;
-            tracing::error!(
-                port = self.number,
-                iface = %self.io.ifname(),
-                "port error: {why}: the interface was deleted or moved to another namespace; this port no longer \
-                 receives or sends (the other ports go on) until the switch is restarted"
-            );
+        match self.io.link_up() {
+            Ok(up) if up != self.link_up => {
+                self.link_up = up;
+                if up {
+                    tracing::info!(port = self.number, iface = %self.io.ifname(), "port link up: the port receives and sends again");
+                } else {
+                    tracing::warn!(port = self.number, iface = %self.io.ifname(),
+                        "port link down (interface down or no carrier): the port receives and sends again once it is up");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(iface = %self.io.ifname(), "interface flags query failed: {e}"),
         }
+        false
     }
 
     /// Reads the MTU again; true when the largest frame changed.
@@ -214,6 +231,10 @@ pub struct DataPlane {
     fast: Option<FlowCache>,
     /// Per port: this turn's receive emptied its ring.
     rx_drained: Vec<bool>,
+    /// How a port is opened again when its interface is back (as at start: `open_port_io`).
+    rings: RingConfig,
+    tx_threads: bool,
+    check_offloads: bool,
 }
 
 pub fn monotonic_ns() -> u64 {
@@ -256,7 +277,6 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Checks the offloads of every port; one error naming every bad interface and its fix.
 /// RAM plus swap, in bytes (sysinfo(2)): what the kernel's default overcommit heuristic lets one
 /// allocation reserve at most. None when it cannot be read, or when the kernel overcommits
 /// without a check (vm.overcommit_memory = 1).
@@ -289,13 +309,13 @@ pub fn check_memory(needs: &[(&str, u128)], memory: u64) -> Result<(), String> {
     }
 }
 
+/// Checks the offloads of every port; one error naming every bad interface and its fix.
 pub fn check_offloads(ports: &[PortSpec]) -> anyhow::Result<()> {
     let mut problems = Vec::new();
     for p in ports {
-        let on = ethtool::offloads_on(&p.ifname).with_context(|| format!("port {}: {}", p.number, p.ifname))?;
-        if !on.is_empty() {
-            problems.push(ethtool::offload_error(&p.ifname, &on));
-        }
+        let problem =
+            ethtool::offload_problem(&p.ifname).with_context(|| format!("port {}: {}", p.number, p.ifname))?;
+        problems.extend(problem);
     }
     if !problems.is_empty() {
         bail!("{}", problems.join("\n"));
@@ -319,6 +339,25 @@ fn arrival_time(stamp: i64, now: u64, clock: impl FnOnce() -> u64) -> u64 {
     } else {
         fresh
     }
+}
+
+/// Opens port `number` on `ifname` as the switch opens a port, at start and again when its
+/// interface came back (`DataPlane::reopen`): the I/O path of `mode` (promiscuous mode, AF_XDP's
+/// XDP program), the TX thread of `--tx-threads`, and the largest frame the interface sends (MTU +
+/// Ethernet header). The offload check is the caller's (at start, one error for every port).
+fn open_port_io(
+    number: u16,
+    ifname: &str,
+    rings: &RingConfig,
+    mode: IoMode,
+    tx_threads: bool,
+) -> anyhow::Result<(PortIo, usize)> {
+    let mut io = PortIo::open(ifname, rings, mode).with_context(|| format!("opening port {number}"))?;
+    if tx_threads {
+        io.start_tx_thread().with_context(|| format!("TX thread of port {number}"))?;
+    }
+    let mtu = io.mtu().with_context(|| format!("MTU of port {number} ({ifname})"))?;
+    Ok((io, mtu as usize + ETH_HEADER))
 }
 
 /// An XDP attach refused with EBUSY: a program is attached to a port already, most likely by
@@ -398,11 +437,7 @@ impl DataPlane {
                 bail!("port number {} given twice", spec.number);
             }
             port_index[spec.number as usize] = i as u16;
-            let mut io =
-                PortIo::open(&spec.ifname, &rings, cfg.io).with_context(|| format!("opening port {}", spec.number))?;
-            if cfg.tx_threads {
-                io.start_tx_thread().with_context(|| format!("TX thread of port {}", spec.number))?;
-            }
+            let (io, max_frame) = open_port_io(spec.number, &spec.ifname, &rings, cfg.io, cfg.tx_threads)?;
             let (pcap_in, pcap_out) = match &cfg.pcap_dir {
                 Some(dir) => {
                     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -421,7 +456,6 @@ impl DataPlane {
                     spec.ifname
                 );
             }
-            let mtu = io.mtu().with_context(|| format!("MTU of port {} ({})", spec.number, spec.ifname))?;
             ports.push(Port {
                 io,
                 number: spec.number,
@@ -432,9 +466,12 @@ impl DataPlane {
                 warned_csum: false,
                 warned_mtu: false,
                 tx_failing: false,
+                // Checked within a second; a port that starts down is logged then.
+                link_up: true,
                 is_gone: false,
+                reopen_blocked: None,
                 rx_backlogged: false,
-                max_frame: mtu as usize + ETH_HEADER,
+                max_frame,
             });
             let io = &ports[ports.len() - 1].io;
             tracing::info!(port = spec.number, iface = %spec.ifname, io = io.kind(), "port up: {} ({})", io.kind(), io.detail());
@@ -489,6 +526,9 @@ impl DataPlane {
             prompt: 0,
             fast: fast.ok(),
             rx_drained: vec![false; cfg.ports.len()],
+            rings,
+            tx_threads: cfg.tx_threads,
+            check_offloads: cfg.check_offloads,
         })
     }
 
@@ -556,6 +596,8 @@ impl DataPlane {
             );
         }
         self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
+        // Updated after each turn with work; until the first, every buffer is free (it read 0).
+        self.health.free_buffers.store(self.pool.available() as u64, Ordering::Relaxed);
         let _ = self.health.release_slack.set(self.release_slack);
         while !self.shutdown.load(Ordering::Relaxed) {
             // One clock read per turn, handed to every step; a second one only after a turn that
@@ -587,11 +629,11 @@ impl DataPlane {
                 last_mtu = now;
                 // Every port is read (no short-circuit); fast-path entries carry a length bound
                 // taken from the egress MTU, so any change makes them stale.
-                let changed = self.ports.iter_mut().fold(false, |any, p| p.refresh_mtu() | any);
-                self.ports.iter_mut().for_each(Port::check_present);
+                let changed = self.ports.iter_mut().fold(false, |any, p| (!p.is_gone && p.refresh_mtu()) | any);
                 if let (true, Some(fc)) = (changed, &mut self.fast) {
                     fc.invalidate();
                 }
+                self.check_ports();
                 self.read_ring_stats();
             }
             self.stages.tick(now, &self.link.registers);
@@ -601,6 +643,9 @@ impl DataPlane {
             work += self.release_due(now);
             let mut backlog = false;
             for pi in 0..self.ports.len() {
+                if self.ports[pi].is_gone {
+                    continue; // its socket sends nothing again (port_gone emptied its backlog)
+                }
                 self.drain_backlog(pi);
                 backlog |= !self.ports[pi].backlog.is_empty();
                 let port = &mut self.ports[pi];
@@ -685,7 +730,8 @@ impl DataPlane {
             for (f, p) in fds.iter_mut().zip(&self.ports) {
                 // A negative fd is skipped by ppoll: a deferred port does not end this sleep.
                 let fd = std::os::fd::AsRawFd::as_raw_fd(&p.io);
-                f.fd = if defer_rx && p.rx_backlogged { -1 } else { fd };
+                // Nor does a gone one (its socket receives nothing again).
+                f.fd = if p.is_gone || (defer_rx && p.rx_backlogged) { -1 } else { fd };
             }
             // A sleeping loop holds no snapshot: the control side reuses the classifier copy
             // this one replaced as soon as nobody reads it (state/entries.rs WHY_TWO_COPIES).
@@ -710,9 +756,9 @@ impl DataPlane {
                 self.link.waker.drain();
             }
             if ready > 0 {
-                for (f, p) in fds.iter().zip(&mut self.ports) {
-                    if f.revents & libc::POLLERR != 0 {
-                        p.socket_error();
+                for (pi, f) in fds.iter().enumerate().take(self.ports.len()) {
+                    if f.revents & libc::POLLERR != 0 && self.ports[pi].socket_error() {
+                        self.port_gone(pi);
                     }
                 }
             }
@@ -729,6 +775,113 @@ impl DataPlane {
         for (i, p) in self.ports.iter_mut().enumerate() {
             let (rx, drops) = p.io.rx_stats();
             self.health.port_stats(i, rx.into(), drops.into());
+        }
+    }
+
+    /// Once a second, off the packet path: each port's link, and whether its interface is gone;
+    /// a gone port is opened again when an interface of its name is back. The port's state goes
+    /// to the health metrics.
+    fn check_ports(&mut self) {
+        for pi in 0..self.ports.len() {
+            if self.ports[pi].is_gone {
+                self.reopen(pi);
+            } else if self.ports[pi].check() {
+                self.port_gone(pi);
+            }
+            let p = &self.ports[pi];
+            if let Some(h) = self.health.ports.get(pi) {
+                h.up.store(!p.is_gone && p.link_up, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Port `pi`'s interface was deleted or moved to another namespace: its socket never carries
+    /// a frame again. Logged once. What waits in its TX backlog is dropped as tx_error, as is what
+    /// the delay line and the cells release to it until it is back (`unsendable`), so that every
+    /// packet in is out or dropped (frames already in its TX ring were counted out when written
+    /// there, as on any port). Its XDP programs are detached (one left on an interface moved away
+    /// would refuse a new attach when it comes back) and fast-path entries made stale (they could
+    /// redirect to an interface that is no more).
+    fn port_gone(&mut self, pi: usize) {
+        let port = &mut self.ports[pi];
+        if port.is_gone {
+            return;
+        }
+        port.is_gone = true;
+        port.link_up = false;
+        port.rx_backlogged = false;
+        port.reopen_blocked = None;
+        port.io.release();
+        if let Some(h) = self.health.ports.get(pi) {
+            h.up.store(false, Ordering::Relaxed);
+        }
+        tracing::error!(
+            port = port.number,
+            iface = %port.io.ifname(),
+            "port error: the interface was deleted or moved to another namespace; this port drops what it would send \
+             (tx_error) until an interface named {} is back in this namespace and up, then opens again on it (the \
+             other ports go on)",
+            port.io.ifname()
+        );
+        while let Some(h) = self.ports[pi].backlog.pop_front() {
+            let m = self.pool.meta(h);
+            if m.pd != NO_PD {
+                self.drop_pkt(m.pd, DropReason::TxError, m.len as usize);
+            }
+            self.pool.free(h);
+        }
+        if let Some(fc) = &mut self.fast {
+            fc.detach(pi);
+            fc.invalidate();
+        }
+    }
+
+    /// Gone port `pi` (once a second): opens it again when an interface of its name is in this
+    /// namespace, up with a carrier and, as at start, with its offloads off; on the path it chose
+    /// at start (`PortIo::reopen_mode`), with what start gives a port (`open_port_io`) and the fast
+    /// path's program. What keeps it from opening is logged once per reason.
+    fn reopen(&mut self, pi: usize) {
+        let port = &self.ports[pi];
+        if !matches!(port.io.link_up(), Ok(true)) {
+            return; // not back yet, or not up: nothing to say
+        }
+        let (number, ifname, mode) = (port.number, port.io.ifname().to_string(), port.io.reopen_mode());
+        let opened = match self.check_offloads.then(|| ethtool::offload_problem(&ifname)) {
+            Some(Ok(Some(problem))) => Err(problem),
+            Some(Err(e)) => Err(format!("offload check: {e}")),
+            _ => open_port_io(number, &ifname, &self.rings, mode, self.tx_threads).map_err(|e| format!("{e:#}")),
+        };
+        let port = &mut self.ports[pi];
+        let (io, max_frame) = match opened {
+            Ok(opened) => opened,
+            Err(why) => {
+                if port.reopen_blocked.as_ref() != Some(&why) {
+                    tracing::warn!(port = number, iface = %ifname, "port not reopened yet (tried again every second): {why}");
+                    port.reopen_blocked = Some(why);
+                }
+                return;
+            }
+        };
+        let ifindex = io.ifindex();
+        port.io = io;
+        port.max_frame = max_frame;
+        port.is_gone = false;
+        port.link_up = true;
+        port.reopen_blocked = None;
+        port.tx_failing = false;
+        // A new interface: its own misconfigurations are logged again.
+        (port.warned_truncated, port.warned_csum, port.warned_mtu) = (false, false, false);
+        if let Some(h) = self.health.ports.get(pi) {
+            h.set_io(port.io.kind());
+        }
+        tracing::info!(port = number, iface = %ifname, io = port.io.kind(), "port reopened");
+        if let Some(fc) = &mut self.fast {
+            if let Err(e) = fc.attach(pi, ifindex).map_err(|e| busy_hint(e, &self.ports)) {
+                tracing::warn!(port = number, iface = %ifname,
+                    "fast path: not attached to the reopened port ({e}): its frames take the data-plane thread");
+            }
+            // Entries name interfaces by index, and the port's is new.
+            fc.invalidate();
         }
     }
 
@@ -932,7 +1085,7 @@ impl DataPlane {
         let Some(&pi) = self.port_index.get(in_port as usize) else { return };
         let (Some(inp), Some(outp)) = (self.ports.get(pi as usize), self.ports.get(out as usize)) else { return };
         let max_len = RX_MAX_FRAME.min(outp.max_frame);
-        if frame.len() > max_len {
+        if frame.len() > max_len || outp.is_gone {
             return;
         }
         let Some(key) = key_of(inp.io.ifindex() as u32, frame) else { return };
@@ -1105,8 +1258,8 @@ impl DataPlane {
             return self.packet_in(pd, in_port, frame, edits);
         }
         let port = &mut self.ports[out as usize];
-        if !port.fits(frame) {
-            return self.oversized(out, pd, frame.len());
+        if port.is_gone || !port.fits(frame) {
+            return self.unsendable(out, pd, frame.len());
         }
         let port = &mut self.ports[out as usize];
         if port.backlog.is_empty() && port.io.tx_push(frame, |d| edits.apply(d)) {
@@ -1124,6 +1277,18 @@ impl DataPlane {
         self.pool.fill(h, frame, PktMeta { len: 0, out, in_port, pd });
         edits.apply(self.pool.frame_mut(h));
         self.ports[out as usize].backlog.push_back(h);
+    }
+
+    /// A frame the egress port cannot send: its interface is gone (a tx_error drop, the port's
+    /// state logged when it went), or the frame is too long (`oversized`).
+    #[cold]
+    fn unsendable(&mut self, out: u16, pd: u32, len: usize) {
+        if !self.ports[out as usize].is_gone {
+            return self.oversized(out, pd, len);
+        }
+        if pd != NO_PD {
+            self.drop_pkt(pd, DropReason::TxError, len);
+        }
     }
 
     /// A frame longer than the egress port takes: counted as a tx_error drop (Linux would drop it
@@ -1149,9 +1314,9 @@ impl DataPlane {
             return self.pool.free(h);
         }
         let port = &mut self.ports[m.out as usize];
-        if !port.fits(self.pool.frame(h)) {
-            // The MTU shrank while the frame was held.
-            self.oversized(m.out, m.pd, self.pool.frame(h).len());
+        if port.is_gone || !port.fits(self.pool.frame(h)) {
+            // Its interface went while the frame was held, or the MTU shrank.
+            self.unsendable(m.out, m.pd, self.pool.frame(h).len());
             return self.pool.free(h);
         }
         let port = &mut self.ports[m.out as usize];

@@ -4,13 +4,14 @@
 //! on `--metrics-addr` (metrics.rs); `p4netem web` re-exports it on its own /metrics and
 //! /api/health.
 //!
-//! Each port's packet I/O path (AF_XDP or the AF_PACKET fallback) is an info metric.
+//! Each port's packet I/O path (AF_XDP or the AF_PACKET fallback) is an info metric, and whether
+//! it is up (its interface there, up and with a carrier) a gauge.
 //!
 //! The data-plane thread writes plain relaxed atomics once per loop turn with work (and the
 //! ring statistics once a second), never per packet; the scrape reads them. P4Runtime latency
 //! is a prometheus-client histogram per RPC, observed by the gRPC handlers.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -22,15 +23,34 @@ use crate::io::flow_cache::FastCounts;
 use crate::release::Slack;
 
 /// One port's kernel-side receive statistics, summed since the switch started (the kernel's
-/// PACKET_STATISTICS resets at each read).
+/// PACKET_STATISTICS resets at each read), its path and its state.
 #[derive(Debug, Default)]
 pub struct PortHealth {
     pub number: u16,
     pub ifname: String,
-    /// The port's packet I/O path: "af_xdp" or "af_packet" (io/port.rs).
-    pub io: &'static str,
+    /// The port's packet I/O path is AF_XDP (else AF_PACKET, io/port.rs): a flag rather than the
+    /// name, as a port opened again on an interface that came back may fall back.
+    pub af_xdp: AtomicBool,
+    /// Its interface is there, up and has a carrier (as the data plane last saw, once a second).
+    pub up: AtomicBool,
     pub kernel_rx: AtomicU64,
     pub ring_drops: AtomicU64,
+}
+
+impl PortHealth {
+    /// The port's packet I/O path: "af_xdp" or "af_packet" (io/port.rs `PortIo::kind`).
+    pub fn io(&self) -> &'static str {
+        if self.af_xdp.load(Ordering::Relaxed) {
+            "af_xdp"
+        } else {
+            "af_packet"
+        }
+    }
+
+    /// The path the port runs on now (its kind, "af_xdp" or "af_packet").
+    pub fn set_io(&self, kind: &str) {
+        self.af_xdp.store(kind == "af_xdp", Ordering::Relaxed);
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -97,7 +117,11 @@ impl Health {
             buffers: AtomicU64::new(0),
             ports: ports
                 .into_iter()
-                .map(|(number, ifname, io)| PortHealth { number, ifname, io, ..Default::default() })
+                .map(|(number, ifname, io)| {
+                    let p = PortHealth { number, ifname, up: AtomicBool::new(true), ..Default::default() };
+                    p.set_io(io);
+                    p
+                })
                 .collect(),
             // 50 us .. ~3 s: a counter read of one rule takes ~100 us, a full-table Read seconds.
             p4rt_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(50e-6, 2.0, 17))),

@@ -114,8 +114,19 @@ impl Collector for HealthCollector {
             probe.metric_type(),
         )?;
         for p in &h.ports {
-            let labels = [("port", p.number.to_string()), ("iface", p.ifname.clone()), ("io", p.io.to_string())];
+            let labels = [("port", p.number.to_string()), ("iface", p.ifname.clone()), ("io", p.io().to_string())];
             ConstGauge::new(1i64).encode(family.encode_family(&labels)?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "p4netem_switch_port_up",
+            "1: the port's interface is there, up and has a carrier; 0: it is down, or gone (deleted or moved to \
+             another namespace: the port is opened again when an interface of its name is back)",
+            None,
+            probe.metric_type(),
+        )?;
+        for p in &h.ports {
+            let labels = [("port", p.number.to_string()), ("iface", p.ifname.clone())];
+            ConstGauge::new(p.up.load(Ordering::Relaxed) as i64).encode(family.encode_family(&labels)?)?;
         }
         // The kernel fast path: its state as a label (as port_io), and what it forwarded.
         let state = h.fast_path.get().map_or("off: not started", String::as_str);
@@ -202,11 +213,17 @@ mod tests {
         h.busy_turn(1_500_000_000);
         h.port_stats(0, 100, 3);
         h.observe_rpc(Rpc::Write, std::time::Instant::now());
-        let text = render(&registry(h));
+        let text = render(&registry(h.clone()));
         assert!(text.contains("p4netem_switch_dataplane_busy_seconds_total 1.5"), "{text}");
         assert!(text.contains("p4netem_switch_ring_drops_total{port=\"1\",iface=\"veth1\"} 3"), "{text}");
         assert!(text.contains("p4netem_switch_p4runtime_request_seconds_count{rpc=\"Write\"} 1"), "{text}");
         assert!(text.contains("p4netem_switch_port_io{port=\"1\",iface=\"veth1\",io=\"af_xdp\"} 1"), "{text}");
+        assert!(text.contains("p4netem_switch_port_up{port=\"1\",iface=\"veth1\"} 1"), "{text}");
+        h.ports[0].up.store(false, Ordering::Relaxed);
+        h.ports[0].set_io("af_packet");
+        let text = render(&registry(h));
+        assert!(text.contains("p4netem_switch_port_up{port=\"1\",iface=\"veth1\"} 0"), "{text}");
+        assert!(text.contains("p4netem_switch_port_io{port=\"1\",iface=\"veth1\",io=\"af_packet\"} 1"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

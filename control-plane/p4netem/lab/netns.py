@@ -133,13 +133,17 @@ class Resources:
         cmd += ["type", "veth", "peer", "name", name_b]
         if ns_b:
             cmd += ["netns", ns_b.name]
+        where = (name_a, ns_a.name if ns_a else None)
+        with self._lock:
+            known = where in self._links  # a pair deleted and created again (TwoHostLab.replug)
         record = self._recorded()
-        if record is not None and ns_a is None:
+        if record is not None and ns_a is None and not known:
             record.add_link(name_a)
         run(cmd)
         with self._lock:
             # Deleting one end deletes the pair; remember one end and where it lives.
-            self._links.append((name_a, ns_a.name if ns_a else None))
+            if not known:
+                self._links.append(where)
 
     def track_process(self, proc: subprocess.Popen) -> None:
         record = self._recorded()

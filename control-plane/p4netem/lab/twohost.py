@@ -111,19 +111,40 @@ class TwoHostLab:
                 switch_port=number,
                 switch_iface=f"{PREFIX}{self.token}s{number}",
             )
-            self.resources.veth(host.switch_iface, host.iface, None, ns)
-            # IPv6 off before the links come up, so no router solicitation or MLD report crosses.
-            run(["sysctl", "-qw", f"net.ipv6.conf.{host.switch_iface}.disable_ipv6=1"])
-            ns.run(["sysctl", "-qw", f"net.ipv6.conf.{host.iface}.disable_ipv6=1"])
-            ns.run(["ip", "link", "set", host.iface, "address", host.mac])
-            ns.run(["ip", "addr", "add", f"{host.ip}/24", "dev", host.iface])
-            disable_offloads(host.iface, ns.name)
-            disable_offloads(host.switch_iface)
-            ns.run(["ip", "link", "set", host.iface, "up"])
-            run(["ip", "link", "set", host.switch_iface, "up"])
+            self._wire(host)
             self.hosts.append(host)
         for a, b in ((self.h1, self.h2), (self.h2, self.h1)):
-            a.ns.run(["ip", "neigh", "replace", b.ip, "lladdr", b.mac, "dev", a.iface, "nud", "permanent"])
+            self._neighbour(a, b)
+
+    def _wire(self, host: Host) -> None:
+        """The veth pair between the switch and a host, configured and up."""
+        self.resources.veth(host.switch_iface, host.iface, None, host.ns)
+        # IPv6 off before the links come up, so no router solicitation or MLD report crosses.
+        run(["sysctl", "-qw", f"net.ipv6.conf.{host.switch_iface}.disable_ipv6=1"])
+        host.ns.run(["sysctl", "-qw", f"net.ipv6.conf.{host.iface}.disable_ipv6=1"])
+        host.ns.run(["ip", "link", "set", host.iface, "address", host.mac])
+        host.ns.run(["ip", "addr", "add", f"{host.ip}/24", "dev", host.iface])
+        disable_offloads(host.iface, host.ns.name)
+        disable_offloads(host.switch_iface)
+        host.ns.run(["ip", "link", "set", host.iface, "up"])
+        run(["ip", "link", "set", host.switch_iface, "up"])
+
+    @staticmethod
+    def _neighbour(a: Host, b: Host) -> None:
+        """A static ARP entry on `a` for `b` (no ARP crosses the switch)."""
+        a.ns.run(["ip", "neigh", "replace", b.ip, "lladdr", b.mac, "dev", a.iface, "nud", "permanent"])
+
+    def unplug(self, host: Host) -> None:
+        """Deletes the veth pair between the switch and `host` (both ends go): the switch's port
+        loses its interface, as when a container runtime removes a veth."""
+        run(["ip", "link", "del", host.switch_iface])
+
+    def replug(self, host: Host) -> None:
+        """Wires an unplugged host again as at start: a new veth pair of the same names, moved,
+        addressed and configured the same way (as a container runtime re-creating it)."""
+        self._wire(host)
+        other = self.h2 if host is self.h1 else self.h1
+        self._neighbour(host, other)
 
     def _configure(self) -> None:
         client = self.client

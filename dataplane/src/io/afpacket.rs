@@ -283,6 +283,17 @@ impl AfPacket {
         Ok(ifr.ifr_mtu.max(0) as u32)
     }
 
+    /// The interface's flags now (SIOCGIFFLAGS by name on this socket).
+    pub fn iface_flags(&self) -> io::Result<libc::c_int> {
+        iface_flags(self.fd.as_raw_fd(), &self.ifname)
+    }
+
+    /// Whether the interface this socket was bound to is gone (deleted, or moved to another
+    /// namespace): the kernel then unbinds the socket for good, and no frame crosses it again.
+    pub fn unbound(&self) -> bool {
+        packet_bound_ifindex(self.fd.as_raw_fd()).is_ok_and(|i| i != self.ifindex)
+    }
+
     /// (received, dropped by the kernel because the RX ring was full) since the last call.
     pub fn rx_stats(&self) -> (u32, u32) {
         let mut st = TpacketStats { tp_packets: 0, tp_drops: 0 };

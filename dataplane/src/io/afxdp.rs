@@ -126,8 +126,9 @@ impl<T: Copy> XRing<T> {
 }
 
 pub struct AfXdp {
-    /// Declared first: detaches the program before the socket and UMEM go away.
-    _xdp: XdpRedirect,
+    /// Declared first: detaches the program before the socket and UMEM go away. None once
+    /// released (`release_xdp`).
+    _xdp: Option<XdpRedirect>,
     fd: OwnedFd,
     /// A UDP socket for interface ioctls (an AF_XDP socket has none).
     ctl: OwnedFd,
@@ -251,7 +252,7 @@ impl AfXdp {
         .map_err(|e| with(e, "bind (copy mode)"))?;
         let xdp = XdpRedirect::attach(ifindex, raw).map_err(|e| with(e, "XDP program"))?;
         Ok(AfXdp {
-            _xdp: xdp,
+            _xdp: Some(xdp),
             fd,
             ctl,
             ifname: ifname.to_string(),
@@ -378,6 +379,26 @@ impl AfXdp {
         // SAFETY: ifr outlives the call; SIOCGIFMTU reads ifr_name and writes ifr_mtu.
         cvt(unsafe { libc::ioctl(self.ctl.as_raw_fd(), SIOCGIFMTU as _, &mut ifr) })?;
         Ok(ifr.ifr_mtu.max(0) as u32)
+    }
+
+    /// The interface's flags now (SIOCGIFFLAGS by name).
+    pub fn iface_flags(&self) -> io::Result<libc::c_int> {
+        iface_flags(self.ctl.as_raw_fd(), &self.ifname)
+    }
+
+    /// Whether the interface this socket was bound to is gone (deleted, or moved to another
+    /// namespace). The kernel unbinds the socket then and leaves ENETDOWN as its error, and only
+    /// then (xsk_notifier): an AF_XDP socket has no link-down error, and poll reports none, so
+    /// this reads the error (once a second). Reading clears it: the caller keeps the answer.
+    pub fn unbound(&self) -> bool {
+        take_socket_error(self.fd.as_raw_fd()).is_ok_and(|e| e.is_some())
+    }
+
+    /// Detaches the XDP program now rather than when the port is dropped: after the interface
+    /// moved to another namespace the program stays attached to it, and would make a new attach
+    /// fail (EBUSY) if it came back.
+    pub fn release_xdp(&mut self) {
+        self._xdp = None;
     }
 
     /// (received, dropped by the kernel before the switch saw them) since the last call: drops

@@ -45,26 +45,21 @@ pub fn offloads_on(ifname: &str) -> std::io::Result<Vec<&'static str>> {
 }
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
-const SIOCGIFFLAGS: libc::c_ulong = 0x8913;
-
-/// struct ifreq with the ifr_flags member of the union.
-#[repr(C)]
-struct IfreqFlags {
-    ifr_name: [u8; libc::IFNAMSIZ],
-    ifr_flags: libc::c_short,
-    _pad: [u8; 22],
-}
 
 /// Whether `ifname` is a loopback interface (IFF_LOOPBACK): it cannot be a port (a frame sent on
 /// it comes back in on it, and its checksum offloads cannot be turned off).
 pub fn is_loopback(ifname: &str) -> std::io::Result<bool> {
-    let mut ifr = IfreqFlags { ifr_name: ifname_bytes(ifname)?, ifr_flags: 0, _pad: [0; 22] };
     // SAFETY: plain socket creation; ownership taken immediately.
     let fd =
         unsafe { OwnedFd::from_raw_fd(cvt(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?) };
-    // SAFETY: ifr outlives the call; SIOCGIFFLAGS reads ifr_name and writes ifr_flags.
-    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCGIFFLAGS as _, &mut ifr) })?;
-    Ok(ifr.ifr_flags as libc::c_int & libc::IFF_LOOPBACK != 0)
+    Ok(iface_flags(fd.as_raw_fd(), ifname)? & libc::IFF_LOOPBACK != 0)
+}
+
+/// What is wrong with `ifname`'s offloads ([`offload_error`]), or None when they are all off: the
+/// check a port passes at start and again before it is reopened on an interface that came back.
+pub fn offload_problem(ifname: &str) -> std::io::Result<Option<String>> {
+    let on = offloads_on(ifname)?;
+    Ok((!on.is_empty()).then(|| offload_error(ifname, &on)))
 }
 
 /// The error text for an interface with offloads on: names it and gives the exact command.

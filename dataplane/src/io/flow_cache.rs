@@ -321,8 +321,9 @@ struct Pending {
 /// The fast path of one switch: the program attached to every port, its maps, and the installs
 /// the data-plane thread queues during a loop turn.
 pub struct FlowCache {
-    /// Declared first: detaches the program from the ports before the maps go.
-    _links: Vec<OwnedFd>,
+    /// Declared first: detaches the program from the ports before the maps go. One per port, in
+    /// port order; None while a port's interface is gone (`detach`).
+    links: Vec<Option<OwnedFd>>,
     _prog: OwnedFd,
     flows: OwnedFd,
     epoch: Arc<MapMem>,
@@ -347,15 +348,12 @@ impl FlowCache {
         let prog = prog_load_xdp(&program(flows.as_raw_fd(), epoch.fd(), counts.mem.fd()), "p4netem_fast")?;
         let mut links = Vec::new();
         for &ifindex in ifindexes {
-            links.push(
-                link_xdp_generic(&prog, ifindex)
-                    .map_err(|e| io::Error::new(e.kind(), format!("ifindex {ifindex}: {e}")))?,
-            );
+            links.push(Some(attach_link(&prog, ifindex)?));
         }
         ctl.attach(epoch.clone());
         let empty = Recent { key: [0; KEY_SIZE], ctl: 0, dp: 0, at_ns: 0 };
         Ok(FlowCache {
-            _links: links,
+            links,
             _prog: prog,
             flows,
             epoch,
@@ -371,6 +369,25 @@ impl FlowCache {
     /// The counts the program keeps, for the counter arrays to add.
     pub fn counts(&self) -> Arc<FastCounts> {
         self.counts.clone()
+    }
+
+    /// Detaches the program from port `port` (its interface is gone): an interface moved to
+    /// another namespace keeps an attached program, which would refuse the attach of `attach`
+    /// if it came back.
+    pub fn detach(&mut self, port: usize) {
+        if let Some(l) = self.links.get_mut(port) {
+            *l = None;
+        }
+    }
+
+    /// Attaches the program to port `port`'s interface, `ifindex`, as at start (an interface of
+    /// the port's name came back and the port was opened again on it).
+    pub fn attach(&mut self, port: usize, ifindex: i32) -> io::Result<()> {
+        let link = attach_link(&self._prog, ifindex)?;
+        if let Some(l) = self.links.get_mut(port) {
+            *l = Some(link);
+        }
+        Ok(())
     }
 
     /// Makes every installed entry stale (a port's MTU changed: entries carry a length bound).
@@ -448,6 +465,11 @@ impl FlowCache {
         let u32_at = |o: usize| u32::from_ne_bytes(v[o..o + 4].try_into().unwrap());
         Some((u64_at(0), u64_at(8), u32_at(16), u32_at(20), u32_at(24) as i32))
     }
+}
+
+/// The program attached to one interface at the generic hook (the link detaches it when closed).
+fn attach_link(prog: &OwnedFd, ifindex: i32) -> io::Result<OwnedFd> {
+    link_xdp_generic(prog, ifindex).map_err(|e| io::Error::new(e.kind(), format!("ifindex {ifindex}: {e}")))
 }
 
 #[inline]

@@ -124,13 +124,48 @@ impl PortIo {
         super::sys::take_socket_error(self.as_raw_fd())
     }
 
-    /// Whether the interface this port opened is still there, under its name, in this namespace
-    /// (a deleted or moved interface never comes back to the socket: its binding is gone).
+    /// Whether the kernel unbound the socket from its interface, which it does when the interface
+    /// is deleted or moved to another namespace: such a socket never carries a frame again, even
+    /// when an interface of the same name comes back (the port must be opened again on it).
+    pub fn unbound(&self) -> bool {
+        each!(self, p => p.unbound())
+    }
+
+    /// Whether the interface this port opened is still there under its name (an interface being
+    /// deleted leaves the name before the kernel unbinds the socket; one renamed leaves it too).
     pub fn iface_present(&self) -> bool {
         let Ok(name) = std::ffi::CString::new(self.ifname()) else { return false };
         // SAFETY: name is a valid NUL-terminated string.
         let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
         index != 0 && index as i32 == self.ifindex()
+    }
+
+    /// Whether the port's interface is gone: its socket unbound, or its name no longer its own.
+    pub fn is_gone(&self) -> bool {
+        self.unbound() || !self.iface_present()
+    }
+
+    /// Whether an interface of this port's name is in this namespace and up with a carrier now
+    /// (it need not be the one the port opened). Err: none of that name (ENODEV), or no answer.
+    pub fn link_up(&self) -> io::Result<bool> {
+        each!(self, p => p.iface_flags()).map(super::sys::link_is_up)
+    }
+
+    /// The `--io` mode that opens this port again on the path it chose at start: AF_XDP where it
+    /// still works, else the AF_PACKET fallback (logged, as at start); AF_PACKET stays AF_PACKET.
+    pub fn reopen_mode(&self) -> IoMode {
+        match self {
+            PortIo::AfPacket(_) => IoMode::AfPacket,
+            PortIo::AfXdp(_) => IoMode::Auto,
+        }
+    }
+
+    /// Lets go, now, of what the port attached to its interface (AF_XDP: its XDP program), so
+    /// that the interface can be opened again if it comes back (io/afxdp.rs `release_xdp`).
+    pub fn release(&mut self) {
+        if let PortIo::AfXdp(x) = self {
+            x.release_xdp();
+        }
     }
 
     /// `--tx-threads`: AF_PACKET only (an AF_XDP flush already batches in the kernel).
@@ -151,6 +186,97 @@ impl AsRawFd for PortIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn ip(args: &[&str]) {
+        let out = Command::new("ip").args(args).output().expect("ip(8) runs");
+        assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// A veth pair `<name>a`/`<name>b`, both up, and a namespace `<name>n` to move one into;
+    /// all deleted on drop (needs root, as the AF_XDP and BPF tests do).
+    struct Veth {
+        name: String,
+    }
+
+    impl Veth {
+        fn new() -> Veth {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let name = format!("p4n-pr-{}{}", std::process::id() % 10_000, N.fetch_add(1, Ordering::Relaxed));
+            let v = Veth { name };
+            ip(&["netns", "add", &v.end('n')]);
+            v.create();
+            v
+        }
+        fn end(&self, e: char) -> String {
+            format!("{}{e}", self.name)
+        }
+        fn create(&self) {
+            ip(&["link", "add", &self.end('a'), "type", "veth", "peer", "name", &self.end('b')]);
+            ip(&["link", "set", &self.end('a'), "up"]);
+            ip(&["link", "set", &self.end('b'), "up"]);
+        }
+    }
+
+    impl Drop for Veth {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["link", "del", &self.end('a')]).output();
+            let _ = Command::new("ip").args(["netns", "del", &self.end('n')]).output();
+        }
+    }
+
+    /// `cond` within a second (link state follows `ip` at once, carrier may take a moment).
+    fn soon(mut cond: impl FnMut() -> bool) -> bool {
+        (0..100).any(|_| {
+            cond() || {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                false
+            }
+        })
+    }
+
+    /// What the data plane's once-a-second check relies on, on both paths: the link's state, a
+    /// socket the kernel unbinds when its interface is deleted or moved away (whatever comes back
+    /// under the name), and a port opened again on an interface of the same name.
+    #[test]
+    fn a_port_whose_interface_went_is_unbound_and_opens_again_on_one_of_its_name() {
+        let rings = RingConfig { rx_frames: 64, tx_frames: 64 };
+        for mode in [IoMode::AfPacket, IoMode::AfXdp] {
+            let v = Veth::new();
+            let a = v.end('a');
+            let mut io = PortIo::open(&a, &rings, mode).unwrap();
+            assert!(soon(|| io.link_up().unwrap()), "{mode:?}: up with a carrier");
+            assert!(!io.unbound(), "{mode:?}");
+            ip(&["link", "set", &v.end('b'), "down"]);
+            assert!(soon(|| !io.link_up().unwrap()), "{mode:?}: the peer down takes the carrier");
+            ip(&["link", "set", &v.end('b'), "up"]);
+            assert!(soon(|| io.link_up().unwrap()), "{mode:?}");
+            assert!(!io.unbound(), "{mode:?}: a link flap leaves the socket bound");
+
+            // Deleted and created again under the same name (a new interface, a new index).
+            ip(&["link", "del", &a]);
+            assert!(io.link_up().is_err(), "{mode:?}: no interface of the name");
+            v.create();
+            assert!(io.unbound(), "{mode:?}: the socket stays unbound from the new interface");
+            assert!(soon(|| io.link_up().unwrap()), "{mode:?}: the name is back, up");
+            io.release();
+            let mut io = PortIo::open(&a, &rings, io.reopen_mode()).unwrap();
+            let kind = if mode == IoMode::AfXdp { "af_xdp" } else { "af_packet" };
+            assert_eq!(io.kind(), kind, "reopened on the path of the start");
+            assert!(!io.unbound());
+
+            // Moved to another namespace and back: the kernel may give it its index back, and the
+            // XDP program of an AF_XDP port stays attached to it unless released.
+            ip(&["link", "set", &a, "netns", &v.end('n')]);
+            ip(&["-n", &v.end('n'), "link", "set", &a, "netns", &std::process::id().to_string()]);
+            ip(&["link", "set", &a, "up"]);
+            assert!(io.unbound(), "{mode:?}: moved away and back");
+            io.release();
+            let io = PortIo::open(&a, &rings, io.reopen_mode()).unwrap();
+            assert_eq!(io.kind(), kind, "reopened on the path of the start after a move");
+        }
+    }
 
     #[test]
     fn io_mode_parses_and_names_the_allowed_values() {

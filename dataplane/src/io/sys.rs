@@ -101,6 +101,41 @@ pub struct IfreqMtu {
 }
 
 pub const SIOCGIFMTU: libc::c_ulong = 0x8921;
+pub const SIOCGIFFLAGS: libc::c_ulong = 0x8913;
+
+/// struct ifreq with the ifr_flags member of the union.
+#[repr(C)]
+pub struct IfreqFlags {
+    pub ifr_name: [u8; libc::IFNAMSIZ],
+    pub ifr_flags: libc::c_short,
+    pub _pad: [u8; 22],
+}
+
+/// The interface flags (IFF_*) of `name` now, asked through `fd` (any socket of this namespace):
+/// ENODEV when there is no interface of that name.
+pub fn iface_flags(fd: libc::c_int, name: &str) -> std::io::Result<libc::c_int> {
+    let mut ifr = IfreqFlags { ifr_name: ifname_bytes(name)?, ifr_flags: 0, _pad: [0; 22] };
+    // SAFETY: ifr outlives the call; SIOCGIFFLAGS reads ifr_name and writes ifr_flags.
+    cvt(unsafe { libc::ioctl(fd, SIOCGIFFLAGS as _, &mut ifr) })?;
+    // The flags are an unsigned short in the kernel (IFF_* below 1 << 16).
+    Ok(ifr.ifr_flags as u16 as libc::c_int)
+}
+
+/// Up and running: administratively up with a carrier (IFF_UP and IFF_RUNNING).
+pub fn link_is_up(flags: libc::c_int) -> bool {
+    flags & libc::IFF_UP != 0 && flags & libc::IFF_RUNNING != 0
+}
+
+/// The interface index a packet socket is bound to (getsockname). The kernel sets it to -1 when
+/// that interface is unregistered: deleted, or moved to another namespace.
+pub fn packet_bound_ifindex(fd: libc::c_int) -> std::io::Result<i32> {
+    // SAFETY: a zeroed sockaddr_ll is a valid out-parameter.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    // SAFETY: sll and len are live locals of the sizes given.
+    cvt(unsafe { libc::getsockname(fd, &mut sll as *mut _ as *mut libc::sockaddr, &mut len) })?;
+    Ok(sll.sll_ifindex)
+}
 
 pub fn ifname_bytes(name: &str) -> std::io::Result<[u8; libc::IFNAMSIZ]> {
     let b = name.as_bytes();
