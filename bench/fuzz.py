@@ -38,7 +38,7 @@ from p4netem import pipeline as pl
 from p4netem.lab import TwoHostLab
 from p4netem.lab.free import free_tcp_port
 from p4netem.p4rt.proto import p4data_pb2, p4runtime_pb2
-from p4netem.webapp.health import SwitchHealth
+from p4netem.switch_health import SwitchHealth
 
 ROOT = Path(__file__).resolve().parents[1]
 FRAMES_TOOL = ROOT / "tests" / "tools" / "fuzzframes.py"

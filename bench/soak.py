@@ -58,7 +58,7 @@ from p4netem.lab.free import free_tcp_port
 from p4netem.lab.twohost import Host
 from p4netem.p4rt import P4RuntimeError, build_counter_entry
 from p4netem.radio import read_promotions
-from p4netem.webapp.health import SwitchHealth
+from p4netem.switch_health import SwitchHealth
 
 ROOT = Path(__file__).resolve().parents[1]
 PKTGEN = ROOT / "dataplane" / "target" / "release" / "p4netem-pktgen"

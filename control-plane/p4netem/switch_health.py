@@ -2,7 +2,8 @@
 data-plane loop busy time, kernel ring drops and packet I/O path (AF_XDP or AF_PACKET) per port, the
 kernel fast path's state and hits, packet buffers, delay-line occupancy,
 P4Runtime request latency per RPC), read by `p4netem web --switch-metrics URL` for its /metrics
-(the families re-exported as they are) and /api/health (a summary in JSON).
+(the families re-exported as they are) and /api/health (a summary in JSON), and by
+`p4netem stats --switch-metrics URL` (each port's kernel receive-ring frames and drops).
 
 P4Runtime has no place for a target's own health (gNMI would be the standard for it, which the
 switch does not speak), so the switch serves it the way exporters do, and the web server reads it
@@ -33,9 +34,12 @@ class SwitchHealth:
         try:
             with urllib.request.urlopen(self.url, timeout=self.timeout_s) as r:
                 text = r.read().decode()
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: not an http(s) URL
             raise HealthUnavailable(f"switch metrics at {self.url}: {exc}") from None
-        return list(text_string_to_metric_families(text))
+        try:
+            return list(text_string_to_metric_families(text))
+        except ValueError as exc:  # another server's page: not the switch's --metrics-addr
+            raise HealthUnavailable(f"switch metrics at {self.url}: not OpenMetrics text ({exc})") from None
 
     def summary(self) -> dict:
         """Busy fraction since the previous summary (or since the start), ring drops per port,
@@ -58,6 +62,10 @@ class SwitchHealth:
         for s in fams["p4netem_switch_port_io"].samples if "p4netem_switch_port_io" in fams else []:
             if s.value == 1 and s.labels["port"] in ports:
                 ports[s.labels["port"]]["io"] = s.labels["io"]
+        # Whether each port's interface is there and up (a switch older than the gauge: absent).
+        for s in fams["p4netem_switch_port_up"].samples if "p4netem_switch_port_up" in fams else []:
+            if s.labels["port"] in ports:
+                ports[s.labels["port"]]["up"] = s.value == 1
         # The kernel fast path (issue 14): "on", or "off: why"; and what it forwarded.
         fast_state = next((s.labels["state"] for s in fams["p4netem_switch_fast_path"].samples if s.value == 1),
                           None) if "p4netem_switch_fast_path" in fams else None

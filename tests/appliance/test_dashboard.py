@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from p4netem.control import Controller
+from p4netem.lab.free import free_tcp_port
 
 from webserver import WebServer
 
@@ -102,5 +103,55 @@ def test_dashboard_without_rules_has_no_script_errors(lab, tmp_path):
         out = json.loads(r.stdout.strip().splitlines()[-1])
         assert out["errors"] == [], out
         assert out["rules"] == 0 and out["plots"] == 1 and out["error_box_hidden"], out
+    finally:
+        web.stop()
+
+
+# The page of a web server whose switch is down (here: never started): the badge says "switch
+# unavailable" and the red box why, within about the server's connect timeout (it said
+# "connecting" for ever, and each of the page's requests took 10 s and more).
+DOWN_PAGE_JS = r"""
+'use strict';
+const fs = require('fs'), os = require('os'), path = require('path');
+const { chromium } = require(process.argv[2]);
+(async () => {
+  const out = { errors: [] };
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'p4nw-down-'));
+  const context = await chromium.launchPersistentContext(dir, { executablePath: '/usr/bin/chromium', headless: true,
+    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'] });
+  try {
+    const page = context.pages()[0] || await context.newPage();
+    page.on('pageerror', (e) => out.errors.push(e.message));
+    const t0 = Date.now();
+    await page.goto(process.argv[3], { timeout: 60000 });
+    await page.waitForFunction(() => document.getElementById('live').textContent === 'switch unavailable', null,
+      { timeout: 30000 });
+    out.seconds = (Date.now() - t0) / 1000;
+    out.error_text = await page.textContent('#error');
+    out.error_box_hidden = await page.$eval('#error', (e) => e.hidden);
+  } catch (e) { out.errors.push(String(e)); } finally {
+    await context.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  process.stdout.write(JSON.stringify(out) + '\n');
+})();
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not Path("/usr/bin/chromium").exists(),
+                    reason="needs node and Debian's chromium (scripts/setup-system.sh, setup-web.sh)")
+def test_dashboard_says_switch_unavailable(tmp_path):
+    web = WebServer(f"127.0.0.1:{free_tcp_port('127.0.0.1')}", log=tmp_path / "web.log")
+    try:
+        script = tmp_path / "down.js"
+        script.write_text(DOWN_PAGE_JS)
+        playwright = HERE.parent.parent / "web" / "node_modules" / "playwright-core"
+        r = subprocess.run(["node", str(script), str(playwright), web.base + "/"], capture_output=True, text=True,
+                           timeout=180)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert out["errors"] == [], out
+        assert not out["error_box_hidden"] and "unavailable" in out["error_text"], out
     finally:
         web.stop()

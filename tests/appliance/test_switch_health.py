@@ -5,9 +5,15 @@ it on /metrics and summarizes it on /api/health."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
@@ -55,6 +61,9 @@ def test_switch_health_moves_with_traffic_and_requests(health_lab, tmp_path):
     rx_before = _get(before, "p4netem_switch_kernel_rx_packets_total", port="1")
     assert _get(before, "p4netem_switch_ring_drops_total", port="2") >= 0
     assert _get(before, "p4netem_switch_buffers") > 0
+    # Every buffer is free or holds a packet, also before the first frame (free read 0 then).
+    assert (_get(before, "p4netem_switch_free_buffers") + _get(before, "p4netem_switch_held_packets")
+            == _get(before, "p4netem_switch_buffers"))
 
     lab.h1.ns.run(["ping", "-c", "100", "-i", "0.01", "-W", "2", lab.h2.ip], timeout=60)
     with Controller.connect(lab.switch.grpc_addr, primary=False) as reader:
@@ -136,3 +145,66 @@ def test_held_packets_counts_the_bearer_queues(health_lab):
     assert during <= 100 + 2, f"held_packets {during}: more than the bearer and the link can hold"
     after = _get(_scrape(url), "p4netem_switch_held_packets")
     assert after == 0, f"held_packets {after} after the download drained"
+
+
+def _stats(*args: str, addr: str) -> subprocess.CompletedProcess[str]:
+    """`p4netem stats ...` as a user runs it, stdout a pipe."""
+    env = {**os.environ, "P4NETEM_ADDR": addr, "COLUMNS": "200"}
+    return subprocess.run([str(Path(sys.executable).parent / "p4netem"), "stats", *args], capture_output=True,
+                          text=True, timeout=60, env=env)
+
+
+# 20 000 UDP frames from h1 as fast as a socket sends them: more than any receive ring holds.
+FLOOD = ("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+         "for _ in range(20000):\n    s.sendto(b'x' * 100, ('10.0.0.2', 9))\n")
+
+
+def test_stats_shows_the_kernel_ring_drops_the_counters_cannot(health_lab):
+    """A switch that stops taking frames (SIGSTOP here, a data-plane thread that falls behind in
+    real life) loses them in the kernel's receive ring: the switch never sees them, so its counters
+    show in = out. `p4netem stats --switch-metrics URL` shows them per port, in the table and in
+    --json; without it, the table says they are not known."""
+    lab, url = health_lab
+    addr = lab.switch.grpc_addr
+    os.kill(lab.switch.proc.pid, signal.SIGSTOP)
+    try:
+        lab.h1.ns.run([sys.executable, "-c", FLOOD])
+    finally:
+        os.kill(lab.switch.proc.pid, signal.SIGCONT)
+
+    def dropped() -> float:
+        return _get(_scrape(url), "p4netem_switch_ring_drops_total", port="1")
+    deadline = time.monotonic() + 30
+    while dropped() == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)  # the switch reads the ring statistics once a second
+    seen = dropped()
+    assert seen > 0, "no ring drops: the flood did not fill the ring"
+
+    r = _stats("--json", "--switch-metrics", url, addr=addr)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    health = out["switch_health"]
+    ports = {p["port"]: p for p in health["ports"]}
+    assert sorted(ports) == [1, 2] and health["url"] == url, health
+    assert ports[1]["ring_drops"] >= seen and health["ring_drops"] == ports[1]["ring_drops"] + ports[2]["ring_drops"]
+    assert ports[1]["kernel_rx"] >= 20000 and ports[1]["iface"] == lab.switch.ports[1], ports
+    assert {p["io"] for p in ports.values()} <= {"af_xdp", "af_packet"}, ports
+    # What the counters cannot tell: what entered the switch from port 1 is all it let out.
+    uplink = sum(row["packets_in"] for row in out["rows"] if row["direction"] == "uplink")
+    assert uplink + ports[1]["ring_drops"] <= ports[1]["kernel_rx"], (uplink, ports[1])
+
+    r = _stats("--once", "--switch-metrics", url, addr=addr)
+    assert r.returncode == 0, r.stderr
+    assert "kernel rx" in r.stdout and "ring drops" in r.stdout and lab.switch.ports[1] in r.stdout, r.stdout
+    assert "frames dropped on full receive rings before the switch saw them" in r.stdout, r.stdout
+    # Without the URL the table says what it cannot know; --json is as before.
+    r = _stats("--once", addr=addr)
+    assert r.returncode == 0 and "kernel ring drops: unknown (--switch-metrics URL" in r.stdout, r.stdout
+    assert "switch_health" not in json.loads(_stats("--json", addr=addr).stdout)
+    # A URL that does not answer: the counters all the same, and why the ports are missing.
+    nowhere = f"http://127.0.0.1:{free_tcp_port('127.0.0.1')}/metrics"
+    r = _stats("--json", "--switch-metrics", nowhere, addr=addr)
+    assert r.returncode == 0 and json.loads(r.stdout)["rows"], r.stderr
+    assert nowhere in json.loads(r.stdout)["switch_health"]["error"]
+    r = _stats("--once", "--switch-metrics", nowhere, addr=addr)
+    assert r.returncode == 0 and "kernel ring drops: unknown: switch metrics at" in r.stdout, r.stdout

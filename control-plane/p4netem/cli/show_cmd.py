@@ -1,4 +1,5 @@
-"""`p4netem show` (what the switch holds) and `p4netem stats` (a live table of its counters)."""
+"""`p4netem show` (what the switch holds) and `p4netem stats` (a live table of its counters, and with
+--switch-metrics each port's kernel receive ring as the switch's --metrics-addr reports it)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..control.radio_view import DEFAULT_LIMIT
 from ..p4rt.encoding import format_mac
 from ..pipeline import DropReason
 from ..profiles.summary import link_summary, radio_summary
+from ..switch_health import HealthUnavailable, SwitchHealth
 from .apply_cmd import ProfilesOpt, gather_profiles
 from .radio_cmd import Limit, radio_table, report_note
 from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded,
@@ -85,7 +87,50 @@ def _rate(now: int, before: int | None, dt: float) -> str:
     return f"{(now - before) * 8 / dt / 1e6:.3f}"
 
 
-def stats_table(stats: SwitchStats, previous: SwitchStats | None) -> Group:
+# `p4netem web --switch-metrics` names the same URL.
+SwitchMetrics = Annotated[Optional[str], typer.Option(
+    "--switch-metrics", metavar="URL",
+    help="The switch's own health metrics (p4netem-switch --metrics-addr), e.g. http://127.0.0.1:9560/metrics: "
+         "adds each port's frames received by the kernel, frames the kernel dropped on a full receive ring "
+         "(the switch never saw them: they are in no counter of the table) and the packet I/O path.")]
+
+PORT_KEYS = ("port", "iface", "io", "kernel_rx", "ring_drops")
+
+
+def switch_ports(health) -> dict:
+    """The switch's ports as its --metrics-addr reports them (the summary of /api/health,
+    switch_health.SwitchHealth): {"url", "ports": [{"port", "iface", "io", "kernel_rx",
+    "ring_drops"}], "ring_drops"}, or {"url", "error"} when they cannot be read."""
+    try:
+        ports = health.summary()["ports"]
+    except HealthUnavailable as exc:
+        return {"url": health.url, "error": str(exc)}
+    if not ports:
+        return {"url": health.url, "error": f"no ports in the metrics at {health.url} "
+                                            "(not a p4netem-switch --metrics-addr?)"}
+    rows = [{k: p.get(k) for k in PORT_KEYS} for p in ports]
+    return {"url": health.url, "ports": rows, "ring_drops": sum(p["ring_drops"] or 0 for p in rows)}
+
+
+def ports_part(ports: dict | None) -> list:
+    """The table's part about the kernel's receive rings."""
+    if ports is None:
+        # The counters start where the switch takes a frame: a full ring's drops are not in them.
+        return [Text("kernel ring drops: unknown (--switch-metrics URL reads them)", style="dim")]
+    if "error" in ports:
+        return [Text(f"kernel ring drops: unknown: {ports['error']}")]
+    table = Table("port", "iface", "I/O", "kernel rx", "ring drops",
+                  title="switch ports (kernel receive rings, read by the switch once a second)")
+    for p in ports["ports"]:
+        table.add_row(*("-" if p[k] is None else str(p[k]) for k in PORT_KEYS))
+    parts: list = [table]
+    if ports["ring_drops"]:
+        parts.append(Text(f"kernel ring drops: {ports['ring_drops']} frames dropped on full receive rings before "
+                          "the switch saw them (in no counter above)"))
+    return parts
+
+
+def stats_table(stats: SwitchStats, previous: SwitchStats | None, ports: dict | None = None) -> Group:
     dt = (stats.time_ns - previous.time_ns) / 1e9 if previous else 0.0
     before = {(r.label, r.direction): r.counters for r in previous.rows} if previous else {}
     table = Table("rule", "dir", "profile", "in", "out", "Mbit/s out", "dup", "corrupt", "ecn marked", "dropped",
@@ -99,7 +144,7 @@ def stats_table(stats: SwitchStats, previous: SwitchStats | None) -> Group:
                       str(c.profile_corrupt), str(c.ecn_marked), str(c.dropped), reasons,
                       str(c.conservation_gap()))
     parser = ", ".join(f"{e.name.lower()} {n}" for e, n in stats.parser_errors.items() if n) or "none"
-    parts = [table, Text(f"parser errors: {parser}")]
+    parts = [table, Text(f"parser errors: {parser}"), *ports_part(ports)]
     if stats.radio.ues:
         parts.append(radio_table(stats.radio))
         note = report_note(stats.radio)
@@ -121,6 +166,7 @@ def stats(
                                "terminal, once otherwise).")] = None,
     count: Annotated[int, typer.Option("--count", min=0, help="Stop after this many refreshes (0: until Ctrl-C).")] = 0,
     radio_ues: Limit = DEFAULT_LIMIT,
+    switch_metrics: SwitchMetrics = None,
     profiles: ProfilesOpt = None,
     as_json: Json = False,
     addr: SwitchAddr = DEFAULT_ADDR,
@@ -135,42 +181,66 @@ def stats(
     in the delay line; parser errors. Counters of a rule add up over its profile switches.
     Then the radio of the UEs of the rules with a radio (state, time in state, idle time,
     promotions by kind, time per state, energy estimate; see `p4netem radio show`): named UEs,
-    and the active UEs of by-address rules, at most --radio-ues of them. Read-only."""
+    and the active UEs of by-address rules, at most --radio-ues of them. Read-only.
+
+    Frames the kernel drops on a full receive ring (a switch that falls behind) never reach the
+    switch's counters; --switch-metrics URL (the switch's --metrics-addr) adds them per port."""
     if once is None:
         once = as_json or not stdout_is_terminal()
+    read = _reader(switch_metrics, radio_ues)
     with connect(addr, device_id, election_id, write=False, profiles=gather_profiles(profiles)) as ctl:
         if as_json:
-            _json_stats(ctl, once, interval, count, radio_ues)
+            _json_stats(ctl, read, once, interval, count)
         elif once and count <= 1:
-            console.print(stats_table(ctl.stats(radio_ues), None))
+            current, ports = read(ctl)
+            console.print(stats_table(current, None, ports))
         else:
-            _live(ctl, interval, count, radio_ues)
+            _live(ctl, read, interval, count)
 
 
-def _json_stats(ctl: Controller, once: bool, interval: float, count: int, radio_ues: int) -> None:
+Snapshot = tuple[SwitchStats, Optional[dict]]  # the counters, and the ports (switch_ports) or None
+
+
+def _reader(switch_metrics: str | None, radio_ues: int):
+    """read(ctl) -> (the counters, the ports of --switch-metrics or None), for each refresh."""
+    health = None
+    if switch_metrics is not None:
+        health = SwitchHealth(switch_metrics)
+
+    def read(ctl: Controller) -> Snapshot:
+        return ctl.stats(radio_ues), (switch_ports(health) if health is not None else None)
+    return read
+
+
+def _json_stats(ctl: Controller, read, once: bool, interval: float, count: int) -> None:
     n = 0
     while True:
-        typer.echo(json.dumps(ctl.stats(radio_ues).to_dict()))
+        stats, ports = read(ctl)
+        out = stats.to_dict()
+        if ports is not None:
+            out["switch_health"] = ports
+        typer.echo(json.dumps(out))
         n += 1
         if once and count <= 1 or (count and n >= count):
             return
         time.sleep(interval)
 
 
-def _refreshes(ctl: Controller, interval: float, count: int, radio_ues: int) -> Iterator[Group]:
+def _refreshes(ctl: Controller, read, interval: float, count: int) -> Iterator[Group]:
     """The stats tables of a watch: one now, then one per interval (count in all; 0: no end)."""
-    current = ctl.stats(radio_ues)
-    yield stats_table(current, None)
+    current, ports = read(ctl)
+    yield stats_table(current, None, ports)
     n = 1
     while not count or n < count:
         time.sleep(interval)
-        previous, current = current, ctl.stats(radio_ues)
-        yield stats_table(current, previous)
+        previous = current
+        current, ports = read(ctl)
+        yield stats_table(current, previous, ports)
         n += 1
 
 
-def _live(ctl: Controller, interval: float, count: int, radio_ues: int) -> None:
-    tables = _refreshes(ctl, interval, count, radio_ues)
+def _live(ctl: Controller, read, interval: float, count: int) -> None:
+    tables = _refreshes(ctl, read, interval, count)
     try:
         if not console.is_terminal:
             # A Live display shows only its last frame when stdout is not a terminal (a pipe, a

@@ -95,6 +95,7 @@ class Controller:
         profiles: Iterable[Profile] = (),
         max_atomicity: str = "DATAPLANE_ATOMIC",
         tls: GrpcTls | None = None,
+        connect_timeout: float | None = None,
     ) -> Controller:
         """Connect to a switch. With primary=True (the default) run arbitration with `election_id`;
         the controller can write only if it became primary (`is_primary`). With primary=False
@@ -102,9 +103,10 @@ class Controller:
 
         The switch's pipeline is checked against `p4info` (default: p4src/p4netem.p4info.txtpb);
         a switch without a pipeline gets it pushed (primary only). `tls`: see P4RuntimeClient (None:
-        from the environment, plaintext if it names nothing)."""
+        from the environment, plaintext if it names nothing). `timeout` is each call's deadline,
+        `connect_timeout` how long this and every reconnection wait for the switch (None: `timeout`)."""
         client = P4RuntimeClient(address, device_id=device_id, election_id=election_id, role=role, timeout=timeout,
-                                 tls=tls)
+                                 tls=tls, connect_timeout=connect_timeout)
         client.connect(arbitrate=primary)
         ctl = cls(client, profiles=profiles, owns_client=True, max_atomicity=max_atomicity)
         try:

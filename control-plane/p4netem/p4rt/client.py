@@ -127,9 +127,12 @@ class P4RuntimeClient:
         p4info: P4Info | None = None,
         timeout: float = 10.0,
         tls: GrpcTls | None = None,
+        connect_timeout: float | None = None,
     ):
         """`tls`: how to secure the channel; None reads it from the environment (P4NETEM_GRPC_CA,
-        ..._CERT, ..._KEY: see p4netem.p4rt.tls), plaintext when that names nothing."""
+        ..._CERT, ..._KEY: see p4netem.p4rt.tls), plaintext when that names nothing. `timeout` is
+        each call's deadline; `connect_timeout` how long a (re)connection waits for the switch
+        (None: `timeout`), shorter where a missing switch must be found out fast (the web server)."""
         self.address = address
         self.tls = tls if tls is not None else GrpcTls.from_env()
         self.device_id = device_id
@@ -137,6 +140,7 @@ class P4RuntimeClient:
         self.role = role
         self.p4info = p4info
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.is_primary = False
         # Where registers are read and written when the switch's P4Runtime server does not
         # implement them (bmv2_registers.Bmv2RuntimeCli); None: over P4Runtime.
@@ -167,7 +171,8 @@ class P4RuntimeClient:
         With arbitrate=False only the channel is opened (no stream): enough for Read and
         GetForwardingPipelineConfig, which need no election id, and it never disturbs the controllers
         that hold the device."""
-        timeout = self.timeout if timeout is None else timeout
+        if timeout is None:
+            timeout = self.timeout if self.connect_timeout is None else self.connect_timeout
         self._closing.clear()
         self.stream_failure = None
         options = CHANNEL_OPTIONS

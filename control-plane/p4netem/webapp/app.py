@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -24,9 +25,9 @@ from ..profiles import ProfileError
 from ..profiles.errors import Problem
 from .api import TimelineRunner, build_router, problems_of
 from .auth import COOKIE, Access
-from .health import HealthUnavailable, SwitchHealth
+from ..switch_health import HealthUnavailable, SwitchHealth
 from .metrics import Metrics
-from .session import BusyError, SwitchSession
+from .session import RETRY_S, SWITCH_GONE, BusyError, SwitchSession
 
 
 @dataclass
@@ -96,6 +97,23 @@ class BodyLimit:
         return f"request body of {n} bytes or more; at most {self.limit} are read"
 
 
+def switch_unavailable(exc: P4RuntimeError) -> bool:
+    """The switch is down, or did not answer in time (not: it refused the request)."""
+    return exc.code in SWITCH_GONE
+
+
+def switch_error(address: str, exc: P4RuntimeError) -> JSONResponse:
+    """A switch that cannot be reached: 503 {"error", "code", "problems"} (Retry-After: when the
+    web server tries it again, session.py). One that refused the request: 502 {"error", "code"}."""
+    if switch_unavailable(exc):
+        message = f"switch {address} unavailable: {exc.code.name}: {exc.message}"
+        return JSONResponse(status_code=503, headers={"Retry-After": str(math.ceil(RETRY_S))}, content={
+            "error": message, "code": exc.code.name,
+            "problems": [{"path": "switch", "message": f"{exc.code.name}: {exc.message}"}]})
+    return JSONResponse(status_code=502, content={"error": f"switch {address}: {exc.code.name}: {exc.message}",
+                                                  "code": exc.code.name})
+
+
 def _validation_problems(exc: RequestValidationError) -> list[Problem]:
     """FastAPI's own checks of a request (not JSON, not an object, a field missing, unknown or
     of the wrong type) as the validator's problems: a field path and a message."""
@@ -154,8 +172,7 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
 
     @app.exception_handler(P4RuntimeError)
     async def _switch_error(request: Request, exc: P4RuntimeError):
-        return JSONResponse(status_code=502, content={"error": f"switch {session.address}: {exc.code.name}: "
-                                                               f"{exc.message}", "code": exc.code.name})
+        return switch_error(session.address, exc)
 
     @app.exception_handler(BusyError)
     async def _busy(request: Request, exc: BusyError):
@@ -184,7 +201,8 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
         try:
             return JSONResponse(health.summary())
         except HealthUnavailable as exc:
-            return JSONResponse(status_code=502, content={"error": str(exc)})
+            return JSONResponse(status_code=503, headers={"Retry-After": "1"}, content={
+                "error": str(exc), "problems": [{"path": "switch_metrics", "message": str(exc)}]})
 
     @app.get("/api/live", summary="Server-sent events: the stats every refresh period")
     async def live(request: Request) -> StreamingResponse:
@@ -199,12 +217,15 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
                     payload = {"t": time.time(), **live_payload(stats, sent)}
                     sent = stats.rows
                 except P4RuntimeError as exc:
-                    payload = {"t": time.time(), "error": f"{exc.code.name}: {exc.message}"}
+                    payload = {"t": time.time(), "error": f"{exc.code.name}: {exc.message}", "code": exc.code.name,
+                               "unavailable": switch_unavailable(exc)}
                     sent = []
                 yield f"data: {json.dumps(payload)}\n\n"
                 # A read that took longer than the period (a switch that does not answer, 1000
-                # rules) stretches the period: no burst of events to catch up afterwards.
-                next_t = max(next_t + settings.refresh_s, time.monotonic())
+                # rules) stretches the period: no burst of events to catch up afterwards; after
+                # an error, the next try is a whole period later.
+                now = time.monotonic()
+                next_t = now + settings.refresh_s if "error" in payload else max(next_t + settings.refresh_s, now)
                 await asyncio.sleep(next_t - time.monotonic())
 
         return StreamingResponse(events(), media_type="text/event-stream",

@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..control.readback import LinkStats, SwitchStats
 from ..pipeline import RadioState
-from .health import HealthUnavailable, SwitchHealth
+from ..switch_health import HealthUnavailable, SwitchHealth
 from .session import SwitchSession
 
 _LINK = ["rule", "direction", "profile"]
@@ -85,6 +85,10 @@ class RowExposition:
         return "".join(header + "".join(lines[k] for _, lines in self._rows)
                        for k, header in enumerate(self._headers))
 
+    def headers(self) -> str:
+        """The families with no sample (the switch could not be read), the rows kept for later."""
+        return "".join(self._headers)
+
     @staticmethod
     def _families(row: LinkStats) -> dict:
         fam = _row_families()
@@ -111,37 +115,39 @@ class SwitchCollector(Collector):
         self.stats: SwitchStats | None = None  # the read this scrape's text is made of
 
     def collect(self) -> Iterator:
+        # Every family is there at every scrape, with no samples while the switch cannot be read
+        # (p4netem_switch_up 0 says so), and the switch's own health is read whether or not
+        # P4Runtime answers: an alert on either `up` fires, and the other side still shows.
         up = GaugeMetricFamily("p4netem_switch_up", "1 when the switch answered the last scrape's read")
         t0 = time.monotonic()
         self.stats = None
         try:
-            stats = self.session.stats()
+            self.stats = self.session.stats()
         except Exception:  # a scrape of a switch that is down says so, it does not fail
-            up.add_metric([], 0)
-            yield up
-            return
-        self.stats = stats
-        up.add_metric([], 1)
+            pass
+        took = time.monotonic() - t0
+        stats = self.stats
+        up.add_metric([], 0 if stats is None else 1)
         yield up
         parser = CounterMetricFamily("p4netem_parser_errors", "Frames the parser rejected, by error", labels=["error"])
-        for err, n in stats.parser_errors.items():
-            parser.add_metric([err.name.lower()], n)
-        yield parser
         state = GaugeMetricFamily("p4netem_ue_radio_state", "1 for each UE's current RRC state", labels=["ue", "state"])
         promo = CounterMetricFamily("p4netem_ue_promotions", "Radio promotions per UE, by kind", labels=["ue", "kind"])
         energy = GaugeMetricFamily("p4netem_ue_energy_joules", "Estimated radio energy per UE", labels=["ue"])
-        for ue in stats.radio.ues:
-            current = ue.state
-            for s in RadioState:
-                state.add_metric([str(ue.ue_id), s.name.lower()], 1 if current == s else 0)
-            for kind, n in ue.radio.promotions.items():
-                promo.add_metric([str(ue.ue_id), kind.name.lower()], n)
-            if ue.energy is not None:
-                energy.add_metric([str(ue.ue_id)], ue.energy.total_joules)
-        yield from (state, promo, energy)
-        took = GaugeMetricFamily("p4netem_scrape_read_seconds", "Time to read the switch for this scrape")
-        took.add_metric([], time.monotonic() - t0)
-        yield took
+        if stats is not None:
+            for err, n in stats.parser_errors.items():
+                parser.add_metric([err.name.lower()], n)
+            for ue in stats.radio.ues:
+                current = ue.state
+                for s in RadioState:
+                    state.add_metric([str(ue.ue_id), s.name.lower()], 1 if current == s else 0)
+                for kind, n in ue.radio.promotions.items():
+                    promo.add_metric([str(ue.ue_id), kind.name.lower()], n)
+                if ue.energy is not None:
+                    energy.add_metric([str(ue.ue_id)], ue.energy.total_joules)
+        yield from (parser, state, promo, energy)
+        read = GaugeMetricFamily("p4netem_scrape_read_seconds", "Time to read the switch for this scrape")
+        read.add_metric([], took)
+        yield read
         if self.health is not None:
             health_up = GaugeMetricFamily("p4netem_switch_health_up",
                                           "1 when the switch's own metrics (--switch-metrics) answered")
@@ -166,6 +172,6 @@ class Metrics:
     def text(self) -> bytes:
         head = generate_latest(self.registry)
         stats = self.collector.stats
-        return head + (self.rows.text(stats.rows).encode() if stats is not None else b"")
+        return head + (self.rows.text(stats.rows) if stats is not None else self.rows.headers()).encode()
 
 

@@ -12,59 +12,105 @@ live stream and Prometheus scrapes at the same moment share one read of the swit
 that took longer than that (about 3 s for 1000 rules on a loaded 2-core machine) stays fresh for as
 long as it took, so the web server spends at most about half a core reading, however many clients
 ask: the refresh period stretches instead (the live stream's timestamps say so).
+
+A switch that is down (stopped, not started yet, or not answering) is found out in about
+CONNECT_TIMEOUT_S, not in a call's deadline: every (re)connection, the first and the one the
+control session makes after a call met UNAVAILABLE, waits at most that long (the client's
+connect_timeout), and the failure is remembered for RETRY_S: the requests that waited on the connection's lock meanwhile
+(behind the live stream's attempt, typically) get it at once instead of each trying in turn (which
+made every request of the page take two to three timeouts, 10 s and more). After RETRY_S the next
+call tries again, so the connection is back within about a second of the switch; while it is up,
+each connection is opened once and shared.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import grpc
+
 from ..control import Controller
 from ..control.controller import SwitchStats
 from ..control.stats_poller import StatsPoller
-from ..p4rt import GrpcTls
+from ..p4rt import GrpcTls, P4Info, P4RuntimeError
+from ..paths import p4info_path
 from ..profiles import Profile, builtin_profiles
 
 T = TypeVar("T")
 
 
+# How long a (re)connection waits for the switch, and how long its failure is answered at once.
+CONNECT_TIMEOUT_S = 2.0
+RETRY_S = 1.0
+# A call that met these found no switch: the connection is closed (a dead switch's channel would
+# otherwise keep backing off) and the failure remembered as a failed connection's is.
+SWITCH_GONE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
 class _Connection:
+    """One of the two connections; every use holds `lock`."""
+
     def __init__(self, session: SwitchSession, primary: bool):
         self.session = session
         self.primary = primary
         self.lock = threading.RLock()
         self.ctl: Controller | None = None
         self.poller: StatsPoller | None = None  # the reader's: stats of this connection
+        self.failed: tuple[float, P4RuntimeError] | None = None  # (monotonic time, why) of the last failure
 
     def get(self) -> Controller:
-        if self.ctl is None or not self.ctl.client.connected:
-            if self.ctl is not None:
-                self.ctl.close()
-                self.ctl = None
-            s = self.session
-            self.ctl = Controller.connect(s.address, device_id=s.device_id, election_id=s.election_id,
-                                          primary=self.primary, timeout=s.timeout, tls=s.tls,
-                                          profiles=list(s.uploaded.values()))
-            self.poller = StatsPoller(self.ctl.session, self.ctl.readback)
+        if self.ctl is not None and self.ctl.client.connected:
+            return self.ctl
+        self._drop()
+        if self.failed is not None and time.monotonic() - self.failed[0] < self.session.retry_s:
+            err = self.failed[1]
+            raise P4RuntimeError(err.code, err.message)
+        try:
+            self.ctl = self.session.connect(self.primary)
+        except P4RuntimeError as err:
+            self.failed = (time.monotonic(), err)
+            raise
+        self.failed = None
+        self.poller = StatsPoller(self.ctl.session, self.ctl.readback)
         return self.ctl
+
+    def use(self, fn: Callable[[Controller], T]) -> T:
+        """fn(controller); a switch found gone on the way closes the connection (see SWITCH_GONE)."""
+        ctl = self.get()
+        try:
+            return fn(ctl)
+        except P4RuntimeError as err:
+            if err.code in SWITCH_GONE:
+                self._drop()
+                self.failed = (time.monotonic(), err)
+            raise
+
+    def _drop(self) -> None:
+        if self.ctl is not None:
+            self.ctl.close()
+            self.ctl = None
+            self.poller = None
 
     def close(self) -> None:
         with self.lock:
-            if self.ctl is not None:
-                self.ctl.close()
-                self.ctl = None
+            self._drop()
 
 
 class SwitchSession:
     def __init__(self, address: str, *, device_id: int = 1, election_id: int = 1, tls: GrpcTls | None = None,
-                 timeout: float = 5.0, stats_max_age_s: float = 0.4):
+                 timeout: float = 5.0, connect_timeout: float = CONNECT_TIMEOUT_S, retry_s: float = RETRY_S,
+                 stats_max_age_s: float = 0.4):
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
         self.tls = tls
-        self.timeout = timeout
+        self.timeout = timeout  # each call's deadline
+        self.connect_timeout = connect_timeout
+        self.retry_s = retry_s
         self.stats_max_age_s = stats_max_age_s
         self.uploaded: dict[str, Profile] = {}
         self._writer = _Connection(self, primary=True)
@@ -85,13 +131,25 @@ class SwitchSession:
         if exclusive:
             self._exclusive = True
         try:
-            return fn(self._writer.get())
+            return self._writer.use(fn)
         finally:
             if exclusive:
                 self._exclusive = False
             self._stats = None  # what the counters show may have changed
             lock.release()
             self.rules_changed()
+
+    @functools.cached_property
+    def local_p4info(self) -> P4Info | None:
+        """The contract (p4src/p4netem.p4info.txtpb), read once: pushed to a switch without a pipeline."""
+        path = p4info_path()
+        return P4Info.load(path) if path.exists() else None
+
+    def connect(self, primary: bool) -> Controller:
+        """A new controller: its (re)connections wait at most connect_timeout, its calls `timeout`."""
+        return Controller.connect(self.address, device_id=self.device_id, election_id=self.election_id,
+                                  primary=primary, timeout=self.timeout, connect_timeout=self.connect_timeout,
+                                  tls=self.tls, p4info=self.local_p4info, profiles=list(self.uploaded.values()))
 
     def rules_changed(self) -> None:
         """Rules or profiles were written: the next stats read reads them again."""
@@ -101,7 +159,7 @@ class SwitchSession:
 
     def read(self, fn: Callable[[Controller], T]) -> T:
         with self._reader.lock:
-            return fn(self._reader.get())
+            return self._reader.use(fn)
 
     def stats(self) -> SwitchStats:
         with self._reader.lock:
@@ -109,14 +167,16 @@ class SwitchSession:
             if cached is not None and time.monotonic() - cached[0] < max(self.stats_max_age_s, self._last_read_s):
                 return cached[1]
             t0 = time.monotonic()
-            self._reader.get()
-            poller = self._reader.poller
-            assert poller is not None
-            layouts = poller.layout_reads
-            stats = poller.poll()
+
+            def poll(_: Controller) -> tuple[SwitchStats, bool]:
+                poller = self._reader.poller
+                assert poller is not None
+                layouts = poller.layout_reads
+                return poller.poll(), poller.layout_reads != layouts
+            stats, relaid = self._reader.use(poll)
             # The duty-cycle cap follows the refreshes' own cost; a read that also read the rules
             # again (once, after a change) would otherwise keep the next counters stale as long.
-            self._last_read_s = time.monotonic() - t0 if poller.layout_reads == layouts else 0.0
+            self._last_read_s = 0.0 if relaid else time.monotonic() - t0
             self.stats_reads += 1
             self._stats = (time.monotonic(), stats)
             return stats

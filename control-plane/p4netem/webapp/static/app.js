@@ -23,6 +23,13 @@ function switchBack() {
   if (switchError) showError("");
 }
 
+// The switch cannot be reached (a 503 of the API, an "unavailable" event of the stream): the badge
+// says so, the red box says why, until it answers again.
+function switchDown(text) {
+  $("live").textContent = "switch unavailable"; $("live").className = "badge bad";
+  showError(text, true);
+}
+
 async function call(method, path, body) {
   const r = await fetch(path, { method, headers: body ? { "Content-Type": "application/json" } : {},
     body: body ? JSON.stringify(body) : undefined, credentials: "same-origin" });
@@ -39,7 +46,7 @@ async function call(method, path, body) {
 }
 
 async function act(fn) {
-  try { showError(""); await fn(); await refreshShow(); } catch (e) { showError(e.message); }
+  try { showError(""); await fn(); await refreshShow(); } catch (e) { if (e.status === 503) switchDown(e.message); else showError(e.message); }
 }
 
 const rulesOf = (text) => text.split(";").map((s) => s.trim()).filter(Boolean);
@@ -130,6 +137,7 @@ function merged(s) {
 }
 
 function onSample(event) {
+  if (event.error && event.unavailable) { switchDown(event.error); return; }
   if (event.error) { $("live").textContent = "switch error"; $("live").className = "badge bad"; showError(event.error, true); return; }
   switchBack();
   const s = merged(event);
@@ -263,7 +271,7 @@ function refreshAll() {
   return refreshShow().then(() => {
     switchBack();
     if (isOperator && !liveStarted) { liveStarted = true; startLive(); }
-  }, (e) => showError(e.message, true));
+  }, (e) => (e.status === 503 ? switchDown(e.message) : showError(e.message, true)));
 }
 
 (async () => {
