@@ -22,7 +22,12 @@ class ProfileCatalog:
             self.add(profile)
 
     def add(self, profile: Profile) -> None:
-        """Make a profile known by name (to apply it by name and to show it by name)."""
+        """Make a profile known by name (to apply it by name and to show it by name). Raises
+        ProfileError when it is not valid (one made with model_copy(update=...) is checked here)."""
+        if not isinstance(profile, Profile):
+            raise ProfileError([Problem("", f"{type(profile).__name__} {profile!r:.80} is not a Profile "
+                                        "(Profile.parse({...}) or load_profile(path) make one)")])
+        profile = profile.checked()
         self._known[profile.name] = profile
 
     def remember(self, profile: Profile) -> None:
@@ -41,8 +46,11 @@ class ProfileCatalog:
         return dict(self._known)
 
     def resolve(self, profile: Profile | str | Path) -> Profile:
-        """A Profile, a known name (built-in or added) or a YAML file holding one profile."""
+        """A Profile (checked: see Profile.checked), a known name (built-in or added) or a YAML
+        file holding one profile."""
         resolved = resolve_profile(profile, self._known)
+        if isinstance(profile, Profile):
+            resolved = resolved.checked()
         self.remember(resolved)
         return resolved
 

@@ -46,7 +46,7 @@ from .forwarding import Forwarding
 from .radio_view import DEFAULT_LIMIT, SCAN_LIMIT, RadioReport
 from .readback import AppliedRule, LinkStats, Readback, SwitchStats
 from .rules import Rule
-from .session import Session
+from .session import Session, check_atomicity
 from .state import ManagedRule, SwitchState
 from .switching import DEFAULT_RULE, ApplyResult, ProfileSwitch, ProfileSwitching
 from .trace import MahimahiTrace
@@ -55,7 +55,8 @@ from .trace_tables import TraceTables
 __all__ = ["Controller", "AppliedRule", "ApplyResult", "ProfileSwitch", "LinkStats", "SwitchStats",
            "DEFAULT_RULE", "resolve_profile", "profile_differences"]
 
-Rules = Sequence[Rule | Mapping | str]
+# A list of rules (Rule, mapping or "key=value,..." string), or one of them alone.
+Rules = Sequence[Rule | Mapping | str] | Rule | Mapping | str
 
 
 class Controller:
@@ -105,16 +106,22 @@ class Controller:
         a switch without a pipeline gets it pushed (primary only). `tls`: see P4RuntimeClient (None:
         from the environment, plaintext if it names nothing). `timeout` is each call's deadline,
         `connect_timeout` how long this and every reconnection wait for the switch (None: `timeout`)."""
+        # Bad arguments fail before anything is opened. A P4Info file given is read (a missing
+        # one is an error: nothing would be verified); the default one only if it exists.
+        check_atomicity(max_atomicity)
+        profiles = list(profiles)
+        if isinstance(p4info, P4Info):
+            local: P4Info | None = p4info
+        elif p4info:
+            local = P4Info.load(p4info)
+        else:
+            local = P4Info.load(p4info_path()) if p4info_path().exists() else None
         client = P4RuntimeClient(address, device_id=device_id, election_id=election_id, role=role, timeout=timeout,
                                  tls=tls, connect_timeout=connect_timeout)
         client.connect(arbitrate=primary)
-        ctl = cls(client, profiles=profiles, owns_client=True, max_atomicity=max_atomicity)
         try:
-            if isinstance(p4info, P4Info):
-                ctl.session.local_p4info = p4info
-            else:
-                path = Path(p4info) if p4info else p4info_path()
-                ctl.session.local_p4info = P4Info.load(path) if path.exists() else None
+            ctl = cls(client, profiles=profiles, owns_client=True, max_atomicity=max_atomicity)
+            ctl.session.local_p4info = local
             ctl.session.adopt_pipeline()
         except BaseException:
             client.close()
@@ -165,16 +172,17 @@ class Controller:
         L2 entries, as they were), unless `port_map`: like reset(), a hard reset leaves the wire
         up. Between the two writes (milliseconds) nothing is forwarded. Entries whose action is
         not a port (none of p4netem's own) are not written back."""
-        before = None if port_map else self.state()
-        self.push_pipeline(keep_state=False)
-        if before is None:
-            return
-        ports = {k: v for k, v in before.port_map.items() if isinstance(v, int)}
-        macs = {k: v for k, v in before.l2.items() if isinstance(v, int)}
-        if ports:
-            self.set_port_map(ports)
-        if macs:
-            self.set_l2_forwarding(macs)
+        with self.session.lock:  # one unit for the other threads of this controller
+            before = None if port_map else self.state()
+            self.push_pipeline(keep_state=False)
+            if before is None:
+                return
+            ports = {k: v for k, v in before.port_map.items() if isinstance(v, int)}
+            macs = {k: v for k, v in before.l2.items() if isinstance(v, int)}
+            if ports:
+                self.set_port_map(ports)
+            if macs:
+                self.set_l2_forwarding(macs)
 
     # ---- profiles known by name -------------------------------------------------------------------
 
@@ -270,12 +278,14 @@ class Controller:
         return self.readback.radio(ues, limit=limit, scan=scan)
 
     def idle_radio(self, ues: Iterable[int]) -> list[IdledUe]:
-        return self.readback.idle_radio(ues)
+        with self.session.lock:  # a read of the UEs' registers, then writes computed from it
+            return self.readback.idle_radio(ues)
 
     # ---- tables: jitter distributions -------------------------------------------------------------
 
     def load_distribution(self, table: DistTable | Sequence[int]) -> DistTable:
-        return self.distributions.load(table)
+        with self.session.lock:
+            return self.distributions.load(table)
 
     def distribution(self, which: str | JitterDistribution = JitterDistribution.USER) -> tuple[int, ...]:
         return self.distributions.read(which)
@@ -285,12 +295,14 @@ class Controller:
     def load_trace(self, trace: MahimahiTrace, reserved: Sequence[TracePlacement] = ()) -> TracePlacement:
         """Load a Mahimahi trace into free trace cells (not those of `reserved`, loaded but not yet
         applied); its placement goes into a direction's `trace` to play it exactly."""
-        return self.traces.load(trace, reserved)
+        with self.session.lock:  # free cells are found from a snapshot: one loader at a time
+            return self.traces.load(trace, reserved)
 
     def load_traces(self, traces: Mapping[str, MahimahiTrace]) -> dict[str, TracePlacement]:
         """Load several traces (e.g. one per direction) at once, each in cells of its own: the
         placements, by the same keys."""
         placed: dict[str, TracePlacement] = {}
-        for key, trace in traces.items():
-            placed[key] = self.load_trace(trace, reserved=list(placed.values()))
+        with self.session.lock:
+            for key, trace in traces.items():
+                placed[key] = self.load_trace(trace, reserved=list(placed.values()))
         return placed

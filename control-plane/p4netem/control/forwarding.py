@@ -23,13 +23,13 @@ class Forwarding:
 
     def set_port_map(self, mapping: Mapping[int, int]) -> None:
         """Forward packets entering port k out of port mapping[k] (other ports are left as they are)."""
-        for src, dst in mapping.items():
-            for port in (src, dst):
-                if not 0 <= int(port) <= 511:
-                    raise RuleError([Problem("port_map", f"port {port} out of range 0..511")])
-        self.session.ensure_connected()
-        self._set(pl.PORT_MAP, "standard_metadata.ingress_port", read_state(self.session.client).port_map,
-                  mapping, "set the port map")
+        problems: list[Problem] = []
+        ports = {_port(src, "port_map", problems): _port(dst, f"port_map[{src!r}]", problems)
+                 for src, dst in mapping.items()}
+        if problems:
+            raise RuleError(problems)
+        self._set(pl.PORT_MAP, "standard_metadata.ingress_port", lambda state: state.port_map,
+                  ports, "set the port map")
 
     def set_l2_forwarding(self, mapping: Mapping[str | int, int]) -> None:
         """Forward packets to destination MAC m out of port mapping[m] (l2_fwd, which takes
@@ -43,25 +43,25 @@ class Forwarding:
             except P4RuntimeError as err:
                 problems.append(Problem("l2", err.message))
                 continue
-            if not 0 <= int(port) <= 511:
-                problems.append(Problem("l2", f"port {port} for {mac} out of range 0..511"))
-            macs[value] = int(port)
+            macs[value] = _port(port, f"l2[{mac!r}]", problems)
         if problems:
             raise RuleError(problems)
-        self.session.ensure_connected()
-        self._set(pl.L2_FWD, "hdr.ethernet.dst_addr", read_state(self.session.client).l2, macs,
+        self._set(pl.L2_FWD, "hdr.ethernet.dst_addr", lambda state: state.l2, macs,
                   "set the L2 forwarding entries")
 
-    def _set(self, table: str, key: str, current: Mapping[int, int | str],
-             mapping: Mapping[int, int], what: str) -> None:
-        """INSERT or MODIFY the entries of a forwarding table whose out port changes, in one write."""
-        updates = []
-        for src, dst in sorted(mapping.items()):
-            if current.get(src) == dst:
-                continue
-            entry = build_table_entry(self.session.info, table, {key: src}, pl.SET_EGRESS_PORT, {"port": dst})
-            updates.append(update("MODIFY" if src in current else "INSERT", entry))
-        self.session.write(updates, what, atomic=True)
+    def _set(self, table: str, key: str, current, mapping: Mapping[int, int], what: str) -> None:
+        """INSERT or MODIFY the entries of a forwarding table whose out port changes, in one write.
+        `current(state)`: the table's entries in a fresh snapshot, read under the session's lock."""
+        with self.session.lock:
+            self.session.ensure_connected()
+            current = current(self.session.read(lambda: read_state(self.session.client)))
+            updates = []
+            for src, dst in sorted(mapping.items()):
+                if current.get(src) == dst:
+                    continue
+                entry = build_table_entry(self.session.info, table, {key: src}, pl.SET_EGRESS_PORT, {"port": dst})
+                updates.append(update("MODIFY" if src in current else "INSERT", entry))
+            self.session.write(updates, what, atomic=True)
 
     def bump_in_the_wire(self, port_a: int = 1, port_b: int = 2) -> None:
         """Forward port_a <-> port_b (the inline-shaper setup)."""
@@ -70,3 +70,14 @@ class Forwarding:
     def port_map(self) -> dict[int, int | str]:
         self.session.ensure_connected()
         return self.session.read(lambda: read_state(self.session.client).port_map)
+
+
+def _port(value: object, where: str, problems: list[Problem]) -> int:
+    """A switch port (bit<9>: 0..511) given as an int or its digits; otherwise a problem naming
+    `where` and the allowed range (recorded, -1 returned)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 511:
+        return value
+    problems.append(Problem(where, f"{value!r} is not a switch port; allowed 0..511"))
+    return -1

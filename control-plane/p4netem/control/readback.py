@@ -167,6 +167,8 @@ class Readback:
         """Counters per rule and direction (cumulative over the rule's profile switches), per
         profile-direction of unmanaged entries and of the default profile, parser errors, and
         the radio of up to `radio_limit` UEs of the rules with a radio (radio())."""
+        if isinstance(radio_limit, bool) or not isinstance(radio_limit, int) or not 0 <= radio_limit < 2**31:
+            raise RuleError([Problem("radio_limit", f"{radio_limit!r} out of range 0..{2**31 - 1} (0: no limit)")])
         layout = self.layout()
         counters = self.session.read(lambda: read_counters(self.session.client, layout.pds))
         parser = self.session.read(lambda: read_parser_errors(self.session.client))
@@ -208,8 +210,23 @@ class Readback:
         most `scan` ids checked per rule); at most `limit` UEs read in full (0: no limit). Each
         with its state, times, promotions, the covering rule's radio model and its energy
         estimate. See control/radio_view.py for the cost."""
+        problems = [Problem(name, f"{value!r} out of range 0..{2**31 - 1} (0: no limit)" if name == "limit" else
+                            f"{value!r} out of range 0..{2**31 - 1}")
+                    for name, value in (("limit", limit), ("scan", scan))
+                    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31]
+        if ues is not None:
+            ues = list(ues)
+            problems += self._ue_problems(ues)
+        if problems:
+            raise RuleError(problems)
         rules = self.applied()
         return self.session.read(lambda: radio_report(self.session.client, rules, ues, limit=limit, scan=scan))
+
+    def _ue_problems(self, ues: list) -> list[Problem]:
+        limit = self.session.ue_ids
+        beyond = [ue for ue in ues if isinstance(ue, bool) or not isinstance(ue, int) or not 0 <= ue < limit]
+        return [Problem("ue", f"UE ids {beyond} outside the switch's 0..{limit - 1} (p4netem-switch --ue-ids)")] \
+            if beyond else []
 
     def idle_radio(self, ues: Iterable[int]) -> list[IdledUe]:
         """Put the radio of each UE in `ues` back in IDLE now (register writes equivalent to a
@@ -217,11 +234,9 @@ class Readback:
         its next packet pays the whole promotion. Promotion counts and time per state are kept.
         Idle a UE while it has no traffic."""
         ues = list(ues)
-        limit = self.session.ue_ids
-        beyond = [ue for ue in ues if not 0 <= ue < limit]
-        if beyond:
-            raise RuleError([Problem("ue", f"UE ids {beyond} outside the switch's 0..{limit - 1} "
-                                     "(p4netem-switch --ue-ids)")])
+        problems = self._ue_problems(ues)
+        if problems:
+            raise RuleError(problems)
         self.session.ensure_connected()
         records, updates = self.session.read(lambda: plan_idle(self.session.client, ues))
         self.session.write(updates, "idle the radio", atomic=False, rollback=True)

@@ -9,6 +9,7 @@ target offers and fall back only on UNIMPLEMENTED; every failure is explained in
 from __future__ import annotations
 
 import logging
+import threading
 
 import grpc
 
@@ -20,10 +21,15 @@ from .state import SwitchState, read_state
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Session", "ATOMICITY"]
+__all__ = ["Session", "ATOMICITY", "check_atomicity"]
 
 # Write atomicity modes, strongest first.
 ATOMICITY = ("DATAPLANE_ATOMIC", "ROLLBACK_ON_ERROR", "CONTINUE_ON_ERROR")
+
+
+def check_atomicity(max_atomicity: str) -> None:
+    if max_atomicity not in ATOMICITY:
+        raise ValueError(f"max_atomicity must be one of {', '.join(ATOMICITY)}, not {max_atomicity!r}")
 
 
 class Session:
@@ -31,8 +37,7 @@ class Session:
 
     def __init__(self, client: P4RuntimeClient, *, owns_client: bool = False,
                  max_atomicity: str = "DATAPLANE_ATOMIC", local_p4info: P4Info | None = None):
-        if max_atomicity not in ATOMICITY:
-            raise ValueError(f"max_atomicity must be one of {', '.join(ATOMICITY)}, not {max_atomicity!r}")
+        check_atomicity(max_atomicity)
         self.client = client
         self.owns_client = owns_client
         # The strongest Write atomicity the target offers. p4netem-switch has all three; a target
@@ -40,6 +45,17 @@ class Session:
         # of being asked for more on every write (write() still falls back on UNIMPLEMENTED).
         self.max_atomicity = max_atomicity
         self.local_p4info = local_p4info
+        # close()d: calls fail instead of opening a new connection behind the caller's back (a
+        # channel and stream thread nobody closes, and a primary elected again after it left).
+        self.closed = False
+        # One controller may be used from several threads: every read-modify-write (apply, set,
+        # remove, reset, forwarding) and every reconnection holds this lock, so two of them
+        # never pick the same free profile ids or rule number from one snapshot.
+        self.lock = threading.RLock()
+        # Profile ids and rule numbers of prepared switches not yet committed (their spare ids
+        # and rule numbers are not visible on the switch until the flip): never handed out twice.
+        self.reserved_ids: set[int] = set()
+        self.reserved_numbers: set[int] = set()
 
     @property
     def info(self) -> P4Info:
@@ -61,19 +77,29 @@ class Session:
 
     def close(self) -> None:
         if self.owns_client:
+            self.closed = True
             self.client.close()
 
     # ---- connection and pipeline ------------------------------------------------------------------
 
     def reconnect(self, election_id: int | None = None) -> None:
-        """Reconnect and re-run arbitration (with a new election id if given)."""
-        self.client.reconnect(election_id=election_id)
-        self.adopt_pipeline()
+        """Reconnect and re-run arbitration (with a new election id if given); also opens a
+        closed controller again."""
+        with self.lock:
+            self.closed = False
+            self.client.reconnect(election_id=election_id)
+            self.adopt_pipeline()
 
     def ensure_connected(self) -> None:
+        if self.closed:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
+                                 f"this controller of the switch at {self.address} was closed; "
+                                 "connect again (Controller.connect) or call reconnect()")
         if not self.client.connected:
-            log.info("connection to %s lost; reconnecting", self.address)
-            self.reconnect()
+            with self.lock:
+                if not self.client.connected:  # another thread may have reconnected meanwhile
+                    log.info("connection to %s lost; reconnecting", self.address)
+                    self.reconnect()
 
     def adopt_pipeline(self) -> None:
         """Use the switch's P4Info; push ours if it has none; verify ours matches if we can."""
@@ -130,13 +156,27 @@ class Session:
         return self.read(lambda: read_state(self.client))
 
     def read(self, fn):
-        """Run a read; on UNAVAILABLE reconnect once and retry (reads are idempotent)."""
+        """Run a read; on UNAVAILABLE reconnect once and retry (reads are idempotent). When another
+        thread has reconnected since the read started, only retry (its connection is the new one)."""
+        generation = getattr(self.client, "generation", None)
         try:
             return fn()
         except P4RuntimeError as err:
-            if err.code != grpc.StatusCode.UNAVAILABLE:
+            # FAILED_PRECONDITION "client is not connected": another thread's reconnection had
+            # closed the connection; it is retried once that reconnection is done.
+            if err.code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION):
                 raise self.explain(err, "read") from None
-            self.reconnect()
+            with self.lock:  # waits for a reconnection in progress
+                if generation is not None and self.client.generation != generation and self.client.connected:
+                    pass  # another thread reconnected meanwhile: retry on its connection
+                elif err.code == grpc.StatusCode.UNAVAILABLE:
+                    self.reconnect()
+                elif generation is not None and not self.client.connected:
+                    # Another thread's reconnection failed: the switch is away.
+                    raise P4RuntimeError(grpc.StatusCode.UNAVAILABLE, f"cannot read: the switch at {self.address} "
+                                         f"is unreachable (the connection was lost; reconnecting failed)") from None
+                else:
+                    raise self.explain(err, "read") from None
             return fn()
 
     def write(self, updates: list, what: str, atomic: bool, rollback: bool = False) -> None:
@@ -176,9 +216,15 @@ class Session:
         if err.code == grpc.StatusCode.PERMISSION_DENIED:
             highest = c.primary_election_id
             seen = f"; the switch's highest election id is {highest}" if highest is not None else ""
-            msg = (f"cannot {what}: this controller is not the primary of device {c.device_id} at {c.address} "
-                   f"(our election id {c.election_id}{seen}); use a higher election id to take over. "
-                   f"Switch said: {err.message}")
+            if getattr(c, "arbitrating", None) is False:
+                # No stream, no election: no election id makes it primary.
+                msg = (f"cannot {what}: this is a read-only connection to device {c.device_id} at {c.address} "
+                       f"(Controller.connect(..., primary=False): no arbitration), which cannot write; "
+                       f"connect with primary=True to write. Switch said: {err.message}")
+            else:
+                msg = (f"cannot {what}: this controller is not the primary of device {c.device_id} at {c.address} "
+                       f"(our election id {c.election_id}{seen}); use a higher election id to take over. "
+                       f"Switch said: {err.message}")
             return WriteError(err.code, msg, getattr(err, "errors", []), detail=False) \
                 if isinstance(err, WriteError) else P4RuntimeError(err.code, msg)
         if err.code == grpc.StatusCode.UNAVAILABLE:

@@ -16,7 +16,7 @@ import grpc
 from .. import pipeline as pl
 from ..p4rt import P4RuntimeError, update
 from ..p4rt.entries import build_counter_entry, build_register_entry, build_table_entry
-from ..profiles import Profile, ProfileError
+from ..profiles import BUILTIN_NAMES, Profile, ProfileError
 from ..profiles.errors import Problem
 from ..profiles.program import SLOTS, profile_params, slot_entry
 from .catalog import ProfileCatalog, profile_differences
@@ -55,6 +55,12 @@ class ApplyResult:
     def __iter__(self) -> Iterator[AppliedRule]:
         return iter(self.rules)
 
+    def to_dict(self) -> dict:
+        """JSON-ready, as `p4netem apply --json` and `p4netem set --json` print it."""
+        return {"added": self.added, "switched": self.switched, "modified_in_place": self.modified,
+                "warnings": list(self.warnings), "flip_ms": round((self.flip_done_ns - self.flip_sent_ns) / 1e6, 3),
+                "rules": [r.to_dict() for r in self.rules]}
+
     def __len__(self) -> int:
         return len(self.rules)
 
@@ -62,13 +68,15 @@ class ApplyResult:
 class ProfileSwitch:
     """A prepared profile switch: write A is done, `commit()` sends the one atomic write B."""
 
-    def __init__(self, session: Session, flip: list, cleanup: list, undo: list, result: ApplyResult):
+    def __init__(self, session: Session, flip: list, cleanup: list, undo: list, result: ApplyResult,
+                 reserved: tuple[set[int], set[int]] = (set(), set())):
         self._session = session
         self._flip = flip
         self._cleanup = cleanup
         self._undo = undo
         self.result = result
         self.committed = False
+        self._reserved = reserved  # (profile ids, rule numbers) held for this switch until commit()
 
     def commit(self) -> ApplyResult:
         """Write B: flip every rule to its new profile id in one batch."""
@@ -80,9 +88,29 @@ class ProfileSwitch:
         except P4RuntimeError:
             self._rollback()
             raise
+        finally:
+            self._release()
         self.result.flip_done_ns = time.monotonic_ns()
         self.committed = True
         return self.result
+
+    def abandon(self) -> None:
+        """Not to be committed: undo write A (best effort, as after a failed flip) and give its
+        new rules' numbers and profile ids back. Nothing on the switch pointed at them."""
+        if self.committed:
+            raise RuntimeError("this profile switch was already committed")
+        self.committed = True  # neither commit() nor abandon() again
+        try:
+            self._rollback()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        """After the flip the new rules' numbers and spare ids are on the switch (or, after a
+        rollback, nothing of them is): other switches may read them from there."""
+        ids, numbers = self._reserved
+        self._session.reserved_ids.difference_update(ids)
+        self._session.reserved_numbers.difference_update(numbers)
 
     def cleanup(self) -> None:
         """Write C: delete the profile entries nothing points to any more (never raises: the
@@ -127,20 +155,47 @@ class ProfileSwitching:
     def apply_many(self, assignments: Sequence[tuple[Rule | Mapping | str, Profile | str | Path]], *,
                    in_place: bool = False) -> ApplyResult:
         """Apply a profile per rule, every rule switching in the same atomic write."""
-        switch = self.prepare(assignments, in_place=in_place)
-        result = switch.commit()
-        switch.cleanup()
-        return result
+        with self.session.lock:
+            self._adopt_names(assignments)
+            switch = self.prepare(assignments, in_place=in_place)
+            result = switch.commit()
+            switch.cleanup()
+            return result
+
+    def _adopt_names(self, assignments) -> None:
+        """A Profile object applied is what its name means from now on (for applied()'s name and
+        `modified`): a script that applies "sweep" with 5 ms, then another "sweep" with 20 ms,
+        reads back "sweep", not "sweep (modified): 5ms -> 20ms" against the first. The first of
+        a name in one call wins (two rules may get two profiles of one name: a lab's access
+        profile and its DNS variant); built-in names keep their meaning; an invalid profile is
+        left to validate() to report. Timelines (prepare) keep the name's profile, against
+        which their `set` steps show as modified."""
+        seen: set[str] = set()
+        for assignment in assignments:
+            if not isinstance(assignment, (tuple, list)) or len(assignment) != 2:
+                continue
+            profile = assignment[1]
+            if not isinstance(profile, Profile) or profile.name in seen or profile.name in BUILTIN_NAMES:
+                continue
+            seen.add(profile.name)
+            try:
+                self.catalog.add(profile)
+            except ProfileError:
+                continue
 
     def set(self, changes: Mapping[str, object], rules: Sequence[Rule | Mapping | str] | None = None, *,
             in_place: bool = True) -> ApplyResult:
         """Change fields of the profile each rule has on the switch, like a timeline's `set` step:
         `ctl.set({"downlink.rate": "1Mbit", "delay": "40ms"})`. In place by default (the same
         queue carries on at the new parameters); every rule must be on the switch."""
-        from .timeline import modify_profile
-
         if not changes:
             raise ProfileError([Problem("set", "no field to change (e.g. downlink.rate=1Mbit)")])
+        with self.session.lock:
+            return self._set(changes, rules, in_place)
+
+    def _set(self, changes: Mapping[str, object], rules, in_place: bool) -> ApplyResult:
+        from .timeline import modify_profile
+
         wanted = self.parse_rules(rules)
         state = self.session.state()
         assignments, problems = [], []
@@ -173,11 +228,16 @@ class ProfileSwitching:
         the time-critical part to one RPC. With in_place=True, rules already on the switch get
         their current profile entries modified by that one write instead (nothing is staged)."""
         pairs, encoded, warnings = self.validate(assignments)
-        self.session.ensure_connected()
-        state = self.session.read(lambda: read_state(self.session.client))
-        return self.plan(state, pairs, encoded, warnings, in_place=in_place)
+        with self.session.lock:
+            self.session.ensure_connected()
+            state = self.session.read(lambda: read_state(self.session.client))
+            return self.plan(state, pairs, encoded, warnings, in_place=in_place)
 
-    def parse_rules(self, rules: Sequence[Rule | Mapping | str] | None) -> list[Rule]:
+    def parse_rules(self, rules: Sequence[Rule | Mapping | str] | Rule | Mapping | str | None) -> list[Rule]:
+        """Rules as given to apply/set/remove: a list of Rules, mappings or "key=value,..."
+        strings, or one of them alone; None or an empty list: [DEFAULT_RULE]."""
+        if isinstance(rules, (Rule, Mapping, str)):
+            rules = [rules]  # one rule (a string or a Rule is not a list of rules)
         if rules is None or len(rules) == 0:
             return [DEFAULT_RULE]
         from .rules import parse_rule_option
@@ -196,15 +256,26 @@ class ProfileSwitching:
         """Everything that can be checked without the switch, before anything is written."""
         pairs: list[tuple[Rule, Profile]] = []
         problems: list[Problem] = []
-        for i, (rule, profile) in enumerate(assignments):
+        checked: dict[int, Profile] = {}  # id of a Profile given -> it, validated (once per call)
+        for i, assignment in enumerate(assignments):
             where = f"rules[{i}]"
+            if isinstance(assignment, (str, Mapping, Rule)) or not isinstance(assignment, Sequence) \
+                    or len(assignment) != 2:
+                problems.append(Problem(where, f"{assignment!r:.100} is not a (rule, profile) pair"))
+                continue
+            rule, profile = assignment
             try:
                 rule = self.parse_rules([rule])[0]
             except RuleError as exc:
                 problems += exc.prefixed(where)
                 continue
             try:
-                profile = self.catalog.resolve(profile)
+                if isinstance(profile, Profile):
+                    if id(profile) not in checked:
+                        checked[id(profile)] = self.catalog.resolve(profile)
+                    profile = checked[id(profile)]
+                else:
+                    profile = self.catalog.resolve(profile)
             except ProfileError as exc:
                 raise exc.with_source(exc.source or str(profile)) from None
             pairs.append((rule, profile))
@@ -255,9 +326,10 @@ class ProfileSwitching:
         switch keeps its tag's profile-name CRC (set(): a changed copy of whatever it had)."""
         info = self.session.info
         max_ids = min(info.table(pl.PROFILE).size // 2, MAX_PROFILE_ID + 1)
-        used_ids = state.used_profile_ids()
-        used_numbers = set(state.managed) | {
+        used_ids = state.used_profile_ids() | self.session.reserved_ids
+        used_numbers = set(state.managed) | self.session.reserved_numbers | {
             t.rule for t in (EntryTag.decode(e.controller_metadata) for e in state.broken) if t}
+        reserved: tuple[set[int], set[int]] = (set(), set())
         free_ids = (i for i in range(1, max_ids) if i not in used_ids)
         free_numbers = (n for n in range(1, MAX_RULE + 1) if n not in used_numbers)
         new_rules = [rule for rule, _ in pairs if state.find(rule) is None and rule.priority is None]
@@ -293,8 +365,13 @@ class ProfileSwitching:
                     number = next(free_numbers)
                 except StopIteration:
                     raise P4RuntimeError(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                         f"no free profile ids or rule numbers for {rule.describe()}") from None
+                                         f"no free profile ids or rule numbers for {rule.describe()}: a rule takes "
+                                         f"two of the switch's profile ids 1..{max_ids - 1} (p4netem-switch "
+                                         f"--profiles) and one rule number 1..{MAX_RULE}; {len(state.managed)} rules "
+                                         f"and {len(used_ids - {0})} profile ids are in use") from None
                 old = spare  # after the flip the other id of the pair is the spare
+                reserved[0].update((target, spare))
+                reserved[1].add(number)
                 if rule.priority is not None:
                     priority = rule.priority
                 else:
@@ -329,7 +406,9 @@ class ProfileSwitching:
                                        profile=profile, profile_name=label, modified=(),
                                        profile_id=target, spare_id=old))
         self.session.write(stage, "write the new profile parameters", atomic=False, rollback=True)
-        return ProfileSwitch(self.session, flip, cleanup, undo, result)
+        self.session.reserved_ids |= reserved[0]
+        self.session.reserved_numbers |= reserved[1]
+        return ProfileSwitch(self.session, flip, cleanup, undo, result, reserved)
 
     def _in_place_updates(self, state: SwitchState, managed: ManagedRule, rule: Rule, profile: Profile,
                           enc: list[dict[str, int]], crc: int) -> list:
@@ -367,7 +446,14 @@ class ProfileSwitching:
 
     def remove(self, rules: Sequence[Rule | Mapping | str]) -> int:
         """Remove managed rules (matched by their traffic) and their profile entries; returns how
-        many were removed. A rule that is not on the switch is an error (nothing is removed)."""
+        many were removed. A rule that is not on the switch is an error (nothing is removed). An
+        empty list removes nothing (it is not "the default rule", as it is for apply and set)."""
+        if rules is not None and not isinstance(rules, (Rule, Mapping, str)) and len(rules) == 0:
+            return 0
+        with self.session.lock:
+            return self._remove(rules)
+
+    def _remove(self, rules: Sequence[Rule | Mapping | str]) -> int:
         wanted = self.parse_rules(rules)
         state = self.session.state()
         found = []
@@ -394,7 +480,14 @@ class ProfileSwitching:
         not), restore the tables' default actions, zero every counter, the pd state registers and
         every UE's radio (IDLE, never seen). With port_map=True the port map and the L2
         forwarding entries go too (no traffic passes until they are set again)."""
+        with self.session.lock:
+            self._reset(port_map)
+
+    def _reset(self, port_map: bool) -> None:
         self.session.ensure_connected()
+        # Whatever was prepared and not committed is deleted with the rest.
+        self.session.reserved_ids.clear()
+        self.session.reserved_numbers.clear()
         info = self.session.info
         state = self.session.state()
         deletes = [update("DELETE", build_table_entry(info, pl.CLASSIFIER, e.match, priority=e.priority))

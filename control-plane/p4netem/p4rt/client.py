@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -89,9 +90,22 @@ CHANNEL_OPTIONS = [
 ]
 
 
+def _wait_connectivity_polling(channel: grpc.Channel, timeout_s: float = 0.5) -> None:
+    """Wait (at most `timeout_s`) until grpc's connectivity-polling thread, which
+    channel_ready_future starts, has noticed that nobody waits any more and stopped (it checks
+    every 0.2 s). Closing the channel under it makes that thread die with a traceback on stderr
+    ("ValueError: Cannot monitor channel state: Channel closed!"), e.g. after every connection
+    attempt to a switch that is not there."""
+    state = getattr(channel, "_connectivity_state", None)  # grpc's, private: best effort
+    deadline = time.monotonic() + timeout_s
+    while getattr(state, "polling", False) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _close_channel(channel: grpc.Channel, timeout_s: float) -> bool:
     """Close `channel` from a daemon thread and wait at most `timeout_s`; False (and a warning)
     when it did not finish: the channel is then left to the process's exit."""
+    _wait_connectivity_polling(channel)
     closer = threading.Thread(target=channel.close, name="p4rt-close", daemon=True)
     closer.start()
     closer.join(timeout_s)
@@ -102,9 +116,30 @@ def _close_channel(channel: grpc.Channel, timeout_s: float) -> bool:
     return True
 
 
+def _check_election_id(value: object) -> int:
+    """The election id, checked before anything uses it: ValueError naming the allowed range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**128:
+        raise ValueError(f"election id {value!r} out of range 0..{2**128 - 1} (P4Runtime's uint128)")
+    return value
+
+
+def _check_device_id(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        raise ValueError(f"device id {value!r} out of range 0..{2**64 - 1} (P4Runtime's uint64)")
+    return value
+
+
+def _closed_under_call(err: ValueError, what: str) -> P4RuntimeError:
+    """grpc raises ValueError ("Cannot invoke RPC: Channel closed!"), not an RpcError, for a call
+    on a channel another thread closed meanwhile (a reconnection): the same UNAVAILABLE as a
+    connection lost, so callers retry or report it like one."""
+    if "closed" not in str(err).lower():
+        raise err
+    return P4RuntimeError(grpc.StatusCode.UNAVAILABLE, f"{what}: the connection was closed meanwhile ({err})")
+
+
 def _uint128(value: int) -> p4runtime_pb2.Uint128:
-    if not 0 <= value < 2**128:
-        raise ValueError(f"election id {value} out of range 0..{2**128 - 1} (P4Runtime's uint128)")
+    value = _check_election_id(value)
     return p4runtime_pb2.Uint128(high=value >> 64, low=value & (2**64 - 1))
 
 
@@ -135,8 +170,10 @@ class P4RuntimeClient:
         (None: `timeout`), shorter where a missing switch must be found out fast (the web server)."""
         self.address = address
         self.tls = tls if tls is not None else GrpcTls.from_env()
-        self.device_id = device_id
-        self.election_id = election_id
+        # Checked here, not at the first request that carries them (a channel and a stream
+        # thread would be open by then).
+        self.device_id = _check_device_id(device_id)
+        self.election_id = _check_election_id(election_id)
         self.role = role
         self.p4info = p4info
         self.timeout = timeout
@@ -161,6 +198,12 @@ class P4RuntimeClient:
         self._reader: threading.Thread | None = None
         self._closing = threading.Event()
         self.stream_failure: P4RuntimeError | None = None
+        # Whether connect() opens the stream and arbitrates: what reconnect() does again, also
+        # after a reconnection that failed (the switch still down) left nothing open.
+        self.arbitrating: bool | None = None
+        # Counts successful connections: a caller that saw a call fail can tell whether another
+        # thread has reconnected since (then it retries rather than reconnecting again).
+        self.generation = 0
 
     # ---- connection and arbitration -------------------------------------------------------------
 
@@ -173,6 +216,7 @@ class P4RuntimeClient:
         that hold the device."""
         if timeout is None:
             timeout = self.timeout if self.connect_timeout is None else self.connect_timeout
+        self.arbitrating = arbitrate
         self._closing.clear()
         self.stream_failure = None
         options = CHANNEL_OPTIONS
@@ -181,9 +225,12 @@ class P4RuntimeClient:
         else:
             self._channel = grpc.secure_channel(self.address, self.tls.credentials(),
                                                 options=options + self.tls.channel_options())
+        ready = grpc.channel_ready_future(self._channel)
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+            ready.result(timeout=timeout)
         except grpc.FutureTimeoutError:
+            ready.cancel()
+            _wait_connectivity_polling(self._channel)
             self._channel.close()
             self._channel = None
             # gRPC does not say why a channel never became ready; with TLS a refused handshake
@@ -195,6 +242,7 @@ class P4RuntimeClient:
             ) from None
         self._stub = P4RuntimeStub(self._channel)
         if not arbitrate:
+            self.generation += 1
             return self
         self._requests = queue.Queue()
         responses = self._stub.StreamChannel(self._request_iterator(self._requests))
@@ -202,9 +250,10 @@ class P4RuntimeClient:
         self._reader.start()
         try:
             self.arbitrate(timeout=timeout)
-        except P4RuntimeError:
+        except BaseException:
             self.close()
             raise
+        self.generation += 1
         return self
 
     @property
@@ -220,7 +269,10 @@ class P4RuntimeClient:
         """Close whatever is left of the connection and connect again, re-running arbitration with
         this client's election id (or a new one). Used after the switch restarted or the stream
         broke; the caller decides when to retry its own requests."""
-        arbitrate = self._reader is not None or self.stream_failure is not None
+        if election_id is not None:
+            _check_election_id(election_id)
+        arbitrate = self.arbitrating if self.arbitrating is not None else (
+            self._reader is not None or self.stream_failure is not None)
         self.close()
         if election_id is not None:
             self.election_id = election_id
@@ -229,7 +281,7 @@ class P4RuntimeClient:
     def arbitrate(self, election_id: int | None = None, timeout: float | None = None) -> bool:
         """Send a MasterArbitrationUpdate (optionally with a new election id); returns is_primary."""
         if election_id is not None:
-            self.election_id = election_id
+            self.election_id = _check_election_id(election_id)
         msg = p4runtime_pb2.StreamMessageRequest()
         arb = msg.arbitration
         arb.device_id = self.device_id
@@ -381,6 +433,9 @@ class P4RuntimeClient:
             self.stub.Write(req, timeout=self.timeout if timeout is None else timeout)
         except grpc.RpcError as err:
             raise WriteError.from_rpc_error(err, f"Write of {len(req.updates)} update(s) failed") from None
+        except ValueError as err:
+            closed = _closed_under_call(err, f"Write of {len(req.updates)} update(s) failed")
+            raise WriteError(closed.code, closed.message, []) from None
 
     def _write_split(self, updates: list, atomicity: str, timeout: float | None) -> None:
         """A batch on a switch whose registers go through `register_backend`: the other updates
@@ -481,6 +536,8 @@ class P4RuntimeClient:
                 yield from resp.entities
         except grpc.RpcError as err:
             raise P4RuntimeError.from_rpc_error(err, "Read failed") from None
+        except ValueError as err:
+            raise _closed_under_call(err, "Read failed") from None
 
     def read_table_entries(self, table: str | None = None, with_counters: bool = False) -> list[TableEntryView]:
         """All entries of `table` (of every table when None), decoded; default entries not included."""
@@ -598,4 +655,6 @@ class P4RuntimeClient:
             return rpc(request, timeout=self.timeout)
         except grpc.RpcError as err:
             raise P4RuntimeError.from_rpc_error(err, f"{what} failed") from None
+        except ValueError as err:
+            raise _closed_under_call(err, f"{what} failed") from None
 

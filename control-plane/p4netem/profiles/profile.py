@@ -122,6 +122,21 @@ class Profile(BaseModel):
             raise ProfileError(problems, f"profile {name!r} from table params")
         return cls.parse({"name": name, **meta, **links, **decoded})
 
+    def checked(self) -> "Profile":
+        """This profile validated again, as `Profile.parse` would: a profile made with
+        `model_copy(update=...)` or `model_construct()` skipped every check (pydantic does not
+        validate those), so a dict where a LinkParams belongs, "50ms" where a Duration belongs
+        or a loss of 150% would only fail deep inside the table encoding. Returns `self` when it
+        is valid as it is (an equal profile when only its values' types were off); raises
+        ProfileError naming each bad field with its allowed range."""
+        source = f"profile {self.__dict__.get('name')!r}"
+        try:
+            doc = self.model_dump(warnings=False)
+        except Exception as exc:  # a value no field can serialise (e.g. an arbitrary object)
+            raise ProfileError([Problem("", f"cannot be read as a profile: {exc}")], source) from None
+        again = Profile.parse(doc, source)
+        return self if again == self else again
+
     # ---- use -----------------------------------------------------------------------------------
     def link(self, direction: Direction | str | int) -> LinkParams:
         return getattr(self, Direction.parse(direction).field)
