@@ -115,3 +115,93 @@ def lab_root():
 
     if os.geteuid() != 0:
         pytest.fail("replay builds a lab: needs root", pytrace=False)
+
+
+def test_expect_values_that_are_no_number_are_a_usage_error_not_a_traceback():
+    """`--expect 'loss_pct<=1.2.3'` matched the old pattern ([0-9.]+) and then float() raised a
+    ValueError that no handler caught (a traceback, exit 1); now an ExpectError (usage, exit 2)."""
+    from p4netem.replay.report import ExpectError, parse_expectations
+
+    for bad in ("loss_pct<=1.2.3", "loss_pct<=.", "loss_pct<=1..", "delay_p50_ms<-"):
+        with pytest.raises(ExpectError, match="VALUE a number"):
+            parse_expectations(bad)
+    assert parse_expectations("loss_pct<=.5, delay_p50_ms>=5., sent<1e3,delay_min_ms>-2") == [
+        ("loss_pct", "<=", 0.5), ("delay_p50_ms", ">=", 5.0), ("sent", "<", 1000.0), ("delay_min_ms", ">", -2.0)]
+    r = subprocess.run([str(P4NETEM), "replay", __file__, "--expect", "loss_pct<=1.2.3"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr + r.stdout and "VALUE a number" in r.stderr, r
+
+
+def test_replay_waits_for_what_the_switch_still_holds(lab_root, tmp_path):
+    """The replay stopped listening once nothing had arrived for 1 s after tcpreplay ended: a
+    short capture through `delay 1500ms` (or `-P hspa`, whose radio holds the first packets 1.8 s)
+    came out 100 % lost. It now waits until the switch's counters hold none of the packets
+    (in + duplicated - out - dropped = 0), then for the receiver's capture to go quiet."""
+    frames = [(1_700_000_000_000_000_000 + i * 10_000_000, udp_frame(i)) for i in range(20)]  # 0.2 s
+    write_pcap(tmp_path / "in.pcap", frames)
+    r = subprocess.run([str(P4NETEM), "replay", str(tmp_path / "in.pcap"), "--netem", "delay 1500ms", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    m = out["metrics"]
+    assert m["sent"] == 20 and m["delivered"] == 20 and m["lost"] == 0, m
+    assert abs(m["delay_p50_ms"] - 1500) < 5, m
+    assert out["meta"]["held_at_end"] == 0
+
+
+def test_a_corrupted_copy_is_matched_to_a_frame_sent_before_it_arrived():
+    """Frames whose counters are 256 apart differ in a few bits only (udp_frame: the 8-byte seq,
+    the IP id and checksum). Replaying 1000 of them through `duplicate 10% corrupt 2%` gave a
+    frame "corrupted" with a delay of -1229 ms: a corrupted duplicate of frame k (its intact copy
+    delivered) was matched to lost frame k+256, sent 1.2 s after it arrived. A corrupted copy
+    now goes to the closest frame sent before it arrived, a delivered one included (then it is a
+    corrupted duplicate)."""
+    sent = [(i * 2_000_000, udp_frame(i)) for i in range(600)]
+    k, later, earlier = 300, 556, 44
+    assert 0 < sum((a ^ b).bit_count() for a, b in zip(sent[k][1], sent[later][1])) <= 16
+    bad = bytearray(sent[k][1])
+    bad[-1] ^= 0x01  # one bit flipped
+    for lost in ((later,), (later, earlier)):
+        received = [(ts + 10_000_000, f) for i, (ts, f) in enumerate(sent) if i not in lost]
+        received.append((sent[k][0] + 10_000_100, bytes(bad)))  # a corrupted duplicate of k
+        fates, foreign = match_frames(sent, received)
+        assert all(f.delay_ns is None or f.delay_ns >= 0 for f in fates), [f for f in fates if f.fate is Fate.CORRUPTED]
+        assert all(fates[i].fate is Fate.LOST for i in lost), [fates[i] for i in lost]
+        assert fates[k].fate is Fate.DELIVERED and fates[k].duplicates == 1 and foreign == 0
+    # The copy of a frame never received intact is that frame, corrupted, even when a frame sent
+    # later (not a candidate) or a delivered one differs in as many bits.
+    received = [(ts + 10_000_000, f) for i, (ts, f) in enumerate(sent) if i not in (k, later)]
+    received.append((sent[k][0] + 10_000_000, bytes(bad)))
+    fates, foreign = match_frames(sent, received)
+    assert fates[k].fate is Fate.CORRUPTED and fates[k].flipped_bits == 1 and fates[k].delay_ns == 10_000_000
+    assert fates[later].fate is Fate.LOST and foreign == 0
+
+
+def test_frames_the_senders_capture_missed_are_left_out_not_matched_to_similar_ones():
+    """At --topspeed h1's tcpdump (2 MiB buffer) dropped 2557 of 20000 frames: they arrived at
+    h2, matched no sent frame, and were taken for corrupted copies or duplicates of frames 256
+    apart (`duplicated 2557`, or `foreign`). They are now left out and counted (with a warning),
+    and the captures get a 32 MiB buffer."""
+    from p4netem.replay.run import sent_and_received
+
+    frames = [(i * 1000, udp_frame(i)) for i in range(600)]
+    tx = [(ts + 7, f) for i, (ts, f) in enumerate(frames) if i != 300]   # h1's capture missed 300
+    rx = [(ts + 50, f) for ts, f in frames] + [(10**6, b"\x00" * 60)]   # all arrived, plus chatter
+    sent, received, unseen = sent_and_received(frames, tx, rx)
+    assert len(sent) == 599 and unseen == 1 and len(received) == 600
+    fates, foreign = match_frames(sent, received)
+    assert all(f.fate is Fate.DELIVERED and f.copies == 1 for f in fates) and foreign == 1
+
+
+def test_replay_at_topspeed_sees_every_frame_sent(lab_root, tmp_path):
+    n = 20_000
+    frames = [(1_700_000_000_000_000_000 + i * 100_000, udp_frame(i, 1400)) for i in range(n)]
+    write_pcap(tmp_path / "in.pcap", frames)
+    r = subprocess.run([str(P4NETEM), "replay", str(tmp_path / "in.pcap"), "--topspeed", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    m, meta = out["metrics"], out["meta"]
+    assert m["sent"] + meta["arrived_not_seen_sent"] + meta["capture_dropped"]["sent"] >= n, (m, meta)
+    assert m["duplicated"] == 0 and m["corrupted"] == 0 and m["foreign"] == 0, m
+    assert m["delivered"] == m["sent"] and m["lost"] == 0, m

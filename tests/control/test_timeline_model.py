@@ -194,3 +194,53 @@ steps:
     (tmp_path / "slow-wan.yaml").unlink()
     with pytest.raises(TimelineError, match=r"steps\[2\].apply: slow-wan.yaml: cannot read"):
         Timeline.load(path).own_profiles()
+
+
+def test_set_of_another_radio_model_starts_from_its_defaults():
+    """`set: {radio.model: umts}` on an lte profile kept every lte field (tail, drx_*...) and was
+    refused with nine problems about fields the step never named; `radio: MODEL` (as a profile
+    file writes it) was "not a profile field path". The model's change comes first, whatever the
+    order of the step's fields, and the other radio fields of the step apply on top."""
+    lte = builtin_profile("lte")
+    umts = modify_profile(lte, {"radio.promotion_idle_dch": "1s", "radio.model": "umts"})
+    assert umts.radio.model == "umts" and umts.radio.promotion_idle_dch == Duration(S)
+    assert umts.radio.inactivity_dch_fach == Duration(4 * S)  # umts's default, not lte's leftovers
+    assert umts.downlink == lte.downlink and umts.uplink == lte.uplink
+    assert modify_profile(lte, {"radio.fach_rate": "3kbit", "radio": "umts"}).radio.fach_rate == Rate(3000)
+    assert modify_profile(lte, {"radio": None}).radio.model == "none"
+    assert modify_profile(lte, {"radio.model": "none"}).radio.model == "none"
+    # The same model keeps the profile's own values (lte's 100 ms promotion, not the 260 ms default).
+    assert modify_profile(lte, {"radio.model": "lte", "radio.tail": "3s"}).radio.promotion == Duration(100 * MS)
+    # A field the new model does not have is still named, alone.
+    with pytest.raises(ProfileError) as info:
+        modify_profile(lte, {"radio.model": "umts", "radio.tail": "1s"})
+    assert [p.path for p in info.value.problems] == ["radio.tail"], info.value.problems
+    with pytest.raises(ProfileError, match="radio.model: \"bogus\" is not a radio model; allowed none, umts"):
+        modify_profile(lte, {"radio": "bogus"})
+    _, events = compile_text("steps:\n  - apply: lte\n  - {at: 1s, set: {radio.model: gprs, delay: null}}\n")
+    assert events[1].profile.radio.model == "gprs" and events[1].action == "set radio.model=gprs, delay=null"
+
+
+def test_a_profile_file_that_cannot_be_applied_is_named(tmp_path):
+    """`apply: missing.yaml` said only `steps[0].apply: cannot read: No such file or directory`,
+    which of several files the timeline names left to guess; the file is named now (as
+    own_profiles names it)."""
+    (tmp_path / "bad.yaml").write_text("name: bad\nboth: {delay: 5}\n")
+    path = tmp_path / "t.yaml"
+    path.write_text("steps:\n  - apply: lan\n  - {at: 1s, apply: missing.yaml}\n  - {at: 2s, apply: bad.yaml}\n")
+    timeline = Timeline.load(path)
+    with pytest.raises(TimelineError) as info:
+        timeline.compile(functools.partial(resolve_profile, known=dict(builtin_profiles())))
+    msgs = [str(p) for p in info.value.problems]
+    assert msgs[0] == "steps[1].apply: missing.yaml: cannot read: No such file or directory", msgs
+    assert msgs[1].startswith('steps[2].apply: bad.yaml: both.delay: 5 has no unit'), msgs
+
+
+def test_a_radio_field_on_a_profile_without_radio_is_named_not_dropped():
+    # It was dropped in silence: the timeline's `set` step (and ctl.set) changed nothing.
+    lan = builtin_profile("lan")
+    assert not lan.has_radio
+    with pytest.raises(ProfileError, match=r"radio\.promotion: 'lan' has no radio \(radio model none\)"):
+        modify_profile(lan, {"radio.promotion": "1s"})
+    # With the model given, the field applies on top of that model's defaults.
+    assert modify_profile(lan, {"radio.model": "umts", "radio.promotion_idle_dch": "1s"}).has_radio

@@ -150,3 +150,26 @@ def test_find_netem_dist_takes_paths_and_tc_names(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("TC_LIB_DIR", str(tmp_path))
     assert find_netem_dist("experimental") == tmp_path / "experimental.dist"
     assert find_netem_dist("nosuch") is None
+
+
+def test_show_table_names_are_checked_before_connecting_and_list_only_tables() -> None:
+    """`distribution show --table bogus` connected first (with no switch: exit 3, UNAVAILABLE,
+    after 5 s) and then said "allowed none, uniform, normal, ...", where `none` and `uniform` are
+    refused as having no table. Now a usage problem named --table, listing the four tables."""
+    import subprocess
+    import sys
+
+    from p4netem.control.distributions import table_distribution
+    from p4netem.profiles.link import JitterDistribution
+
+    assert table_distribution(" Pareto ") is JitterDistribution.PARETO
+    assert table_distribution(JitterDistribution.USER) is JitterDistribution.USER
+    for bad, extra in (("bogus", ""), ("none", " (it has no table)"), ("Uniform", " (it has no table)")):
+        with pytest.raises(ProfileError) as info:
+            table_distribution(bad, "--table")
+        assert str(info.value) == (f"--table: {bad!r} is not a distribution table; allowed normal, pareto, "
+                                   f"paretonormal, user{extra}")
+    p4netem = Path(sys.executable).parent / "p4netem"
+    r = subprocess.run([str(p4netem), "distribution", "show", "--table", "uniform", "-s", "127.0.0.1:1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.startswith("error: --table: 'uniform' is not a distribution table"), r

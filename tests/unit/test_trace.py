@@ -104,3 +104,66 @@ def test_shipped_traces_are_what_the_generator_writes(tmp_path) -> None:
     for name in shipped:
         assert (tmp_path / name).read_text() == (TRACES / name).read_text(), name
         load_trace(TRACES / name)
+
+
+def test_rates_no_profile_takes_are_named_by_window_before_anything_runs(tmp_path) -> None:
+    """A window whose rate is below 1kbit or above 100Gbit (LinkRate) cannot be played: `trace
+    check` said "ok, rates 1kbit..1kbit" for a sparse trace (the display clamped 403 bit/s to
+    1kbit) while `trace run` then failed with a bare `downlink.rate: 403bit out of range`. Now
+    window_rates names each such window, so check and run refuse it alike."""
+    from p4netem.profiles import Profile, ProfileError
+
+    sparse = parse_trace("30000\n", "sparse.trace")  # one opportunity every 30 s: 404 bit/s
+    with pytest.raises(TraceError) as info:
+        window_rates(sparse, 10_000 * MS, 200_000 * MS)
+    text = str(info.value)
+    assert text.startswith("sparse.trace: 4 problems"), text
+    assert "1 delivery opportunity in 0s..40s is 303bit/s, below the lowest rate a profile takes (1kbit)" in text
+    assert "and 3 more windows out of range" in text
+    dense = parse_trace("1\n" * 10_000, "dense.trace")  # 10000 per ms: 121 Gbit/s
+    with pytest.raises(TraceError, match=r"200000 delivery opportunities in 20ms..40ms are 121.12Gbit/s, above "
+                                         r"the highest rate a profile takes \(100Gbit\)"):
+        trace_timeline(None, dense, window_ns=20 * MS, duration_ns=100 * MS)
+    assert window_rates(sparse, 10_000 * MS, 200_000 * MS, check=False)[0] == (0, 303)
+    # The bounds are the profile's: its lowest and highest rates parse, one bit/s beyond does not.
+    for ok in ("1kbit", "100Gbit"):
+        Profile.parse({"name": "x", "both": {"rate": ok}})
+    for bad in ("999bit", "100000000001bit"):
+        with pytest.raises(ProfileError):
+            Profile.parse({"name": "x", "both": {"rate": bad}})
+
+
+def test_trace_check_refuses_what_trace_run_would_and_names_the_window_not_duration(tmp_path) -> None:
+    p4netem = Path(sys.executable).parent / "p4netem"
+    sparse = tmp_path / "sparse.trace"
+    sparse.write_text("30000\n")
+    r = subprocess.run([str(p4netem), "trace", "check", "--downlink", str(sparse), "--duration", "60s"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "below the lowest rate a profile takes (1kbit)" in r.stderr, r
+    # Rates below 1 kbit/s are shown to the bit/s, not clamped to 1kbit.
+    from p4netem.cli.trace_cmd import _kbit
+
+    assert (str(_kbit(403.7)), str(_kbit(5_312_345))) == ("404bit", "5.312Mbit")
+    # A trace shorter than the window, no --duration given: the message must not blame --duration.
+    short = tmp_path / "short.trace"
+    short.write_text("1\n2\n")
+    r = subprocess.run([str(p4netem), "trace", "check", "--downlink", str(short)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "error: --window: 20ms is longer than the trace's period 2ms, the default " \
+                                 "--duration" in r.stderr, r
+
+
+def test_a_duration_beyond_a_timelines_24h_is_named_as_duration() -> None:
+    """`trace check --duration 25h` said ok and `trace run` then failed with 360 problems about
+    steps the user never wrote (`steps[8641].at: 86410s out of range 0s..86400s`)."""
+    p4netem = Path(sys.executable).parent / "p4netem"
+    trace = TRACES / "steps-12-3mbit.trace"
+    for command in ("check", "run"):
+        r = subprocess.run([str(p4netem), "trace", command, "--downlink", str(trace), "--duration", "25h", "--window",
+                            "10s", "-s", "127.0.0.1:1"][: 9 if command == "check" else None],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and r.stderr.strip() == ("error: --duration: 90000s out of range 10s..86400s (a "
+                                                          "timeline's steps are at most 24h from its start)"), r
+    # 24 h itself plays.
+    timeline = trace_timeline(None, load_trace(trace), window_ns=3600 * 10**9, duration_ns=24 * 3600 * 10**9)
+    assert timeline.compile(lambda name: timeline.profiles[0]) and timeline.duration_ns() == 24 * 3600 * 10**9

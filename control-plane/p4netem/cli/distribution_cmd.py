@@ -17,6 +17,7 @@ import typer
 
 from ..profiles.distribution import (DistTable, format_dist, load_dist, load_samples, summary_line,
                                      table_summary)
+from ..control.distributions import table_distribution
 from .common import DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded, warning
 
 app = typer.Typer(help="The user jitter distribution table (jitter_distribution: user): load, show, make.",
@@ -85,6 +86,7 @@ def show(
     election_id: ElectionId = 1,
 ) -> None:
     """Show a distribution table as the switch holds it: its shape in sigma units (read-only)."""
+    table_distribution(which, "--table")  # before connecting: a bad name is a usage problem
     with connect(addr, device_id, election_id, write=False) as ctl:
         values = ctl.distribution(which)
     name = which.strip().lower()

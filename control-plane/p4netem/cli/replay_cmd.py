@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..profiles import Profile
 from .apply_cmd import NetemOpt, ProfilesOpt, gather_profiles, netem_profile
-from .common import EXIT_PROBLEM, console, error, guarded
+from .common import EXIT_PROBLEM, console, error, guarded, warning
 
 
 @guarded
@@ -52,13 +52,12 @@ def replay(
     if netem is not None and profile is not None:
         raise typer.BadParameter("give --profile or --netem, not both", param_hint="'--profile'")
     chosen: Profile | str = netem_profile(netem, None, None, "netem").profile if netem is not None else (profile or "lan")
-    if isinstance(chosen, str) and profiles:
-        known = {p.name: p for p in gather_profiles(profiles)}
-        chosen = known.get(chosen, chosen)
-    elif isinstance(chosen, str) and Path(chosen).suffix in (".yaml", ".yml") and Path(chosen).exists():
-        from ..profiles import load_profile
+    if isinstance(chosen, str):
+        # Resolved here, before a lab is built for it: an unknown name is an error at once.
+        from ..control.catalog import resolve_profile
+        from ..profiles import builtin_profiles
 
-        chosen = load_profile(Path(chosen))
+        chosen = resolve_profile(chosen, {**builtin_profiles(), **{p.name: p for p in gather_profiles(profiles)}})
     try:
         with tempfile.TemporaryDirectory(prefix="p4netem-replay-") as tmp:
             report = run_replay(pcap, chosen, keep or tmp, pace=Pace(mbps=mbps, topspeed=topspeed), seed=seed)
@@ -66,6 +65,17 @@ def replay(
         error(str(exc))
         raise typer.Exit(EXIT_PROBLEM) from None
     m = report.metrics()
+    if report.meta.get("held_at_end"):
+        warning(f"the switch still held {report.meta['held_at_end']} packet(s) when the replay stopped waiting "
+                "(60 s after the last frame sent): they are counted as lost")
+    dropped, unseen = report.meta.get("capture_dropped") or {}, report.meta.get("arrived_not_seen_sent", 0)
+    if dropped.get("sent") or unseen:
+        warning(f"the sender's capture missed {dropped.get('sent', 0)} frame(s) (tcpdump: dropped by kernel) of "
+                f"{report.meta['frames_in_file']}: `sent` counts the {report.sent} it saw; {unseen} of the missed "
+                "ones arrived and are left out (no send time); pace the replay slower (--mbps)")
+    if dropped.get("received"):
+        warning(f"the receiver's capture missed {dropped['received']} frame(s) (tcpdump: dropped by kernel): they "
+                "are counted as lost; pace the replay slower (--mbps)")
     if csv_path:
         report.write_csv(csv_path)
     if plot_path:

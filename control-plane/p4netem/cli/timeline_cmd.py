@@ -89,9 +89,11 @@ def run(
     if as_json:
         typer.echo(json.dumps({
             "timeline": timeline.name or str(file), "interrupted": result.interrupted,
+            "start_wall_ns": result.start_wall_ns,
             "events": [{"at_ms": e.event.at_ns / 1e6, "step": e.event.step, "action": e.event.action,
                         "profile": e.event.profile.name, "error_ms": round(e.error_ns / 1e6, 3),
-                        "send_error_ms": round(e.send_error_ns / 1e6, 3)} for e in result.events],
+                        "send_error_ms": round(e.send_error_ns / 1e6, 3), "wall_ns": e.wall_ns}
+                       for e in result.events],
             "max_error_ms": round(result.max_error_ms, 3),
         }, indent=2))
     else:

@@ -13,6 +13,7 @@ from ..control.controller import resolve_profile
 from ..control.trace import MahimahiTrace, load_trace, trace_duration, trace_timeline, window_rates
 from ..profiles import Profile, ProfileError, builtin_profiles
 from ..profiles.errors import Problem
+from ..profiles.link import TracePlacement
 from ..profiles.units import Duration, Rate, UnitError
 from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, gather_profiles, gather_rules
 from .common import (DEFAULT_ADDR, EXIT_INTERRUPTED, DeviceId, ElectionId, Json, SwitchAddr, connect, console,
@@ -39,6 +40,9 @@ BaseOpt = Annotated[Optional[str], typer.Option(
                                          "unlimited queue as mm-link's default).")]
 
 
+MAX_DURATION_NS = 24 * 3600 * 10**9  # a timeline's steps are at most 24 h from its start
+
+
 def _load(uplink: Path | None, downlink: Path | None, window: str, duration: str | None):
     problems = []
     try:
@@ -56,9 +60,18 @@ def _load(uplink: Path | None, downlink: Path | None, window: str, duration: str
         duration_ns = int(Duration.parse(duration)) if duration else trace_duration(list(traces.values()))
     except UnitError as exc:
         raise ProfileError([Problem("--duration", str(exc))]) from None
+    if duration_ns > MAX_DURATION_NS:
+        raise ProfileError([Problem("--duration" if duration else "", f"{Duration(duration_ns)} out of range "
+                                    f"{Duration(window_ns)}..{Duration(MAX_DURATION_NS)} (a timeline's steps "
+                                    "are at most 24h from its start)" + ("" if duration else
+                                                                         ": the trace's period; give --duration"))])
     if duration_ns < window_ns:
-        raise ProfileError([Problem("--duration", f"{Duration(duration_ns)} is shorter than the window "
-                                                  f"{Duration(window_ns)}")])
+        if duration:
+            raise ProfileError([Problem("--duration", f"{Duration(duration_ns)} is shorter than the window "
+                                                      f"{Duration(window_ns)}")])
+        raise ProfileError([Problem("--window", f"{Duration(window_ns)} is longer than the trace's period "
+                                                f"{Duration(duration_ns)}, the default --duration: give a "
+                                                "shorter --window or a --duration of at least the window")])
     return traces, window_ns, duration_ns
 
 
@@ -70,8 +83,8 @@ def _summary(direction: str, trace: MahimahiTrace, window_ns: int, duration_ns: 
 
 
 def _kbit(bps: float) -> Rate:
-    """For display: to the kbit/s (the switch gets the exact rate)."""
-    return Rate(max(1000, round(bps, -3)))
+    """For display: to the kbit/s (the switch gets the exact rate); below 1 kbit/s to the bit/s."""
+    return Rate(round(bps, -3)) if bps >= 1000 else Rate(round(bps))
 
 
 @app.command("check")
@@ -127,16 +140,30 @@ def run(
     if as_json:
         typer.echo(json.dumps({
             "window_ms": window_ns / 1e6, "duration_ms": duration_ns / 1e6, "interrupted": result.interrupted,
-            "changes": len(errors),
+            "start_wall_ns": result.start_wall_ns, "changes": len(errors),
             "error_ms": {"median": round(statistics.median(errors), 3), "max": round(max(errors), 3)} if errors else None,
-            "events": [{"at_ms": e.event.at_ns / 1e6, "action": e.event.action, "error_ms": round(e.error_ns / 1e6, 3)}
-                       for e in result.events],
+            "events": [{"at_ms": e.event.at_ns / 1e6, "action": e.event.action, "error_ms": round(e.error_ns / 1e6, 3),
+                        "wall_ns": e.wall_ns} for e in result.events],
         }, indent=2))
     else:
         print_lateness(errors)
     if result.interrupted:
         error(f"interrupted after {len(result.events)} changes; the switch keeps the last rate")
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _exact_profile(base: Profile, placed: dict[str, TracePlacement]) -> Profile:
+    """`base` with each traced direction's `trace` set (its rate left out): what `load` applies."""
+    doc = {"name": f"{base.name}-exact", "radio": base.to_dict().get("radio")}
+    for d in ("uplink", "downlink"):
+        link = base.link(d).model_dump(mode="json", exclude_defaults=True)
+        if d in placed:
+            link.pop("rate", None)
+            link["trace"] = placed[d].model_dump()
+        doc[d] = link
+    if doc["radio"] is None:
+        del doc["radio"]
+    return Profile.parse(doc)
 
 
 @app.command("load")
@@ -166,19 +193,14 @@ def load(
     traces = {d: load_trace(p) for d, p in (("uplink", uplink), ("downlink", downlink)) if p is not None}
     known, base = _base_profile(profile, profiles)
     rules = gather_rules(rule, rules_file)
+    base = base or Profile.parse({"name": "trace"})
+    # The profile is checked before the traces are written (a rate the base needs, e.g. for its
+    # overhead or bearers, is left out): a refused one writes nothing.
+    _exact_profile(base, {d: TracePlacement(opportunities=len(t.opportunities_ms), period=t.period_ms)
+                          for d, t in traces.items()})
     with connect(addr, device_id, election_id, profiles=list(known.values())) as ctl:
         placed = ctl.load_traces(traces)
-        base = base or Profile.parse({"name": "trace"})
-        doc = {"name": f"{base.name}-exact", "radio": base.to_dict().get("radio")}
-        for d in ("uplink", "downlink"):
-            link = base.link(d).model_dump(mode="json", exclude_defaults=True)
-            if d in placed:
-                link.pop("rate", None)
-                link["trace"] = placed[d].model_dump()
-            doc[d] = link
-        if doc["radio"] is None:
-            del doc["radio"]
-        ctl.apply(Profile.parse(doc), rules or None)
+        ctl.apply(_exact_profile(base, placed), rules or None)
     if as_json:
         typer.echo(json.dumps({d: {"source": traces[d].source, **where.model_dump()} for d, where in placed.items()},
                               indent=2))

@@ -16,7 +16,25 @@ from ..profiles.errors import Problem
 from ..profiles.link import JitterDistribution
 from .session import Session
 
-__all__ = ["Distributions"]
+__all__ = ["Distributions", "TABLES", "table_distribution"]
+
+
+TABLES = tuple(d.value for d in JitterDistribution if d.code >= pl.JitterDist.NORMAL)  # normal .. user
+
+
+def table_distribution(which: str | JitterDistribution, where: str = "distribution") -> JitterDistribution:
+    """The distribution of one table of dist_table (`normal`, `pareto`, `paretonormal`, `user`;
+    any case). ProfileError at `where` naming the allowed tables otherwise (`none` and `uniform`
+    are distributions without a table)."""
+    try:
+        dist = JitterDistribution.parse(which)
+    except ValueError:
+        dist = None
+    if dist is None or dist.code < pl.JitterDist.NORMAL:
+        shown = which.value if isinstance(which, JitterDistribution) else which
+        raise ProfileError([Problem(where, f"{shown!r} is not a distribution table; allowed {', '.join(TABLES)}"
+                                    + (" (it has no table)" if dist is not None else ""))])
+    return dist
 
 
 class Distributions:
@@ -48,10 +66,7 @@ class Distributions:
     def read(self, which: str | JitterDistribution = JitterDistribution.USER) -> tuple[int, ...]:
         """The TABLE_LEN signed cells of one table of dist_table as the switch holds them: `user`
         (default; all zero until loaded), or the built-in `normal`, `pareto`, `paretonormal`."""
-        try:
-            dist = JitterDistribution.parse(which)
-        except ValueError as exc:
-            raise ProfileError([Problem("distribution", str(exc))]) from None
+        dist = table_distribution(which)
         self.session.ensure_connected()
         base = self._base(dist)
         info = self.session.info

@@ -19,7 +19,9 @@ Steps (exactly one action each, optional `at:` = time from the start, `note:` = 
                    to the timeline file)
   set: {FIELD: VALUE, ...}  change fields of the profile in force; FIELD is a profile path:
                    `downlink.rate`, `uplink.loss`, `both.delay` or just `delay` (both directions),
-                   `downlink.queue.packets`; a value of null puts the field back to its default
+                   `downlink.queue.packets`, `radio.promotion`; a value of null puts the field back
+                   to its default; `radio.model: umts` (or `radio: umts`) changes the radio model,
+                   starting from that model's defaults (the step's other `radio.*` fields on top)
   outage: DURATION every packet dropped (loss 100% both ways) for DURATION, then the profile in
                    force before comes back; `outage: open` lasts until a `restore` step
   restore          end an open outage; otherwise re-apply the last `apply` (undoing `set` steps)
@@ -152,7 +154,7 @@ class Step(BaseModel):
         if a == "apply":
             return f"apply {self.apply}"
         if a == "set":
-            return "set " + ", ".join(f"{k}={v}" for k, v in (self.set or {}).items())
+            return "set " + ", ".join(f"{k}={'null' if v is None else v}" for k, v in (self.set or {}).items())
         if a == "outage":
             return f"outage {self.outage}"
         if a == "wait":
@@ -291,7 +293,10 @@ class Timeline(BaseModel):
                         name = self._resolvable(name)
                         profile = resolve(name)
                 except ProfileError as exc:
-                    problems += [Problem(f"{where}.apply", p.message if not p.path else str(p)) for p in exc.problems]
+                    # A profile file's problems say which file (the step's value), as own_profiles does.
+                    what = f"{step.apply}: " if Path(str(step.apply)).suffix in (".yaml", ".yml") else ""
+                    problems += [Problem(f"{where}.apply", what + (p.message if not p.path else str(p)))
+                                 for p in exc.problems]
                     cursor = t
                     continue
                 if before_outage is not None:
@@ -409,8 +414,15 @@ def modify_profile(profile: Profile, changes: Mapping[str, Any]) -> Profile:
     }
     written: dict[str, str] = {}  # target path -> path as written
     problems: list[Problem] = []
+    changes = _radio_model_first(doc, changes)
     for key, value in changes.items():
         parts = key.strip().split(".")
+        if parts == ["radio"]:
+            # `radio: lte` (or null, or a whole block) replaces the radio, as in a profile file.
+            doc["radio"] = ({"model": "none"} if value is None else {"model": value} if isinstance(value, str)
+                            else value)
+            written["radio"] = key
+            continue
         if parts[0] in ("uplink", "downlink", "radio"):
             targets = [parts]
         elif parts[0] == "both":
@@ -442,7 +454,13 @@ def modify_profile(profile: Profile, changes: Mapping[str, Any]) -> Profile:
                 written[".".join(target)] = key
     if problems:
         raise ProfileError(problems)
-    if doc["radio"].get("model") == "none":
+    if isinstance(doc["radio"], dict) and doc["radio"].get("model") == "none":
+        # A profile without radio has no radio fields: one set here would be dropped in silence
+        # (only radio.model, or `radio`, can give it a radio).
+        dropped = [key for key in changes if key.strip().startswith("radio.") and key.strip() != "radio.model"]
+        if dropped:
+            raise ProfileError([Problem(key, f"{profile.name!r} has no radio (radio model none): set radio.model "
+                                             "too to give it one") for key in dropped])
         doc["radio"] = {"model": "none"}
     try:
         return Profile.parse(doc)
@@ -458,6 +476,19 @@ def modify_profile(profile: Profile, changes: Mapping[str, Any]) -> Profile:
             if problem not in out:
                 out.append(problem)
         raise ProfileError(out) from None
+
+
+def _radio_model_first(doc: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`changes` with the ones that choose the radio model first (`radio: MODEL`, then
+    `radio.model`), so that the step's other `radio.*` changes apply on top of them whatever
+    their order. A `radio.model` naming another model than the profile's starts the radio block
+    from that model's defaults: the old model's fields do not carry over (an lte radio's `tail`
+    is no field of umts)."""
+    whole = [k for k in changes if k.strip() == "radio"]
+    model = [k for k in changes if k.strip() == "radio.model"]
+    if model and changes[model[0]] != doc["radio"].get("model"):
+        doc["radio"] = {}
+    return {**{k: changes[k] for k in whole + model}, **changes}
 
 
 # ---- running ----------------------------------------------------------------------------------------
@@ -569,12 +600,17 @@ class TimelinePlayer:
         start = time.monotonic_ns() + self.lead_ns
         result = TimelineResult(self.timeline, start, time.time_ns() + self.lead_ns)
         grpc_threads = GrpcThreadsRealtime(self.rt_priority).__enter__()
+        # A step prepared and not committed (stopped or interrupted before its time): abandoned at
+        # the end, which undoes its staged entries and gives its profile ids and rule numbers back
+        # to the controller (a long-lived one, the web server's, would otherwise run out of them).
+        pending = None
         try:
             for event in events:
                 # Normal priority: preparing (a Read and write A) is not time-critical as long as
                 # it ends before the step's time, and a real-time thread doing it would take a CPU
                 # from the traffic under test for milliseconds at every step.
-                prepared = self.ctl.prepare([(rule, event.profile) for rule in rules], in_place=event.in_place)
+                prepared = pending = self.ctl.prepare([(rule, event.profile) for rule in rules],
+                                                      in_place=event.in_place)
                 ready = time.monotonic_ns()
                 scheduled = start + event.at_ns
                 if scheduled - ready > 50_000_000:
@@ -585,6 +621,7 @@ class TimelinePlayer:
                 with Realtime(self.rt_priority):
                     sleep_until(scheduled)
                     wall = time.time_ns()
+                    pending = None  # commit() itself undoes and releases what it cannot flip
                     prepared.commit()
                 done = prepared.result
                 er = EventResult(event, scheduled, ready, done.flip_sent_ns, done.flip_done_ns, wall)
@@ -599,6 +636,8 @@ class TimelinePlayer:
         except KeyboardInterrupt:
             result.interrupted = True
         finally:
+            if pending is not None:
+                pending.abandon()
             grpc_threads.__exit__()
             if gc_was_enabled:
                 gc.enable()

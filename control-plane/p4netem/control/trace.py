@@ -42,6 +42,9 @@ MTU_BYTES = 1500
 FRAME_BYTES = MTU_BYTES + 14
 MS = 1_000_000
 _MAX_LINES = 10_000_000
+# The rates a profile's link takes (profiles.fields.LinkRate; 0 would mean unlimited).
+MIN_RATE_BPS = 1_000
+MAX_RATE_BPS = 100 * 10**9
 
 
 class TraceError(TimelineError):
@@ -143,11 +146,13 @@ def load_trace(path: str | Path) -> MahimahiTrace:
     return parse_trace(path.read_text(encoding="utf-8"), str(path))
 
 
-def window_rates(trace: MahimahiTrace, window_ns: int, duration_ns: int) -> list[tuple[int, int]]:
+def window_rates(trace: MahimahiTrace, window_ns: int, duration_ns: int, *,
+                 check: bool = True) -> list[tuple[int, int]]:
     """[(start_ns, rate bit/s)] over [0, duration): the looped trace's opportunities per window
     as a rate; a run of empty windows is merged into the next non-empty one (the rate over the
     merged span), trailing empty windows into the last non-empty one. Consecutive equal rates
-    are one entry."""
+    are one entry. With `check`, a rate no profile takes (below 1kbit or above 100Gbit) is a
+    TraceError naming its window (as `trace check` says it, before `trace run` writes anything)."""
     if window_ns <= 0:
         raise ValueError("window must be positive")
     spans: list[tuple[int, int, int]] = []  # (start, end, opportunities)
@@ -171,11 +176,29 @@ def window_rates(trace: MahimahiTrace, window_ns: int, duration_ns: int) -> list
             raise TraceError([Problem("", f"no delivery opportunity in the first {Duration(duration_ns)}")],
                              trace.source)
     out: list[tuple[int, int]] = []
+    bad: list[tuple[int, int, int, int]] = []
     for start, end, n in spans:
         rate = round(n * FRAME_BYTES * 8 * 10**9 / (end - start))
+        if check and not MIN_RATE_BPS <= rate <= MAX_RATE_BPS:
+            bad.append((start, end, n, rate))
         if not out or out[-1][1] != rate:
             out.append((start, rate))
+    if bad:
+        problems = [_unplayable(*b) for b in bad[:3]]
+        if len(bad) > 3:
+            problems.append(Problem("", f"and {len(bad) - 3} more windows out of range"))
+        raise TraceError(problems, trace.source)
     return out
+
+
+def _unplayable(start: int, end: int, n: int, rate: int) -> Problem:
+    """A window whose rate no profile takes (LinkRate: 1kbit..100Gbit; 0 is "unlimited")."""
+    what = (f"{n} delivery opportunit{'y' if n == 1 else 'ies'} in {Duration(start)}..{Duration(end)} "
+            f"{'is' if n == 1 else 'are'} {Rate(rate)}/s")
+    if rate < MIN_RATE_BPS:
+        return Problem("", f"{what}, below the lowest rate a profile takes ({Rate(MIN_RATE_BPS)}): a rate "
+                           "cannot play so sparse a trace (`p4netem trace load` plays it exactly)")
+    return Problem("", f"{what}, above the highest rate a profile takes ({Rate(MAX_RATE_BPS)})")
 
 
 def trace_timeline(uplink: MahimahiTrace | None, downlink: MahimahiTrace | None, *, window_ns: int,

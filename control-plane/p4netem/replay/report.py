@@ -127,7 +127,8 @@ class ReplayReport:
 
 
 _OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt, "==": operator.eq}
-_EXPECT = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=|==|<|>)\s*(-?[0-9.]+)\s*$")
+_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_EXPECT = re.compile(rf"^\s*([a-z0-9_]+)\s*(<=|>=|==|<|>)\s*({_NUMBER})\s*$")
 
 
 class ExpectError(ValueError):
@@ -141,7 +142,7 @@ def parse_expectations(text: str) -> list[tuple[str, str, float]]:
     for item in filter(None, (s.strip() for s in text.split(","))):
         m = _EXPECT.match(item)
         if not m:
-            raise ExpectError(f"--expect {item!r}: not METRIC<=VALUE (operators <=, >=, <, >, ==)")
+            raise ExpectError(f"--expect {item!r}: not METRIC<=VALUE, VALUE a number (operators <=, >=, <, >, ==)")
         if m.group(1) not in known:
             raise ExpectError(f"--expect {item!r}: unknown metric {m.group(1)!r}; known: {', '.join(sorted(known))}")
         out.append((m.group(1), m.group(2), float(m.group(3))))

@@ -5,6 +5,7 @@ only frames of the input capture count as sent, so the namespaces' own traffic i
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -50,7 +51,9 @@ def _require(tool: str) -> str:
 
 
 def _start_capture(host, path: Path, direction: str) -> subprocess.Popen:
-    proc = host.ns.popen([_require("tcpdump"), "-i", host.iface, "-Q", direction, "-w", str(path), "-s", "0",
+    # -B: a 32 MiB capture buffer (the default 2 MiB overflows at --topspeed and tcpdump drops).
+    proc = host.ns.popen([_require("tcpdump"), "-i", host.iface, "-Q", direction, "-B", "32768", "-w", str(path),
+                          "-s", "0",
                           "-n", "--immediate-mode", "--time-stamp-precision=nano", "-U"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # tcpdump says "listening on ..." once its socket is bound: only then may the replay start.
@@ -61,13 +64,16 @@ def _start_capture(host, path: Path, direction: str) -> subprocess.Popen:
     return proc
 
 
-def _stop_capture(proc: subprocess.Popen) -> None:
+def _stop_capture(proc: subprocess.Popen) -> int:
+    """Stop tcpdump; the frames it says the kernel dropped (not in its file)."""
     proc.send_signal(signal.SIGINT)
     try:
-        proc.wait(timeout=15)
+        _, err = proc.communicate(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait()
+        _, err = proc.communicate()
+    m = re.search(r"(\d+) packets? dropped by kernel", err or "")
+    return int(m.group(1)) if m else 0
 
 
 def _wait_quiet(path: Path, quiet_s: float, max_s: float) -> None:
@@ -81,6 +87,46 @@ def _wait_quiet(path: Path, quiet_s: float, max_s: float) -> None:
         elif time.monotonic() - since >= quiet_s:
             return
         time.sleep(0.05)
+
+
+def _wait_released(ctl: Controller, max_s: float, poll_s: float = 0.05) -> int:
+    """Until the switch holds none of the replayed packets: every packet counted in has left or
+    been dropped (stats' `held`, in + duplicated - out - dropped, is 0 on every row) and no new
+    one came in since the last read. A profile may hold a packet far longer than any fixed quiet
+    time (a 2 s delay, a radio's 1.8 s wake-up, a slow rate's backlog). Returns what is still
+    held when max_s runs out (0: all released)."""
+    deadline = time.monotonic() + max_s
+    last_in = -1
+    while True:
+        rows = ctl.stats().rows
+        held = sum(r.counters.conservation_gap() for r in rows)
+        packets_in = sum(r.counters.profile_in for r in rows)
+        if held <= 0 and packets_in == last_in:
+            return 0
+        if time.monotonic() >= deadline:
+            return max(held, 0)
+        last_in = packets_in
+        time.sleep(poll_s)
+
+
+def sent_and_received(frames: list[tuple[int, bytes]], tx: list[tuple[int, bytes]], rx: list[tuple[int, bytes]]
+                      ) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]], int]:
+    """(sent, received, unseen) for match_frames from the input capture's frames and the two
+    captures: sent = the frames of the input h1's capture saw leave (with their real send time),
+    received = what h2's capture saw arrive, less the frames of the input h1's capture missed
+    (tcpdump drops frames when its buffer overflows): those were sent all the same but have no
+    send time, so they are counted (unseen) and left out, not taken for corrupted copies or
+    duplicates of similar frames."""
+    wanted = {f for _, f in frames}
+    sent = [(ts, f) for ts, f in tx if f in wanted]
+    seen = {f for _, f in sent}
+    received, unseen = [], 0
+    for ts, f in rx:
+        if f in wanted and f not in seen:
+            unseen += 1
+        else:
+            received.append((ts, f))
+    return sent, received, unseen
 
 
 def replay(pcap: str | Path, profile: Profile | str, work_dir: str | Path, *, pace: Pace | None = None,
@@ -98,10 +144,10 @@ def replay(pcap: str | Path, profile: Profile | str, work_dir: str | Path, *, pa
     work.mkdir(parents=True, exist_ok=True)
     tx_path, rx_path = work / "sent.pcap", work / "received.pcap"
     pace = pace or Pace()
-    with TwoHostLab(seed=seed, binary=binary, log_path=work / "switch.log").start() as lab:
-        with Controller.connect(lab.switch.grpc_addr, election_id=2) as ctl:
-            ctl.reset()  # the lab's own classifier entries go; the port map stays
-            ctl.apply(profile)
+    with TwoHostLab(seed=seed, binary=binary, log_path=work / "switch.log").start() as lab, \
+            Controller.connect(lab.switch.grpc_addr, election_id=2) as ctl:
+        ctl.reset()  # the lab's own classifier entries go; the port map stays
+        ctl.apply(profile)
         tx = _start_capture(lab.h1, tx_path, "out")
         rx = _start_capture(lab.h2, rx_path, "in")
         try:
@@ -109,16 +155,18 @@ def replay(pcap: str | Path, profile: Profile | str, work_dir: str | Path, *, pa
                               timeout=max(120.0, (frames[-1][0] - frames[0][0]) / 1e9 * 2 + 60))
             if r.returncode != 0:
                 raise LabError(f"tcpreplay failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
-            _wait_quiet(rx_path, quiet_s, max_wait_s)
+            started = time.monotonic()
+            still_held = _wait_released(ctl, max_wait_s)
+            # Then until the receiver's capture has been quiet (tcpdump has written the last frames).
+            _wait_quiet(rx_path, quiet_s, max(quiet_s, max_wait_s - (time.monotonic() - started)) + quiet_s)
         finally:
-            _stop_capture(tx)
-            _stop_capture(rx)
-    wanted = {f for _, f in frames}
-    sent = [(ts, f) for ts, f in read_pcap(tx_path) if f in wanted]
-    received = read_pcap(rx_path)
+            dropped = {"sent": _stop_capture(tx), "received": _stop_capture(rx)}
+    sent, received, unseen = sent_and_received(frames, read_pcap(tx_path), read_pcap(rx_path))
     fates, foreign = match_frames(sent, received)
     name = profile if isinstance(profile, str) else profile.name
     return ReplayReport(fates, foreign, bin_s=bin_s,
                         meta={"pcap": str(pcap), "frames_in_file": len(frames), "profile": name,
+                              "held_at_end": still_held, "capture_dropped": dropped,
+                              "arrived_not_seen_sent": unseen,
                               "pace": pace.args() or ["as captured"], "seed": seed,
                               "tcpreplay": r.stdout.strip().splitlines()[-1:] if r.stdout else []})
