@@ -83,10 +83,7 @@ def print_result(result: ApplyResult, as_json: bool) -> None:
     for text in result.warnings:
         warning(text)
     if as_json:
-        typer.echo(json.dumps({"added": result.added, "switched": result.switched,
-                               "modified_in_place": result.modified, "warnings": result.warnings,
-                               "flip_ms": round((result.flip_done_ns - result.flip_sent_ns) / 1e6, 3),
-                               "rules": [r.to_dict() for r in result.rules]}, indent=2))
+        typer.echo(json.dumps(result.to_dict(), indent=2))
         return
     names = sorted({r.label for r in result.rules})
     how = [f"{result.switched} switched"] if result.switched or not result.modified else []
