@@ -39,3 +39,23 @@ def test_a_refused_base_profile_writes_no_trace(bare_switch: SwitchProcess, tmp_
     r = subprocess.run([str(P4NETEM), "trace", "load", "--downlink", str(TRACE), "--profile", str(base)],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r
+
+
+def test_a_base_of_a_queue_and_an_aqm_without_rate_is_taken(bare_switch: SwitchProcess, tmp_path) -> None:
+    """mm-link's `--downlink-queue=codel --downlink-queue-args=packets=100`: the base holds the
+    queue and the AQM, the trace is the link. Such a file alone is no whole link (a queue limit
+    needs a rate), and `trace load --profile` refused it: it had to carry a rate it then dropped."""
+    base = tmp_path / "mm-queue.yaml"
+    base.write_text("name: mm-queue\nboth: {queue: 100, aqm: codel, delay: 10ms}\n")
+    env = {**os.environ, "P4NETEM_ADDR": bare_switch.grpc_addr}
+    r = subprocess.run([str(P4NETEM), "trace", "load", "--uplink", str(TRACE), "--downlink", str(TRACE),
+                        "--profile", str(base)], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r
+    r = subprocess.run([str(P4NETEM), "show", "--json"], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r
+    shown = r.stdout
+    assert shown.count('"trace"') >= 2 and "codel" in shown, shown
+    # A direction without a trace still needs a rate for its queue, as any profile.
+    r = subprocess.run([str(P4NETEM), "trace", "load", "--downlink", str(TRACE), "--profile", str(base)],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 1 and "uplink.queue: a queue limit needs a rate" in r.stderr, r

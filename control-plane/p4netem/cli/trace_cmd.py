@@ -14,6 +14,7 @@ from ..control.trace import MahimahiTrace, load_trace, trace_duration, trace_tim
 from ..profiles import Profile, ProfileError, builtin_profiles
 from ..profiles.errors import Problem
 from ..profiles.link import TracePlacement
+from ..profiles.yaml_files import load_profile_document
 from ..profiles.units import Duration, Rate, UnitError
 from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, gather_profiles, gather_rules
 from .common import (DEFAULT_ADDR, EXIT_INTERRUPTED, DeviceId, ElectionId, Json, SwitchAddr, connect, console,
@@ -152,17 +153,38 @@ def run(
         raise typer.Exit(EXIT_INTERRUPTED)
 
 
-def _exact_profile(base: Profile, placed: dict[str, TracePlacement]) -> Profile:
-    """`base` with each traced direction's `trace` set (its rate left out): what `load` applies."""
-    doc = {"name": f"{base.name}-exact", "radio": base.to_dict().get("radio")}
-    for d in ("uplink", "downlink"):
-        link = base.link(d).model_dump(mode="json", exclude_defaults=True)
-        if d in placed:
-            link.pop("rate", None)
-            link["trace"] = placed[d].model_dump()
-        doc[d] = link
-    if doc["radio"] is None:
-        del doc["radio"]
+def _base_document(profile: str | None, known: dict[str, Profile]) -> dict:
+    """--profile of `load` as a profile document: a built-in or known name as that profile, a
+    file as written, not validated yet, so that a base which is a whole link only with its trace
+    (a queue limit or an AQM and no rate: mm-link's --uplink-queue and --uplink-queue-args) is
+    taken; `_exact_profile` checks it once the traces are in."""
+    if profile is None:
+        return {"name": "trace"}
+    pool = {**builtin_profiles(), **known}
+    path = Path(profile)
+    if profile in pool or not (path.suffix in (".yaml", ".yml") or path.exists()):
+        base = resolve_profile(profile, pool)
+        doc = {"name": base.name, "radio": base.to_dict().get("radio")}
+        doc.update({d: base.link(d).model_dump(mode="json", exclude_defaults=True) for d in ("uplink", "downlink")})
+        return doc if doc["radio"] is not None else {k: v for k, v in doc.items() if k != "radio"}
+    return load_profile_document(path)
+
+
+def _exact_profile(base: dict, placed: dict[str, TracePlacement]) -> Profile:
+    """The base document with each traced direction's `trace` set and its rate left out (also
+    one given under `both`), validated: what `load` applies."""
+    doc = dict(base)
+    both = doc.get("both") or {}
+    if isinstance(both, dict) and all(isinstance(doc.get(d) or {}, dict) for d in ("uplink", "downlink")):
+        doc.pop("both", None)  # expanded here, as Profile.parse would, to take the rate out of it
+        for d in ("uplink", "downlink"):
+            link = {**both, **(doc.get(d) or {})}
+            if d in placed:
+                link.pop("rate", None)
+                link["trace"] = placed[d].model_dump()
+            doc[d] = link
+    if isinstance(doc.get("name"), str):  # a missing or bad name is Profile.parse's to report
+        doc["name"] = f"{doc['name']}-exact"
     return Profile.parse(doc)
 
 
@@ -191,9 +213,9 @@ def load(
     if uplink is None and downlink is None:
         raise ProfileError([Problem("", "no trace: give --uplink FILE, --downlink FILE or both")])
     traces = {d: load_trace(p) for d, p in (("uplink", uplink), ("downlink", downlink)) if p is not None}
-    known, base = _base_profile(profile, profiles)
+    known = {p.name: p for p in gather_profiles(profiles)}
+    base = _base_document(profile, known)
     rules = gather_rules(rule, rules_file)
-    base = base or Profile.parse({"name": "trace"})
     # The profile is checked before the traces are written (a rate the base needs, e.g. for its
     # overhead or bearers, is left out): a refused one writes nothing.
     _exact_profile(base, {d: TracePlacement(opportunities=len(t.opportunities_ms), period=t.period_ms)

@@ -147,6 +147,18 @@ def load_profile(path: PathLike) -> Profile:
     return profiles[0]
 
 
+def load_profile_document(path: PathLike) -> dict:
+    """The one profile document of a file, read but not validated: for a caller that completes it
+    before Profile.parse (`p4netem trace load` sets each traced direction's `trace`, without which
+    a base of a queue limit or an AQM and no rate is not a whole link)."""
+    docs, problems = _documents(_parse_yaml(_read(path), str(path)))
+    if not problems and len(docs) != 1:
+        problems = [Problem("", f"holds {len(docs)} profiles; give a file with one")]
+    if problems:
+        raise ProfileError(problems, str(path))
+    return dict(docs[0][1])
+
+
 def dumps(profiles: Profile | Sequence[Profile]) -> str:
     """YAML text: a single profile as a mapping, several under `profiles:`."""
     if isinstance(profiles, Profile):
