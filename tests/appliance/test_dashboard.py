@@ -57,21 +57,31 @@ def test_dashboard_shows_traffic_applies_on_click_and_shows_errors(lab, tmp_path
         web.stop()
 
 
-# The page with no rule on the switch: the plots are drawn (empty), the live stream keeps coming,
-# and no script error (each live event once threw "reading 'setData'" when no row had traffic).
-EMPTY_PAGE_JS = r"""
+# Each page script's start: headless Chromium (the flags of docs/web.md) in a fresh profile
+# directory, `out` for its findings, `page` open; the script goes on inside the `try`.
+PAGE_PRELUDE_JS = r"""
 'use strict';
 const fs = require('fs'), os = require('os'), path = require('path');
 const { chromium } = require(process.argv[2]);
 (async () => {
   const out = { errors: [] };
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'p4nw-empty-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'p4nw-NAME-'));
   const context = await chromium.launchPersistentContext(dir, { executablePath: '/usr/bin/chromium', headless: true,
     args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
       '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'] });
   try {
     const page = context.pages()[0] || await context.newPage();
     page.on('pageerror', (e) => out.errors.push(e.message));
+"""
+
+
+def page_prelude(name: str) -> str:
+    return PAGE_PRELUDE_JS.replace("NAME", name)
+
+
+# The page with no rule on the switch: the plots are drawn (empty), the live stream keeps coming,
+# and no script error (each live event once threw "reading 'setData'" when no row had traffic).
+EMPTY_PAGE_JS = page_prelude("empty") + r"""
     page.on('console', (m) => { if (m.type() === 'error') out.errors.push(m.text()); });
     await page.goto(process.argv[3], { timeout: 60000 });
     await page.waitForFunction(() => document.getElementById('live').textContent === 'live', null, { timeout: 30000 });
@@ -110,19 +120,7 @@ def test_dashboard_without_rules_has_no_script_errors(lab, tmp_path):
 # The page of a web server whose switch is down (here: never started): the badge says "switch
 # unavailable" and the red box why, within about the server's connect timeout (it said
 # "connecting" for ever, and each of the page's requests took 10 s and more).
-DOWN_PAGE_JS = r"""
-'use strict';
-const fs = require('fs'), os = require('os'), path = require('path');
-const { chromium } = require(process.argv[2]);
-(async () => {
-  const out = { errors: [] };
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'p4nw-down-'));
-  const context = await chromium.launchPersistentContext(dir, { executablePath: '/usr/bin/chromium', headless: true,
-    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'] });
-  try {
-    const page = context.pages()[0] || await context.newPage();
-    page.on('pageerror', (e) => out.errors.push(e.message));
+DOWN_PAGE_JS = page_prelude("down") + r"""
     const t0 = Date.now();
     await page.goto(process.argv[3], { timeout: 60000 });
     await page.waitForFunction(() => document.getElementById('live').textContent === 'switch unavailable', null,

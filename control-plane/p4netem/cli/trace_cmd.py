@@ -163,10 +163,7 @@ def _base_document(profile: str | None, known: dict[str, Profile]) -> dict:
     pool = {**builtin_profiles(), **known}
     path = Path(profile)
     if profile in pool or not (path.suffix in (".yaml", ".yml") or path.exists()):
-        base = resolve_profile(profile, pool)
-        doc = {"name": base.name, "radio": base.to_dict().get("radio")}
-        doc.update({d: base.link(d).model_dump(mode="json", exclude_defaults=True) for d in ("uplink", "downlink")})
-        return doc if doc["radio"] is not None else {k: v for k, v in doc.items() if k != "radio"}
+        return resolve_profile(profile, pool).to_dict()
     return load_profile_document(path)
 
 

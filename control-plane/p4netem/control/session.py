@@ -158,7 +158,7 @@ class Session:
     def read(self, fn):
         """Run a read; on UNAVAILABLE reconnect once and retry (reads are idempotent). When another
         thread has reconnected since the read started, only retry (its connection is the new one)."""
-        generation = getattr(self.client, "generation", None)
+        generation = self.client.generation
         try:
             return fn()
         except P4RuntimeError as err:
@@ -167,11 +167,11 @@ class Session:
             if err.code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION):
                 raise self.explain(err, "read") from None
             with self.lock:  # waits for a reconnection in progress
-                if generation is not None and self.client.generation != generation and self.client.connected:
+                if self.client.generation != generation and self.client.connected:
                     pass  # another thread reconnected meanwhile: retry on its connection
                 elif err.code == grpc.StatusCode.UNAVAILABLE:
                     self.reconnect()
-                elif generation is not None and not self.client.connected:
+                elif not self.client.connected:
                     # Another thread's reconnection failed: the switch is away.
                     raise P4RuntimeError(grpc.StatusCode.UNAVAILABLE, f"cannot read: the switch at {self.address} "
                                          f"is unreachable (the connection was lost; reconnecting failed)") from None
@@ -216,7 +216,7 @@ class Session:
         if err.code == grpc.StatusCode.PERMISSION_DENIED:
             highest = c.primary_election_id
             seen = f"; the switch's highest election id is {highest}" if highest is not None else ""
-            if getattr(c, "arbitrating", None) is False:
+            if c.arbitrating is False:
                 # No stream, no election: no election id makes it primary.
                 msg = (f"cannot {what}: this is a read-only connection to device {c.device_id} at {c.address} "
                        f"(Controller.connect(..., primary=False): no arbitration), which cannot write; "
