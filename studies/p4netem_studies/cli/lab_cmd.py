@@ -7,7 +7,9 @@
 
 `lab up` starts the lab (and, with --serve, nginx and the SPDY server with a generated page on
 every server host), then opens Mininet's CLI, or runs the --cmd commands and exits (each checked
-first: a line whose first word is no host and no CLI command is an error before the lab). The lab's
+first: a line whose first word is no host and no CLI command is an error before the lab; every
+line runs, and `lab up` exits 1 naming each that failed: a host command's non-zero status, a lab
+command's error). The lab's
 CLI knows four more commands: `profile NAME[+radio]`, `iw N`, `load PROTOCOL [plain]` and
 `hosts`. Namespaces, links and processes are removed on exit, on Ctrl-C, on SIGTERM and after a
 failure. A lab whose process was killed outright (SIGKILL) is removed by `lab clean`, and by the
@@ -197,7 +199,11 @@ def up(
                     if cmd:
                         script = Path(work) / "commands"
                         script.write_text("\n".join(cmd) + "\n")
-                        LabCLI(lab, served, script=str(script))
+                        failures = LabCLI(lab, served, script=str(script)).failures
+                        for failure in failures:
+                            error(f"--cmd {failure}")
+                        if failures:
+                            code = EXIT_PROBLEM
                     else:
                         LabCLI(lab, served)
                 finally:
