@@ -23,7 +23,7 @@ use crate::health::Health;
 use crate::io::afpacket::{FRAME_SIZE, RX_MAX_FRAME};
 use crate::io::flow_cache::{key_of, FastPathMode, FlowCache};
 use crate::io::pcap::PcapWriter;
-use crate::io::{ethtool, IoMode, PortIo, RingConfig};
+use crate::io::{ethtool, port_lock, IoMode, PortIo, RingConfig};
 use crate::learn::LearnFilter;
 use crate::parse::parse;
 use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
@@ -83,6 +83,9 @@ pub struct DataPlaneConfig {
     pub io: IoMode,
     /// The kernel fast path for unimpaired flows (io/flow_cache.rs).
     pub fast_path: FastPathMode,
+    /// The P4Runtime address, written into the port locks (io/port_lock.rs) so that a second
+    /// switch refused on a port can name this one.
+    pub grpc_addr: Option<std::net::SocketAddr>,
 }
 
 struct Port {
@@ -235,6 +238,9 @@ pub struct DataPlane {
     rings: RingConfig,
     tx_threads: bool,
     check_offloads: bool,
+    /// The lock on every port's interface (io/port_lock.rs), held for the whole run: a port
+    /// reopened on a new interface of its name keeps it.
+    _port_locks: Vec<port_lock::PortLock>,
 }
 
 pub fn monotonic_ns() -> u64 {
@@ -420,6 +426,12 @@ impl DataPlane {
                 );
             }
         }
+        // Before any port opens (an AF_XDP port would attach its XDP program): a second switch on an
+        // interface stops here, and the first keeps it.
+        let port_locks = port_lock::lock_ports(
+            cfg.ports.iter().map(|p| (p.number, p.ifname.as_str())),
+            cfg.grpc_addr.map(|a| a.to_string()),
+        )?;
         if cfg.check_offloads {
             check_offloads(&cfg.ports)?;
         }
@@ -529,6 +541,7 @@ impl DataPlane {
             rings,
             tx_threads: cfg.tx_threads,
             check_offloads: cfg.check_offloads,
+            _port_locks: port_locks,
         })
     }
 

@@ -380,6 +380,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         tx_threads: args.tx_threads,
         io: args.io,
         fast_path: args.fast_path,
+        grpc_addr: Some(args.grpc_addr),
     };
     let dp = DataPlane::open(&cfg, link, shutdown.clone())?;
     let health = dp.health();

@@ -1,5 +1,5 @@
 //! Packet I/O: per port AF_XDP (with its XDP program) or AF_PACKET rings, offload checks, pcap
-//! capture, the wake-up eventfd.
+//! capture, the wake-up eventfd, the lock that keeps a second switch off a port's interface.
 pub mod afpacket;
 pub mod afxdp;
 mod bpf;
@@ -8,6 +8,7 @@ pub mod flow_cache;
 mod kicker;
 pub mod pcap;
 pub mod port;
+pub mod port_lock;
 mod sys;
 pub mod wake;
 mod xdp_prog;
