@@ -17,12 +17,14 @@ SERVER = Path(__file__).with_name("app_server.py")
 @pytest.fixture
 def app_url(p4netem_lab):
     """The app's server in the lab's server host; its delay from APP_DELAY_MS (a stand-in for a change)."""
-    p4netem_lab.start(p4netem_lab.server, [sys.executable, str(SERVER), "--port", "8000",
-                                           "--delay-ms", os.environ.get("APP_DELAY_MS", "0")])
+    server = p4netem_lab.start(p4netem_lab.server, [sys.executable, str(SERVER), "--port", "8000",
+                                                    "--delay-ms", os.environ.get("APP_DELAY_MS", "0")])
     for _ in range(100):  # until it answers
         probe = p4netem_lab.run(p4netem_lab.client, "curl -s -o /dev/null http://10.0.0.2:8000/", check=False)
         if probe.returncode == 0:
             return "http://10.0.0.2:8000"
+        if server.poll() is not None:  # its output is shown with the failure
+            pytest.fail(f"the app's server exited with code {server.returncode}")
         time.sleep(0.1)
     pytest.fail("the app's server did not start")
 

@@ -54,6 +54,21 @@ def test_example_passes_against_its_baseline_and_a_slowed_server_fails(tmp_path)
     assert r.stdout.count("REGRESSED") >= 3 and "report_ms" in r.stdout, r.stdout
 
 
+def test_an_app_server_that_does_not_start_fails_with_what_it_printed():
+    """The page's APP_DELAY_MS=abc run: the example's fixture fails at once, and the failure shows
+    the server's exit and its output (p4netem_lab's started commands)."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root (the example builds labs)", pytrace=False)
+    r = _pytest("-k", "lan", env={"APP_DELAY_MS": "abc"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [line for line in r.stdout.splitlines()
+             if "exited with code 2" in line or "EXITED with code 2" in line or "invalid float value: 'abc'" in line]
+    assert len(lines) == 3, r.stdout
+    doc = (ROOT / "docs" / "regression.md").read_text()
+    assert lines[0].startswith("E ") and lines[0] in doc, lines
+    assert "(on server): EXITED with code 2; output in " in lines[1] and lines[2] in doc, lines
+
+
 def test_comparison_rules():
     base = {"t": Metric(100.0, 10.0, "higher", 5.0), "rate": Metric(50.0, 10.0, "lower")}
     ok = compare({"t": Metric(114.0), "rate": Metric(46.0)}, base)

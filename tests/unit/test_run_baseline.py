@@ -49,3 +49,17 @@ def test_errors_are_named(tmp_path):
         check_run(run, tmp_path / "none", save=False, tolerances=[])
     with pytest.raises(BaselineError, match="no summary"):
         check_run(tmp_path / "empty", tmp_path / "none", save=True, tolerances=[])
+
+
+def test_a_damaged_baseline_is_one_error_line(tmp_path):
+    from rich.console import Console
+
+    from p4netem_studies.harness.baseline import report
+
+    run = _summary(tmp_path / "r", [{"key": "lte/h2/iw10", "plt_ms_median": "1000"}])
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "baseline.json").write_text("{ not json")
+    console, err = Console(record=True, width=200), Console(record=True, width=200)
+    assert report(run, tmp_path / "b", False, [], console, err) is True  # the caller exits 1
+    text = err.export_text()
+    assert text.startswith("error: ") and "baseline.json" in text and "Traceback" not in text, text

@@ -20,7 +20,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 
-from .owner import LabRecord, open_record
+from .owner import LabRecord, open_record, stop_processes
 
 PREFIX = "p4n"
 _counter = itertools.count()
@@ -162,6 +162,9 @@ class Resources:
             namespaces, self._namespaces = self._namespaces[::-1], []
         for proc in processes:
             stop_process(proc)
+        # What else still runs in the namespaces was started there by the lab's user (a server
+        # that daemonized, `cmd &` in a run): it would outlive the deleted namespace for good.
+        stop_processes(namespaces)
         for name, netns in links:
             # The link may already be gone with its namespace; that is fine.
             run(["ip", "link", "del", name], netns, check=False)

@@ -334,18 +334,26 @@ def _kill(pids: list[int], alive) -> list[int]:
     return pids
 
 
-def _clean(record: LabRecord) -> CleanedLab:
+def stop_processes(namespaces: list[str], outside: dict[int, int] | None = None) -> tuple[list[int], list[int]]:
+    """Stops every process in `namespaces` (they are the lab's: a server that daemonized, `cmd &`)
+    and those of `outside` ({pid: start ticks}, the lab's processes elsewhere, such as its switch)
+    while pid and start time still match: SIGTERM, then SIGKILL. Returns the pids it stopped and
+    those that would not end. A namespace deleted with a process still in it lives on with that
+    process, unnamed."""
     me = os.getpid()
-    problems: list[str] = []
-    namespaces = sorted(set(record.namespaces) | {n for n in netns_names() if n.startswith(record.prefix)})
-    # Processes outside the namespaces (the switch): only while pid and start time still match.
-    # Everything inside the lab's namespaces is the lab's.
-    started = {int(p["pid"]): int(p["start"]) for p in record.processes}
+    started = dict(outside or {})
     for ns in namespaces:
         started.update({p: start_ticks(p) for p in _netns_pids(ns) if p != me})
     started = {p: t for p, t in started.items() if t is not None and start_ticks(p) == t}
     killed = sorted(started)
-    stuck = _kill(killed, lambda p: start_ticks(p) == started[p])
+    return killed, _kill(killed, lambda p: start_ticks(p) == started[p])
+
+
+def _clean(record: LabRecord) -> CleanedLab:
+    problems: list[str] = []
+    namespaces = sorted(set(record.namespaces) | {n for n in netns_names() if n.startswith(record.prefix)})
+    # Processes outside the namespaces (the switch): only while pid and start time still match.
+    killed, stuck = stop_processes(namespaces, {int(p["pid"]): int(p["start"]) for p in record.processes})
     if stuck:
         problems.append(f"processes {stuck} would not end")
     for ns in namespaces:

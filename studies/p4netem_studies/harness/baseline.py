@@ -13,14 +13,12 @@ import csv
 import fnmatch
 from pathlib import Path
 
-from p4netem.testing.baseline import Baseline, Comparison
+# One error class with the pytest plugin's: a baseline.json it cannot read (not JSON, not its
+# format) is reported as this run's own problems are, one `error:` line, not a traceback.
+from p4netem.testing.baseline import Baseline, BaselineError, Comparison
 
 DEFAULT_TOLERANCE_PCT = 10.0
 _LOWER_IS_WORSE = ("mbps", "goodput", "throughput", "_per_s")
-
-
-class BaselineError(ValueError):
-    pass
 
 
 def parse_tolerances(items: list[str]) -> list[tuple[str, float]]:
