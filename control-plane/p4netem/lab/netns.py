@@ -54,7 +54,9 @@ def run(
     """Run a command (in `netns` when given), capturing output; raise LabError on failure."""
     full = (["ip", "netns", "exec", netns] if netns else []) + list(cmd)
     try:
-        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout)
+        # errors="replace": a command that prints bytes that are not UTF-8 (a binary body through
+        # curl) still gives its text and status; strict decoding raised UnicodeDecodeError instead.
+        proc = subprocess.run(full, capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired as err:
         raise LabError(f"timed out after {timeout} s: {shlex.join(full)}") from err
     if check and proc.returncode != 0:
