@@ -495,8 +495,8 @@ def test_ecn_of_pie_stays_the_aqms() -> None:
     ("rate 1mbit pie alpha 0.5", 'pie alpha: "0.5" is not an integer (tc-pie\'s alpha is 0..32 sixteenths of a Hz: '
                                  'alpha 2 is 0.125 Hz)'),
     ("rate 1mbit pie alpha", "pie alpha: expects an integer 0..32 after it"),
-    ("rate 1mbit pie target 5parsecs", 'pie target: "5parsecs" has an unknown time unit "parsecs"; tc\'s units: s, '
-                                       'ms, us, ns (also sec, msec, usec, nsec; a bare number is microseconds)'),
+    ("rate 1mbit pie target 5parsecs", 'pie target: "5parsecs" has an unknown time unit "parsecs"; tc\'s units here: '
+                                       's, ms, us (also sec, msec, usec; a bare number is microseconds)'),
     ("rate 1mbit limit 100 pie limit 50", "pie limit: 50 and netem's limit 100 would both be the rate queue's packet "
                                           "limit; give one of them"),
     ("pie", "pie: needs rate RATE: an AQM manages the rate queue, which only a rate has"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import statistics
 from pathlib import Path
@@ -14,9 +15,9 @@ from ..control.trace import MahimahiTrace, load_trace, trace_duration, trace_tim
 from ..profiles import Profile, ProfileError, builtin_profiles
 from ..profiles.errors import Problem
 from ..profiles.link import TracePlacement
-from ..profiles.yaml_files import load_profile_document
+from ..profiles.yaml_files import load_profile_document, load_profile_library
 from ..profiles.units import Duration, Rate, UnitError
-from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, gather_profiles, gather_rules
+from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, _is_timeline, gather_profiles, gather_rules
 from .common import (DEFAULT_ADDR, EXIT_INTERRUPTED, DeviceId, ElectionId, Json, SwitchAddr, connect, console,
                      error, guarded)
 from .timeline_cmd import print_lateness
@@ -76,8 +77,10 @@ def _load(uplink: Path | None, downlink: Path | None, window: str, duration: str
     return traces, window_ns, duration_ns
 
 
-def _summary(direction: str, trace: MahimahiTrace, window_ns: int, duration_ns: int) -> str:
-    rates = [r for _, r in window_rates(trace, window_ns, duration_ns)]
+def _summary(direction: str, trace: MahimahiTrace, series: list[tuple[int, int]], window_ns: int,
+             duration_ns: int) -> str:
+    """One line on a trace and its window_rates `series`."""
+    rates = [r for _, r in series]
     return (f"{direction}: {trace.source}: {len(trace.opportunities_ms)} opportunities over {trace.period_ms} ms "
             f"(mean {_kbit(trace.mean_rate_bps)}); {len(rates)} rate changes of {Duration(window_ns)} "
             f"windows over {Duration(duration_ns)}, rates {_kbit(min(rates))}..{_kbit(max(rates))}")
@@ -95,7 +98,7 @@ def check(uplink: UplinkOpt = None, downlink: DownlinkOpt = None, window: Window
     """Read traces (no switch needed) and print what they become: rates per window."""
     traces, window_ns, duration_ns = _load(uplink, downlink, window, duration)
     for d, t in traces.items():
-        console.print(_summary(d, t, window_ns, duration_ns), highlight=False)
+        console.print(_summary(d, t, window_rates(t, window_ns, duration_ns), window_ns, duration_ns), highlight=False)
 
 
 def _base_profile(profile, profiles) -> tuple[dict, Profile | None]:
@@ -129,14 +132,24 @@ def run(
     and leaves the last rate on."""
     traces, window_ns, duration_ns = _load(uplink, downlink, window, duration)
     known, base = _base_profile(profile, profiles)
-    timeline = trace_timeline(traces.get("uplink"), traces.get("downlink"), window_ns=window_ns,
-                              duration_ns=duration_ns, base=base)
-    rules = gather_rules(rule, rules_file)
-    if not as_json:
-        for d, t in traces.items():
-            console.print(_summary(d, t, window_ns, duration_ns), highlight=False)
-    with connect(addr, device_id, election_id, profiles=list(known.values())) as ctl:
-        result = ctl.run_timeline(timeline, rules or None)
+    # The garbage collector is paused while the timeline is built and compiled: 1 ms windows make up to
+    # 100000 steps, and its passes over them were a third of the time before the first change. The
+    # player pauses it for the run anyway (after one full collection); it is back when the run ends.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        rates = {d: window_rates(t, window_ns, duration_ns) for d, t in traces.items()}  # once: they are many
+        timeline = trace_timeline(traces.get("uplink"), traces.get("downlink"), window_ns=window_ns,
+                                  duration_ns=duration_ns, base=base, rates=rates)
+        rules = gather_rules(rule, rules_file)
+        if not as_json:
+            for d, t in traces.items():
+                console.print(_summary(d, t, rates[d], window_ns, duration_ns), highlight=False)
+        with connect(addr, device_id, election_id, profiles=list(known.values())) as ctl:
+            result = ctl.run_timeline(timeline, rules or None)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     errors = result.errors_ms
     if as_json:
         typer.echo(json.dumps({
@@ -153,13 +166,38 @@ def run(
         raise typer.Exit(EXIT_INTERRUPTED)
 
 
-def _base_document(profile: str | None, known: dict[str, Profile]) -> dict:
-    """--profile of `load` as a profile document: a built-in or known name as that profile, a
-    file as written, not validated yet, so that a base which is a whole link only with its trace
-    (a queue limit or an AQM and no rate: mm-link's --uplink-queue and --uplink-queue-args) is
-    taken; `_exact_profile` checks it once the traces are in."""
+def _library(files: list[Path] | None,
+             placed: dict[str, TracePlacement]) -> tuple[dict[str, Profile], dict[str, dict]]:
+    """--profiles of `load`: the profiles by name, as gather_profiles reads them, and the documents
+    of profile files that are whole profiles only with the traces in place (a queue limit or an AQM
+    and no rate, as a --profile file may be: `_base_document`), checked with them (`placed`), by
+    name. A later file's name wins, as among gather_profiles'."""
+    known: dict[str, Profile] = {}
+    partial: dict[str, dict] = {}
+    for path in files or []:
+        if _is_timeline(path):  # a timeline's profiles are whole: its steps apply them alone
+            found, docs = gather_profiles([path]), {}
+        else:
+            found, docs = load_profile_library(path, lambda doc: _exact_profile(doc, placed))
+        for p in found:
+            known[p.name] = p
+            partial.pop(p.name, None)
+        for name, doc in docs.items():
+            partial[name] = doc
+            known.pop(name, None)
+    return known, partial
+
+
+def _base_document(profile: str | None, known: dict[str, Profile], partial: dict[str, dict]) -> dict:
+    """--profile of `load` as a profile document: a document of --profiles that is whole only with
+    the traces in place (`partial`, as _library reads them), a built-in or known name as that
+    profile, a file as written; not validated yet, so that a base which is a whole link only with
+    its trace (a queue limit or an AQM and no rate: mm-link's --uplink-queue and
+    --uplink-queue-args) is taken; `_exact_profile` checks it once the traces are in."""
     if profile is None:
         return {"name": "trace"}
+    if profile in partial:
+        return partial[profile]
     pool = {**builtin_profiles(), **known}
     path = Path(profile)
     if profile in pool or not (path.suffix in (".yaml", ".yml") or path.exists()):
@@ -210,13 +248,14 @@ def load(
     if uplink is None and downlink is None:
         raise ProfileError([Problem("", "no trace: give --uplink FILE, --downlink FILE or both")])
     traces = {d: load_trace(p) for d, p in (("uplink", uplink), ("downlink", downlink)) if p is not None}
-    known = {p.name: p for p in gather_profiles(profiles)}
-    base = _base_document(profile, known)
-    rules = gather_rules(rule, rules_file)
-    # The profile is checked before the traces are written (a rate the base needs, e.g. for its
+    # The profiles are checked before the traces are written (a rate the base needs, e.g. for its
     # overhead or bearers, is left out): a refused one writes nothing.
-    _exact_profile(base, {d: TracePlacement(opportunities=len(t.opportunities_ms), period=t.period_ms)
-                          for d, t in traces.items()})
+    unwritten = {d: TracePlacement(opportunities=len(t.opportunities_ms), period=t.period_ms)
+                 for d, t in traces.items()}
+    known, partial = _library(profiles, unwritten)
+    base = _base_document(profile, known, partial)
+    rules = gather_rules(rule, rules_file)
+    _exact_profile(base, unwritten)
     with connect(addr, device_id, election_id, profiles=list(known.values())) as ctl:
         placed = ctl.load_traces(traces)
         ctl.apply(_exact_profile(base, placed), rules or None)

@@ -147,7 +147,14 @@ class Step(BaseModel):
 
     @property
     def action(self) -> str:
-        return next(a for a in ACTIONS if getattr(self, a) not in (None, False))
+        # By identity, as _one_action counts them: `wait: 0s` is a Duration equal to False, in which a
+        # test by equality found no action (StopIteration out of compile and duration_ns).
+        fields = self.__dict__
+        for a in ACTIONS:
+            value = fields[a]
+            if value is not None and value is not False:
+                return a
+        raise AssertionError("a validated step has exactly one action")
 
     def describe(self) -> str:
         a = self.action
@@ -270,6 +277,8 @@ class Timeline(BaseModel):
         inline = {p.name: p for p in self.profiles}
         problems: list[Problem] = []
         events: list[Event] = []
+        derived: dict[tuple, tuple[Profile, Profile]] = {}  # _modified's memos
+        documents: dict[tuple, Profile] = {}
         cursor = 0
         current, applied, before_outage = base, base, None
         for i, step in enumerate(self.steps):
@@ -310,7 +319,7 @@ class Timeline(BaseModel):
                     problems.append(Problem(f"{where}.set", "inside an open outage; restore first"))
                 else:
                     try:
-                        current = modify_profile(current, step.set or {})
+                        current = _modified(current, step.set or {}, derived, documents)
                         events.append(Event(t, i, step.describe(), current, in_place=self.in_place_sets))
                     except ProfileError as exc:
                         problems += exc.prefixed(f"{where}.set")
@@ -401,10 +410,44 @@ class Timeline(BaseModel):
         return cursor
 
 
-def modify_profile(profile: Profile, changes: Mapping[str, Any]) -> Profile:
+def _modified(profile: Profile, changes: Mapping[str, Any], memo: dict[tuple, tuple[Profile, Profile]],
+              documents: dict[tuple, Profile]) -> Profile:
+    """modify_profile within one compile, each profile and changes validated once: a trace played in
+    1 ms windows (p4netem.control.trace) is tens of thousands of `set` steps among a few rates, and a
+    Profile.parse each took seconds before the first change (and left as many profiles for the garbage
+    collector to walk). The same changes on the same profile object give the same profile object;
+    equal documents (a profile set back to earlier rates) give the profile parsed from the first, so
+    that the objects, and the keys, repeat. Values are keyed with their type (True == 1, but
+    `loss: true` is no `loss: 1`); a block or list value is not worth a key."""
+    try:
+        key = (id(profile), tuple((k, type(v), v) for k, v in changes.items()))
+        hit = memo.get(key)
+    except TypeError:  # an unhashable value
+        return modify_profile(profile, changes)
+    if hit is not None and hit[0] is profile:  # the memo holds `profile`, so its id is not reused
+        return hit[1]
+    modified = modify_profile(profile, changes, parsed=documents)
+    memo[key] = (profile, modified)
+    return modified
+
+
+def _frozen(value: Any) -> Any:
+    """A key for a profile document (dicts of dicts, lists and scalars), each scalar with its type;
+    TypeError for anything else."""
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return (list, tuple(_frozen(v) for v in value))
+    hash(value)
+    return type(value), value
+
+
+def modify_profile(profile: Profile, changes: Mapping[str, Any], *, parsed: dict | None = None) -> Profile:
     """`profile` with fields changed, by path: `downlink.rate`, `uplink.queue.packets`,
     `both.delay` or `delay` (both directions), `radio.promotion`; a value of None deletes the
-    field (back to its default). Raises ProfileError naming each bad path as written."""
+    field (back to its default). Raises ProfileError naming each bad path as written. `parsed`
+    (document key -> Profile) keeps the profiles validated before: an equal document gives the same
+    profile without validating it again."""
     doc: dict[str, Any] = {
         "name": profile.name, "title": profile.title, "description": profile.description,
         "source": profile.source,
@@ -462,8 +505,19 @@ def modify_profile(profile: Profile, changes: Mapping[str, Any]) -> Profile:
             raise ProfileError([Problem(key, f"{profile.name!r} has no radio (radio model none): set radio.model "
                                              "too to give it one") for key in dropped])
         doc["radio"] = {"model": "none"}
+    key = None
+    if parsed is not None:
+        try:
+            key = _frozen(doc)
+        except TypeError:
+            pass
+        if key in parsed:
+            return parsed[key]
     try:
-        return Profile.parse(doc)
+        modified = Profile.parse(doc)
+        if key is not None:
+            parsed[key] = modified
+        return modified
     except ProfileError as exc:
         out: list[Problem] = []
         for p in exc.problems:

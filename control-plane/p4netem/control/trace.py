@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +71,16 @@ class MahimahiTrace:
         return self._before(end_ns) - self._before(start_ns)
 
     def _before(self, x_ns: int) -> int:
-        """Opportunities of the looped trace at times < x."""
-        period = self.period_ms * MS
+        """Opportunities of the looped trace at times < x. With x = loops * period + r: every line of
+        the loops before the last whole one; of that one (loop loops - 1) every line too but, when r is
+        0, those at the period (they are at x); of loop `loops` the lines before r, i.e. the whole-ms
+        timestamps t < r/MS, which are those t < ceil(r/MS). Integers only: one bisection (the 1 ms
+        windows of a 100 s run make 100000 of these; with a Fraction each took seconds)."""
         ts = self.opportunities_ms
-        loops = x_ns // period
-        total = max(loops - 1, 0) * len(ts)  # loops that end at least a period before x: all of them
-        for m in range(max(loops - 1, 0), loops + 1):
-            total += bisect_left(ts, Fraction(x_ns - m * period, MS))
+        loops, r = divmod(x_ns, ts[-1] * MS)
+        total = loops * len(ts) + bisect_left(ts, -(-r // MS))
+        if loops and not r:
+            total -= len(ts) - bisect_left(ts, ts[-1])  # the lines at the period
         return total
 
 
@@ -158,9 +160,12 @@ def window_rates(trace: MahimahiTrace, window_ns: int, duration_ns: int, *,
     spans: list[tuple[int, int, int]] = []  # (start, end, opportunities)
     pending_start: int | None = None
     t = 0
+    before_t = 0  # trace._before(t): a boundary's count serves both windows (count() would take it twice)
     while t < duration_ns:
         end = min(t + window_ns, duration_ns)
-        n = trace.count(t, end)
+        before_end = trace._before(end)
+        n = before_end - before_t
+        before_t = before_end
         start = t if pending_start is None else pending_start
         if n == 0:
             pending_start = start
@@ -203,28 +208,38 @@ def _unplayable(start: int, end: int, n: int, rate: int) -> Problem:
 
 def trace_timeline(uplink: MahimahiTrace | None, downlink: MahimahiTrace | None, *, window_ns: int,
                    duration_ns: int, base: Profile | None = None, name: str = "trace",
-                   set_mode: str = "in-place") -> Timeline:
+                   set_mode: str = "in-place",
+                   rates: Mapping[str, list[tuple[int, int]]] | None = None) -> Timeline:
     """A Timeline that applies `base` (default: no impairment) with each direction's first
     window rate, then sets each direction's rate at every window where it changes (in place;
     set_mode="switch" gives each window a new, empty queue instead, for comparison). A
-    direction without a trace keeps `base`'s parameters."""
+    direction without a trace keeps `base`'s parameters. `rates` may give a direction's
+    window_rates(trace, window_ns, duration_ns) when the caller has them (`trace run` prints them
+    first): they are not worked out again."""
     if uplink is None and downlink is None:
         raise TraceError([Problem("", "no trace: give an uplink or a downlink trace (or both)")])
-    rates = {d: window_rates(t, window_ns, duration_ns) for d, t in (("uplink", uplink), ("downlink", downlink))
-             if t is not None}
+    rates = {d: (rates or {}).get(d) or window_rates(t, window_ns, duration_ns)
+             for d, t in (("uplink", uplink), ("downlink", downlink)) if t is not None}
     doc = (base or Profile.parse({"name": name})).to_dict()
     doc["name"] = name
     for d, series in rates.items():
         doc.setdefault(d, {})
         doc[d]["rate"] = f"{series[0][1]}bit"
     start = Profile.parse(doc)
+    # A 100 s trace in 1 ms windows is up to 100000 steps: each rate's text is made once, and the
+    # times go in as Durations, which the steps take as they are (a "123000000ns" was parsed again).
+    texts: dict[int, str] = {}
     changes: dict[int, dict[str, Any]] = {}
     for d, series in rates.items():
+        key = f"{d}.rate"
         for at, rate in series[1:]:
-            changes.setdefault(at, {})[f"{d}.rate"] = str(Rate(rate))
+            text = texts.get(rate)
+            if text is None:
+                text = texts[rate] = str(Rate(rate))
+            changes.setdefault(at, {})[key] = text
     steps: list[dict[str, Any]] = [{"apply": name}]
-    steps += [{"at": f"{at}ns", "set": changes[at]} for at in sorted(changes)]
-    steps.append({"at": f"{duration_ns - 1}ns", "wait": "1ns"})  # hold the last rate until the end
+    steps += [{"at": Duration(at), "set": changes[at]} for at in sorted(changes)]
+    steps.append({"at": Duration(duration_ns - 1), "wait": "1ns"})  # hold the last rate until the end
     source = " ".join(f"{d}={t.source}" for d, t in (("uplink", uplink), ("downlink", downlink)) if t is not None)
     return Timeline.parse({"name": name, "set_mode": set_mode, "profiles": [start.to_dict()], "steps": steps},
                           source=f"traces {source}")

@@ -190,9 +190,9 @@ def _sane(number: Decimal, word: str, where: str) -> Decimal:
 
 
 def _time(word: str, where: str, bare_ns: bool = False) -> str:
-    """A time as tc reads it: get_time (delay, jitter, codel's and pie's times) takes a bare number as
-    microseconds; get_time64, which q_netem.c uses for slot's times, as nanoseconds (`slot 2us 1500` is
-    refused by tc: 1500ns is below 2us)."""
+    """A time as tc's get_time64 reads it (q_netem.c's slot times): s, ms, us or ns, a bare number
+    nanoseconds (`slot 2us 1500` is refused by tc: 1500ns is below 2us). delay, jitter and codel's and
+    pie's times are get_time's, which has no ns: _tick_time and _get_time."""
     number, unit = _number_unit(word, where, "a time")
     scale = 1 if bare_ns and not unit else _TIME_UNITS.get(unit.lower())
     if scale is None:
@@ -206,17 +206,14 @@ def _time(word: str, where: str, bare_ns: bool = False) -> str:
     return f"{int(ns)}ns"
 
 
-def _tick_time(word: str, where: str, warnings: list[str]) -> str:
-    """netem's delay or jitter as tc reads it (q_netem.c get_ticks): get_time's units s, ms and us only
-    (tc refuses ns there: Illegal "latency"), a bare number microseconds, truncated to whole microseconds
-    (the double goes to an unsigned int); a time whose 64 ns ticks overflow 32 bits (above
-    NETEM_MAX_DELAY_US) is refused as tc refuses it ("Illegal ... time (too large)"; from 2^32 us on, tc's
-    unsigned int wraps around and it would take a different, small time: refused here too)."""
+def _get_time(word: str, where: str, option: str, warnings: list[str], owner: str, ns_hint: str) -> int:
+    """Whole microseconds of a time as tc's get_time reads it (tc_util.c): units s, ms and us (also sec,
+    msec, usec and their plurals), case-insensitive, a bare number microseconds, and no ns (get_time64 has
+    them, get_time not: tc fails with Illegal "OPTION"); the double goes to an unsigned int, which drops a
+    fraction of a microsecond (a warning says so: that is what the profile takes, as `owner`'s)."""
     number, unit = _number_unit(word, where, "a time")
     if unit.lower() in ("ns", "nsec", "nsecs"):
-        raise _Bad(where, f"{quote(word)}: tc refuses nanoseconds here (Illegal \"latency\"): netem's delay and jitter "
-                          "are whole microseconds (s, ms, us; a bare number is microseconds); for a delay below 1us "
-                          "write the profile's YAML (e.g. delay: 500ns)")
+        raise _Bad(where, f"{quote(word)}: tc refuses nanoseconds here (Illegal {quote(option)}): {ns_hint}")
     scale = _TIME_UNITS.get(unit.lower())
     if scale is None:
         raise _Bad(where, f"{quote(word)} has an unknown time unit {quote(unit)}; tc's units here: s, ms, us (also "
@@ -225,13 +222,42 @@ def _tick_time(word: str, where: str, warnings: list[str]) -> str:
         raise _Bad(where, f"{quote(word)} is negative")
     exact = number * scale / 1000  # microseconds
     micros = int(exact)
+    if micros != exact:
+        warnings.append(f"{where} {word}: tc reads whole microseconds (it drops the fraction), so {owner} is "
+                        f"{micros}us; that is what the profile takes")
+    return micros
+
+
+def _tick_time(word: str, where: str, warnings: list[str]) -> str:
+    """netem's delay or jitter as tc reads it (q_netem.c get_ticks): get_time's whole microseconds (no ns:
+    Illegal "latency"); a time whose 64 ns ticks overflow 32 bits (above NETEM_MAX_DELAY_US) is refused as
+    tc refuses it ("Illegal ... time (too large)"; from 2^32 us on, tc's unsigned int wraps around and it
+    would take a different, small time: refused here too)."""
+    late: list[str] = []  # the fraction's warning, after the range check (a refused time warns of nothing)
+    micros = _get_time(word, where, "latency", late, "netem's",
+                       "netem's delay and jitter are whole microseconds (s, ms, us; a bare number is "
+                       "microseconds); for a delay below 1us write the profile's YAML (e.g. delay: 500ns)")
     if micros > NETEM_MAX_DELAY_US:
         raise _Bad(where, f"{quote(word)} is above netem's largest delay and jitter, {NETEM_MAX_DELAY_US}us (about "
                           "274.88s: the kernel takes them as 32 bits of 64 ns ticks); tc refuses it too (\"Illegal "
                           "time (too large)\")")
-    if micros != exact:
-        warnings.append(f"{where} {word}: tc reads whole microseconds (it drops the fraction), so netem's is "
-                        f"{micros}us; that is what the profile takes")
+    warnings += late
+    return f"{micros * 1000}ns"
+
+
+def _aqm_time(word: str, aqm: str, option: str, warnings: list[str]) -> str:
+    """codel's target and interval, pie's target and tupdate: tc-codel and tc-pie read them with get_time
+    (q_codel.c, q_pie.c), so whole microseconds and no ns, as tc 6.1 refuses `codel target 5000ns`
+    (Illegal "target"); the refusal names the spelling tc takes (5000ns: 5us)."""
+    where = f"{aqm} {option}"
+    number, _ = _number_unit(word, where, "a time")  # the hint is read only when the unit is ns
+    if number >= 0 and number == number.to_integral_value() and int(number) % 1000 == 0:
+        hint = f"write {int(number) // 1000}us"
+    else:  # no spelling of tc's says it; a target or interval of nanoseconds is in range for a profile
+        hint = "it is not a whole number of them" + ("" if option == "tupdate" else
+                                                     f"; the profile's YAML takes nanoseconds ({aqm}'s aqm.{option})")
+    micros = _get_time(word, where, option, warnings, f"{aqm}'s",
+                       f"tc-{aqm}'s times are whole microseconds (s, ms, us; a bare number is microseconds): {hint}")
     return f"{micros * 1000}ns"
 
 
@@ -382,11 +408,11 @@ def parse_netem(text: str | Sequence[str]) -> NetemLink:
             elif keyword == "ecn":
                 pass  # netem's own (tc sets TCA_NETEM_ECN, once however often given): checked with the loss below
             elif keyword == "codel":
-                out["aqm"] = _codel(tokens)
+                out["aqm"] = _codel(tokens, warnings)
             elif keyword == "red":
                 out["aqm"], red_limit = _red(tokens, warnings)
             elif keyword == "pie":
-                out["aqm"], pie_limit = _pie(tokens)
+                out["aqm"], pie_limit = _pie(tokens, warnings)
             elif keyword == "slot":
                 out["slot"], table = _slot(tokens)
                 if table is not None:
@@ -514,19 +540,19 @@ def _slot(tokens: _Tokens) -> tuple[dict[str, Any], DistTable | None]:
     return slot, table
 
 
-def _codel(tokens: _Tokens) -> dict[str, Any]:
+def _codel(tokens: _Tokens, warnings: list[str]) -> dict[str, Any]:
     """tc-codel's options after `codel` (its limit is netem's `limit`, the rate queue's)."""
     aqm: dict[str, Any] = {"kind": "codel"}
     while tokens.more() and tokens.words[tokens.i] in _CODEL_OPTIONS:
         option = tokens.take("a codel option", "codel")
         if option in ("target", "interval"):
-            aqm[option] = _time(tokens.take("a time", f"codel {option}"), f"codel {option}")
+            aqm[option] = _aqm_time(tokens.take("a time", f"codel {option}"), "codel", option, warnings)
         else:
             aqm["ecn"] = option == "ecn"
     return aqm
 
 
-def _pie(tokens: _Tokens) -> tuple[dict[str, Any], int | None]:
+def _pie(tokens: _Tokens, warnings: list[str]) -> tuple[dict[str, Any], int | None]:
     """tc-pie's options after `pie` (iproute2 q_pie.c); those left out get tc-pie's defaults from the
     profile (target 15ms, tupdate 15ms, alpha 2 and beta 20 sixteenths). Returns the aqm
     block and pie's packet limit. bytemode and dq_rate_estimator are refused: p4netem's PIE knows
@@ -541,7 +567,7 @@ def _pie(tokens: _Tokens) -> tuple[dict[str, Any], int | None]:
             if limit < 0:
                 raise _Bad(where, f"{limit} is negative")
         elif option in ("target", "tupdate"):
-            aqm[option] = _time(tokens.take("a time", where), where)
+            aqm[option] = _aqm_time(tokens.take("a time", where), "pie", option, warnings)
         elif option in ("alpha", "beta"):
             aqm[option] = _sixteenths(tokens.take("an integer 0..32", where), option)
         elif option in ("ecn", "noecn"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 
@@ -17,9 +17,11 @@ from ..safe_yaml import SafeLoader, YamlInputError, load_with, read_text
 from .errors import Problem, ProfileError
 from .profile import Profile
 
-__all__ = ["load_profile", "load_profiles", "loads_profiles", "dump", "dumps"]
+__all__ = ["load_profile", "load_profiles", "load_profile_library", "load_profile_document", "loads_profiles",
+           "dump", "dumps"]
 
 PathLike = str | os.PathLike
+Completion = Callable[[dict], Any]  # see load_profile_library
 
 
 class _StrictLoader(SafeLoader):
@@ -75,23 +77,39 @@ def _prefixed(prefix: str, problems: Iterable[Problem]) -> list[Problem]:
 
 def loads_profiles(text: str, source: str = "<string>") -> list[Profile]:
     """Every profile of a YAML text; ProfileError (naming `source`) lists every problem."""
+    return _loads(text, source, None)[0]
+
+
+def _loads(text: str, source: str, complete: Completion | None) -> tuple[list[Profile], dict[str, dict]]:
+    """loads_profiles; with `complete`, see load_profile_library."""
     docs, problems = _documents(_parse_yaml(text, source))
     profiles: list[Profile] = []
+    partial: dict[str, dict] = {}
     first_seen: dict[str, str] = {}
     for prefix, doc in docs:
         try:
             profile = Profile.parse(doc)
         except ProfileError as exc:
-            problems += _prefixed(prefix, exc.problems)
-            continue
-        if profile.name in first_seen:
+            if complete is None or not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+                problems += _prefixed(prefix, exc.problems)
+                continue
+            try:
+                complete(doc)
+            except ProfileError as completed:  # the document's problems as its caller would use it
+                problems += _prefixed(prefix, completed.problems)
+                continue
+            name = doc["name"]
+            partial[name] = dict(doc)
+        else:
+            name = profile.name
+            profiles.append(profile)
+        if name in first_seen:
             problems.append(Problem(_join(prefix, "name"), f"duplicate profile name "
-                                    f"{profile.name!r} (first at {first_seen[profile.name]})"))
-        first_seen.setdefault(profile.name, prefix or "top")
-        profiles.append(profile)
+                                    f"{name!r} (first at {first_seen[name]})"))
+        first_seen.setdefault(name, prefix or "top")
     if problems:
         raise ProfileError(problems, source)
-    return profiles
+    return profiles, partial
 
 
 def _join(prefix: str, key: str) -> str:
@@ -112,29 +130,44 @@ def _read(path: PathLike) -> str:
 def load_profiles(path: PathLike) -> list[Profile]:
     """All profiles of a file, or of every *.yaml/*.yml file of a directory (names must be
     unique across the directory)."""
+    return _load(path, None)[0]
+
+
+def load_profile_library(path: PathLike, complete: Completion) -> tuple[list[Profile], dict[str, dict]]:
+    """load_profiles for a caller that completes profile documents before Profile.parse, as
+    load_profile_document's (`p4netem trace load` sets each traced direction's `trace`, without
+    which a base of a queue limit or an AQM and no rate is not a whole link): a document that is no
+    whole profile alone is checked as `complete(doc)` (a ProfileError, its problems named by the
+    document's place in the file) and returned as read, by name, next to the profiles."""
+    return _load(path, complete)
+
+
+def _load(path: PathLike, complete: Completion | None) -> tuple[list[Profile], dict[str, dict]]:
     path = Path(path)
     if not path.is_dir():
-        return loads_profiles(_read(path), str(path))
+        return _loads(_read(path), str(path), complete)
     files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
     profiles: list[Profile] = []
+    partial: dict[str, dict] = {}
     problems: list[Problem] = []
     origin: dict[str, str] = {}
     for file in files:
         try:
-            loaded = loads_profiles(_read(file), str(file))
+            loaded, docs = _loads(_read(file), str(file), complete)
         except ProfileError as exc:
             problems += [Problem(f"{file.name}: {p.path}" if p.path else file.name, p.message)
                          for p in exc.problems]
             continue
-        for profile in loaded:
-            if profile.name in origin:
-                problems.append(Problem(file.name, f"duplicate profile name {profile.name!r} "
-                                        f"(also in {origin[profile.name]})"))
-            origin.setdefault(profile.name, file.name)
-            profiles.append(profile)
+        for name in [p.name for p in loaded] + list(docs):
+            if name in origin:
+                problems.append(Problem(file.name, f"duplicate profile name {name!r} "
+                                        f"(also in {origin[name]})"))
+            origin.setdefault(name, file.name)
+        profiles += loaded
+        partial.update(docs)
     if problems:
         raise ProfileError(problems, str(path))
-    return profiles
+    return profiles, partial
 
 
 def load_profile(path: PathLike) -> Profile:
