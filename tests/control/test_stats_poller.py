@@ -54,7 +54,7 @@ def test_poll_equals_a_full_read_and_reads_only_what_moved(lab, ctl):
         ctl.set({"downlink.delay": "77ms"}, ["client=10.1.0.1"])
         poller.invalidate()
         rows = _quiet_equal(poller, reader)
-        assert rows[0]["profile"] == "lan (modified)" and poller.layout_reads == 2
+        assert rows[0]["profile_label"] == "lan (modified)" and poller.layout_reads == 2
 
         # Counters written by someone else (zeroed) move profile_in: read in full, as the switch has them.
         for pd in {pd for row in poller.layout.rows for pd in row.pds if row.label == f"#{RULES}"}:
@@ -73,4 +73,4 @@ def test_another_controllers_rules_are_seen_at_the_layout_check(lab, ctl):
         time.sleep(0.6)
         rows = _quiet_equal(poller, reader)
         assert len(rows) == 2 * 5 + 1 and poller.layout_reads == 2
-        assert {r["profile"] for r in rows if r["label"] != "default"} == {"lan", "lan (modified)", "gprs"}
+        assert {r["profile_label"] for r in rows if r["label"] != "default"} == {"lan", "lan (modified)", "gprs"}

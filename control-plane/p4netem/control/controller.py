@@ -97,6 +97,7 @@ class Controller:
         max_atomicity: str = "DATAPLANE_ATOMIC",
         tls: GrpcTls | None = None,
         connect_timeout: float | None = None,
+        keepalive_s: float | None = None,
     ) -> Controller:
         """Connect to a switch. With primary=True (the default) run arbitration with `election_id`;
         the controller can write only if it became primary (`is_primary`). With primary=False
@@ -105,7 +106,10 @@ class Controller:
         The switch's pipeline is checked against `p4info` (default: p4src/p4netem.p4info.txtpb);
         a switch without a pipeline gets it pushed (primary only). `tls`: see P4RuntimeClient (None:
         from the environment, plaintext if it names nothing). `timeout` is each call's deadline,
-        `connect_timeout` how long this and every reconnection wait for the switch (None: `timeout`)."""
+        `connect_timeout` how long this and every reconnection wait for the switch (None: `timeout`),
+        seconds in 0 < s <= 86400 (else a ValueError naming the argument). `keepalive_s` (None: off):
+        an HTTP/2 PING every keepalive_s seconds, so a switch frozen with the connection open is
+        found out within about 3 * keepalive_s rather than a call's deadline."""
         # Bad arguments fail before anything is opened. A P4Info file given is read (a missing
         # one is an error: nothing would be verified); the default one only if it exists.
         check_atomicity(max_atomicity)
@@ -117,7 +121,7 @@ class Controller:
         else:
             local = P4Info.load(p4info_path()) if p4info_path().exists() else None
         client = P4RuntimeClient(address, device_id=device_id, election_id=election_id, role=role, timeout=timeout,
-                                 tls=tls, connect_timeout=connect_timeout)
+                                 tls=tls, connect_timeout=connect_timeout, keepalive_s=keepalive_s)
         client.connect(arbitrate=primary)
         try:
             ctl = cls(client, profiles=profiles, owns_client=True, max_atomicity=max_atomicity)
@@ -148,6 +152,20 @@ class Controller:
     @property
     def is_primary(self) -> bool:
         return self.session.is_primary
+
+    @property
+    def primary_present(self) -> bool | None:
+        """Whether the switch has a primary controller for our device and role, as its last
+        arbitration message to us said (False after the primary left: nobody is promoted, a
+        backup must reconnect with a higher election id); None on a read-only connection
+        (primary=False: no stream, so the switch tells it nothing) or before any answer."""
+        return self.client.primary_present
+
+    @property
+    def primary_election_id(self) -> int | None:
+        """The highest election id the switch reported in its last arbitration message to us
+        (the primary's, or the highest seen when there is none); None as for primary_present."""
+        return self.client.primary_election_id
 
     @property
     def address(self) -> str:

@@ -65,14 +65,20 @@ class LinkStats:
 
     label: str  # "#3" for rule 3, "default" for unclassified traffic, "pd 14" otherwise
     direction: str  # uplink / downlink
-    profile: str  # profile label
+    profile: str  # profile label, as the table shows it: "lte", "lte (modified)", "profile id 0"
     rule: str  # the traffic, one line
     counters: PdCounters
+    number: int | None = None  # the rule's number (AppliedRule.number); None for other rows
+    profile_name: str | None = None  # AppliedRule.profile_name: None when unknown or not a rule's
 
     def to_dict(self) -> dict:
+        """JSON-ready. "profile" is the profile's name as `show --json` gives it (null when this
+        controller does not know it, and on rows that are not a rule's) and "number" the rule's,
+        so the two join on number; "profile_label" is what the table shows."""
         c = self.counters
         return {
-            "label": self.label, "direction": self.direction, "profile": self.profile, "rule": self.rule,
+            "label": self.label, "number": self.number, "direction": self.direction,
+            "profile": self.profile_name, "profile_label": self.profile, "rule": self.rule,
             "packets_in": c.profile_in, "packets_out": c.profile_out, "bytes_in": c.bytes_in,
             "bytes_out": c.bytes_out, "duplicated": c.profile_dup, "corrupted": c.profile_corrupt,
             "dropped": c.dropped, "drops": {r.name.lower(): n for r, n in c.drops.items()},
@@ -103,6 +109,8 @@ class StatsRow:
     profile: str
     rule: str
     pds: tuple[int, ...]
+    number: int | None = None
+    profile_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,7 +130,7 @@ class StatsLayout:
         total = counters[row.pds[0]]
         for pd in row.pds[1:]:
             total = total + counters[pd]
-        return LinkStats(row.label, row.direction, row.profile, row.rule, total)
+        return LinkStats(row.label, row.direction, row.profile, row.rule, total, row.number, row.profile_name)
 
     def assemble(self, counters: Mapping[int, PdCounters], parser: dict[pl.ParserError, int],
                  radio: RadioReport) -> SwitchStats:
@@ -184,7 +192,8 @@ class Readback:
         for managed, applied in zip(state.managed.values(), rules):
             for d in DIRECTIONS:
                 pds = tuple(pl.pd_index(pid, d) for pid in (managed.profile_id, managed.spare_id))
-                rows.append(StatsRow(f"#{managed.number}", _dir_name(d), applied.label, managed.rule.describe(), pds))
+                rows.append(StatsRow(f"#{managed.number}", _dir_name(d), applied.label, managed.rule.describe(), pds,
+                                     managed.number, applied.profile_name))
                 covered |= set(pds)
         others: dict[int, list[str]] = {}
         for entry in state.unmanaged + state.broken:

@@ -56,6 +56,11 @@ class Session:
         # and rule numbers are not visible on the switch until the flip): never handed out twice.
         self.reserved_ids: set[int] = set()
         self.reserved_numbers: set[int] = set()
+        # Whether a read that met UNAVAILABLE reconnects and runs once more (read()). A caller with
+        # a reconnection policy of its own turns it off: the web server (webapp/session.py) drops
+        # the connection and answers the requests behind it at once; a retry there made a switch
+        # that stopped answering (SIGSTOP) cost a request two waits, keepalive's and a connect's.
+        self.read_retry = True
 
     @property
     def info(self) -> P4Info:
@@ -164,7 +169,8 @@ class Session:
         except P4RuntimeError as err:
             # FAILED_PRECONDITION "client is not connected": another thread's reconnection had
             # closed the connection; it is retried once that reconnection is done.
-            if err.code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION):
+            if err.code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION) \
+                    or not self.read_retry:
                 raise self.explain(err, "read") from None
             with self.lock:  # waits for a reconnection in progress
                 if self.client.generation != generation and self.client.connected:

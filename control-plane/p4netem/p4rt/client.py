@@ -90,6 +90,27 @@ CHANNEL_OPTIONS = [
 ]
 
 
+def keepalive_options(keepalive_s: float | None) -> list[tuple[str, int]]:
+    """Channel options for HTTP/2 keepalive (none when keepalive_s is None): a PING every
+    keepalive_s, also with no call open (the web server's read-only connection is idle between
+    refreshes, and a frozen switch must be found before the next request waits on it), with no
+    cap on PINGs between data frames (grpc's default, 2, stops them on an idle connection), and
+    the connection dropped when a PING is not acknowledged within 2 * keepalive_s. grpc 1.85
+    times a PING out after grpc.http2.ping_timeout_ms (1 minute by default), not after
+    grpc.keepalive_timeout_ms alone: both are set. p4netem-switch (tonic over h2) answers PINGs and
+    has no ping-rate policy (no GOAWAY "too_many_pings", as grpc's own servers send)."""
+    if keepalive_s is None:
+        return []
+    every_ms = max(1, round(keepalive_s * 1000))
+    return [
+        ("grpc.keepalive_time_ms", every_ms),
+        ("grpc.keepalive_timeout_ms", 2 * every_ms),
+        ("grpc.http2.ping_timeout_ms", 2 * every_ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
 def _wait_connectivity_polling(channel: grpc.Channel, timeout_s: float = 0.5) -> None:
     """Wait (at most `timeout_s`) until grpc's connectivity-polling thread, which
     channel_ready_future starts, has noticed that nobody waits any more and stopped (it checks
@@ -129,6 +150,27 @@ def _check_device_id(value: object) -> int:
     return value
 
 
+# The most a timeout may be: a day, more than any call or connection needs (float("inf") raised
+# OverflowError from the time module inside grpc's wait).
+MAX_TIMEOUT_S = 86400.0
+
+
+def _check_seconds(name: str, value: object, *, none_means: str | None = None) -> float | None:
+    """A timeout argument, checked before a channel is opened: ValueError naming the argument and
+    the allowed range (a str raised TypeError inside grpc's wait, a negative or zero one was
+    "no P4Runtime server answers ... after -1 s" at once, NaN waited for ever). None is allowed
+    where `none_means` says what it stands for."""
+    if value is None and none_means is not None:
+        return None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not 0 < value <= MAX_TIMEOUT_S:  # NaN fails the comparison too
+        allowed = f"a number of seconds > 0 and <= {MAX_TIMEOUT_S:g}"
+        if none_means is not None:
+            allowed += f", or None ({none_means})"
+        raise ValueError(f"{name}: {value!r} out of range; allowed {allowed}")
+    return float(value)
+
+
 def _closed_under_call(err: ValueError, what: str) -> P4RuntimeError:
     """grpc raises ValueError ("Cannot invoke RPC: Channel closed!"), not an RpcError, for a call
     on a channel another thread closed meanwhile (a reconnection): the same UNAVAILABLE as a
@@ -163,21 +205,27 @@ class P4RuntimeClient:
         timeout: float = 10.0,
         tls: GrpcTls | None = None,
         connect_timeout: float | None = None,
+        keepalive_s: float | None = None,
     ):
         """`tls`: how to secure the channel; None reads it from the environment (P4NETEM_GRPC_CA,
         ..._CERT, ..._KEY: see p4netem.p4rt.tls), plaintext when that names nothing. `timeout` is
         each call's deadline; `connect_timeout` how long a (re)connection waits for the switch
-        (None: `timeout`), shorter where a missing switch must be found out fast (the web server)."""
+        (None: `timeout`), shorter where a missing switch must be found out fast (the web server).
+        `keepalive_s` (None: off): an HTTP/2 PING every keepalive_s seconds, also while no call
+        is open, and the connection lost when one is not answered within 2 * keepalive_s: a switch
+        frozen with the connection open (SIGSTOP, a hung host) is found out within about
+        3 * keepalive_s instead of a call's deadline (keepalive_options)."""
         self.address = address
         self.tls = tls if tls is not None else GrpcTls.from_env()
         # Checked here, not at the first request that carries them (a channel and a stream
         # thread would be open by then).
         self.device_id = _check_device_id(device_id)
         self.election_id = _check_election_id(election_id)
+        self.timeout = _check_seconds("timeout", timeout)
+        self.connect_timeout = _check_seconds("connect_timeout", connect_timeout, none_means="the timeout")
+        self.keepalive_s = _check_seconds("keepalive_s", keepalive_s, none_means="no keepalive")
         self.role = role
         self.p4info = p4info
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
         self.is_primary = False
         # Where registers are read and written when the switch's P4Runtime server does not
         # implement them (bmv2_registers.Bmv2RuntimeCli); None: over P4Runtime.
@@ -216,10 +264,12 @@ class P4RuntimeClient:
         that hold the device."""
         if timeout is None:
             timeout = self.timeout if self.connect_timeout is None else self.connect_timeout
+        else:
+            _check_seconds("timeout", timeout)
         self.arbitrating = arbitrate
         self._closing.clear()
         self.stream_failure = None
-        options = CHANNEL_OPTIONS
+        options = CHANNEL_OPTIONS + keepalive_options(self.keepalive_s)
         if self.tls is None:
             self._channel = grpc.insecure_channel(self.address, options=options)
         else:
@@ -271,6 +321,8 @@ class P4RuntimeClient:
         broke; the caller decides when to retry its own requests."""
         if election_id is not None:
             _check_election_id(election_id)
+        if timeout is not None:
+            _check_seconds("timeout", timeout)
         arbitrate = self.arbitrating if self.arbitrating is not None else (
             self._reader is not None or self.stream_failure is not None)
         self.close()

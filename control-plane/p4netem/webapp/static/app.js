@@ -174,7 +174,7 @@ function onSample(event) {
   for (const r of rows) {
     const tr = document.createElement("tr");
     const drops = Object.entries(r.drops).filter(([, n]) => n).map(([k, n]) => `${k} ${n}`).join(", ");
-    for (const v of [r.label, r.direction, r.profile, r.packets_in, r.packets_out, r.held, drops]) {
+    for (const v of [r.label, r.direction, r.profile_label, r.packets_in, r.packets_out, r.held, drops]) {
       const td = document.createElement("td"); td.textContent = v; tr.appendChild(td);
     }
     body.appendChild(tr);
