@@ -57,9 +57,12 @@ def _name(state: RadioState | int) -> str | int:
 class UeRadioView:
     radio: UeRadio  # registers and counters as read
     rules: tuple[str, ...]  # labels ("#3") of the rules whose traffic carries this UE
-    profile: str | None  # the profile of the first of them
+    profile: str | None  # the profile of the first of them, as tables show it ("lte (modified)")
     model: Radio | None  # its radio model (None: no rule with a radio covers this UE)
     now_ns: int | None  # the switch's clock when read (None: not known, remote switch)
+    # That profile's name as `show --json` and `stats --json` rows give it (None: unknown to this
+    # controller, or no rule covers the UE); `profile` is its label.
+    profile_name: str | None = None
 
     @property
     def ue_id(self) -> int:
@@ -116,7 +119,7 @@ class UeRadioView:
     def to_dict(self) -> dict:
         r, energy = self.radio, self.energy
         return {
-            "ue": r.ue_id, "rules": list(self.rules), "profile": self.profile,
+            "ue": r.ue_id, "rules": list(self.rules), "profile": self.profile_name, "profile_label": self.profile,
             "model": self.model.model if self.model is not None else None,
             "state": _name(self.state), "state_register": _name(r.state), "seen": self.seen,
             "in_state_s": self.in_state_s, "idle_s": self.idle_s,
@@ -168,6 +171,7 @@ def radio_report(client: P4RuntimeClient, applied: Sequence, ues: Iterable[int] 
         views.append(UeRadioView(
             radio=radio, rules=tuple(f"#{a.number}" for a in covering),
             profile=first.label if first is not None else None,
+            profile_name=first.profile_name if first is not None else None,
             model=first.profile.radio if first is not None and first.profile is not None else None,
             now_ns=now))
     return RadioReport(ues=views, found=len(wanted), unchecked=unchecked)
