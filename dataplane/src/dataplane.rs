@@ -184,6 +184,9 @@ impl Port {
             Ok(mtu) => {
                 let before = self.max_frame;
                 self.max_frame = mtu as usize + ETH_HEADER;
+                if self.max_frame != before {
+                    warn_mtu_above_ring(self.number, self.io.ifname(), self.max_frame);
+                }
                 self.max_frame != before
             }
             Err(e) => {
@@ -363,7 +366,26 @@ fn open_port_io(
         io.start_tx_thread().with_context(|| format!("TX thread of port {number}"))?;
     }
     let mtu = io.mtu().with_context(|| format!("MTU of port {number} ({ifname})"))?;
+    warn_mtu_above_ring(number, ifname, mtu as usize + ETH_HEADER);
     Ok((io, mtu as usize + ETH_HEADER))
+}
+
+/// The largest MTU whose frames the switch forwards: an untagged frame of MTU + 14 bytes must fit
+/// the RX ring's frame whole (a VLAN tag does not count: the kernel hands it over beside the frame).
+pub const MAX_FORWARDED_MTU: usize = RX_MAX_FRAME - ETH_HEADER;
+
+/// A port whose MTU lets its hosts send frames longer than the switch receives whole: said at start
+/// and when the MTU changes, before any traffic, because the frames are then dropped (`malformed`)
+/// with no ICMP "too big" going back, so TCP with a larger MSS stalls after its handshake (jumbo
+/// frames: MTU 9000 on both sides of the wire).
+fn warn_mtu_above_ring(number: u16, ifname: &str, max_frame: usize) {
+    let mtu = max_frame - ETH_HEADER;
+    if mtu > MAX_FORWARDED_MTU {
+        tracing::warn!(port = number, iface = %ifname, mtu,
+            "MTU {mtu} is above the largest this switch forwards ({MAX_FORWARDED_MTU}; no jumbo frames): frames longer than \
+             {RX_MAX_FRAME} bytes are dropped as malformed, without an ICMP error; set the MTU of this interface and of the \
+             hosts on both sides to {MAX_FORWARDED_MTU} or less");
+    }
 }
 
 /// An XDP attach refused with EBUSY: a program is attached to a port already, most likely by
@@ -996,7 +1018,7 @@ impl DataPlane {
             if truncated && !port.warned_truncated {
                 port.warned_truncated = true;
                 tracing::warn!(iface = %port.io.ifname(), len = f.len,
-                    "frames larger than {} bytes arrive (GRO/GSO/TSO on, or MTU above 1500?): dropped as malformed",
+                    "frames larger than {} bytes arrive (GRO/GSO/TSO on the sender, or an MTU above {MAX_FORWARDED_MTU}?): dropped as malformed",
                     f.snaplen);
             }
             if f.status & crate::io::afpacket::CSUM_NOT_READY != 0 && !port.warned_csum {
