@@ -20,7 +20,7 @@ use anyhow::{bail, Context as _};
 
 use crate::contract::{DropReason, DIGEST_MAC_LEARN, DIGEST_RADIO_STATE};
 use crate::health::Health;
-use crate::io::afpacket::{FRAME_SIZE, RX_MAX_FRAME};
+use crate::io::afpacket::{ring_frame_size, tx_max_frame, FRAME_SIZE, MAX_RING_FRAME_SIZE};
 use crate::io::flow_cache::{key_of, FastPathMode, FlowCache};
 use crate::io::pcap::PcapWriter;
 use crate::io::{ethtool, port_lock, IoMode, PortIo, RingConfig};
@@ -65,6 +65,8 @@ pub struct DataPlaneConfig {
     pub seed: u64,
     pub rx_frames: usize,
     pub tx_frames: usize,
+    /// Bytes per AF_PACKET ring frame ([`Sizing`]).
+    pub ring_frame_size: usize,
     pub check_offloads: bool,
     /// Keep polling this long after the last work before sleeping (0 = sleep at once).
     pub busy_poll_ns: u64,
@@ -111,6 +113,10 @@ struct Port {
     /// dropped): nothing of theirs needs the loop before the next coalesced release, so a batching
     /// sleep leaves this port out of its poll (wait.rs `plan`).
     rx_backlogged: bool,
+    /// Largest frame (as the ring holds it: a tag the kernel strips does not count) this port
+    /// receives whole: its path's ring, and a packet buffer with room for a tag put back. Longer
+    /// ones are malformed drops. Set when the port opens; an MTU raised above it later is logged.
+    rx_limit: usize,
     /// Largest untagged frame the interface sends: MTU + Ethernet header. Linux drops longer
     /// ones silently (AF_PACKET TX ring with PACKET_LOSS, or the veth peer), so they are counted
     /// here as tx_error drops instead of as sent.
@@ -183,9 +189,10 @@ impl Port {
         match self.io.mtu() {
             Ok(mtu) => {
                 let before = self.max_frame;
-                self.max_frame = mtu as usize + ETH_HEADER;
+                let frame = mtu as usize + ETH_HEADER;
+                self.max_frame = sendable(frame, &self.io);
                 if self.max_frame != before {
-                    warn_mtu_above_ring(self.number, self.io.ifname(), self.max_frame);
+                    warn_mtu_above_ring(self.number, self.io.ifname(), frame, self.rx_limit);
                 }
                 self.max_frame != before
             }
@@ -239,6 +246,8 @@ pub struct DataPlane {
     rx_drained: Vec<bool>,
     /// How a port is opened again when its interface is back (as at start: `open_port_io`).
     rings: RingConfig,
+    /// The largest frame a packet buffer holds with a tag put back (`--buffer-size` - 4).
+    buffer_limit: usize,
     tx_threads: bool,
     check_offloads: bool,
     /// The lock on every port's interface (io/port_lock.rs), held for the whole run: a port
@@ -352,39 +361,120 @@ fn arrival_time(stamp: i64, now: u64, clock: impl FnOnce() -> u64) -> u64 {
 
 /// Opens port `number` on `ifname` as the switch opens a port, at start and again when its
 /// interface came back (`DataPlane::reopen`): the I/O path of `mode` (promiscuous mode, AF_XDP's
-/// XDP program), the TX thread of `--tx-threads`, and the largest frame the interface sends (MTU +
-/// Ethernet header). The offload check is the caller's (at start, one error for every port).
+/// XDP program), the TX thread of `--tx-threads`, the largest frame the interface sends (MTU +
+/// Ethernet header) and the largest the port receives whole (its path's ring, and `buffer_limit`,
+/// a packet buffer less a tag). The offload check is the caller's (at start, one error for every
+/// port).
 fn open_port_io(
     number: u16,
     ifname: &str,
     rings: &RingConfig,
     mode: IoMode,
     tx_threads: bool,
-) -> anyhow::Result<(PortIo, usize)> {
+    buffer_limit: usize,
+) -> anyhow::Result<(PortIo, usize, usize)> {
     let mut io = PortIo::open(ifname, rings, mode).with_context(|| format!("opening port {number}"))?;
     if tx_threads {
         io.start_tx_thread().with_context(|| format!("TX thread of port {number}"))?;
     }
     let mtu = io.mtu().with_context(|| format!("MTU of port {number} ({ifname})"))?;
-    warn_mtu_above_ring(number, ifname, mtu as usize + ETH_HEADER);
-    Ok((io, mtu as usize + ETH_HEADER))
+    let rx_limit = io.rx_max_frame().min(buffer_limit);
+    let frame = mtu as usize + ETH_HEADER;
+    warn_mtu_above_ring(number, ifname, frame, rx_limit);
+    let max_frame = sendable(frame, &io);
+    Ok((io, max_frame, rx_limit))
 }
 
-/// The largest MTU whose frames the switch forwards: an untagged frame of MTU + 14 bytes must fit
-/// the RX ring's frame whole (a VLAN tag does not count: the kernel hands it over beside the frame).
-pub const MAX_FORWARDED_MTU: usize = RX_MAX_FRAME - ETH_HEADER;
+/// The largest untagged frame port `io` sends, for an MTU + 14 of `frame`: bounded by what its TX
+/// ring takes with a tag (an MTU raised above what the switch was sized for at start must not
+/// have its frames cut short at the ring: they are tx_error drops, `Port::fits`).
+fn sendable(frame: usize, io: &PortIo) -> usize {
+    frame.min(io.tx_max_frame() - 4)
+}
 
-/// A port whose MTU lets its hosts send frames longer than the switch receives whole: said at start
-/// and when the MTU changes, before any traffic, because the frames are then dropped (`malformed`)
-/// with no ICMP "too big" going back, so TCP with a larger MSS stalls after its handshake (jumbo
-/// frames: MTU 9000 on both sides of the wire).
-fn warn_mtu_above_ring(number: u16, ifname: &str, max_frame: usize) {
+/// A port whose MTU lets its hosts send frames longer than the switch receives whole (`rx_limit`):
+/// said at start and when the MTU changes, before any traffic, because the frames are then dropped
+/// (`malformed`) with no ICMP "too big" going back, so TCP with a larger MSS stalls after its
+/// handshake. The rings and buffers are sized at start from the ports' largest MTU (`Sizing`), not
+/// again while the switch runs (that would mean new rings under live traffic): a restart does it.
+/// An untagged frame of MTU + 14 bytes must fit (a VLAN tag does not count: the kernel hands it
+/// over beside the frame).
+fn warn_mtu_above_ring(number: u16, ifname: &str, max_frame: usize, rx_limit: usize) {
     let mtu = max_frame - ETH_HEADER;
-    if mtu > MAX_FORWARDED_MTU {
+    let most = rx_limit - ETH_HEADER;
+    if mtu > most {
         tracing::warn!(port = number, iface = %ifname, mtu,
-            "MTU {mtu} is above the largest this switch forwards ({MAX_FORWARDED_MTU}; no jumbo frames): frames longer than \
-             {RX_MAX_FRAME} bytes are dropped as malformed, without an ICMP error; set the MTU of this interface and of the \
-             hosts on both sides to {MAX_FORWARDED_MTU} or less");
+            "MTU {mtu} is above the largest this switch forwards ({most}, as sized at start from the ports' MTU): frames \
+             longer than {rx_limit} bytes are dropped as malformed, without an ICMP error; restart the switch to size its \
+             rings and buffers for this MTU (AF_PACKET carries up to {}; --buffer-size must hold MTU + 18), or set the MTU \
+             of this interface and of the hosts on both sides to {most} or less", MAX_FORWARDED_MTU_EVER);
+    }
+}
+
+/// Largest MTU the AF_PACKET path carries with the largest ring frames.
+const MAX_FORWARDED_MTU_EVER: usize = crate::io::afpacket::rx_max_frame(MAX_RING_FRAME_SIZE) - ETH_HEADER;
+
+/// Default packet buffers (`--buffers`) and their size (`--buffer-size`) at MTUs up to 1968.
+pub const DEFAULT_BUFFERS: usize = 65536;
+pub const DEFAULT_BUFFER_SIZE: usize = 2048;
+/// Default frames of each port's RX and TX ring (`--rx-frames`, `--tx-frames`) with 2048-byte
+/// ring frames.
+pub const DEFAULT_RX_FRAMES: usize = 4096;
+pub const DEFAULT_TX_FRAMES: usize = 2048;
+
+/// Ring and buffer sizes, chosen at start from the ports' largest MTU and the flags that were given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizing {
+    pub rings: RingConfig,
+    pub buffers: usize,
+    pub buffer_size: usize,
+}
+
+impl Sizing {
+    /// For ports whose largest MTU is `mtu`. Up to MTU 1968 the defaults are what they always were
+    /// (2048-byte ring frames and buffers, 65536 buffers). Above (jumbo frames), the ring frame is
+    /// the power of two that holds MTU + 14 ([`ring_frame_size`]), a buffer holds MTU + 18 (a VLAN
+    /// tag put back), and the defaults of the counts shrink so that the memory stays about what it
+    /// is at MTU 1500 (128 MiB of buffers; rings no more than 4x, at least 1024/512 frames).
+    /// A `--buffer-size` given too small for the MTU is an error naming the flag.
+    pub fn for_mtu(
+        mtu: usize,
+        rx_frames: Option<usize>,
+        tx_frames: Option<usize>,
+        buffers: Option<usize>,
+        buffer_size: Option<usize>,
+    ) -> Result<Sizing, String> {
+        // Above the largest ring: the largest, and the port is named at open (warn_mtu_above_ring).
+        let frame_size = ring_frame_size(mtu).unwrap_or(MAX_RING_FRAME_SIZE);
+        let scale = frame_size / FRAME_SIZE;
+        let jumbo = scale > 1;
+        let rings = RingConfig {
+            rx_frames: rx_frames.unwrap_or((DEFAULT_RX_FRAMES / scale).max(1024)),
+            tx_frames: tx_frames.unwrap_or((DEFAULT_TX_FRAMES / scale).max(512)),
+            frame_size,
+        };
+        // What a buffer must hold: the largest frame the TX ring takes (as always) at 2048-byte
+        // ring frames; with jumbo frames, the MTU's tagged frame (bounded by the ring).
+        let need = if jumbo { (mtu + ETH_HEADER + 4).min(tx_max_frame(frame_size)) } else { tx_max_frame(FRAME_SIZE) };
+        let buffer_size = match buffer_size {
+            Some(b) if b < need && !jumbo => return Err(format!("--buffer-size must be at least {need} bytes")),
+            Some(b) if b < need => {
+                return Err(format!(
+                    "--buffer-size {b} is too small for the ports' MTU {mtu}: a frame of it is up to {need} bytes \
+                     (MTU + 14, + 4 with a VLAN tag); give --buffer-size {need} or more, or leave it out (the default \
+                     follows the ports' MTU)"
+                ))
+            }
+            Some(b) => b,
+            None if jumbo => need.next_multiple_of(64),
+            None => DEFAULT_BUFFER_SIZE,
+        };
+        let buffers = buffers.unwrap_or(if jumbo {
+            (DEFAULT_BUFFERS * DEFAULT_BUFFER_SIZE / buffer_size).max(1024)
+        } else {
+            DEFAULT_BUFFERS
+        });
+        Ok(Sizing { rings, buffers, buffer_size })
     }
 }
 
@@ -457,11 +547,13 @@ impl DataPlane {
         if cfg.check_offloads {
             check_offloads(&cfg.ports)?;
         }
-        if cfg.buffer_size < FRAME_SIZE - 32 {
-            bail!("--buffer-size must be at least {} bytes", FRAME_SIZE - 32);
+        if cfg.buffer_size < tx_max_frame(FRAME_SIZE) {
+            bail!("--buffer-size must be at least {} bytes", tx_max_frame(FRAME_SIZE));
         }
         let mut port_index = vec![NO_PORT; 512].into_boxed_slice();
-        let rings = RingConfig { rx_frames: cfg.rx_frames, tx_frames: cfg.tx_frames };
+        let rings = RingConfig { rx_frames: cfg.rx_frames, tx_frames: cfg.tx_frames, frame_size: cfg.ring_frame_size };
+        // A received frame is held in one packet buffer, with a VLAN tag the kernel stripped put back.
+        let buffer_limit = cfg.buffer_size - 4;
         let mut ports = Vec::new();
         for (i, spec) in cfg.ports.iter().enumerate() {
             if spec.number as usize >= port_index.len() || Some(spec.number) == cfg.cpu_port {
@@ -471,7 +563,8 @@ impl DataPlane {
                 bail!("port number {} given twice", spec.number);
             }
             port_index[spec.number as usize] = i as u16;
-            let (io, max_frame) = open_port_io(spec.number, &spec.ifname, &rings, cfg.io, cfg.tx_threads)?;
+            let (io, max_frame, rx_limit) =
+                open_port_io(spec.number, &spec.ifname, &rings, cfg.io, cfg.tx_threads, buffer_limit)?;
             let (pcap_in, pcap_out) = match &cfg.pcap_dir {
                 Some(dir) => {
                     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -505,6 +598,7 @@ impl DataPlane {
                 is_gone: false,
                 reopen_blocked: None,
                 rx_backlogged: false,
+                rx_limit,
                 max_frame,
             });
             let io = &ports[ports.len() - 1].io;
@@ -561,6 +655,7 @@ impl DataPlane {
             fast: fast.ok(),
             rx_drained: vec![false; cfg.ports.len()],
             rings,
+            buffer_limit,
             tx_threads: cfg.tx_threads,
             check_offloads: cfg.check_offloads,
             _port_locks: port_locks,
@@ -613,7 +708,7 @@ impl DataPlane {
             revents: 0,
         });
         // VLAN tags the kernel stripped into the ring header are put back here.
-        let mut scratch = vec![0u8; FRAME_SIZE + 8];
+        let mut scratch = vec![0u8; self.rings.frame_size + 8];
         let mut last_flush = monotonic_ns();
         let mut last_mtu = last_flush;
         let mut last_offset = last_flush;
@@ -884,10 +979,11 @@ impl DataPlane {
         let opened = match self.check_offloads.then(|| ethtool::offload_problem(&ifname)) {
             Some(Ok(Some(problem))) => Err(problem),
             Some(Err(e)) => Err(format!("offload check: {e}")),
-            _ => open_port_io(number, &ifname, &self.rings, mode, self.tx_threads).map_err(|e| format!("{e:#}")),
+            _ => open_port_io(number, &ifname, &self.rings, mode, self.tx_threads, self.buffer_limit)
+                .map_err(|e| format!("{e:#}")),
         };
         let port = &mut self.ports[pi];
-        let (io, max_frame) = match opened {
+        let (io, max_frame, rx_limit) = match opened {
             Ok(opened) => opened,
             Err(why) => {
                 if port.reopen_blocked.as_ref() != Some(&why) {
@@ -900,6 +996,7 @@ impl DataPlane {
         let ifindex = io.ifindex();
         port.io = io;
         port.max_frame = max_frame;
+        port.rx_limit = rx_limit;
         port.is_gone = false;
         port.link_up = true;
         port.reopen_blocked = None;
@@ -1000,9 +1097,12 @@ impl DataPlane {
         while n < RX_BATCH {
             let Some(f) = self.ports[pi].io.rx_peek() else { break };
             n += 1;
+            // What the ring holds and a packet buffer takes (a frame longer than either is truncated
+            // and dropped as malformed).
+            let snaplen = f.snaplen.min(self.ports[pi].rx_limit);
             // SAFETY: the frame stays in the RX ring (ours, TP_STATUS_USER) until rx_release below.
-            let raw = unsafe { std::slice::from_raw_parts(f.data, f.snaplen) };
-            let truncated = f.len > f.snaplen;
+            let raw = unsafe { std::slice::from_raw_parts(f.data, snaplen) };
+            let truncated = f.len > snaplen;
             let frame: &[u8] = if f.status & crate::io::afpacket::VLAN_VALID != 0 && raw.len() >= 12 {
                 let tpid = if f.status & crate::io::afpacket::VLAN_TPID_VALID != 0 { f.vlan_tpid } else { 0x8100 };
                 let total = raw.len() + 4;
@@ -1018,8 +1118,8 @@ impl DataPlane {
             if truncated && !port.warned_truncated {
                 port.warned_truncated = true;
                 tracing::warn!(iface = %port.io.ifname(), len = f.len,
-                    "frames larger than {} bytes arrive (GRO/GSO/TSO on the sender, or an MTU above {MAX_FORWARDED_MTU}?): dropped as malformed",
-                    f.snaplen);
+                    "frames larger than {snaplen} bytes arrive (GRO/GSO/TSO on the sender, or an MTU above {}, the largest \
+                     this switch was sized for at start?): dropped as malformed", port.rx_limit - ETH_HEADER);
             }
             if f.status & crate::io::afpacket::CSUM_NOT_READY != 0 && !port.warned_csum {
                 port.warned_csum = true;
@@ -1119,7 +1219,7 @@ impl DataPlane {
     fn offer_fast(&mut self, snap: &Snapshot, in_port: u16, out: u16, pd: u32, frame: &[u8], now: u64) {
         let Some(&pi) = self.port_index.get(in_port as usize) else { return };
         let (Some(inp), Some(outp)) = (self.ports.get(pi as usize), self.ports.get(out as usize)) else { return };
-        let max_len = RX_MAX_FRAME.min(outp.max_frame);
+        let max_len = inp.rx_limit.min(outp.max_frame);
         if frame.len() > max_len || outp.is_gone {
             return;
         }
@@ -1423,6 +1523,34 @@ impl DataPlane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizing_follows_the_largest_mtu_and_keeps_mtu_1500_as_it_was() {
+        let at_1500 = Sizing::for_mtu(1500, None, None, None, None).unwrap();
+        assert_eq!(at_1500.rings, RingConfig::default());
+        assert_eq!((at_1500.buffers, at_1500.buffer_size), (DEFAULT_BUFFERS, DEFAULT_BUFFER_SIZE));
+        assert_eq!(Sizing::for_mtu(1968, None, None, None, None).unwrap(), at_1500);
+        // The flags given are kept, and --buffer-size's old floor with them.
+        let given = Sizing::for_mtu(1500, Some(8), Some(4), Some(100), Some(4096)).unwrap();
+        assert_eq!((given.rings.rx_frames, given.rings.tx_frames, given.buffers, given.buffer_size), (8, 4, 100, 4096));
+        assert_eq!(
+            Sizing::for_mtu(1500, None, None, None, Some(2000)).unwrap_err(),
+            "--buffer-size must be at least 2016 bytes"
+        );
+
+        // MTU 9000: 16 KiB ring frames, buffers that hold a tagged 9018-byte frame, and about the
+        // memory of MTU 1500 (128 MiB of buffers, not 65536 x 16 KiB = 1 GiB).
+        let jumbo = Sizing::for_mtu(9000, None, None, None, None).unwrap();
+        assert_eq!(jumbo.rings, RingConfig { rx_frames: 1024, tx_frames: 512, frame_size: 16384 });
+        assert_eq!(jumbo.buffer_size, 9024);
+        assert_eq!(jumbo.buffers, 14873);
+        assert!(jumbo.buffers * jumbo.buffer_size <= DEFAULT_BUFFERS * DEFAULT_BUFFER_SIZE);
+        let err = Sizing::for_mtu(9000, None, None, None, Some(2048)).unwrap_err();
+        assert!(err.contains("--buffer-size 2048 is too small") && err.contains("--buffer-size 9018 or more"), "{err}");
+        assert_eq!(Sizing::for_mtu(9000, None, None, None, Some(9018)).unwrap().buffer_size, 9018);
+        // Above the largest ring: the largest (the port is named at open).
+        assert_eq!(Sizing::for_mtu(200_000, None, None, None, None).unwrap().rings.frame_size, MAX_RING_FRAME_SIZE);
+    }
 
     #[test]
     fn check_memory_names_the_flag_that_asks_for_too_much() {

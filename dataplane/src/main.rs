@@ -12,8 +12,9 @@ use clap::Parser;
 
 use p4netem_switch::affinity;
 use p4netem_switch::contract::{self, ACTION_SET_EGRESS_PORT, TABLE_PORT_MAP};
-use p4netem_switch::dataplane::{DataPlane, DataPlaneConfig, PortSpec};
-use p4netem_switch::io::afpacket::TX_MAX_FRAME;
+use p4netem_switch::dataplane::{DataPlane, DataPlaneConfig, PortSpec, Sizing};
+use p4netem_switch::io::afpacket::{tx_max_frame, FRAME_SIZE, RX_MAX_FRAME};
+use p4netem_switch::io::ethtool;
 use p4netem_switch::io::flow_cache::FastPathMode;
 use p4netem_switch::io::IoMode;
 use p4netem_switch::metrics;
@@ -95,21 +96,24 @@ struct Args {
     ue_ids: u32,
 
     /// Packet buffers for held packets (delay line, tx backlog). When all are in use, packets
-    /// that need one are dropped with reason buffer_exhausted.
-    #[arg(long, default_value_t = 65536)]
-    buffers: usize,
+    /// that need one are dropped with reason buffer_exhausted. Default: 65536; with a port MTU
+    /// above 1968 (jumbo frames), as many as fit the same 128 MiB (14873 at MTU 9000).
+    #[arg(long, value_name = "N")]
+    buffers: Option<usize>,
 
-    /// Size of one packet buffer in bytes.
-    #[arg(long, default_value_t = 2048)]
-    buffer_size: usize,
+    /// Size of one packet buffer in bytes. Default: 2048; with a port MTU above 1968, the MTU +
+    /// 18 (a tagged frame) rounded up to 64 bytes (9024 at MTU 9000). Smaller than that is refused.
+    #[arg(long, value_name = "BYTES")]
+    buffer_size: Option<usize>,
 
-    /// Frames in each port's RX ring.
-    #[arg(long, default_value_t = 4096)]
-    rx_frames: usize,
+    /// Frames in each port's RX ring. Default: 4096 frames of 2048 bytes; with a port MTU above
+    /// 1968 the frames are larger (16384 bytes at MTU 9000) and the default 1024.
+    #[arg(long, value_name = "N")]
+    rx_frames: Option<usize>,
 
-    /// Frames in each port's TX ring.
-    #[arg(long, default_value_t = 2048)]
-    tx_frames: usize,
+    /// Frames in each port's TX ring. Default: 2048; 512 with a port MTU above 1968.
+    #[arg(long, value_name = "N")]
+    tx_frames: Option<usize>,
 
     /// Keep polling the rings this many microseconds after the last packet before sleeping in
     /// ppoll (trades CPU for latency and throughput under load; 0 = sleep at once).
@@ -223,9 +227,9 @@ fn parse_port(s: &str) -> Result<PortSpec, String> {
 
 /// The largest single allocations the capacity flags ask for, in bytes, by the flags that set
 /// them (each is one calloc/vec: the kernel refuses one larger than its RAM and swap).
-fn memory_needs(args: &Args) -> Vec<(&'static str, u128)> {
+fn memory_needs(args: &Args, sizing: &Sizing) -> Vec<(&'static str, u128)> {
     vec![
-        ("--buffers x --buffer-size", args.buffers as u128 * args.buffer_size as u128),
+        ("--buffers x --buffer-size", sizing.buffers as u128 * sizing.buffer_size as u128),
         // The widest per-UE register, of u64 cells.
         ("--ue-ids", args.ue_ids as u128 * Capacities::CELLS_PER_UE as u128 * 8),
     ]
@@ -303,13 +307,37 @@ fn main() {
 fn run(args: Args) -> anyhow::Result<()> {
     let caps = Capacities { classifier_entries: args.classifier_entries, profiles: args.profiles, ue_ids: args.ue_ids };
     caps.check().map_err(anyhow::Error::msg)?;
-    if args.buffers == 0 || args.buffers >= u32::MAX as usize {
+    if args.buffers.is_some_and(|b| b == 0 || b >= u32::MAX as usize) {
         bail!("--buffers must be in 1..{}", u32::MAX);
+    }
+    // Rings and buffers are sized for the ports' largest MTU (jumbo frames), read now, before any
+    // port opens. An interface that cannot be read counts as 1500: opening it says what is wrong.
+    let mtus: Vec<(usize, &str)> = args
+        .interfaces
+        .iter()
+        .map(|p| (ethtool::mtu(&p.ifname).map_or(1500, |m| m as usize), p.ifname.as_str()))
+        .collect();
+    let max_mtu = mtus.iter().map(|m| m.0).max().unwrap_or(1500);
+    let sizing = Sizing::for_mtu(max_mtu, args.rx_frames, args.tx_frames, args.buffers, args.buffer_size)
+        .map_err(anyhow::Error::msg)?;
+    if sizing.rings.frame_size > FRAME_SIZE {
+        let ifaces: Vec<String> =
+            mtus.iter().filter(|m| m.0 + 14 > RX_MAX_FRAME).map(|m| format!("{} ({})", m.1, m.0)).collect();
+        tracing::info!(
+            "jumbo frames: ports with MTU above 1968 ({}): ring frames of {} bytes ({} RX, {} TX per port), {} packet \
+             buffers of {} bytes (--rx-frames, --tx-frames, --buffers, --buffer-size to change)",
+            ifaces.join(", "),
+            sizing.rings.frame_size,
+            sizing.rings.rx_frames,
+            sizing.rings.tx_frames,
+            sizing.buffers,
+            sizing.buffer_size
+        );
     }
     // A flag asking for more memory than the machine has is named here, not by an allocation
     // failure's abort ("memory allocation of N bytes failed").
     if let Some(memory) = p4netem_switch::dataplane::system_memory() {
-        p4netem_switch::dataplane::check_memory(&memory_needs(&args), memory).map_err(anyhow::Error::msg)?;
+        p4netem_switch::dataplane::check_memory(&memory_needs(&args, &sizing), memory).map_err(anyhow::Error::msg)?;
     }
     // The transport policy is checked before the ports open: a refused address fails fast.
     let transport = p4rt::listen::Transport {
@@ -350,7 +378,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         ports: args.interfaces.iter().map(|p| p.number as u32).collect(),
         cpu_port: args.cpu_port.map(u32::from),
         seed,
-        max_frame: TX_MAX_FRAME,
+        // PacketOut frames: what the TX ring takes and a packet buffer holds.
+        max_frame: tx_max_frame(sizing.rings.frame_size).min(sizing.buffer_size),
         ..ControlConfig::default()
     })
     .context("creating the switch state")?;
@@ -365,12 +394,13 @@ fn run(args: Args) -> anyhow::Result<()> {
     let cfg = DataPlaneConfig {
         ports: args.interfaces.clone(),
         cpu_port: args.cpu_port,
-        buffers: args.buffers,
-        buffer_size: args.buffer_size,
+        buffers: sizing.buffers,
+        buffer_size: sizing.buffer_size,
         pcap_dir: args.pcap.clone(),
         seed,
-        rx_frames: args.rx_frames,
-        tx_frames: args.tx_frames,
+        rx_frames: sizing.rings.rx_frames,
+        tx_frames: sizing.rings.tx_frames,
+        ring_frame_size: sizing.rings.frame_size,
         check_offloads: !args.no_offload_check,
         busy_poll_ns: args.busy_poll_us * 1000,
         wake_margin_ns: args.wake_margin_us.0.map(|us| us * 1000),
@@ -398,7 +428,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             None
         }
     });
-    tracing::info!(seed, ports = args.interfaces.len(), buffers = args.buffers, "data plane ready");
+    tracing::info!(seed, ports = args.interfaces.len(), buffers = sizing.buffers, "data plane ready");
     tracing::info!("release slack: {} (packets queued behind another in a rate queue may leave this late; 0: every release precise)",
                    cfg.release_slack);
     let dp_shutdown = shutdown.clone();

@@ -10,23 +10,31 @@ and frames of exactly the MTU (1514 bytes, 1518 with a tag); both ways, with no 
 with a rate and a delay. Classification: an address rule matches inside one or two tags (802.1Q,
 802.1ad) and not behind a third or an unknown TPID; ports are 0 for IPv4 fragments after the first
 and for IPv6 packets with an extension header (their next header is not TCP/UDP). Frames above the
-ring: with MTU 9000 on both sides the switch says at once that it forwards no frame above 1982
-bytes, and drops them as `malformed`.
+ring: an MTU raised to 9000 while the switch runs is named at once (rings and buffers are sized
+at start), and frames above 1982 bytes are `malformed` drops. Jumbo frames: with MTU 9000 on all
+four ends at start, 9000-byte pings, a TCP transfer and frames of exactly 9014 and 9018 bytes
+cross (with no impairment and shaped), a rate holds for 9000-byte frames, and what the switch
+cannot do at that MTU (a small --buffer-size, forced AF_XDP) is said at start.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
-from wirestats import MS, ns_per_byte_q16, send_raw, settled_counters
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from wirestats import MS, iperf3_tcp, median, ns_per_byte_q16, send_raw, settled_counters
 
 from p4netem import pipeline as pl
 from p4netem.lab import TwoHostLab
-from p4netem.lab.netns import run
+from p4netem.lab.free import free_tcp_port
+from p4netem.lab.netns import disable_offloads, run, unique_token
+from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, run_probe
 from p4netem.lab.twohost import Host
 from p4netem.p4rt.encoding import to_int
 from p4netem.pipeline import DOWNLINK, UPLINK, DropReason
@@ -193,20 +201,28 @@ def test_address_rule_matches_inside_two_tags_and_ports_only_where_the_contract_
 
 def set_mtu(lab: TwoHostLab, mtu: int) -> None:
     for host in (lab.h1, lab.h2):
-        host.ns.run(["ip", "link", "set", host.iface, "mtu", str(mtu)])
-        run(["ip", "link", "set", host.switch_iface, "mtu", str(mtu)])
+        set_host_mtu(host, mtu)
 
 
-def test_jumbo_mtu_is_named_at_once_and_frames_above_the_ring_are_malformed_drops(lab: TwoHostLab) -> None:
-    """MTU 9000 on both sides of the wire (a jumbo-frame LAN): the switch, which reads each port's
-    MTU every second, says within a few seconds, before any traffic, which MTU it forwards; a
-    frame of that MTU (1982 bytes) crosses, one byte more is a `malformed` drop."""
+def set_host_mtu(host: Host, mtu: int) -> None:
+    """Both ends of the host's veth pair: the host's and the switch's."""
+    host.ns.run(["ip", "link", "set", host.iface, "mtu", str(mtu)])
+    run(["ip", "link", "set", host.switch_iface, "mtu", str(mtu)])
+
+
+def test_mtu_raised_above_the_start_is_named_at_once_and_longer_frames_are_malformed_drops(lab: TwoHostLab) -> None:
+    """MTU 9000 set on both sides of the wire while the switch runs (started at MTU 1500: its rings
+    and buffers are sized at start, not again live): the switch, which reads each port's MTU every
+    second, says within a few seconds, before any traffic, which MTU it forwards and that a restart
+    takes the new one; a frame of that MTU (1982 bytes) crosses, one byte more is a `malformed`
+    drop."""
     set_mtu(lab, 9000)
     deadline = time.monotonic() + 10
-    while "MTU 9000 is above the largest this switch forwards (1968" not in lab.switch.log_tail(200):
+    while "MTU 9000 is above the largest this switch forwards (1968, as sized at start" not in lab.switch.log_tail(200):
         assert time.monotonic() < deadline, f"no MTU warning in the switch's log:\n{lab.switch.log_tail(30)}"
         time.sleep(0.2)
     log = lab.switch.log_tail(200)
+    assert "restart the switch to size its rings and buffers for this MTU" in log, log
     for host in (lab.h1, lab.h2):
         assert f"iface={host.switch_iface} mtu=9000" in log, log
     d, s = mac(lab.h2), mac(lab.h1)
@@ -220,3 +236,184 @@ def test_jumbo_mtu_is_named_at_once_and_frames_above_the_ring_are_malformed_drop
         time.sleep(0.1)
     assert c.profile_out - before.profile_out == 1, c
     assert c.drops[DropReason.MALFORMED] - before.drops[DropReason.MALFORMED] == 1, c
+
+
+# --- Jumbo frames: MTU 9000 on all four veth ends before the switch starts -------------------------
+
+JUMBO = 9000
+
+
+class JumboLab(TwoHostLab):
+    """A two-host lab whose veth ends (hosts' and switch's) have MTU 9000 before the switch starts,
+    as on a jumbo-frame LAN: the switch sizes its rings and buffers for it."""
+
+    def _wire(self, host: Host) -> None:
+        super()._wire(host)
+        set_host_mtu(host, JUMBO)
+
+
+@pytest.fixture
+def start_jumbo_lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path: Path):
+    labs: list[TwoHostLab] = []
+
+    def start(*switch_args: str) -> TwoHostLab:
+        labs.append(JumboLab(binary=switch_bin, log_path=tmp_path / f"switch-{len(labs)}.log",
+                             switch_args=switch_args))
+        return labs[-1].start()
+
+    try:
+        yield start
+    finally:
+        call = getattr(request.node, "rep_call", None)
+        for the_lab in labs:
+            if call is not None and call.failed and the_lab.switch is not None:
+                print(f"\n---- end of switch log ({the_lab.switch.log_path}) ----\n{the_lab.switch.log_tail(60)}")
+            the_lab.close()
+
+
+def jumbo_frames(dst_host: Host, src_host: Host) -> dict[str, bytes]:
+    d, s = mac(dst_host), mac(src_host)
+    return {
+        "9014 bytes (mtu 9000)": udp4(d, s, b"J" * (JUMBO - 28)),
+        "9018 bytes with a tag (mtu 9000)": udp4(d, s, b"T" * (JUMBO - 28), tags=((0x8100, 42),)),
+    }
+
+
+def ping_jumbo(src: Host, dst: Host) -> None:
+    """Three echo requests of 9000-byte IP packets, not to be fragmented (-M do), all answered."""
+    r = src.ns.run(["ping", "-c", "3", "-i", "0.2", "-W", "3", "-M", "do", "-s", str(JUMBO - 28), dst.ip],
+                   check=False, timeout=30)
+    assert r.returncode == 0, f"{src.name} -> {dst.name}: ping -s {JUMBO - 28}: {r.stdout}{r.stderr}"
+
+
+@pytest.mark.parametrize("shaped", [False, True], ids=["no impairment", "rate and delay"])
+def test_jumbo_frames_cross_whole_pings_tcp_and_exact_frames(start_jumbo_lab, tmp_path: Path, shaped: bool) -> None:
+    """With MTU 9000 on all four ends, the switch says at start that it sized its rings for jumbo
+    frames (and warns of nothing); 9000-byte pings cross both ways, an iperf3 TCP transfer with a
+    9000-byte MTU's segments completes, and frames of exactly 9014 and 9018 (tagged) bytes cross
+    byte for byte both ways, with counters that conserve: with no impairment (the fast path's XDP
+    flow cache carries the TCP flow) and through a 20 ms delay and a 200 Mbit/s rate."""
+    port = free_tcp_port("127.0.0.1")
+    lab = start_jumbo_lab("--metrics-addr", f"127.0.0.1:{port}")
+    log = lab.switch.log_tail(200)
+    assert "jumbo frames" in log and "ring frames of 16384 bytes" in log, log
+    assert "above the largest this switch forwards" not in log, log
+    if shaped:
+        for direction in (UPLINK, DOWNLINK):
+            lab.impair(direction, delay_ns=20 * MS, ns_per_byte_q16=ns_per_byte_q16(200e6))
+    ping_jumbo(lab.h1, lab.h2)
+    ping_jumbo(lab.h2, lab.h1)
+
+    up0, down0 = settled_counters(lab, UPLINK), settled_counters(lab, DOWNLINK)
+    hits0 = fast_path_packets(f"http://127.0.0.1:{port}/metrics")
+    received = iperf3_tcp(lab.h1, lab.h2)
+    assert received["bytes"] > 1_000_000, received
+    up, down = settled_counters(lab, UPLINK), settled_counters(lab, DOWNLINK)
+    assert up.conservation_gap() == 0 and down.conservation_gap() == 0, (up, down)
+    assert up.dropped == up0.dropped, up.drops
+    # The data segments filled the 9000-byte MTU: the uplink's frames average well above 1518.
+    packets, nbytes = up.profile_in - up0.profile_in, up.bytes_in - up0.bytes_in
+    assert nbytes / packets > 4000, f"{nbytes} bytes in {packets} frames: no jumbo segments crossed"
+    hits = fast_path_packets(f"http://127.0.0.1:{port}/metrics") - hits0
+    crossed = packets + down.profile_in - down0.profile_in
+    if shaped:
+        assert hits == 0, hits
+    else:
+        assert hits >= 0.9 * crossed, f"{hits} of {crossed} TCP packets took the fast path"
+
+    for src, dst, direction in ((lab.h1, lab.h2, UPLINK), (lab.h2, lab.h1, DOWNLINK)):
+        frames = jumbo_frames(dst, src)
+        before = settled_counters(lab, direction)
+        got, primers = crossing(src, dst, frames, tmp_path)
+        for name, frame in frames.items():
+            n = got.count(frame)
+            assert n == 1, (f"{src.name} -> {dst.name}: {name!r} arrived {n} times unchanged; "
+                            f"received lengths: {[len(g) for g in got]}")
+        c = settled_counters(lab, direction)
+        assert c.profile_in - before.profile_in == len(frames) + primers, c
+        assert c.profile_out - before.profile_out == len(frames) + primers and c.dropped == before.dropped, c
+        assert c.bytes_out - before.bytes_out >= sum(len(f) for f in frames.values()), c
+
+
+def fast_path_packets(url: str) -> int:
+    """Packets the kernel fast path forwarded, from the switch's /metrics."""
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    for f in text_string_to_metric_families(text):
+        for sample in f.samples:
+            if sample.name == "p4netem_switch_fast_path_packets_total":
+                return int(sample.value)
+    raise AssertionError(f"no p4netem_switch_fast_path_packets_total in /metrics:\n{text[:2000]}")
+
+
+@pytest.mark.p4netem_timing
+def test_jumbo_frames_get_the_configured_rate(start_jumbo_lab) -> None:
+    """A flow of 9000-byte frames through a 20 Mbit/s rate, offered at 1.5x: the rate stage counts
+    each frame's 9000 bytes, so the frames leave one 3.6 ms serialisation time apart (the shaped
+    rate within the 2 % and 5 % of tests/dataplane/test_rate.py), and the excess is tail-dropped."""
+    lab = start_jumbo_lab()
+    rate, size = 20_000_000, JUMBO - UDP_IP_ETH_OVERHEAD
+    frame_bits = JUMBO * 8
+    offered_pps = 1.5 * rate / frame_bits
+    n = int(offered_pps * 3)
+    lab.impair(UPLINK, ns_per_byte_q16=ns_per_byte_q16(rate), queue_limit_bytes=100_000)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=offered_pps, size=size, port=9052)
+    assert set(result.sizes) == {size}, set(result.sizes)
+    gaps = [b - a for a, b in zip(result.rx_ns, result.rx_ns[1:])]
+    shaped = frame_bits / median(gaps) * 1e9
+    assert abs(shaped - rate) <= 0.02 * rate, f"shaped rate {shaped / 1e6:.3f} Mbit/s, configured {rate / 1e6}"
+    goodput = result.backlogged_bits_per_second()
+    assert abs(goodput - rate) <= 0.05 * rate, f"goodput with a packet waiting {goodput / 1e6:.3f} Mbit/s"
+    c = settled_counters(lab, UPLINK)
+    assert c.profile_in == n and c.conservation_gap() == 0, c
+    assert c.drops[DropReason.QUEUE_FULL] == result.lost and c.dropped == result.lost, c.drops
+    assert 0.2 * n <= result.lost <= 0.45 * n, f"{result.lost} of {n} dropped"
+
+
+def test_jumbo_frames_are_captured_whole_by_pcap(start_jumbo_lab, tmp_path: Path) -> None:
+    """--pcap at MTU 9000: the 9014- and 9018-byte frames are in the in and out captures whole."""
+    pcap = tmp_path / "pcap"
+    lab = start_jumbo_lab("--pcap", str(pcap))
+    frames = jumbo_frames(lab.h2, lab.h1)
+    before = settled_counters(lab, UPLINK)
+    send_raw(lab.h1.ns, lab.h1.iface, list(frames.values()))
+    deadline = time.monotonic() + 5
+    while (c := settled_counters(lab, UPLINK)).profile_out - before.profile_out < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert c.profile_out - before.profile_out == 2 and c.dropped == before.dropped, c
+    lab.switch.stop()  # flushes the captures
+    for name in (f"1-{lab.h1.switch_iface}_in.pcap", f"2-{lab.h2.switch_iface}_out.pcap"):
+        got = [f for _, f in read_pcap(pcap / name)]
+        for what, frame in frames.items():
+            assert got.count(frame) == 1, f"{name}: {what!r} not captured whole; lengths {[len(g) for g in got]}"
+
+
+def test_jumbo_start_refusals_and_the_af_xdp_fallback(start_jumbo_lab, switch_bin: str) -> None:
+    """At MTU 9000: a --buffer-size too small for the MTU is refused at start with the size to give;
+    --io auto opens AF_PACKET where AF_XDP (a page per frame) cannot carry the MTU, and says why;
+    --io af_xdp forced fails naming the MTU."""
+    lab = start_jumbo_lab("--io", "auto")
+    log = lab.switch.log_tail(200)
+    assert "AF_XDP unavailable" in log and "MTU 9000 is above the largest the AF_XDP path carries (1968" in log, log
+    assert "port up: af_packet" in log, log
+    ping_jumbo(lab.h1, lab.h2)
+    lab.close()
+    # The veths are gone with the lab: two more for the refusals.
+    a = f"p4nj{unique_token()}"
+    run(["ip", "link", "add", a + "a", "mtu", str(JUMBO), "type", "veth", "peer", "name", a + "b", "mtu", str(JUMBO)])
+    try:
+        for dev in (a + "a", a + "b"):
+            disable_offloads(dev)
+            run(["ip", "link", "set", dev, "up"])
+        grpc = f"127.0.0.1:{free_tcp_port('127.0.0.1')}"
+        small = subprocess.run([switch_bin, "-i", f"1@{a}a", "--buffer-size", "2048", "--grpc-addr", grpc],
+                               capture_output=True, text=True, timeout=30)
+        assert small.returncode == 1, small.stderr
+        assert "--buffer-size 2048 is too small for the ports' MTU 9000" in small.stderr, small.stderr
+        assert "give --buffer-size 9018 or more" in small.stderr, small.stderr
+        forced = subprocess.run([switch_bin, "-i", f"1@{a}a", "--io", "af_xdp", "--grpc-addr", grpc],
+                                capture_output=True, text=True, timeout=30)
+        assert forced.returncode == 1, forced.stderr
+        assert "MTU 9000 is above the largest the AF_XDP path carries" in forced.stderr, forced.stderr
+    finally:
+        run(["ip", "link", "del", a + "a"], check=False)

@@ -130,8 +130,9 @@ fn main() -> anyhow::Result<()> {
     if a.duration <= 0.0 && a.count == 0 {
         bail!("give --duration and/or --count");
     }
-    let mut port = AfPacket::open(&a.iface, &RingConfig { rx_frames: 64, tx_frames: a.tx_frames })
-        .with_context(|| format!("opening {}", a.iface))?;
+    let mut port =
+        AfPacket::open(&a.iface, &RingConfig { rx_frames: 64, tx_frames: a.tx_frames, ..RingConfig::default() })
+            .with_context(|| format!("opening {}", a.iface))?;
     let frame = template(&a);
     let base = u32::from(a.dst_ip);
     let limit = if a.count == 0 { u64::MAX } else { a.count };

@@ -15,44 +15,78 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use super::sys::*;
 use crate::mapping::Mapping;
 
-/// Ring geometry. 2048-byte frames hold a 1518-byte frame (1522 with a re-inserted VLAN tag)
-/// after the V2 header; 64 KiB blocks keep frames contiguous (frame i at i * FRAME_SIZE).
+/// Ring geometry. The ring frame size is chosen at start from the ports' largest MTU
+/// ([`ring_frame_size`]): 2048 bytes (this constant) unless a port has a jumbo MTU. 2048-byte
+/// frames hold a 1518-byte frame (1522 with a re-inserted VLAN tag) after the V2 header; blocks of
+/// at least 64 KiB, a whole number of frames each, keep frames contiguous (frame i at i * frame
+/// size: no frame straddles a block, and every size is a power of two, so TPACKET_ALIGNMENT holds).
 pub const FRAME_SIZE: usize = 2048;
 const BLOCK_SIZE: usize = 1 << 16;
-/// Largest frame the TX ring takes.
-pub const TX_MAX_FRAME: usize = FRAME_SIZE - TX_DATA_OFFSET;
-/// Largest frame the RX ring holds whole: the kernel puts the frame at tp_mac = 66 (V2 header and
+/// Largest ring frame size (a port MTU up to 65535 needs 128 KiB frames).
+pub const MAX_RING_FRAME_SIZE: usize = 1 << 17;
+/// Where the kernel puts a received frame in an RX ring frame: tp_mac = 66 (V2 header and
 /// sockaddr_ll, 52, plus 16 for a link header, aligned to 16, minus the 14-byte Ethernet header).
-/// Longer frames arrive truncated and are dropped as malformed; the AF_XDP path does the same.
-pub const RX_MAX_FRAME: usize = FRAME_SIZE - 66;
+const RX_MAC_OFFSET: usize = 66;
+/// Largest frame the TX ring of 2048-byte frames takes.
+pub const TX_MAX_FRAME: usize = tx_max_frame(FRAME_SIZE);
+/// Largest frame the RX ring of 2048-byte frames holds whole. Longer frames arrive truncated and
+/// are dropped as malformed; the AF_XDP path (4 KiB UMEM chunks) has the same bound.
+pub const RX_MAX_FRAME: usize = rx_max_frame(FRAME_SIZE);
+
+/// Largest frame a TX ring of `frame_size`-byte frames takes (data after the V2 header).
+pub const fn tx_max_frame(frame_size: usize) -> usize {
+    frame_size - TX_DATA_OFFSET
+}
+
+/// Largest frame an RX ring of `frame_size`-byte frames holds whole (a VLAN tag the kernel
+/// stripped into the header does not count).
+pub const fn rx_max_frame(frame_size: usize) -> usize {
+    frame_size - RX_MAC_OFFSET
+}
+
+/// The ring frame size for ports whose largest MTU is `mtu`: 2048 bytes when an untagged frame
+/// of MTU + 14 bytes fits it (every MTU up to 1968: memory and speed as they always were), else
+/// the smallest power of two that holds MTU + 14 on RX and MTU + 18 (a tag put back) on TX, up to
+/// [`MAX_RING_FRAME_SIZE`] (None above).
+pub fn ring_frame_size(mtu: usize) -> Option<usize> {
+    if mtu + 14 <= RX_MAX_FRAME {
+        return Some(FRAME_SIZE);
+    }
+    let need = (mtu + 14 + RX_MAC_OFFSET).max(mtu + 18 + TX_DATA_OFFSET).next_power_of_two();
+    (need <= MAX_RING_FRAME_SIZE).then_some(need)
+}
 
 /// RX status bits the data plane looks at.
 pub const VLAN_VALID: u32 = TP_STATUS_VLAN_VALID;
 pub const VLAN_TPID_VALID: u32 = TP_STATUS_VLAN_TPID_VALID;
 pub const CSUM_NOT_READY: u32 = TP_STATUS_CSUMNOTREADY;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingConfig {
     pub rx_frames: usize,
     pub tx_frames: usize,
+    /// Bytes per ring frame: [`FRAME_SIZE`], or a larger power of two ([`ring_frame_size`]).
+    pub frame_size: usize,
 }
 
 impl Default for RingConfig {
     fn default() -> Self {
-        RingConfig { rx_frames: 4096, tx_frames: 2048 }
+        RingConfig { rx_frames: 4096, tx_frames: 2048, frame_size: FRAME_SIZE }
     }
 }
 
 struct Ring {
     base: *mut u8,
     frames: usize,
+    frame_size: usize,
     head: usize,
 }
 
 impl Ring {
     #[inline]
     fn frame(&self, i: usize) -> *mut u8 {
-        // SAFETY: i < frames, and the ring spans frames * FRAME_SIZE mapped bytes.
-        unsafe { self.base.add(i * FRAME_SIZE) }
+        // SAFETY: i < frames, and the ring spans frames * frame_size mapped bytes.
+        unsafe { self.base.add(i * self.frame_size) }
     }
     #[inline]
     fn status(&self, i: usize) -> &AtomicU32 {
@@ -84,6 +118,8 @@ pub struct AfPacket {
     tx: Ring,
     /// Frames committed to the TX ring since the last `tx_flush`.
     tx_queued: usize,
+    /// Largest frame the TX ring takes (`tx_max_frame` of the ring frame size).
+    tx_max: usize,
     /// The TX thread doing the `sendto`s, if any (stopped in `drop`, before the fields it uses).
     kicker: Option<super::kicker::Kicker>,
     /// The rings the kernel shares (RX, then TX): `rx` and `tx` point into it.
@@ -115,13 +151,23 @@ impl AfPacket {
         setsockopt(raw, SOL_PACKET, PACKET_VERSION, &TPACKET_V2).map_err(|e| with(e, "PACKET_VERSION"))?;
         // Drop malformed TX frames instead of stalling the ring on them.
         setsockopt(raw, SOL_PACKET, PACKET_LOSS, &1i32).map_err(|e| with(e, "PACKET_LOSS"))?;
-        let per_block = BLOCK_SIZE / FRAME_SIZE;
+        let frame_size = cfg.frame_size;
+        if !frame_size.is_power_of_two() || !(FRAME_SIZE..=MAX_RING_FRAME_SIZE).contains(&frame_size) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{ifname}: ring frame size {frame_size} is not a power of two in {FRAME_SIZE}..={MAX_RING_FRAME_SIZE}"),
+            ));
+        }
+        // A block holds a whole number of frames (the kernel never lets a frame straddle blocks;
+        // with both powers of two none is left over, so frame i sits at i * frame_size).
+        let block_size = BLOCK_SIZE.max(frame_size);
+        let per_block = block_size / frame_size;
         let req = |frames: usize| {
             let blocks = frames.div_ceil(per_block).max(1);
             TpacketReq {
-                tp_block_size: BLOCK_SIZE as u32,
+                tp_block_size: block_size as u32,
                 tp_block_nr: blocks as u32,
-                tp_frame_size: FRAME_SIZE as u32,
+                tp_frame_size: frame_size as u32,
                 tp_frame_nr: (blocks * per_block) as u32,
             }
         };
@@ -129,8 +175,8 @@ impl AfPacket {
         let txr = req(cfg.tx_frames);
         setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &rxr).map_err(|e| with(e, "PACKET_RX_RING"))?;
         setsockopt(raw, SOL_PACKET, PACKET_TX_RING, &txr).map_err(|e| with(e, "PACKET_TX_RING"))?;
-        let rx_len = rxr.tp_block_nr as usize * BLOCK_SIZE;
-        let tx_len = txr.tp_block_nr as usize * BLOCK_SIZE;
+        let rx_len = rxr.tp_block_nr as usize * block_size;
+        let tx_len = txr.tp_block_nr as usize * block_size;
         // The rings just configured on this socket: RX first, then TX (the kernel's layout).
         let map = Mapping::shared(raw, rx_len + tx_len, 0).map_err(|e| with(e, "mmap of the rings"))?;
         let base = map.as_ptr();
@@ -138,10 +184,11 @@ impl AfPacket {
             fd,
             ifname: ifname.to_string(),
             ifindex,
-            rx: Ring { base, frames: rxr.tp_frame_nr as usize, head: 0 },
+            rx: Ring { base, frames: rxr.tp_frame_nr as usize, frame_size, head: 0 },
             // SAFETY: rx_len < the mapping's length.
-            tx: Ring { base: unsafe { base.add(rx_len) }, frames: txr.tp_frame_nr as usize, head: 0 },
+            tx: Ring { base: unsafe { base.add(rx_len) }, frames: txr.tp_frame_nr as usize, frame_size, head: 0 },
             tx_queued: 0,
+            tx_max: tx_max_frame(frame_size),
             kicker: None,
             _map: map,
         };
@@ -185,10 +232,11 @@ impl AfPacket {
                 self.rx_release();
                 continue;
             }
-            let mac = (h.tp_mac as usize).min(FRAME_SIZE);
-            let snaplen = (h.tp_snaplen as usize).min(FRAME_SIZE - mac);
+            let fs = self.rx.frame_size;
+            let mac = (h.tp_mac as usize).min(fs);
+            let snaplen = (h.tp_snaplen as usize).min(fs - mac);
             return Some(RxFrame {
-                // SAFETY: mac <= FRAME_SIZE within this frame.
+                // SAFETY: mac <= the frame size, within this frame.
                 data: unsafe { f.add(mac) },
                 snaplen,
                 len: h.tp_len as usize,
@@ -222,9 +270,9 @@ impl AfPacket {
         if !self.tx_ready() {
             return false;
         }
-        let len = frame.len().min(TX_MAX_FRAME);
+        let len = frame.len().min(self.tx_max);
         let f = self.tx.frame(self.tx.head);
-        // SAFETY: the slot is ours (AVAILABLE); data area is TX_MAX_FRAME bytes after the header.
+        // SAFETY: the slot is ours (AVAILABLE); data area is tx_max bytes after the header.
         unsafe {
             let data = std::slice::from_raw_parts_mut(f.add(TX_DATA_OFFSET), len);
             data.copy_from_slice(&frame[..len]);
@@ -241,6 +289,16 @@ impl AfPacket {
 
     pub fn tx_queued(&self) -> usize {
         self.tx_queued
+    }
+
+    /// Largest frame the RX ring holds whole.
+    pub fn rx_max_frame(&self) -> usize {
+        rx_max_frame(self.rx.frame_size)
+    }
+
+    /// Largest frame the TX ring takes.
+    pub fn tx_max_frame(&self) -> usize {
+        self.tx_max
     }
 
     /// Moves this port's `sendto` to a thread of its own (see `kicker.rs`).
@@ -326,5 +384,25 @@ impl Drop for AfPacket {
     fn drop(&mut self) {
         // Stop the TX thread before the mapping and the socket go away (the fields drop after this).
         self.kicker = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_frame_size_follows_the_mtu() {
+        // Up to MTU 1968, the ring is what it always was.
+        assert_eq!(ring_frame_size(1500), Some(FRAME_SIZE));
+        assert_eq!(ring_frame_size(1968), Some(FRAME_SIZE));
+        assert_eq!(rx_max_frame(FRAME_SIZE), 1982);
+        assert_eq!(ring_frame_size(1969), Some(4096));
+        // Jumbo frames: 9014 bytes (9018 tagged) in 16 KiB frames.
+        let fs = ring_frame_size(9000).unwrap();
+        assert_eq!(fs, 16384);
+        assert!(rx_max_frame(fs) >= 9014 && tx_max_frame(fs) >= 9018);
+        assert_eq!(ring_frame_size(65535), Some(MAX_RING_FRAME_SIZE));
+        assert_eq!(ring_frame_size(MAX_RING_FRAME_SIZE), None);
     }
 }

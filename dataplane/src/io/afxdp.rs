@@ -27,6 +27,9 @@ use crate::mapping::{Mapping, Pages};
 /// 4096 - 256 holds the largest frame the AF_PACKET path accepts whole, so both paths truncate
 /// (and count as malformed) exactly the same frames.
 const CHUNK: usize = 4096;
+/// Largest port MTU this path carries: its frames (MTU + 14) within [`RX_MAX_FRAME`], as on the
+/// AF_PACKET path with 2048-byte ring frames.
+pub const MAX_MTU: usize = RX_MAX_FRAME - 14;
 /// Where the XDP program's receive timestamp sits: the 8 bytes before the frame.
 const META_TS: usize = 8;
 
@@ -189,6 +192,22 @@ impl AfXdp {
         let ctl = unsafe {
             OwnedFd::from_raw_fd(cvt(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?)
         };
+        // A chunk is a page: a frame longer than that needs multi-buffer AF_XDP (XDP_USE_SG),
+        // which this path does not do, and the kernel would drop it before we see it. A port whose
+        // MTU lets longer frames in is refused here, so that `--io auto` opens AF_PACKET (whose
+        // ring is sized for the MTU) and logs why, instead of losing the frames unseen.
+        let mut ifr = IfreqMtu { ifr_name: ifname_bytes(ifname)?, ifr_mtu: 0, _pad: [0; 20] };
+        // SAFETY: ifr outlives the call; SIOCGIFMTU reads ifr_name and writes ifr_mtu.
+        cvt(unsafe { libc::ioctl(ctl.as_raw_fd(), SIOCGIFMTU as _, &mut ifr) }).map_err(|e| with(e, "MTU query"))?;
+        let mtu = ifr.ifr_mtu.max(0) as usize;
+        if mtu > MAX_MTU {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "{ifname}: MTU {mtu} is above the largest the AF_XDP path carries ({MAX_MTU}: one page per frame)"
+                ),
+            ));
+        }
         let raw = fd.as_raw_fd();
         let (rx_n, tx_n) = (ring_size(cfg.rx_frames), ring_size(cfg.tx_frames));
         let chunks = (rx_n + tx_n) as usize;
@@ -374,6 +393,16 @@ impl AfXdp {
     }
 
     /// The interface's MTU now.
+    /// Largest frame this path receives whole.
+    pub fn rx_max_frame(&self) -> usize {
+        RX_MAX_FRAME
+    }
+
+    /// Largest frame this path sends.
+    pub fn tx_max_frame(&self) -> usize {
+        TX_MAX_FRAME
+    }
+
     pub fn mtu(&self) -> io::Result<u32> {
         let mut ifr = IfreqMtu { ifr_name: ifname_bytes(&self.ifname)?, ifr_mtu: 0, _pad: [0; 20] };
         // SAFETY: ifr outlives the call; SIOCGIFMTU reads ifr_name and writes ifr_mtu.

@@ -55,6 +55,18 @@ pub fn is_loopback(ifname: &str) -> std::io::Result<bool> {
     Ok(iface_flags(fd.as_raw_fd(), ifname)? & libc::IFF_LOOPBACK != 0)
 }
 
+/// `ifname`'s MTU now (SIOCGIFMTU), read at start to size the rings and buffers before any port
+/// opens.
+pub fn mtu(ifname: &str) -> std::io::Result<u32> {
+    // SAFETY: plain socket creation; ownership taken immediately.
+    let fd =
+        unsafe { OwnedFd::from_raw_fd(cvt(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?) };
+    let mut ifr = IfreqMtu { ifr_name: ifname_bytes(ifname)?, ifr_mtu: 0, _pad: [0; 20] };
+    // SAFETY: ifr outlives the call; SIOCGIFMTU reads ifr_name and writes ifr_mtu.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), SIOCGIFMTU as _, &mut ifr) })?;
+    Ok(ifr.ifr_mtu.max(0) as u32)
+}
+
 /// What is wrong with `ifname`'s offloads ([`offload_error`]), or None when they are all off: the
 /// check a port passes at start and again before it is reopened on an interface that came back.
 pub fn offload_problem(ifname: &str) -> std::io::Result<Option<String>> {

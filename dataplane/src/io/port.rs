@@ -113,6 +113,16 @@ impl PortIo {
         each!(self, p => p.mtu())
     }
 
+    /// Largest frame the path receives whole (longer ones arrive truncated: malformed drops).
+    pub fn rx_max_frame(&self) -> usize {
+        each!(self, p => p.rx_max_frame())
+    }
+
+    /// Largest frame the path sends.
+    pub fn tx_max_frame(&self) -> usize {
+        each!(self, p => p.tx_max_frame())
+    }
+
     /// (received, dropped by the kernel for want of ring space) since the last call.
     pub fn rx_stats(&mut self) -> (u32, u32) {
         each!(self, p => p.rx_stats())
@@ -241,7 +251,7 @@ mod tests {
     /// under the name), and a port opened again on an interface of the same name.
     #[test]
     fn a_port_whose_interface_went_is_unbound_and_opens_again_on_one_of_its_name() {
-        let rings = RingConfig { rx_frames: 64, tx_frames: 64 };
+        let rings = RingConfig { rx_frames: 64, tx_frames: 64, ..RingConfig::default() };
         for mode in [IoMode::AfPacket, IoMode::AfXdp] {
             let v = Veth::new();
             let a = v.end('a');
