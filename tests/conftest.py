@@ -49,16 +49,17 @@ def switch_bin() -> str:
 
 @pytest.fixture
 def start_lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path) -> Iterator[Callable[..., TwoHostLab]]:
-    """start_lab(*switch_args): a started TwoHostLab (a test may start several, one after the
-    other, and close them itself). Every lab is closed at teardown, and when the test failed the
-    end of each switch's log is printed."""
+    """start_lab(*switch_args, lab_class=TwoHostLab): a started lab (a test may start several, one
+    after the other, and close them itself; `lab_class` a TwoHostLab subclass that wires its hosts
+    otherwise). Every lab is closed at teardown, and when the test failed the end of each switch's
+    log is printed."""
     if os.geteuid() != 0:
         pytest.fail("wire tests need root (network namespaces, raw sockets)", pytrace=False)
     labs: list[TwoHostLab] = []
 
-    def start(*switch_args: str) -> TwoHostLab:
+    def start(*switch_args: str, lab_class: type[TwoHostLab] = TwoHostLab) -> TwoHostLab:
         log = tmp_path / ("switch.log" if not labs else f"switch-{len(labs) + 1}.log")
-        labs.append(TwoHostLab(binary=switch_bin, log_path=log, switch_args=switch_args))
+        labs.append(lab_class(binary=switch_bin, log_path=log, switch_args=switch_args))
         return labs[-1].start()
 
     try:

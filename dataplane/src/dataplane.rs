@@ -417,10 +417,6 @@ const MAX_FORWARDED_MTU_EVER: usize = crate::io::afpacket::rx_max_frame(MAX_RING
 /// Default packet buffers (`--buffers`) and their size (`--buffer-size`) at MTUs up to 1968.
 pub const DEFAULT_BUFFERS: usize = 65536;
 pub const DEFAULT_BUFFER_SIZE: usize = 2048;
-/// Default frames of each port's RX and TX ring (`--rx-frames`, `--tx-frames`) with 2048-byte
-/// ring frames.
-pub const DEFAULT_RX_FRAMES: usize = 4096;
-pub const DEFAULT_TX_FRAMES: usize = 2048;
 
 /// Ring and buffer sizes, chosen at start from the ports' largest MTU and the flags that were given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -449,8 +445,9 @@ impl Sizing {
         let scale = frame_size / FRAME_SIZE;
         let jumbo = scale > 1;
         let rings = RingConfig {
-            rx_frames: rx_frames.unwrap_or((DEFAULT_RX_FRAMES / scale).max(1024)),
-            tx_frames: tx_frames.unwrap_or((DEFAULT_TX_FRAMES / scale).max(512)),
+            // RingConfig::default(): the frame counts of 2048-byte ring frames.
+            rx_frames: rx_frames.unwrap_or((RingConfig::default().rx_frames / scale).max(1024)),
+            tx_frames: tx_frames.unwrap_or((RingConfig::default().tx_frames / scale).max(512)),
             frame_size,
         };
         // What a buffer must hold: the largest frame the TX ring takes (as always) at 2048-byte

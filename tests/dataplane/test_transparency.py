@@ -142,17 +142,29 @@ def test_frames_cross_byte_for_byte_both_ways(lab: TwoHostLab, tmp_path: Path, s
     if shaped:
         for direction in (UPLINK, DOWNLINK):
             lab.impair(direction, delay_ns=20 * MS, ns_per_byte_q16=ns_per_byte_q16(20e6))
+    cross_each_way_once(lab, tmp_path, frames_to,
+                        lambda got, frames: [g[:24].hex() for g in got if g not in frames.values()])
+
+
+def cross_each_way_once(lab: TwoHostLab, tmp_path: Path, frames_for, received) -> list[tuple[dict, object, object]]:
+    """Sends frames_for(dst, src) from h1 to h2 and back: each must arrive exactly once,
+    unchanged, and the direction's counters take every one in and out with no drop (primers
+    included). `received(got, frames)` says what did arrive when one did not. Returns, per
+    direction, (frames, counters before, counters after)."""
+    out = []
     for src, dst, direction in ((lab.h1, lab.h2, UPLINK), (lab.h2, lab.h1, DOWNLINK)):
-        frames = frames_to(dst, src)
+        frames = frames_for(dst, src)
         before = settled_counters(lab, direction)
         got, primers = crossing(src, dst, frames, tmp_path)
         for name, frame in frames.items():
             n = got.count(frame)
             assert n == 1, (f"{src.name} -> {dst.name}: {name!r} arrived {n} times unchanged; "
-                            f"received: {[g[:24].hex() for g in got if g not in frames.values()]}")
+                            f"received: {received(got, frames)}")
         c = settled_counters(lab, direction)
         assert c.profile_in - before.profile_in == len(frames) + primers, c
         assert c.profile_out - before.profile_out == len(frames) + primers and c.dropped == before.dropped, c
+        out.append((frames, before, c))
+    return out
 
 
 def test_address_rule_matches_inside_two_tags_and_ports_only_where_the_contract_has_them(lab: TwoHostLab) -> None:
@@ -253,22 +265,9 @@ class JumboLab(TwoHostLab):
 
 
 @pytest.fixture
-def start_jumbo_lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path: Path):
-    labs: list[TwoHostLab] = []
-
-    def start(*switch_args: str) -> TwoHostLab:
-        labs.append(JumboLab(binary=switch_bin, log_path=tmp_path / f"switch-{len(labs)}.log",
-                             switch_args=switch_args))
-        return labs[-1].start()
-
-    try:
-        yield start
-    finally:
-        call = getattr(request.node, "rep_call", None)
-        for the_lab in labs:
-            if call is not None and call.failed and the_lab.switch is not None:
-                print(f"\n---- end of switch log ({the_lab.switch.log_path}) ----\n{the_lab.switch.log_tail(60)}")
-            the_lab.close()
+def start_jumbo_lab(start_lab):
+    """start_lab's, with JumboLabs."""
+    return lambda *switch_args: start_lab(*switch_args, lab_class=JumboLab)
 
 
 def jumbo_frames(dst_host: Host, src_host: Host) -> dict[str, bytes]:
@@ -321,17 +320,8 @@ def test_jumbo_frames_cross_whole_pings_tcp_and_exact_frames(start_jumbo_lab, tm
     else:
         assert hits >= 0.9 * crossed, f"{hits} of {crossed} TCP packets took the fast path"
 
-    for src, dst, direction in ((lab.h1, lab.h2, UPLINK), (lab.h2, lab.h1, DOWNLINK)):
-        frames = jumbo_frames(dst, src)
-        before = settled_counters(lab, direction)
-        got, primers = crossing(src, dst, frames, tmp_path)
-        for name, frame in frames.items():
-            n = got.count(frame)
-            assert n == 1, (f"{src.name} -> {dst.name}: {name!r} arrived {n} times unchanged; "
-                            f"received lengths: {[len(g) for g in got]}")
-        c = settled_counters(lab, direction)
-        assert c.profile_in - before.profile_in == len(frames) + primers, c
-        assert c.profile_out - before.profile_out == len(frames) + primers and c.dropped == before.dropped, c
+    for frames, before, c in cross_each_way_once(lab, tmp_path, jumbo_frames,
+                                                 lambda got, _frames: f"lengths {[len(g) for g in got]}"):
         assert c.bytes_out - before.bytes_out >= sum(len(f) for f in frames.values()), c
 
 
