@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -181,6 +182,32 @@ def apply(
     parameters of the queue it has, like `tc qdisc change`. New rules are added above the
     existing ones. Everything is validated before anything is written: a bad profile or rule
     changes nothing (exit 1)."""
+    plan = plan_apply(profile, netem=netem, netem_uplink=netem_uplink, netem_downlink=netem_downlink,
+                      mahimahi=mahimahi, name=name, rule=rule, rules_file=rules_file, profiles=profiles)
+    with connect(addr, device_id, election_id, profiles=plan.known) as ctl:
+        write_apply(ctl, plan, in_place=in_place, as_json=as_json)
+
+
+@dataclass
+class ApplyPlan:
+    """An `apply` validated and ready to write: its profile, rules and --profiles, and what must
+    reach the switch before the profile (a netem `distribution FILE` table, mm-link traces)."""
+
+    profile: Profile
+    rules: list[Rule]
+    known: list[Profile]
+    setup: NetemSetup | None = None
+    chain: "MahimahiChain | None" = None
+    traces: dict[str, "MahimahiTrace"] = field(default_factory=dict)
+
+
+def plan_apply(profile: str | None, *, netem: str | None = None, netem_uplink: str | None = None,
+               netem_downlink: str | None = None, mahimahi: str | None = None, name: str | None = None,
+               rule: list[str] | None = None, rules_file: Path | None = None,
+               profiles: list[Path] | None = None) -> ApplyPlan:
+    """Everything `apply` takes, read and checked without the switch (`apply`, and `switch
+    --apply` before it starts the switch): a bad profile, rule or file raises ProfileError (exit 1),
+    no or several profile sources typer.BadParameter (exit 2)."""
     from_netem = netem is not None or netem_uplink is not None or netem_downlink is not None
     given = [what for what, on in (("PROFILE", profile is not None), ("netem options", from_netem),
                                    ("--mahimahi", mahimahi is not None)) if on]
@@ -190,22 +217,31 @@ def apply(
                                  "give a PROFILE, --netem 'OPTIONS' or --mahimahi 'COMMAND'", param_hint="PROFILE")
     setup = netem_profile(netem, netem_uplink, netem_downlink, name or "netem") if from_netem else None
     chain, traces, checked = mahimahi_setup(mahimahi, name or "mahimahi") if mahimahi is not None else (None, {}, None)
-    chosen: Profile | str = setup.profile if setup is not None else checked if checked is not None else profile
+    chosen: Profile | str | None = setup.profile if setup is not None else checked if checked is not None else profile
     rules = gather_rules(rule, rules_file)
     known = gather_profiles(profiles)
     if isinstance(chosen, str):
         # Read before the switch is reached: a bad profile file is exit 1 whatever the switch's state.
         chosen = resolve_profile(chosen, {**builtin_profiles(), **{p.name: p for p in known}})
-    with connect(addr, device_id, election_id, profiles=known) as ctl:
-        if setup is not None and setup.user_table is not None:
-            # `distribution FILE`: the table goes into the user slot before the profile that
-            # draws from it, so its first packet already gets the file's distribution.
-            ctl.load_distribution(setup.user_table)
-            if not as_json:
-                console.print(f"loaded the user distribution table: {setup.user_table.describe()}", highlight=False)
-        if chain is not None:
-            chosen = load_mahimahi_traces(ctl, chain, traces, quiet=as_json)
-        print_result(ctl.apply(chosen, rules or None, in_place=in_place), as_json)
+    assert chosen is not None
+    return ApplyPlan(chosen, rules, known, setup, chain, traces)
+
+
+def write_apply(ctl: Controller, plan: ApplyPlan, *, in_place: bool = False, as_json: bool = False) -> ApplyResult:
+    """Write a plan to the switch (tables and traces first, then the profile in one atomic write)
+    and print the result."""
+    chosen = plan.profile
+    if plan.setup is not None and plan.setup.user_table is not None:
+        # `distribution FILE`: the table goes into the user slot before the profile that
+        # draws from it, so its first packet already gets the file's distribution.
+        ctl.load_distribution(plan.setup.user_table)
+        if not as_json:
+            console.print(f"loaded the user distribution table: {plan.setup.user_table.describe()}", highlight=False)
+    if plan.chain is not None:
+        chosen = load_mahimahi_traces(ctl, plan.chain, plan.traces, quiet=as_json)
+    result = ctl.apply(chosen, plan.rules or None, in_place=in_place)
+    print_result(result, as_json)
+    return result
 
 
 def load_mahimahi_traces(ctl: Controller, chain: "MahimahiChain", traces: dict[str, "MahimahiTrace"],
@@ -317,4 +353,5 @@ def register(app: typer.Typer) -> None:
     app.command("reset")(reset)
 
 
-__all__ = ["register", "gather_rules", "gather_profiles", "print_result", "Controller"]
+__all__ = ["register", "gather_rules", "gather_profiles", "print_result", "plan_apply", "write_apply", "ApplyPlan",
+           "Controller"]

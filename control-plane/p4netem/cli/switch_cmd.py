@@ -14,6 +14,7 @@ import typer
 
 from ..lab.netns import LabError, disable_offloads
 from ..paths import switch_binary
+from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, plan_apply, write_apply
 from .forward_cmd import parse_port_pairs
 from .common import (DEFAULT_ADDR, EXIT_PROBLEM, DeviceId, ElectionId, SwitchAddr, connect, console, error,
                      guarded)
@@ -103,18 +104,35 @@ def switch(
     seed: Annotated[Optional[int], typer.Option("--seed", help="PRNG seed (reproducible loss/jitter).")] = None,
     cpu_port: Annotated[Optional[int], typer.Option("--cpu-port", help="P4 port for PacketIn/PacketOut.")] = None,
     binary: Annotated[Optional[Path], typer.Option("--binary", help="p4netem-switch to run (default: the build's).")] = None,
+    apply: Annotated[Optional[str], typer.Option(
+        "--apply", metavar="PROFILE",
+        help="Apply this profile once the switch is up, before it reports running, as `p4netem apply "
+             "PROFILE` (a built-in, a name from --profiles or a YAML file; with --rule/--rules). Checked "
+             "before the switch starts; if it cannot be applied the switch is stopped (exit 1 or 3).")] = None,
+    rule: RuleOpt = None,
+    rules_file: RulesFile = None,
+    profiles: ProfilesOpt = None,
     addr: SwitchAddr = DEFAULT_ADDR,
     device_id: DeviceId = 1,
     election_id: ElectionId = 1,
 ) -> None:
     """Run p4netem-switch on the given ports, in the foreground.
 
-    Runs p4netem-switch with its P4Runtime server on --switch; Ctrl-C (or
-    SIGTERM) stops it cleanly. Options it does not know are passed on to p4netem-switch (e.g.
-    --rt-priority 0, --log-level debug; see p4netem-switch --help). Exit code: the switch's
-    (0 after a clean stop), 1 if it fails to start."""
+    Runs p4netem-switch with its P4Runtime server on --switch; Ctrl-C (or SIGTERM) stops it
+    cleanly. --apply PROFILE (with apply's --rule/--rules/--profiles) applies a profile before it
+    reports running: at every start, for a service (docs/cli.md). Options it does not know are
+    passed on to p4netem-switch (e.g. --rt-priority 0, --log-level debug; see p4netem-switch
+    --help). Exit code: the switch's (0 after a clean stop); 1 if it fails to start or --apply's
+    profile or rules are invalid (checked before it starts); 3 if the switch refuses --apply's write."""
     ports = parse_ports(interface or [])
     mapping = parse_port_map(port_map, ports)
+    if apply is None and (rule or rules_file is not None or profiles):
+        given = "--rule" if rule else "--rules" if rules_file is not None else "--profiles"
+        raise typer.BadParameter(f"{given} says what --apply PROFILE applies to; give --apply PROFILE too",
+                                 param_hint=f"'{given}'")
+    # apply's own checks, before anything starts: a bad profile or rule is exit 1 with apply's
+    # message, and a switch run as a service never comes up without the profile it was given.
+    plan = plan_apply(apply, rule=rule, rules_file=rules_file, profiles=profiles) if apply is not None else None
     if _listening(addr):
         # Otherwise the new switch fails to bind while every command talks to the old one.
         raise LabError(f"something already listens on {addr} (another switch?); stop it or pass "
@@ -137,22 +155,33 @@ def switch(
     cmd += list(ctx.args)
 
     proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
+    applying = False
     # SIGTERM to us stops the switch the same way Ctrl-C does (SIGINT reaches us as KeyboardInterrupt).
     previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
     try:
         _wait_grpc(proc, addr, timeout=30)
-        if mapping:
-            with connect(addr, device_id, election_id) as ctl:
-                ctl.set_port_map(mapping)
+        if mapping or plan is not None:
+            with connect(addr, device_id, election_id, profiles=plan.known if plan else None) as ctl:
+                if mapping:
+                    ctl.set_port_map(mapping)
+                if plan is not None:
+                    applying = True
+                    write_apply(ctl, plan)
+                    applying = False
         pm = ", ".join(f"{a}->{b}" for a, b in sorted(mapping.items())) or "none"
         names = " ".join(f"{n}@{i}" for n, i in sorted(ports.items())) or "no ports"
+        applied = f"; profile {plan.profile.name}" if plan is not None else ""
         console.print(f"p4netem-switch running (pid {proc.pid}): {names}; P4Runtime {addr} device {device_id}; "
-                      f"port map {pm}. Ctrl-C stops it.", highlight=False)
+                      f"port map {pm}{applied}. Ctrl-C stops it.", highlight=False)
         rc = proc.wait()
     except KeyboardInterrupt:
         rc = _stop(proc, signal.SIGINT)
     except BaseException:
+        # Also when --apply fails: a switch running without the profile it was told to apply would
+        # look like a working shaper that shapes nothing (and a service manager would not restart it).
         _stop(proc, signal.SIGTERM)
+        if applying:
+            console.print(f"p4netem-switch stopped: --apply {apply} failed (the error follows)", highlight=False)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
