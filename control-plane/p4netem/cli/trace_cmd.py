@@ -5,13 +5,15 @@ from __future__ import annotations
 import gc
 import json
 import statistics
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, TypeVar
 
 import typer
 
 from ..control.controller import resolve_profile
-from ..control.trace import MahimahiTrace, load_trace, trace_duration, trace_timeline, window_rates
+from ..control.trace import (MahimahiTrace, load_trace, trace_duration, trace_timeline, traced_profile,
+                             unused_rates, window_rates)
 from ..profiles import Profile, ProfileError, builtin_profiles
 from ..profiles.errors import Problem
 from ..profiles.link import TracePlacement
@@ -19,7 +21,7 @@ from ..profiles.yaml_files import load_profile_document, load_profile_library
 from ..profiles.units import Duration, Rate, UnitError
 from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, _is_timeline, gather_profiles, gather_rules
 from .common import (DEFAULT_ADDR, EXIT_INTERRUPTED, DeviceId, ElectionId, Json, SwitchAddr, connect, console,
-                     error, guarded)
+                     error, guarded, warning)
 from .timeline_cmd import print_lateness
 
 app = typer.Typer(help="Trace-driven links: play Mahimahi delivery traces as rate changes "
@@ -37,11 +39,13 @@ DurationOpt = Annotated[Optional[str], typer.Option(
     "--duration", metavar="DURATION", help="How long to play (the traces loop). Default: one period of the "
                                            "longer trace.")]
 BaseOpt = Annotated[Optional[str], typer.Option(
-    "--profile", metavar="PROFILE", help="Profile for everything but the rates (delay, loss, queue...): a built-in, "
-                                         "a name from --profiles or a YAML file. Default: none (rates only, "
-                                         "unlimited queue as mm-link's default).")]
+    "--profile", metavar="PROFILE", help="Profile for everything but the traced directions' rates (delay, loss, "
+                                         "queue...): a built-in, a name from --profiles or a YAML file; it may "
+                                         "be only a queue limit and an AQM (both: {queue: 100, aqm: codel}). "
+                                         "Default: none (unlimited queue as mm-link's default).")]
 
 
+T = TypeVar("T")
 MAX_DURATION_NS = 24 * 3600 * 10**9  # a timeline's steps are at most 24 h from its start
 
 
@@ -101,13 +105,6 @@ def check(uplink: UplinkOpt = None, downlink: DownlinkOpt = None, window: Window
         console.print(_summary(d, t, window_rates(t, window_ns, duration_ns), window_ns, duration_ns), highlight=False)
 
 
-def _base_profile(profile, profiles) -> tuple[dict, Profile | None]:
-    """The profiles of --profiles by name, and --profile resolved among them and the built-ins
-    (None without --profile): what `run` and `load` put the traces on."""
-    known = {p.name: p for p in gather_profiles(profiles)}
-    return known, (resolve_profile(profile, {**builtin_profiles(), **known}) if profile else None)
-
-
 @app.command("run")
 @guarded
 def run(
@@ -128,10 +125,10 @@ def run(
 
     Each window's delivery opportunities (x 1500 bytes) become that direction's rate; the
     rates change in place at the window boundaries (the queue carries on), played by the
-    timeline player. Everything is checked before the first change. Ctrl-C stops it (exit 130)
-    and leaves the last rate on."""
+    timeline player, on --profile's delay, loss and queue (a traced direction's rate in it is
+    replaced; the profile may be only a queue limit and an AQM, as for `trace load`). Everything
+    is checked before the first change. Ctrl-C stops it (exit 130) and leaves the last rate on."""
     traces, window_ns, duration_ns = _load(uplink, downlink, window, duration)
-    known, base = _base_profile(profile, profiles)
     # The garbage collector is paused while the timeline is built and compiled: 1 ms windows make up to
     # 100000 steps, and its passes over them were a third of the time before the first change. The
     # player pauses it for the run anyway (after one full collection); it is back when the run ends.
@@ -139,6 +136,13 @@ def run(
     gc.disable()
     try:
         rates = {d: window_rates(t, window_ns, duration_ns) for d, t in traces.items()}  # once: they are many
+        # The base as `load` takes it (a queue limit or an AQM and no rate is a whole link with the
+        # traces' rates in place), checked with the first windows' rates as the timeline applies it.
+        first = {d: {"rate": f"{series[0][1]}bit"} for d, series in rates.items()}
+        known, partial = _library(profiles, lambda doc: traced_profile(doc, first))
+        base, source = _base_document(profile, known, partial)
+        _sourced(source, lambda: traced_profile(base, first))
+        _warn_unused_rates(base, source, traces, "sets the rate window by window")
         timeline = trace_timeline(traces.get("uplink"), traces.get("downlink"), window_ns=window_ns,
                                   duration_ns=duration_ns, base=base, rates=rates)
         rules = gather_rules(rule, rules_file)
@@ -167,18 +171,19 @@ def run(
 
 
 def _library(files: list[Path] | None,
-             placed: dict[str, TracePlacement]) -> tuple[dict[str, Profile], dict[str, dict]]:
-    """--profiles of `load`: the profiles by name, as gather_profiles reads them, and the documents
-    of profile files that are whole profiles only with the traces in place (a queue limit or an AQM
-    and no rate, as a --profile file may be: `_base_document`), checked with them (`placed`), by
-    name. A later file's name wins, as among gather_profiles'."""
+             complete: Callable[[dict], Profile]) -> tuple[dict[str, Profile], dict[str, dict]]:
+    """--profiles of `run` and `load`: the profiles by name, as gather_profiles reads them, and the
+    documents of profile files that are whole profiles only with the traces in place (a queue limit
+    or an AQM and no rate, as a --profile file may be: `_base_document`), checked with them
+    (`complete`: the traced directions' rates or placements put in), by name. A later file's name
+    wins, as among gather_profiles'."""
     known: dict[str, Profile] = {}
     partial: dict[str, dict] = {}
     for path in files or []:
         if _is_timeline(path):  # a timeline's profiles are whole: its steps apply them alone
             found, docs = gather_profiles([path]), {}
         else:
-            found, docs = load_profile_library(path, lambda doc: _exact_profile(doc, placed))
+            found, docs = load_profile_library(path, complete)
         for p in found:
             known[p.name] = p
             partial.pop(p.name, None)
@@ -188,39 +193,50 @@ def _library(files: list[Path] | None,
     return known, partial
 
 
-def _base_document(profile: str | None, known: dict[str, Profile], partial: dict[str, dict]) -> dict:
-    """--profile of `load` as a profile document: a document of --profiles that is whole only with
-    the traces in place (`partial`, as _library reads them), a built-in or known name as that
-    profile, a file as written; not validated yet, so that a base which is a whole link only with
-    its trace (a queue limit or an AQM and no rate: mm-link's --uplink-queue and
-    --uplink-queue-args) is taken; `_exact_profile` checks it once the traces are in."""
+def _base_document(profile: str | None, known: dict[str, Profile],
+                   partial: dict[str, dict]) -> tuple[dict, str | None]:
+    """--profile of `run` and `load` as a profile document, and the file it is from (None for a
+    name): a document of --profiles that is whole only with the traces in place (`partial`, as
+    _library reads them), a built-in or known name as that profile, a file as written; not
+    validated yet, so that a base which is a whole link only with its trace (a queue limit or an
+    AQM and no rate: mm-link's --uplink-queue and --uplink-queue-args) is taken; `traced_profile`
+    checks it once the traces (`load`) or their rates (`run`) are in."""
     if profile is None:
-        return {"name": "trace"}
+        return {"name": "trace"}, None
     if profile in partial:
-        return partial[profile]
+        return partial[profile], None
     pool = {**builtin_profiles(), **known}
     path = Path(profile)
     if profile in pool or not (path.suffix in (".yaml", ".yml") or path.exists()):
-        return resolve_profile(profile, pool).to_dict()
-    return load_profile_document(path)
+        return resolve_profile(profile, pool).to_dict(), None
+    return load_profile_document(path), str(path)
+
+
+def _sourced(source: str | None, check: Callable[[], T]) -> T:
+    """check(), its ProfileError naming the --profile file the base came from (as a profile file's
+    problems are named everywhere else)."""
+    try:
+        return check()
+    except ProfileError as exc:
+        raise (exc.with_source(source) if source and exc.source is None else exc) from None
+
+
+def _warn_unused_rates(base: dict, source: str | None, traced: Iterable[str], how: str) -> None:
+    """A rate of the base that no direction uses, since the trace replaces it (`unused_rates`): taken,
+    as a direction's block overrides `both` and `--netem-uplink` overrides `--netem`, and named, as
+    the netem and Mahimahi converters name what they ignore; a bad one was refused already."""
+    where = f"{source or base.get('name')}: "
+    for field, rate in unused_rates(base, list(traced)):
+        warning(f"{where}{field}: {rate} is not used: the trace {how}; leave it out")
 
 
 def _exact_profile(base: dict, placed: dict[str, TracePlacement]) -> Profile:
     """The base document with each traced direction's `trace` set and its rate left out (also
-    one given under `both`), validated: what `load` applies."""
+    one given under `both`; a rate that is not one is an error), validated: what `load` applies."""
     doc = dict(base)
-    both = doc.get("both") or {}
-    if isinstance(both, dict) and all(isinstance(doc.get(d) or {}, dict) for d in ("uplink", "downlink")):
-        doc.pop("both", None)  # expanded here, as Profile.parse would, to take the rate out of it
-        for d in ("uplink", "downlink"):
-            link = {**both, **(doc.get(d) or {})}
-            if d in placed:
-                link.pop("rate", None)
-                link["trace"] = placed[d].model_dump()
-            doc[d] = link
     if isinstance(doc.get("name"), str):  # a missing or bad name is Profile.parse's to report
         doc["name"] = f"{doc['name']}-exact"
-    return Profile.parse(doc)
+    return traced_profile(doc, {d: {"trace": where.model_dump()} for d, where in placed.items()})
 
 
 @app.command("load")
@@ -243,8 +259,8 @@ def load(
     (--profile, default none) with each traced direction's `trace` set: every delivery
     opportunity carries its 1504 bytes at its millisecond, as Mahimahi's mm-link, repeating
     (docs/control.md#exact-delivery-in-the-data-plane). The profile's rate does not apply to a
-    traced direction; its queue limit and AQM do (mm-link's default queue is unlimited; its
-    `--uplink-queue=codel` is the profile's `aqm: codel`)."""
+    traced direction (a bad one is an error, a valid one a warning); its queue limit and AQM do
+    (mm-link's default queue is unlimited; its `--uplink-queue=codel` is the profile's `aqm: codel`)."""
     if uplink is None and downlink is None:
         raise ProfileError([Problem("", "no trace: give --uplink FILE, --downlink FILE or both")])
     traces = {d: load_trace(p) for d, p in (("uplink", uplink), ("downlink", downlink)) if p is not None}
@@ -252,10 +268,11 @@ def load(
     # overhead or bearers, is left out): a refused one writes nothing.
     unwritten = {d: TracePlacement(opportunities=len(t.opportunities_ms), period=t.period_ms)
                  for d, t in traces.items()}
-    known, partial = _library(profiles, unwritten)
-    base = _base_document(profile, known, partial)
+    known, partial = _library(profiles, lambda doc: _exact_profile(doc, unwritten))
+    base, source = _base_document(profile, known, partial)
     rules = gather_rules(rule, rules_file)
-    _exact_profile(base, unwritten)
+    _sourced(source, lambda: _exact_profile(base, unwritten))
+    _warn_unused_rates(base, source, traces, "is the link (its delivery opportunities)")
     with connect(addr, device_id, election_id, profiles=list(known.values())) as ctl:
         placed = ctl.load_traces(traces)
         ctl.apply(_exact_profile(base, placed), rules or None)

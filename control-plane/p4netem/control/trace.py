@@ -26,12 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..profiles import Profile
-from ..profiles.errors import Problem
+from pydantic import TypeAdapter, ValidationError
+
+from ..profiles import Profile, ProfileError
+from ..profiles.errors import Problem, problems_from_validation_error
+from ..profiles.fields import LinkRate
 from ..profiles.units import Duration, Rate
 from .timeline import Timeline, TimelineError
 
 __all__ = ["MahimahiTrace", "TraceError", "load_trace", "parse_trace", "window_rates", "trace_timeline",
+           "traced_profile", "unused_rates",
            "MTU_BYTES", "FRAME_BYTES"]
 
 # One delivery opportunity carries one 1500-byte IP packet (Mahimahi's mm-link): a 1514-byte
@@ -207,25 +211,25 @@ def _unplayable(start: int, end: int, n: int, rate: int) -> Problem:
 
 
 def trace_timeline(uplink: MahimahiTrace | None, downlink: MahimahiTrace | None, *, window_ns: int,
-                   duration_ns: int, base: Profile | None = None, name: str = "trace",
+                   duration_ns: int, base: Profile | Mapping[str, Any] | None = None, name: str = "trace",
                    set_mode: str = "in-place",
                    rates: Mapping[str, list[tuple[int, int]]] | None = None) -> Timeline:
     """A Timeline that applies `base` (default: no impairment) with each direction's first
     window rate, then sets each direction's rate at every window where it changes (in place;
     set_mode="switch" gives each window a new, empty queue instead, for comparison). A
-    direction without a trace keeps `base`'s parameters. `rates` may give a direction's
-    window_rates(trace, window_ns, duration_ns) when the caller has them (`trace run` prints them
-    first): they are not worked out again."""
+    direction without a trace keeps `base`'s parameters. `base` may be a profile document as read
+    (`trace run --profile FILE`), checked as `traced_profile` checks it: one that is a whole link
+    only with the rates in place (a queue limit or an AQM and no rate) is taken, as `trace load`
+    takes it. `rates` may give a direction's window_rates(trace, window_ns, duration_ns) when the
+    caller has them (`trace run` prints them first): they are not worked out again."""
     if uplink is None and downlink is None:
         raise TraceError([Problem("", "no trace: give an uplink or a downlink trace (or both)")])
     rates = {d: (rates or {}).get(d) or window_rates(t, window_ns, duration_ns)
              for d, t in (("uplink", uplink), ("downlink", downlink)) if t is not None}
-    doc = (base or Profile.parse({"name": name})).to_dict()
-    doc["name"] = name
-    for d, series in rates.items():
-        doc.setdefault(d, {})
-        doc[d]["rate"] = f"{series[0][1]}bit"
-    start = Profile.parse(doc)
+    doc = base.to_dict() if isinstance(base, Profile) else dict(base) if base is not None else {"name": name}
+    if isinstance(doc.get("name"), str):  # a missing or bad name is Profile.parse's to report, as for `load`
+        doc["name"] = name
+    start = traced_profile(doc, {d: {"rate": f"{series[0][1]}bit"} for d, series in rates.items()})
     # A 100 s trace in 1 ms windows is up to 100000 steps: each rate's text is made once, and the
     # times go in as Durations, which the steps take as they are (a "123000000ns" was parsed again).
     texts: dict[int, str] = {}
@@ -243,6 +247,80 @@ def trace_timeline(uplink: MahimahiTrace | None, downlink: MahimahiTrace | None,
     source = " ".join(f"{d}={t.source}" for d, t in (("uplink", uplink), ("downlink", downlink)) if t is not None)
     return Timeline.parse({"name": name, "set_mode": set_mode, "profiles": [start.to_dict()], "steps": steps},
                           source=f"traces {source}")
+
+
+_RATE = TypeAdapter(LinkRate)
+_DIRECTIONS = ("uplink", "downlink")
+
+
+def _links(doc: Mapping[str, Any]) -> tuple[Mapping[str, Any], dict[str, Mapping[str, Any]]] | None:
+    """The `both` block and each direction's own block of a profile document, or None when one is
+    not a mapping (Profile.parse reports that)."""
+    both = doc.get("both") or {}
+    own = {d: doc.get(d) or {} for d in _DIRECTIONS}
+    if not isinstance(both, Mapping) or not all(isinstance(link, Mapping) for link in own.values()):
+        return None
+    return both, own
+
+
+def traced_profile(base: Mapping[str, Any], traced: Mapping[str, Mapping[str, Any]]) -> Profile:
+    """`base`, a profile document as read (not validated yet: it may be a whole link only with its
+    traces, e.g. a queue limit and an AQM and no rate, as mm-link's --downlink-queue=codel), with
+    each traced direction's rate (its own or the one under `both`) replaced by the fields of
+    `traced[direction]` (`trace load`: its `trace` placement; `trace run`: its first window's
+    rate), validated: a ProfileError lists every problem. The replaced rate is still checked as a
+    rate, where it was written (`downlink.rate` or `both.rate`): "fast" is an error, not dropped
+    unread; a valid one is taken, since a whole profile (a built-in, `both: {rate: 1Mbit, queue: 3}`)
+    is a base and its rate may serve the direction without a trace (`unused_rates` names one that
+    serves none)."""
+    doc = dict(base)
+    problems: list[Problem] = []
+    links = _links(doc)
+    if links is not None:
+        both, own = links
+        doc.pop("both", None)  # expanded here, as Profile.parse would, to take the rate out of it
+        for d in _DIRECTIONS:
+            link = {**both, **own[d]}
+            if d in traced:
+                if "rate" in link:
+                    where = f"{d}.rate" if "rate" in own[d] else "both.rate"
+                    try:
+                        _RATE.validate_python(link.pop("rate"))
+                    except ValidationError as exc:
+                        problems += [Problem(where, p.message) for p in problems_from_validation_error(exc)]
+                link.update(traced[d])
+            doc[d] = link
+    try:
+        profile = Profile.parse(doc)
+    except ProfileError as exc:
+        problems += exc.problems
+    if problems:
+        raise ProfileError(list(dict.fromkeys(problems)))  # a bad `both.rate` of two traces once
+    return profile
+
+
+def unused_rates(base: Mapping[str, Any], traced: Sequence[str]) -> list[tuple[str, Rate]]:
+    """(field, rate) of each valid rate of `base` (a profile document; `traced_profile` refuses a
+    bad one it replaces) that `traced_profile` replaces and no direction uses: one in a traced
+    direction's own block, or under `both` when every direction is traced or has a rate of its own.
+    A warning's worth, not an error: the trace sets the link, as a direction's block overrides
+    `both`. A rate of 0 ("unlimited") states no rate and is not named."""
+    links = _links(base)
+    if links is None:
+        return []
+    both, own = links
+    given = [(f"{d}.rate", own[d]["rate"]) for d in _DIRECTIONS if d in traced and "rate" in own[d]]
+    if "rate" in both and all(d in traced or "rate" in own[d] for d in _DIRECTIONS):
+        given.append(("both.rate", both["rate"]))
+    out = []
+    for field, raw in given:
+        try:
+            rate = _RATE.validate_python(raw)
+        except ValidationError:  # a `both` rate every direction overrides is never read, as by Profile.parse
+            continue
+        if rate != 0:
+            out.append((field, rate))
+    return out
 
 
 def trace_duration(traces: Sequence[MahimahiTrace | None]) -> int:
