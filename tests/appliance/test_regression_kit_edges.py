@@ -8,6 +8,7 @@ with real namespaces and a real switch."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -126,6 +127,66 @@ def test_long_node_ids_that_differ_only_at_the_end_get_files_of_their_own(tmp_pa
     assert len(files) == 2 and all(len(f.name) <= 255 for f in files), files
 
 
+COLLIDING = """
+    import os, pytest
+
+    VALUES = {"a/b": 100.0, "a_b": 200.0, "a b": 300.0, "x": 400.0}
+
+    def value(what):  # a bump makes exactly this test regress against its own baseline
+        return VALUES[what] * (1.5 if os.environ.get("BUMP") == what else 1.0)
+
+    @pytest.mark.parametrize("p", ["a/b", "a_b", "a b"])
+    def test_x(p, p4netem_baseline):
+        p4netem_baseline.record("m", value(p))
+
+    def test_x_a_b(p4netem_baseline):  # a plain id whose readable name is test_x[a_b]'s
+        p4netem_baseline.record("m", value("x"))
+"""
+
+
+def test_node_ids_that_read_alike_get_baselines_of_their_own(pytester, tmp_path, monkeypatch):
+    # "/", " " and "[...]" all became "_": the four tests shared one file, the last save won, and
+    # the others were compared with its numbers (a regression of test_x[a/b] passed unseen).
+    base = tmp_path / "baseline"
+    _run(pytester, COLLIDING, f"--p4netem-baseline={base}", "--p4netem-save-baseline").assert_outcomes(passed=4)
+    files = sorted(base.glob("*.json"))
+    owners = {json.loads(f.read_text())["test"] for f in files}
+    assert len(files) == 4 and len(owners) == 4, files
+    # A plain id keeps the name it always had (users' saved baselines are still found).
+    assert (base / "test_app.py_test_x_a_b.json").exists(), files
+    for bumped in ("a/b", "a b", "x"):
+        monkeypatch.setenv("BUMP", bumped)
+        result = pytester.runpytest("-p", "no:cacheprovider", f"--p4netem-baseline={base}")
+        result.assert_outcomes(passed=4, errors=1)
+        nodeid = "test_app.py::test_x_a_b" if bumped == "x" else f"test_app.py::test_x[{bumped}]"
+        result.stdout.fnmatch_lines(["*p4netem baseline*", f"1 test(s) regressed against {base}*", f"  {nodeid}"])
+    # Saved again, each test still has one file, its own.
+    pytester.runpytest("-p", "no:cacheprovider", f"--p4netem-baseline={base}", "--p4netem-save-baseline")
+    assert sorted(base.glob("*.json")) == files
+
+
+def test_baseline_file_names_stay_readable_and_find_the_files_saved_before(tmp_path):
+    # The names the doc shows, and those of users' baselines, for plain ids.
+    assert Baseline("examples/regression/test_my_app.py::test_report_download[lan]", tmp_path).path.name == \
+        "examples_regression_test_my_app.py_test_report_download_lan.json"
+    assert Baseline("tests/test_a.py::TestX::test_y", tmp_path).path.name == "tests_test_a.py_TestX_test_y.json"
+    # Another id carries a digest of itself after the readable part, the same on every machine.
+    odd = Baseline("test_app.py::test_x[a/b]", tmp_path)
+    assert odd.path.name == "test_app.py_test_x_a_b@" + hashlib.sha256(odd.key.encode()).hexdigest()[:12] + ".json"
+    # Its baseline saved under the readable name before (the file records whose it is) still counts,
+    # and a save moves it to its own name.
+    legacy = tmp_path / "test_app.py_test_x_a_b.json"
+    legacy.write_text(json.dumps({"test": odd.key, "metrics": {"m": {"value": 100.0}}}))
+    odd.record("m", 200.0)
+    comparisons, regressed = odd.finish()
+    assert regressed and comparisons[0].baseline == 100.0 and odd.path == legacy
+    Baseline(odd.key, tmp_path, save=True, metrics=dict(odd.metrics)).finish()
+    assert not legacy.exists() and odd.found() == odd.path != legacy
+    # A hand-made file without "test" is the baseline of the test whose name it has.
+    (tmp_path / "t.py_test_z.json").write_text('{"metrics": {"m": {"value": 1}}}')
+    assert Baseline("t.py::test_z", tmp_path).stored()["m"].value == 1
+
+
 def test_a_change_from_a_baseline_of_zero_is_shown_as_a_difference():
     line = Comparison("losses", 3.0, 0.0, 1.0, True).line()
     assert "inf" not in line and "+3" in line and line.endswith("REGRESSED"), line
@@ -138,7 +199,7 @@ def test_a_change_from_a_baseline_of_zero_is_shown_as_a_difference():
 @needs_root
 def test_a_pytest_stopped_by_sigterm_mid_test_leaves_no_lab(pytester, tmp_path):
     """A CI job's timeout sends SIGTERM: pytest dies without teardown; the lab (namespaces, the
-    switch in its own session, the test's server) must still go."""
+    switch in its own session, the test's server) must still go, and the job's log say so."""
     run_dir = tmp_path / "run"  # the inner session's lab records, and only they, are cleaned below
     ready = tmp_path / "ready.json"
     pytester.makepyfile(test_app=textwrap.dedent(f"""
@@ -165,12 +226,17 @@ def test_a_pytest_stopped_by_sigterm_mid_test_leaves_no_lab(pytester, tmp_path):
         made = json.loads(ready.read_text())
         made["ticks"] = {pid: start_ticks(pid) for pid in made["pids"]}  # a pid used again is not theirs
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+        # To its end: the reaper, which says what it removed on the session's stderr, holds it.
+        output = proc.communicate(timeout=60)[0]
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (_namespaces(made) or _alive(made)):
             time.sleep(0.2)
         assert not _namespaces(made) and not _alive(made), (made, _namespaces(made), _alive(made))
         assert not list(run_dir.glob("*.json")), list(run_dir.iterdir())
+        # The user sees what was removed: the reaper wrote it to pytest's capture file before, which
+        # nobody read once pytest was dead.
+        reaped = [line for line in output.splitlines() if line.startswith(f"p4netem lab reaper (owner pid {proc.pid} ")]
+        assert len(reaped) == 1 and "removed 2 namespace(s)" in reaped[0], output
     finally:
         if proc.poll() is None:
             proc.kill()

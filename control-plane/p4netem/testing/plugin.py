@@ -5,14 +5,17 @@ Fixtures (all names start with p4netem_ so they never shadow a project's own):
   port 2) network namespaces wired through a real p4netem-switch; `.run(host, cmd)`,
   `.start(host, cmd)` (a background server, stopped with the lab; a failed test lists what became
   of them), `.controller` (the primary Controller), `.apply(profile)`. Needs root. This process's
-  lab reaper (p4netem.lab.reaper) removes the lab when pytest is killed without a teardown.
+  lab reaper (p4netem.lab.reaper) removes the lab when pytest is killed without a teardown, and
+  says so on pytest's stderr.
 - `p4netem_profile`: the profile of `@pytest.mark.p4netem_profile("lte")` or of an indirect
   parametrization (`@pytest.mark.parametrize("p4netem_profile", ["lte", "gprs"], indirect=True)`),
   applied to the lab for the test's duration; the fixture's value is the profile's name.
 - `p4netem_baseline`: `.record(name, value, tolerance_pct=10, worse="higher", slack=0)`. With
   `--p4netem-baseline DIR` the test fails when a metric is worse than DIR's baseline by more than
   its tolerance (a table says what regressed); `--p4netem-save-baseline` writes DIR instead, for
-  the tests that passed. The session's end lists tests without a baseline and tests not saved.
+  the tests that passed. The session's end lists the tests that regressed, those without a
+  baseline and those not saved (under pytest-xdist once, in the controller's output, for every
+  worker's tests).
 
 Marker `@pytest.mark.p4netem_timing`: the test asserts on packet timing; when it fails while the
 host stopped a CPU for 10 ms or more, it runs once more (stalls.py).
@@ -33,9 +36,14 @@ from .stalls import pytest_runtest_protocol  # noqa: F401  (a hook, by name)
 # The reports of a test's phases so far ("setup", "call"): a baseline is saved only from a test
 # that passed, and a failure gets the story of the servers it started.
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
-# What the end-of-session summary says about baselines: node id -> "new" or "unsaved" (the last
-# run's word: a p4netem_timing rerun that passed and saved takes the first run's back).
+# What the end-of-session summary says about baselines: node id -> "regressed", "new" or "unsaved".
+# A test's word rides on its teardown report (the attribute REPORT_NOTE), and the session's
+# collector (_Notes) takes it from the reports it logs: under pytest-xdist a worker's stash never
+# reaches the controller, which shows the summary, but every report does. Only the reports of a
+# test's last run are logged, so a p4netem_timing rerun that passed and saved has the last word.
 _BASELINE_NOTES = pytest.StashKey[dict[str, str]]()
+_NOTE = pytest.StashKey[str]()  # the word of this run of the test, for its teardown report
+REPORT_NOTE = "p4netem_baseline"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,6 +73,21 @@ def pytest_configure(config: pytest.Config) -> None:
                                 f"e.g. dataplane/target/release/p4netem-switch after `make build`)")
     config.stash[_BASELINE_NOTES] = {}
     stalls.configure(config)
+    config.pluginmanager.register(_Notes(config), "p4netem-notes")
+
+
+class _Notes:
+    """Collects the baseline words and the p4netem_timing reruns from the reports this process
+    logs (all of them: a plain session's, or the reports of every xdist worker in the controller)."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        note = getattr(report, REPORT_NOTE, None)
+        if note:
+            self.config.stash[_BASELINE_NOTES][report.nodeid] = note
+        stalls.logreport(self.config, report)
 
 
 def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
@@ -90,8 +113,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         return report
     if report.when == "setup":  # a run's first report (a p4netem_timing rerun starts afresh)
         item.stash[_REPORTS] = {}
+        if _NOTE in item.stash:
+            del item.stash[_NOTE]
     if report.when == "teardown":  # the fixtures are done with them: not kept for the whole session
         item.stash.setdefault(_REPORTS, {}).clear()
+        if _NOTE in item.stash:
+            setattr(report, REPORT_NOTE, item.stash[_NOTE])
+            del item.stash[_NOTE]
     else:
         item.stash.setdefault(_REPORTS, {})[report.when] = report
     return report
@@ -106,10 +134,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     # ids) would otherwise pass every test as new without a word.
     directory = config.getoption("--p4netem-baseline")
     terminalreporter.section("p4netem baseline")
-    headers = {"new": f"with no baseline in {directory} (passed as new):",
+    headers = {"regressed": f"regressed against {directory} (each fails with its table above):",
+               "new": f"with no baseline in {directory} (passed as new):",
                "unsaved": f"not saved to {directory}: the test did not pass (its old baseline, if any, stays):"}
     for what, header in headers.items():
-        ids = [nodeid for nodeid, kind in notes.items() if kind == what]
+        # Sorted: the same list whichever xdist worker finished first.
+        ids = sorted(nodeid for nodeid, kind in notes.items() if kind == what)
         if ids:
             terminalreporter.line(f"{len(ids)} test(s) {header}")
             for nodeid in ids:
@@ -198,6 +228,7 @@ class UserLab:
 
 @pytest.fixture
 def p4netem_lab(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UserLab]:
+    import contextlib
     import os
 
     from p4netem.control import Controller
@@ -205,10 +236,16 @@ def p4netem_lab(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[User
 
     if os.geteuid() != 0:
         pytest.skip("p4netem_lab needs root (network namespaces, raw sockets)")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
     try:
         # A session stopped by SIGTERM (a CI job's timeout) or SIGKILL runs no teardown: this
-        # process's reaper removes its labs (namespaces, switch, servers) the moment it exits.
-        reaper.watch_this_process()
+        # process's reaper removes its labs (namespaces, switch, servers) the moment it exits, and
+        # says what it removed on the stderr it inherits. Started under pytest's capture, that was
+        # the capture's temporary file, which nobody reads once pytest is dead: it gets the
+        # session's own stderr instead (the terminal, the CI job's log; under pytest-xdist a
+        # worker's, which is the controller's).
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reaper.watch_this_process()
     except OSError as exc:
         import warnings
 
@@ -254,13 +291,11 @@ def p4netem_baseline(request: pytest.FixtureRequest):
     save = request.config.getoption("--p4netem-save-baseline")
     baseline = Baseline(request.node.nodeid, Path(directory) if directory else None, save=save)
     yield baseline
-    notes = request.config.stash[_BASELINE_NOTES]
-    notes.pop(request.node.nodeid, None)
     if save and baseline.metrics:
         call = request.node.stash.get(_REPORTS, {}).get("call")
         if call is None or not call.passed:
             # A failed (or skipped) run's numbers must not become the reference for the next ones.
-            notes[request.node.nodeid] = "unsaved"
+            request.node.stash[_NOTE] = "unsaved"
             return
     try:
         comparisons, regressed = baseline.finish()
@@ -269,9 +304,10 @@ def p4netem_baseline(request: pytest.FixtureRequest):
         comparisons, regressed, unusable = [], False, str(exc)
     if unusable:  # failed outside the except: its traceback would say nothing more
         pytest.fail(f"p4netem baseline: {unusable}", pytrace=False)
-    if comparisons and not save and not baseline.path.exists():
-        notes[request.node.nodeid] = "new"
+    if comparisons and not save and baseline.found() is None:
+        request.node.stash[_NOTE] = "new"
     if regressed:
+        request.node.stash[_NOTE] = "regressed"
         pytest.fail("p4netem baseline: regression against " + str(baseline.path) + "\n" + table(comparisons),
                     pytrace=False)
     if comparisons:  # shown with -rP

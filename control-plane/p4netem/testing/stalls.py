@@ -25,6 +25,7 @@ from p4netem.lab.hoststall import HostStalls, wait_until_quiet
 
 MARKER = "p4netem_timing"
 _RERUNS = pytest.StashKey[list[str]]()
+REPORT_RERUN = "p4netem_timing_rerun"
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -76,10 +77,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         item._initrequest()  # fresh fixtures for the second run (as pytest-rerunfailures does)
         reports, watch = _run(item, nextitem)
         crash = getattr(first.longrepr, "reprcrash", None)
-        item.config.stash[_RERUNS].append(
-            f"{item.nodeid}: {'FAILED' if _failed(reports) else 'passed'} on its second run; the first failed "
-            f"({crash.message.splitlines()[0] if crash else first.when}) while {why}"
-            f"{'' if quiet else f'; the host was not quiet for {quiet_s:g} s within 60 s before the second run'}")
+        # On the last report, for the summary of the process that logs it (under pytest-xdist the
+        # controller, not this worker: logreport below).
+        line = (f"{item.nodeid}: {'FAILED' if _failed(reports) else 'passed'} on its second run; the first "
+                f"failed ({crash.message.splitlines()[0] if crash else first.when}) while {why}"
+                f"{'' if quiet else f'; the host was not quiet for {quiet_s:g} s within 60 s before the second run'}")
+        setattr(reports[-1], REPORT_RERUN, line)
         for r in reports:
             r.sections.append(("first run, while the host stalled", f"{why}\n{first.longreprtext}"))
     for r in reports:
@@ -88,6 +91,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         item.ihook.pytest_runtest_logreport(report=r)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
+
+
+def logreport(config: pytest.Config, report: pytest.TestReport) -> None:
+    """Called by the plugin's report collector for every report this process logs."""
+    line = getattr(report, REPORT_RERUN, None)
+    if line:
+        config.stash[_RERUNS].append(line)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
