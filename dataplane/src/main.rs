@@ -248,6 +248,7 @@ fn static_port_map(control: &SwitchControl, spec: &str) -> anyhow::Result<()> {
                 priority: 0,
                 action: ActionCall { action_id: ACTION_SET_EGRESS_PORT, params: vec![b] },
                 controller_metadata: 0,
+                metadata: Vec::new(),
             },
         ));
     }

@@ -625,8 +625,8 @@ def test_delete_ignores_non_key_fields_and_default_entry_reads_are_keyless(sw):
     """Spec "TableEntry": a DELETE considers only the key (and is_const, which must be false);
     all other fields must be ignored, even fields this target does not support. Spec "Default
     Entry": with is_default_action set, match must be empty and priority 0 (INVALID_ARGUMENT),
-    also in a Read. Spec "Wildcard Reads": a `metadata` filter is valid; no entry of this target
-    carries metadata, so it selects none."""
+    also in a Read. Spec "Wildcard Reads": a `metadata` filter selects the entries carrying that
+    metadata (none here)."""
     lab, n, open_client = sw
     c = primary(open_client)
     pm = n.table("port_map")

@@ -5,7 +5,7 @@
 #![allow(deprecated)] // TableEntry.controller_metadata is deprecated in favour of `metadata`, but clients still use it.
 
 use crate::contract::{self, ActionScope, MatchKind, TableDef};
-use crate::state::{ActionCall, FieldMatch, TableEntry, UpdateKind};
+use crate::state::{ActionCall, DefaultCookies, FieldMatch, TableEntry, UpdateKind};
 
 use super::codec::{decode_action, decode_matches, encode_action, encode_matches};
 use super::error::{P4Error, P4Result};
@@ -17,8 +17,9 @@ pub enum TableOp {
     /// Insert, modify or delete a match entry. For a MODIFY whose action was left unset the
     /// action is `None` (the spec: keep the entry's action); DELETE carries no action either.
     Entry { kind: UpdateKind, entry: TableEntry, action_given: bool },
-    /// MODIFY of the default entry; `None` resets it to the P4 program's default.
-    Default { table_id: u32, action: Option<ActionCall> },
+    /// MODIFY of the default entry; `None` resets it to the P4 program's default (and its cookies
+    /// to none, spec "Default Entry").
+    Default { table_id: u32, action: Option<ActionCall>, cookies: DefaultCookies },
 }
 
 pub fn lookup_table(table_id: u32) -> P4Result<&'static TableDef> {
@@ -44,7 +45,7 @@ pub fn needs_priority(table: &TableDef) -> bool {
 }
 
 /// Reject the TableEntry features this target does not have (direct resources, idle timeout,
-/// const entries, per-entry byte metadata). A DELETE is only checked for `is_const` (which the
+/// const entries). A DELETE is only checked for `is_const` (which the
 /// spec requires to be false in every write): it considers the key alone, and "all other fields
 /// must be ignored, even if they have nonsensical values" (spec, "TableEntry").
 fn check_unsupported(table: &TableDef, te: &pb::TableEntry, kind: UpdateKind) -> P4Result<()> {
@@ -63,11 +64,6 @@ fn check_unsupported(table: &TableDef, te: &pb::TableEntry, kind: UpdateKind) ->
     }
     if te.meter_config.is_some() || te.meter_counter_data.is_some() {
         return Err(P4Error::invalid(format!("table {t} has no direct meter (meter fields must be unset)")));
-    }
-    if !te.metadata.is_empty() {
-        return Err(P4Error::unimplemented(format!(
-            "table {t}: the bytes field TableEntry.metadata is not stored by this target; use controller_metadata"
-        )));
     }
     Ok(())
 }
@@ -100,11 +96,6 @@ pub fn decode_update(kind: UpdateKind, te: &pb::TableEntry) -> P4Result<TableOp>
                 "table {t}: the default entry must have no match fields and priority 0"
             )));
         }
-        if te.controller_metadata != 0 {
-            return Err(P4Error::unimplemented(format!(
-                "table {t}: controller_metadata on the default entry is not stored by this target"
-            )));
-        }
         if contract::default_is_const(table.id) {
             return Err(P4Error::permission_denied(format!("table {t}: the default action is const")));
         }
@@ -117,7 +108,10 @@ pub fn decode_update(kind: UpdateKind, te: &pb::TableEntry) -> P4Result<TableOp>
                 )));
             }
         }
-        return Ok(TableOp::Default { table_id: table.id, action });
+        // "Apart from the above restrictions, the default entry is treated like a regular entry"
+        // (spec, "Default Entry"): its cookies are kept and read back (PI keeps them too).
+        let cookies = DefaultCookies { controller_metadata: te.controller_metadata, metadata: te.metadata.clone() };
+        return Ok(TableOp::Default { table_id: table.id, action, cookies });
     }
 
     let matches = decode_matches(table, &te.r#match)?;
@@ -160,6 +154,7 @@ pub fn decode_update(kind: UpdateKind, te: &pb::TableEntry) -> P4Result<TableOp>
             priority: te.priority,
             action: action.unwrap_or(ActionCall { action_id: 0, params: Vec::new() }),
             controller_metadata: te.controller_metadata,
+            metadata: te.metadata.clone(),
         },
         action_given,
     })
@@ -174,16 +169,19 @@ pub fn encode_entry(e: &TableEntry) -> pb::TableEntry {
         action: Some(pb::TableAction { r#type: Some(pb::table_action::Type::Action(encode_action(&e.action))) }),
         priority: e.priority,
         controller_metadata: e.controller_metadata,
+        metadata: e.metadata.clone(),
         ..Default::default()
     }
 }
 
 /// The default entry of a table, as read back.
-pub fn encode_default(table_id: u32, action: &ActionCall) -> pb::TableEntry {
+pub fn encode_default(table_id: u32, action: &ActionCall, cookies: &DefaultCookies) -> pb::TableEntry {
     pb::TableEntry {
         table_id,
         action: Some(pb::TableAction { r#type: Some(pb::table_action::Type::Action(encode_action(action))) }),
         is_default_action: true,
+        controller_metadata: cookies.controller_metadata,
+        metadata: cookies.metadata.clone(),
         ..Default::default()
     }
 }
@@ -202,8 +200,7 @@ pub struct TableQuery {
     pub priority: i32,
     /// 0 = any.
     pub controller_metadata: u64,
-    /// Empty = any. This target stores no `TableEntry.metadata`, so a non-empty filter matches
-    /// nothing.
+    /// Empty = any.
     pub metadata: Vec<u8>,
 }
 
@@ -265,15 +262,14 @@ impl TableQuery {
             && self.action_id.is_none_or(|a| a == e.action.action_id)
             && (self.priority == 0 || self.priority == e.priority)
             && (self.controller_metadata == 0 || self.controller_metadata == e.controller_metadata)
-            && self.metadata.is_empty()
+            && (self.metadata.is_empty() || self.metadata == e.metadata)
     }
 
-    /// Whether the default entry (whose action is `action`) passes the filters: it has no
-    /// controller_metadata or metadata on this target.
-    pub fn accepts_default(&self, action: &ActionCall) -> bool {
+    /// Whether the default entry (whose action is `action`) passes the filters.
+    pub fn accepts_default(&self, action: &ActionCall, cookies: &DefaultCookies) -> bool {
         self.action_id.is_none_or(|a| a == action.action_id)
-            && self.controller_metadata == 0
-            && self.metadata.is_empty()
+            && (self.controller_metadata == 0 || self.controller_metadata == cookies.controller_metadata)
+            && (self.metadata.is_empty() || self.metadata == cookies.metadata)
     }
 }
 
@@ -334,6 +330,7 @@ mod tests {
             r#match: exact_matches(t),
             action: Some(action_of(t)),
             controller_metadata: 7,
+            metadata: b"opaque".to_vec(),
             ..Default::default()
         };
         let TableOp::Entry { entry, .. } = decode_update(UpdateKind::Insert, &te).unwrap() else { panic!() };
@@ -352,10 +349,17 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(decode_update(UpdateKind::Modify, &te), Ok(TableOp::Default { action: Some(_), .. })));
+        // The default entry keeps its cookies like any entry (spec, "Default Entry").
+        let cookie = pb::TableEntry { controller_metadata: 9, metadata: b"m".to_vec(), ..te.clone() };
+        let Ok(TableOp::Default { cookies, .. }) = decode_update(UpdateKind::Modify, &cookie) else { panic!() };
+        assert_eq!(cookies, DefaultCookies { controller_metadata: 9, metadata: b"m".to_vec() });
         assert_eq!(decode_update(UpdateKind::Insert, &te).unwrap_err().code, Code::InvalidArgument);
         assert_eq!(decode_update(UpdateKind::Delete, &te).unwrap_err().code, Code::InvalidArgument);
         let reset = pb::TableEntry { action: None, ..te.clone() };
-        assert_eq!(decode_update(UpdateKind::Modify, &reset), Ok(TableOp::Default { table_id: t.id, action: None }));
+        assert_eq!(
+            decode_update(UpdateKind::Modify, &reset),
+            Ok(TableOp::Default { table_id: t.id, action: None, cookies: DefaultCookies::default() })
+        );
         let with_match = pb::TableEntry { r#match: exact_matches(t), ..te };
         assert_eq!(decode_update(UpdateKind::Modify, &with_match).unwrap_err().code, Code::InvalidArgument);
     }
@@ -464,10 +468,10 @@ mod tests {
         assert!(q.accepts(&entry));
         let other = TableEntry { matches: vec![Some(FieldMatch::Exact(2)); t.keys.len()], ..entry.clone() };
         assert!(!q.accepts(&other));
-        // A metadata filter is valid; no entry of this target carries metadata, so none matches.
+        // A metadata filter selects only the entries carrying that metadata.
         let q =
             decode_query(&pb::TableEntry { table_id: t.id, metadata: b"x".to_vec(), ..Default::default() }).unwrap();
-        assert!(!q.accepts(&entry) && !q.accepts_default(&entry.action));
+        assert!(!q.accepts(&entry) && !q.accepts_default(&entry.action, &DefaultCookies::default()));
         // The default entry is read with no match and priority 0 (spec, "Default Entry").
         for te in [
             pb::TableEntry { table_id: t.id, is_default_action: true, r#match: exact_matches(t), ..Default::default() },
@@ -477,7 +481,7 @@ mod tests {
         }
         let q =
             decode_query(&pb::TableEntry { table_id: t.id, is_default_action: true, ..Default::default() }).unwrap();
-        assert!(q.accepts_default(&entry.action));
+        assert!(q.accepts_default(&entry.action, &DefaultCookies::default()));
         let q = decode_query(&pb::TableEntry {
             table_id: t.id,
             is_default_action: true,
@@ -485,6 +489,6 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert!(!q.accepts_default(&entry.action));
+        assert!(!q.accepts_default(&entry.action, &DefaultCookies::default()));
     }
 }

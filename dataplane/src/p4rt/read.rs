@@ -75,8 +75,9 @@ pub fn read_entity(
             let q = decode_query(te)?;
             if q.default_entry {
                 let action = control.default_action(q.table_id)?;
-                if q.accepts_default(&action) {
-                    out.push(entity(E::TableEntry(encode_default(q.table_id, &action))));
+                let cookies = control.default_cookies(q.table_id)?;
+                if q.accepts_default(&action, &cookies) {
+                    out.push(entity(E::TableEntry(encode_default(q.table_id, &action, &cookies))));
                 }
             } else {
                 for e in control.read_table(q.table_id)? {

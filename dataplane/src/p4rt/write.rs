@@ -335,13 +335,21 @@ pub fn apply(
             Err(_) => {}
         }
     }
-    // Digest configs are ours: check them in order on a copy first.
+    // Digest configs are ours: check them in order on a copy first. A default entry's action is
+    // range-checked by the store (profile ids, radio models, ...) only when it is set, after the
+    // table batch: an all-or-nothing batch checks it first, since that batch cannot be undone
+    // once a default entry fails (ROLLBACK_ON_ERROR applied the rest and said "none applied").
     let mut trial = digests.clone_configs();
     for (i, op) in &rest {
-        if let Op::Digest { kind, id, config } = op {
-            if let Err(e) = trial.apply_config(*kind, *id, *config) {
-                results[*i] = Err(e);
+        let checked = match op {
+            Op::Digest { kind, id, config } => trial.apply_config(*kind, *id, *config),
+            Op::Table(TableOp::Default { table_id, action: Some(a), .. }) if atomic.is_some() => {
+                control.check_default_action(*table_id, a).map_err(Into::into)
             }
+            _ => Ok(()),
+        };
+        if let Err(e) = checked {
+            results[*i] = Err(e);
         }
     }
     if atomic.is_some() && results.iter().any(|r| r.is_err()) {
@@ -383,8 +391,8 @@ pub fn apply(
             continue;
         }
         let r: P4Result<()> = match &op {
-            Op::Table(TableOp::Default { table_id, action }) => {
-                control.set_default_action(*table_id, action.clone()).map_err(Into::into)
+            Op::Table(TableOp::Default { table_id, action, cookies }) => {
+                control.set_default_entry(*table_id, action.clone(), cookies.clone()).map_err(Into::into)
             }
             Op::Register { id, index, value } => match index {
                 Some(ix) => control.write_register(*id, *ix, *value).map_err(Into::into),

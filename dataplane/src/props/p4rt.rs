@@ -65,9 +65,17 @@ fn table_entry() -> impl Strategy<Value = TableEntry> {
             })
             .collect();
         let priority = if needs_priority(table) { (1..=i32::MAX).boxed() } else { Just(0).boxed() };
-        (matches, priority, action_for(table), any::<u64>()).prop_map(move |(matches, priority, action, meta)| {
-            TableEntry { table_id: table.id, matches, priority, action, controller_metadata: meta }
-        })
+        let metadata = prop::collection::vec(any::<u8>(), 0..4);
+        (matches, priority, action_for(table), any::<u64>(), metadata).prop_map(
+            move |(matches, priority, action, meta, metadata)| TableEntry {
+                table_id: table.id,
+                matches,
+                priority,
+                action,
+                controller_metadata: meta,
+                metadata,
+            },
+        )
     })
 }
 

@@ -161,8 +161,19 @@ impl SwitchControl {
 
     /// `None` = reset to the P4 default.
     pub fn set_default_action(&self, table_id: u32, action: Option<ActionCall>) -> Result<(), StateError> {
+        self.set_default_entry(table_id, action, DefaultCookies::default())
+    }
+
+    /// The default entry with the controller's cookies (`action` None: the P4 program's default,
+    /// cookies reset).
+    pub fn set_default_entry(
+        &self,
+        table_id: u32,
+        action: Option<ActionCall>,
+        cookies: DefaultCookies,
+    ) -> Result<(), StateError> {
         let mut store = self.store();
-        let ti = store.set_default(table_id, action)?;
+        let ti = store.set_default(table_id, action, cookies)?;
         let mut touched = vec![false; store.table_count()];
         touched[ti] = true;
         self.publish(&mut store, &touched);
@@ -186,6 +197,16 @@ impl SwitchControl {
 
     pub fn default_action(&self, table_id: u32) -> Result<ActionCall, StateError> {
         self.store().default_action(table_id)
+    }
+
+    /// The checks `set_default_entry` makes, without setting anything (all-or-nothing batches
+    /// check every update before applying any).
+    pub fn check_default_action(&self, table_id: u32, action: &ActionCall) -> Result<(), StateError> {
+        self.store().check_default(table_id, action)
+    }
+
+    pub fn default_cookies(&self, table_id: u32) -> Result<DefaultCookies, StateError> {
+        self.store().default_cookies(table_id)
     }
 
     pub fn read_register(&self, reg_id: u32, index: u32) -> Result<u128, StateError> {

@@ -15,7 +15,7 @@ use crate::tables::{
     RadioTable, Rule, Snapshot,
 };
 
-use super::{ActionCall, Capacities, FieldMatch, StateError, TableEntry, UpdateKind};
+use super::{ActionCall, Capacities, DefaultCookies, FieldMatch, StateError, TableEntry, UpdateKind};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct EntryKey {
@@ -36,6 +36,7 @@ struct Table {
     /// so HashDoS resistance buys nothing (as for the data plane's maps, tables/hash.rs).
     entries: FxHashMap<EntryKey, Stored>,
     default: ActionCall,
+    default_cookies: DefaultCookies,
 }
 
 pub struct TableStore {
@@ -80,6 +81,7 @@ impl TableStore {
                 capacity: caps.table_size(def.id).expect("contract table"),
                 entries: FxHashMap::default(),
                 default: p4_default(def),
+                default_cookies: DefaultCookies::default(),
             })
             .collect();
         TableStore { caps, tables, seq: 0, class_ops: Vec::new(), class_rebuild: false, class_spare: None }
@@ -310,6 +312,7 @@ impl TableStore {
                 };
                 s.entry.action = entry.action;
                 s.entry.controller_metadata = entry.controller_metadata;
+                s.entry.metadata = entry.metadata;
                 if def.id == TABLE_CLASSIFIER {
                     self.class_ops.push(ClassOp::Modify(rule(s.seq, &s.entry)));
                 }
@@ -326,21 +329,36 @@ impl TableStore {
         Ok(ti)
     }
 
-    pub fn set_default(&mut self, table_id: u32, action: Option<ActionCall>) -> Result<usize, StateError> {
+    /// `action` None resets the default entry to the P4 program's, cookies included (P4Runtime,
+    /// "Default Entry": a reset also resets controller_metadata and metadata).
+    pub fn set_default(
+        &mut self,
+        table_id: u32,
+        action: Option<ActionCall>,
+        cookies: DefaultCookies,
+    ) -> Result<usize, StateError> {
         let ti = self.index(table_id)?;
         let def = self.tables[ti].def;
+        let reset = action.is_none();
         let action = match action {
             None => p4_default(def),
             Some(a) => {
-                if default_is_const(table_id) && a != p4_default(def) {
-                    return Err(invalid(format!("the default action of {} is const", def.name)));
-                }
-                self.check_action(def, &a, true)?;
+                self.check_default(table_id, &a)?;
                 a
             }
         };
         self.tables[ti].default = action;
+        self.tables[ti].default_cookies = if reset { DefaultCookies::default() } else { cookies };
         Ok(ti)
+    }
+
+    /// Whether `action` may become the default action of `table_id`, without setting it.
+    pub fn check_default(&self, table_id: u32, action: &ActionCall) -> Result<(), StateError> {
+        let def = self.tables[self.index(table_id)?].def;
+        if default_is_const(table_id) && *action != p4_default(def) {
+            return Err(invalid(format!("the default action of {} is const", def.name)));
+        }
+        self.check_action(def, action, true)
     }
 
     /// The stored entry with `entry`'s match fields and priority, if any.
@@ -359,6 +377,10 @@ impl TableStore {
         Ok(self.tables[self.index(table_id)?].default.clone())
     }
 
+    pub fn default_cookies(&self, table_id: u32) -> Result<DefaultCookies, StateError> {
+        Ok(self.tables[self.index(table_id)?].default_cookies.clone())
+    }
+
     pub fn read(&self, table_id: u32) -> Result<Vec<TableEntry>, StateError> {
         let selected: Vec<&Table> =
             if table_id == 0 { self.tables.iter().collect() } else { vec![&self.tables[self.index(table_id)?]] };
@@ -375,6 +397,7 @@ impl TableStore {
         for t in &mut self.tables {
             t.entries.clear();
             t.default = p4_default(t.def);
+            t.default_cookies = DefaultCookies::default();
         }
         self.class_ops.clear();
         self.class_rebuild = true;

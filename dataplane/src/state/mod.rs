@@ -37,6 +37,17 @@ pub struct TableEntry {
     pub priority: i32,
     pub action: ActionCall,
     pub controller_metadata: u64,
+    /// P4Runtime's opaque `TableEntry.metadata` bytes: kept for the controller, returned on reads,
+    /// never seen by the data plane (it compiles the entries into its own structures).
+    pub metadata: Vec<u8>,
+}
+
+/// The controller's opaque cookies of a table's default entry (P4Runtime `controller_metadata`
+/// and `metadata`); the spec treats the default entry like any other, so it stores them too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DefaultCookies {
+    pub controller_metadata: u64,
+    pub metadata: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

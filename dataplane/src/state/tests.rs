@@ -20,6 +20,7 @@ fn port_map(port: u128, out: u128) -> TableEntry {
         priority: 0,
         action: ActionCall { action_id: ACTION_SET_EGRESS_PORT, params: vec![out] },
         controller_metadata: 0,
+        metadata: Vec::new(),
     }
 }
 
@@ -32,6 +33,7 @@ fn classifier(prio: i32, port: u128, profile: u128) -> TableEntry {
         priority: prio,
         action: ActionCall { action_id: ACTION_SET_PROFILE, params: vec![profile, 0, 0] },
         controller_metadata: 0,
+        metadata: Vec::new(),
     }
 }
 
@@ -44,6 +46,7 @@ fn profile(pid: u128, dir: u128, delay: u128) -> TableEntry {
         priority: 0,
         action: ActionCall { action_id: ACTION_SET_IMPAIRMENT, params },
         controller_metadata: 0,
+        metadata: Vec::new(),
     }
 }
 
@@ -157,6 +160,16 @@ fn defaults_and_const_default() {
     assert_eq!(kind(&bad), "range");
     c.set_default_action(TABLE_L2_LEARN, None).unwrap();
     assert!(!l.snapshot.load().learn_on_miss);
+    // The controller's cookies stay with the default entry until it is reset or the state cleared.
+    let cookies = DefaultCookies { controller_metadata: 5, metadata: b"m".to_vec() };
+    let learn = ActionCall { action_id: ACTION_LEARN, params: vec![] };
+    c.set_default_entry(TABLE_L2_LEARN, Some(learn.clone()), cookies.clone()).unwrap();
+    assert_eq!(c.default_cookies(TABLE_L2_LEARN).unwrap(), cookies);
+    c.set_default_entry(TABLE_L2_LEARN, None, cookies.clone()).unwrap();
+    assert_eq!(c.default_cookies(TABLE_L2_LEARN).unwrap(), DefaultCookies::default());
+    c.set_default_entry(TABLE_L2_LEARN, Some(learn), cookies).unwrap();
+    c.reset_all();
+    assert_eq!(c.default_cookies(TABLE_L2_LEARN).unwrap(), DefaultCookies::default());
 }
 
 #[test]
@@ -216,6 +229,7 @@ fn radio_entry(pid: u128, model: u128) -> TableEntry {
         priority: 0,
         action: ActionCall { action_id: ACTION_SET_RADIO, params },
         controller_metadata: 0,
+        metadata: Vec::new(),
     }
 }
 
@@ -350,6 +364,7 @@ fn write_path_figures() {
             priority: 1000 + i as i32,
             action: ActionCall { action_id: ACTION_SET_PROFILE, params: vec![profile, 0, i as u128] },
             controller_metadata: 0,
+            metadata: Vec::new(),
         }
     };
     // A reader like the data plane: takes the snapshot once per "turn", never while idle.
