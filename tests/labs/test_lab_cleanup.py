@@ -136,11 +136,14 @@ def _leftovers(prefix: str, pids: list[int]) -> bool:
     return any(n.startswith(prefix) for n in _netns_names()) or any(_alive(p) for p in pids)
 
 
-def test_a_killed_run_is_removed_by_lab_clean_and_by_the_next_run_never_a_live_one(tmp_path):
-    """Issue 13, crash cleanup: `lab up` and `measure` killed with SIGKILL leave namespaces, the
-    switch and servers; `p4netem lab clean`, and the next `lab up`, remove exactly those, while a
-    lab whose owner (this test) lives keeps working."""
+def test_a_killed_run_is_removed_by_lab_clean_and_by_the_next_run_never_a_live_one(tmp_path, monkeypatch):
+    """Issue 13, crash cleanup: `lab up` and `measure` killed with SIGKILL leave namespaces and
+    servers (the switch dies with its owner); `p4netem lab clean`, and the next `lab up`, remove
+    exactly those, while a lab whose owner (this test) lives keeps working."""
     from p4netem_studies.mininet.lab import MininetLab
+    # Records of its own: any other process's clean_dead_labs (a lab starting elsewhere on the
+    # machine) would otherwise remove the killed lab before this test's `lab clean` can.
+    monkeypatch.setenv("P4NETEM_RUN_DIR", str(tmp_path / "run"))
     env = {**os.environ, "COLUMNS": "200"}
     with MininetLab(load_topology("inline").expand()) as live:
         proc = subprocess.Popen([P4NETEM, "lab", "up", "inline", "--serve", "demo", "--cmd", "client sleep 300"],

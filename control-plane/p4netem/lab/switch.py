@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
@@ -28,11 +30,25 @@ class SwitchTls:
         return out + (["--grpc-client-ca", str(self.client_ca)] if self.client_ca else [])
 
 
+def owner_death_prefix() -> list[str]:
+    """Words before a command that has it sent SIGTERM when this process dies, even by SIGKILL:
+    util-linux's setpriv sets PR_SET_PDEATHSIG and execs the command (same pid). Not a
+    preexec_fn: that forks instead of vfork, and gRPC, whose threads run in a lab's process, logs
+    "skipping fork() handlers" on stderr for each. Empty without setpriv, and from a thread other
+    than the main one: the signal follows the thread that started the child, which may end long
+    before the process. (An owner killed in the milliseconds before setpriv runs is missed.)"""
+    if threading.current_thread() is not threading.main_thread() or not shutil.which("setpriv"):
+        return []
+    return ["setpriv", "--pdeathsig", "TERM", "--"]
+
+
 class SwitchProcess:
     """One p4netem-switch. `ports` maps P4 port numbers to Linux interface names.
 
     The switch's stdout and stderr go to `log_path` (a temporary file by default); when it fails to
-    start, the exception includes the end of that log.
+    start, the exception includes the end of that log. `die_with_owner`: the switch gets SIGTERM
+    when the process that started it dies, even by SIGKILL (for owners with no crash record and
+    no reaper: a user's own Mininet script); see owner_death_prefix().
     """
 
     def __init__(
@@ -50,8 +66,10 @@ class SwitchProcess:
         resources: Resources | None = None,
         tls: SwitchTls | None = None,
         on_start: Callable[[int], None] | None = None,
+        die_with_owner: bool = False,
     ):
         self.ports = dict(ports)
+        self.die_with_owner = die_with_owner
         self.tls = tls
         self.binary = Path(binary) if binary else switch_binary()
         self.grpc_host = grpc_host
@@ -97,8 +115,9 @@ class SwitchProcess:
             # Its own session: a Ctrl-C at a lab's prompt (SIGINT to the terminal's process group)
             # interrupts the command on a host, as in Mininet, and must not stop the data plane
             # under the still-running lab. The owner stops it (stop(), the lab's reaper).
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            prefix = owner_death_prefix() if self.die_with_owner else []
+            self.proc = subprocess.Popen(prefix + self.command(), stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
         if self._resources is not None:
             self._resources.track_process(self.proc)
         if self._on_start is not None:

@@ -135,8 +135,9 @@ class MininetLab:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log_path = str(self.log_dir / "switch.log")
         if self.target == "p4netem":
+            # forwarding=False: the lab programs the switch itself (set_pipeline, then its rules).
             sw_opts.update(seed=self.seed, binary=str(self.binary) if self.binary else None,
-                           switch_args=self.switch_args)
+                           switch_args=self.switch_args, forwarding=False)
         if self.record is not None:
             # The switch runs in the root namespace: recorded by pid the moment it starts.
             sw_opts.update(on_start=self.record.add_process)

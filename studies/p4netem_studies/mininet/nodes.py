@@ -8,8 +8,9 @@ switches here are plain `Switch` subclasses run with `controller=None`, programm
   `ip netns attach`, so every `ip netns exec`-based helper of p4netem_studies.web (servers, loaders,
   captures, TCP tuning) works on it unchanged. Terminating it ends every process left in the
   namespace and removes the name.
-- `P4NetemSwitch`: runs `p4netem-switch` on its ports (offloads off on its ends, its own gRPC
-  port, pcap optional).
+- `P4NetemSwitch`: runs `p4netem-switch` on its ports (offloads off on both ends of each link,
+  its own gRPC port, pcap optional), forwarding by the hosts' MACs from the start, so it works
+  in any Mininet script with any host class (docs/labs.md, "Your own Mininet script").
 - `Bmv2Switch`: runs bmv2 `simple_switch_grpc` with p4src compiled by `p4c-bm2-ss`, when both are
   installed (they are not installable from this machine's registries; `Bmv2Switch.available()`
   says why not).
@@ -23,10 +24,13 @@ import signal
 import socket
 import subprocess
 import time
+from collections import deque
 from pathlib import Path
 
+from mininet.link import Intf
 from mininet.node import Host, Switch
 
+from p4netem.control import Controller
 from p4netem.lab.free import free_tcp_port
 from p4netem.lab.netns import LabError, disable_offloads, run
 from p4netem.lab.switch import SwitchProcess
@@ -90,17 +94,35 @@ class LabHost(Host):
             run(["ip", "netns", "delete", self.netns], check=False)
 
 
+def link_peer(intf: Intf) -> Intf | None:
+    """The interface at the other end of `intf`'s link (None: not on a link)."""
+    link = intf.link
+    if link is None:
+        return None
+    return link.intf2 if link.intf1 is intf else link.intf1
+
+
 class P4NetemSwitch(Switch):
     """p4netem-switch on this node's ports (Mininet port number = P4 port number).
 
     Parameters (addSwitch keyword arguments): grpc_port (default: a free one), pcap_dir (one pcap
-    per port), log_path, binary, seed, device_id, cpu_port, switch_args (extra flags).
+    per port), log_path, binary, seed, device_id, cpu_port, switch_args (extra flags),
+    forwarding (default True: at start, every host's MAC -> the port toward it, and ports 1 <-> 2
+    as a wire when there are exactly two, which carries ARP; with more ports the switch floods
+    nothing, so give the hosts static ARP entries: Mininet(autoStaticArp=True). False: your own
+    controller programs it).
+
+    Used in any Mininet script (`Mininet(topo, switch=P4NetemSwitch, controller=None)`), not only
+    by MininetLab: it turns offloads off on both ends of its links, the far end from the node
+    that owns it (whatever its host class), and the switch process dies with the script even when
+    that is killed outright (SwitchProcess(die_with_owner=True)).
     """
 
     def __init__(self, name: str, grpc_port: int | None = None, pcap_dir: str | None = None,
                  log_path: str | None = None, binary: str | None = None, seed: int | None = 1,
                  device_id: int = 1, cpu_port: int | None = CPU_PORT,
-                 switch_args: tuple[str, ...] = (), on_start=None, **params):
+                 switch_args: tuple[str, ...] = (), on_start=None, forwarding: bool = True,
+                 **params):
         params.setdefault("dpid", "%016x" % device_id)
         params["inNamespace"] = False   # the switch process runs in the root namespace
         super().__init__(name, **params)
@@ -113,6 +135,7 @@ class P4NetemSwitch(Switch):
         self.cpu_port = cpu_port
         self.switch_args = tuple(switch_args)
         self.on_start = on_start  # called with the switch's pid as soon as it runs
+        self.forwarding = forwarding
         self.process: SwitchProcess | None = None
 
     @property
@@ -128,20 +151,72 @@ class P4NetemSwitch(Switch):
         """P4 port -> interface name, without the control interface (lo, port 0)."""
         return {port: intf.name for port, intf in self.intfs.items() if port > 0}
 
+    def host_ports(self) -> dict[str, int]:
+        """MAC of every host interface this switch reaches -> the port toward it: breadth first
+        through other switches (fewest switch hops; hosts forward nothing), so every switch of a
+        multi-switch topology sends a frame one hop closer to its host."""
+        found: dict[str, int] = {}
+        seen: set[Switch] = {self}
+        todo = deque((peer, port) for port, intf in sorted(self.intfs.items())
+                     if port > 0 and (peer := link_peer(intf)) is not None)
+        while todo:
+            peer, port = todo.popleft()
+            node = peer.node
+            if isinstance(node, Switch):
+                if node not in seen:
+                    seen.add(node)
+                    todo.extend((far, port) for _, intf in sorted(node.intfs.items())
+                                if (far := link_peer(intf)) is not None)
+                continue
+            # A MAC Mininet did not set (no autoSetMacs) is read from the host's interface.
+            mac = peer.MAC() or peer.updateMAC()
+            if mac:
+                found.setdefault(mac, port)
+        return found
+
     def start(self, controllers) -> None:
         ports = self.data_ports()
-        for iface in ports.values():
+        for port, iface in ports.items():
             # The switch refuses ports with segmentation/checksum offloads on (it would forward
-            # super-packets and bad checksums); the host ends are done by the lab.
+            # super-packets and bad checksums); the far end must be off too, or its frames reach
+            # the switch with checksums left to the hardware: ping works but TCP hardly does.
             disable_offloads(iface)
+            peer = link_peer(self.intfs[port])
+            if peer is not None and peer.node is not self:
+                self._disable_peer_offloads(peer)
         if self.pcap_dir:
             Path(self.pcap_dir).mkdir(parents=True, exist_ok=True)
         self.process = SwitchProcess(ports, binary=self.binary, grpc_port=self.grpc_port or None,
                                      device_id=self.device_id, cpu_port=self.cpu_port,
                                      pcap_dir=self.pcap_dir, seed=self.seed,
                                      extra_args=self.switch_args, log_path=self.log_path,
-                                     on_start=self.on_start).start()
+                                     on_start=self.on_start, die_with_owner=True).start()
         self.grpc_port = self.process.grpc_port
+        if self.forwarding:
+            try:
+                self._program_forwarding()
+            except BaseException:
+                self.process.stop()
+                raise
+
+    @staticmethod
+    def _disable_peer_offloads(peer: Intf) -> None:
+        """ethtool on the far end, run by the node that owns it (in its namespace: any host class,
+        anonymous namespaces included)."""
+        argv = ["ethtool", "-K", peer.name, "tx", "off", "rx", "off", "gso", "off", "tso", "off",
+                "gro", "off"]
+        _, err, code = peer.node.pexec(argv)
+        if code != 0:
+            raise LabError(f"{peer.node.name}: {' '.join(argv)} failed ({code}): {err.strip()}")
+
+    def _program_forwarding(self) -> None:
+        macs = self.host_ports()
+        ports = sorted(self.data_ports())
+        with Controller.connect(self.grpc_addr, device_id=self.device_id) as ctl:
+            if macs:
+                ctl.set_l2_forwarding(macs)
+            if len(ports) == 2:
+                ctl.bump_in_the_wire(*ports)
 
     def stop(self, deleteIntfs: bool = True) -> None:
         if self.process is not None:
