@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -40,6 +40,36 @@ def owner_death_prefix() -> list[str]:
     if threading.current_thread() is not threading.main_thread() or not shutil.which("setpriv"):
         return []
     return ["setpriv", "--pdeathsig", "TERM", "--"]
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a TCP socket listening on `port` (its namespace's
+    /proc/PID/net/tcp{,6} LISTEN entries on that port, matched by inode to the process's fds)."""
+    inodes: set[str] = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            return False
+        for line in lines:
+            fields = line.split()
+            # local_address is HEXIP:HEXPORT; st 0A is LISTEN; field 9 is the socket's inode.
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    if not inodes:
+        return False
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
 
 
 class SwitchProcess:
@@ -133,11 +163,12 @@ class SwitchProcess:
                 raise LabError(
                     f"p4netem-switch exited with code {self.proc.returncode} during start-up:\n{self.log_tail()}"
                 )
-            try:
-                with socket.create_connection((self.grpc_host, self.grpc_port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
+            # Its own listening socket, not just an open port: the port was free when picked, but
+            # another process (a parallel test's switch) may have taken it since, and then this
+            # switch fails to bind while a connect would reach the other one.
+            if _listens(self.proc.pid, self.grpc_port):
+                return
+            time.sleep(0.05)
         self.stop()
         raise LabError(f"p4netem-switch did not open gRPC port {self.grpc_addr} in {timeout} s:\n{self.log_tail()}")
 
