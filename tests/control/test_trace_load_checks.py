@@ -27,6 +27,17 @@ P4NETEM = Path(sys.executable).parent / "p4netem"
 TRACE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "constant-6mbit.trace"
 
 
+def _trace_cells(switch: SwitchProcess) -> list[int]:
+    """The first trace-opportunity register cells, as the switch holds them (all 0: no trace)."""
+    client = P4RuntimeClient(switch.grpc_addr).connect()
+    try:
+        client.fetch_pipeline()
+        cells = [build_register_entry(client.info, pl.TRACE_OPPORTUNITY_MS, i) for i in range(4)]
+        return [decode(e.register_entry.data.bitstring) for e in client.read(*cells)]
+    finally:
+        client.close()
+
+
 def test_a_refused_base_profile_writes_no_trace(bare_switch: SwitchProcess, tmp_path) -> None:
     base = tmp_path / "ov.yaml"
     base.write_text("name: ov\nboth: {rate: 10Mbit, overhead: 20}\n")
@@ -34,13 +45,7 @@ def test_a_refused_base_profile_writes_no_trace(bare_switch: SwitchProcess, tmp_
     r = subprocess.run([str(P4NETEM), "trace", "load", "--downlink", str(TRACE), "--profile", str(base)],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 1 and "downlink.overhead: 20 bytes needs a rate" in r.stderr, r
-    client = P4RuntimeClient(bare_switch.grpc_addr).connect()
-    try:
-        client.fetch_pipeline()
-        cells = [build_register_entry(client.info, pl.TRACE_OPPORTUNITY_MS, i) for i in range(4)]
-        assert [decode(e.register_entry.data.bitstring) for e in client.read(*cells)] == [0, 0, 0, 0]
-    finally:
-        client.close()
+    assert _trace_cells(bare_switch) == [0, 0, 0, 0]  # no trace written
     # The same profile with the rate it needs left to a direction without a trace is fine.
     base.write_text("name: ov\nuplink: {rate: 10Mbit, overhead: 20}\ndownlink: {delay: 5ms}\n")
     r = subprocess.run([str(P4NETEM), "trace", "load", "--downlink", str(TRACE), "--profile", str(base)],
@@ -91,13 +96,7 @@ def test_a_traced_directions_rate_is_checked_not_dropped_unread(bare_switch: Swi
     r = load("--profile", str(base))
     assert r.returncode == 1 and f'{base}: downlink.rate: "fast" {allowed}' in r.stderr, r
     assert _shown(env)["rules"] == []
-    client = P4RuntimeClient(bare_switch.grpc_addr).connect()
-    try:
-        client.fetch_pipeline()
-        cells = [build_register_entry(client.info, pl.TRACE_OPPORTUNITY_MS, i) for i in range(4)]
-        assert [decode(e.register_entry.data.bitstring) for e in client.read(*cells)] == [0, 0, 0, 0]
-    finally:
-        client.close()
+    assert _trace_cells(bare_switch) == [0, 0, 0, 0]  # no trace written
     # Under `both`, with both directions traced: named once, where it was written; in a --profiles
     # library, a profile that is whole only with the traces is checked the same way (same code, in process).
     placed = {d: TracePlacement(opportunities=1000, period=2000) for d in ("uplink", "downlink")}
