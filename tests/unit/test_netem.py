@@ -461,7 +461,7 @@ def test_pie_options_map_as_tc_pie_reads_them() -> None:
     # Times in tc's units (a bare number is microseconds); alpha and beta are sixteenths of a Hz (hex too).
     a = link("rate 1mbit pie target 20000 tupdate 0.03s alpha 0x2 beta 32").aqm
     assert (int(a.target), int(a.tupdate), a.alpha, a.beta) == (20_000_000, 30_000_000, Decimal("0.125"), 2)
-    assert link("rate 1mbit pie alpha 32 beta 0").aqm.alpha == 2 and link("rate 1mbit pie beta 0").aqm.beta == 0
+    assert link("rate 1mbit pie alpha 32 beta 1").aqm.alpha == 2 and link("rate 1mbit pie beta 1").aqm.beta == Decimal("0.0625")
     # ecn / noecn (the last one wins); the defaults tc-pie names are taken and change nothing.
     assert link("rate 1mbit pie ecn").aqm.ecn and not link("rate 1mbit pie ecn noecn").aqm.ecn
     assert fields("rate 1mbit pie nobytemode no_dq_rate_estimator") == fields("rate 1mbit pie")
@@ -479,15 +479,32 @@ def test_ecn_of_pie_stays_the_aqms() -> None:
     assert link("rate 1mbit pie ecn").aqm.ecn  # needs no loss model
 
 
+def test_a_0_that_tc_does_not_send_is_the_kernels_default() -> None:
+    """tc-codel and tc-pie put an option in their netlink message only when it is not 0 (q_codel.c,
+    q_pie.c: `if (target) addattr_l(...)`), so `pie beta 0` is the kernel's beta (20 sixteenths),
+    not no beta, and `codel target 0` is 5ms; each is said in a warning. The last word wins, as in tc."""
+    assert link("rate 1mbit pie beta 0").aqm == link("rate 1mbit pie").aqm
+    assert link("rate 1mbit pie alpha 0 target 0 tupdate 0").aqm == link("rate 1mbit pie").aqm
+    assert link("rate 1mbit codel target 0 interval 0").aqm == link("rate 1mbit codel").aqm
+    assert link("rate 1mbit codel target 2ms target 0").aqm == link("rate 1mbit codel").aqm
+    assert link("rate 1mbit pie beta 16 beta 0").aqm.beta == link("rate 1mbit pie").aqm.beta == Decimal("1.25")
+    assert link("rate 1mbit pie limit 0").queue.packets == NETEM_DEFAULT_LIMIT
+    assert link("rate 1mbit limit 60 pie limit 0").queue.packets == 60
+    warnings = parse_netem("rate 1mbit pie alpha 0 beta 0").warnings
+    assert warnings == ["pie alpha 0: tc sends no alpha when it is 0, so the kernel's default applies: 2 (0.125 Hz), "
+                        "as here",
+                        "pie beta 0: tc sends no beta when it is 0, so the kernel's default applies: 20 (1.25 Hz), "
+                        "as here"], warnings
+    assert parse_netem("rate 1mbit codel target 0").warnings == [
+        "codel target 0: tc sends no target when it is 0, so the kernel's default applies: 5ms, as here"]
+
+
 @pytest.mark.parametrize("options, want", [
     ("rate 1mbit pie bytemode", "pie bytemode: is not supported: p4netem's PIE drops by packet (its probability is "
                                 "not scaled by the packet's size); leave it out (nobytemode, the default)"),
     ("rate 1mbit pie dq_rate_estimator", "pie dq_rate_estimator: is not supported: p4netem's PIE knows each packet's "
                                          "exact queue delay (the wait behind the bytes queued ahead of it), so it needs "
                                          "no drain-rate estimate; leave it out (no_dq_rate_estimator, the default)"),
-    ("rate 1mbit pie alpha 0", "pie alpha: 0 is refused: with alpha 0 an idle queue brings the probability down only "
-                               "by Linux's decay of 1/64 per update, which stalls a few units above 0: it never "
-                               "settles (and the update clock never stops); allowed 1..32"),
     ("rate 1mbit pie alpha 33", 'pie alpha: 33 out of range 0..32 (sixteenths of a Hz; tc refuses it too: '
                                 'Illegal "alpha")'),
     ("rate 1mbit pie beta 40", 'pie beta: 40 out of range 0..32 (sixteenths of a Hz; tc refuses it too: '
@@ -503,7 +520,6 @@ def test_ecn_of_pie_stays_the_aqms() -> None:
     ("rate 1mbit codel pie", "pie: is a second AQM after codel: the rate queue has one; give one of them"),
     ("rate 1mbit pie red max 9000", "red: is a second AQM after pie: the rate queue has one; give one of them"),
     ("rate 1mbit pie tupdate 2s", "both.aqm.tupdate: 2s out of range 1ms..1s"),
-    ("rate 1mbit pie target 0", "both.aqm.target: 0s out of range 1us..4.294967295s"),
 ])
 def test_pie_refusals_are_named(options, want) -> None:
     assert want in problems(options), problems(options)

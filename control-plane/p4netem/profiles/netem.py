@@ -39,7 +39,7 @@ from typing import Any
 from .distribution import DistTable, find_netem_dist, load_dist
 from .errors import Problem, ProfileError
 from .link import red_wlog_for_burst
-from .pie import ALPHA_ZERO_REASON, PIE_SIXTEENTHS_MAX, gain_from_sixteenths, gain_text
+from .pie import PIE_SIXTEENTHS_MAX, gain_from_sixteenths, gain_text
 from .profile import Profile
 from .units import is_huge, quote
 
@@ -245,7 +245,7 @@ def _tick_time(word: str, where: str, warnings: list[str]) -> str:
     return f"{micros * 1000}ns"
 
 
-def _aqm_time(word: str, aqm: str, option: str, warnings: list[str]) -> str:
+def _aqm_time(word: str, aqm: str, option: str, warnings: list[str]) -> str | None:
     """codel's target and interval, pie's target and tupdate: tc-codel and tc-pie read them with get_time
     (q_codel.c, q_pie.c), so whole microseconds and no ns, as tc 6.1 refuses `codel target 5000ns`
     (Illegal "target"); the refusal names the spelling tc takes (5000ns: 5us)."""
@@ -258,7 +258,23 @@ def _aqm_time(word: str, aqm: str, option: str, warnings: list[str]) -> str:
                                                      f"; the profile's YAML takes nanoseconds ({aqm}'s aqm.{option})")
     micros = _get_time(word, where, option, warnings, f"{aqm}'s",
                        f"tc-{aqm}'s times are whole microseconds (s, ms, us; a bare number is microseconds): {hint}")
+    if micros == 0:
+        return _tc_default(where, warnings)
     return f"{micros * 1000}ns"
+
+
+# What the kernel uses for an option tc-codel/tc-pie leave out of their netlink message: both send
+# an option only when it is not 0 (`if (target) addattr_l(...)`, q_codel.c and q_pie.c), so a 0 is
+# the qdisc's default, not a 0 (`pie beta 0` is beta 20 sixteenths, not a beta of nothing).
+_TC_DEFAULTS = {"codel target": "5ms", "codel interval": "100ms", "pie target": "15ms", "pie tupdate": "15ms",
+                "pie alpha": "2 (0.125 Hz)", "pie beta": "20 (1.25 Hz)", "pie limit": "the rate queue's, netem's `limit` (1000 packets unless given)"}
+
+
+def _tc_default(where: str, warnings: list[str]) -> None:
+    """A 0 that tc does not send: the option is left out (the profile's default is the kernel's)."""
+    warnings.append(f"{where} 0: tc sends no {where.split()[1]} when it is 0, so the kernel's default applies: "
+                    f"{_TC_DEFAULTS[where]}, as here")
+    return None
 
 
 def _limit(raw: str, warnings: list[str]) -> int:
@@ -546,7 +562,11 @@ def _codel(tokens: _Tokens, warnings: list[str]) -> dict[str, Any]:
     while tokens.more() and tokens.words[tokens.i] in _CODEL_OPTIONS:
         option = tokens.take("a codel option", "codel")
         if option in ("target", "interval"):
-            aqm[option] = _aqm_time(tokens.take("a time", f"codel {option}"), "codel", option, warnings)
+            value = _aqm_time(tokens.take("a time", f"codel {option}"), "codel", option, warnings)
+            if value is not None:
+                aqm[option] = value
+            else:
+                aqm.pop(option, None)  # a later 0 is the default again, as tc's last word wins
         else:
             aqm["ecn"] = option == "ecn"
     return aqm
@@ -566,10 +586,15 @@ def _pie(tokens: _Tokens, warnings: list[str]) -> tuple[dict[str, Any], int | No
             limit = _packets(tokens.take("a number of packets", where), where)
             if limit < 0:
                 raise _Bad(where, f"{limit} is negative")
-        elif option in ("target", "tupdate"):
-            aqm[option] = _aqm_time(tokens.take("a time", where), "pie", option, warnings)
-        elif option in ("alpha", "beta"):
-            aqm[option] = _sixteenths(tokens.take("an integer 0..32", where), option)
+            if limit == 0:
+                limit = _tc_default(where, warnings)
+        elif option in ("target", "tupdate", "alpha", "beta"):
+            value = (_aqm_time(tokens.take("a time", where), "pie", option, warnings) if option in ("target", "tupdate")
+                     else _sixteenths(tokens.take("an integer 0..32", where), option, warnings))
+            if value is not None:
+                aqm[option] = value
+            else:
+                aqm.pop(option, None)  # a later 0 is the default again, as tc's last word wins
         elif option in ("ecn", "noecn"):
             aqm["ecn"] = option == "ecn"
         elif option == "bytemode":
@@ -583,9 +608,9 @@ def _pie(tokens: _Tokens, warnings: list[str]) -> tuple[dict[str, Any], int | No
     return aqm, limit
 
 
-def _sixteenths(word: str, option: str) -> str:
+def _sixteenths(word: str, option: str, warnings: list[str]) -> str | None:
     """tc-pie's alpha/beta: an integer 0..32 in sixteenths of a Hz (get_unsigned: decimal or 0x hex),
-    as the profile's decimal in Hz."""
+    as the profile's decimal in Hz; None for 0, which tc does not send (the kernel's default)."""
     where = f"pie {option}"
     try:
         n = int(word, 0)
@@ -595,8 +620,8 @@ def _sixteenths(word: str, option: str) -> str:
     if not 0 <= n <= PIE_SIXTEENTHS_MAX:
         raise _Bad(where, f"{n} out of range 0..{PIE_SIXTEENTHS_MAX} (sixteenths of a Hz; tc refuses it too: "
                           f"Illegal \"{option}\")")
-    if n == 0 and option == "alpha":
-        raise _Bad(where, f"0 is refused: {ALPHA_ZERO_REASON}; allowed 1..{PIE_SIXTEENTHS_MAX}")
+    if n == 0:
+        return _tc_default(where, warnings)
     return gain_text(gain_from_sixteenths(n))
 
 
