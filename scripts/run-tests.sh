@@ -13,8 +13,10 @@ echo "==> cargo test --release (dataplane)"
 rust_rc=${PIPESTATUS[0]}
 
 echo "==> pytest tests/"
-# The 20 slowest tests are listed at the end: make test must stay under about 30 minutes.
-.venv/bin/python -m pytest tests -rfEs --durations=20 "$@" 2>&1 | tee "$logs/pytest.log"
+# The 20 slowest tests are listed at the end: make test must stay under about 30 minutes. Every
+# test's setup, call and teardown time is in pytest.xml (JUnit), for finding where the time goes.
+.venv/bin/python -m pytest tests -rfEs --durations=20 --junitxml="$logs/pytest.xml" \
+    -o junit_duration_report=total "$@" 2>&1 | tee "$logs/pytest.log"
 py_rc=${PIPESTATUS[0]}
 
 # Sum the per-binary "test result:" lines of cargo.
@@ -29,6 +31,6 @@ echo
 echo "================ p4netem test summary ================"
 printf "%s  rust   (cargo test): %s\n" "$(status $rust_rc)" "$rust_summary"
 printf "%s  python (pytest)    : %s\n" "$(status $py_rc)" "${py_summary:-see $logs/pytest.log}"
-echo "logs: $logs/cargo.log, $logs/pytest.log"
+echo "logs: $logs/cargo.log, $logs/pytest.log, $logs/pytest.xml"
 echo "======================================================"
 [ "$rust_rc" -eq 0 ] && [ "$py_rc" -eq 0 ]
