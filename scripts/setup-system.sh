@@ -20,6 +20,11 @@ PKGS=(
   # Mininet labs: a name server on a lab host for multi-domain pages (the binary only: the
   # `dnsmasq` package would also start a system-wide service on port 53)
   dnsmasq-base
+  # tests/appliance/test_prometheus_grafana.py: a real Prometheus (and promtool) scrapes the web
+  # face as docs/web.md configures it and runs the Grafana dashboard's queries (the test starts
+  # its own on a free port; Debian 12's 2.42: 22.5 MB to fetch, ~330 MB installed, most of it
+  # libjs-moment-timezone, a hard dependency of its web UI)
+  prometheus
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -29,4 +34,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The package enables a system-wide Prometheus (port 9090, scraping itself) where systemd runs:
+# the tests start their own, so keep that one off (as apache2-bin and dnsmasq-base avoid theirs).
+if [ -d /run/systemd/system ] && systemctl is-enabled --quiet prometheus.service 2>/dev/null; then
+  systemctl disable --now prometheus.service
 fi

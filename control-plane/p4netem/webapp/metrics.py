@@ -22,7 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..control.readback import LinkStats, SwitchStats
-from ..pipeline import RadioState
+from ..pipeline import PromotionKind, RadioState
 from ..switch_health import HealthUnavailable, SwitchHealth
 from .session import SwitchSession
 
@@ -140,8 +140,12 @@ class SwitchCollector(Collector):
                 current = ue.state
                 for s in RadioState:
                     state.add_metric([str(ue.ue_id), s.name.lower()], 1 if current == s else 0)
-                for kind, n in ue.radio.promotions.items():
-                    promo.add_metric([str(ue.ue_id), kind.name.lower()], n)
+                # Every kind, 0 included (the switch's reader keeps only non-zero counts): a
+                # series that first appears at 1 hides that promotion from rate() and increase(),
+                # which count only what a series adds after its first sample: a UE that woke
+                # once showed no promotion at all on the dashboard.
+                for kind in PromotionKind:
+                    promo.add_metric([str(ue.ue_id), kind.name.lower()], ue.radio.promotions.get(kind, 0))
                 if ue.energy is not None:
                     energy.add_metric([str(ue.ue_id)], ue.energy.total_joules)
         yield from (parser, state, promo, energy)

@@ -1,0 +1,286 @@
+"""The monitoring face as an operator sets it up: a real Prometheus (Debian's `prometheus`, from
+scripts/setup-system.sh) scraping `p4netem web --token ... --switch-metrics ...` with the scrape
+configuration *taken from docs/web.md* (only the address and the token put in), while traffic goes
+through a profile that feeds every panel of docs/grafana-p4netem.json (loss, queue drops,
+duplicates, corruption, an LTE radio that promotes) and the rule's profile is switched to another
+and back. Through Prometheus's HTTP API: the target is up; every panel expression (Grafana's
+variables substituted as Grafana does) is valid PromQL and returns data, the labels its legend
+names are on its series, and no two series share a legend; the drops panel counts drops once
+across the switch; the template variable lists the rule; no counter resets across the switches.
+Both /metrics bodies pass `promtool check metrics`."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+from prometheus_client.parser import text_string_to_metric_families as prometheus_text
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from p4netem.lab import TwoHostLab
+from p4netem.lab.free import free_tcp_port
+
+from webserver import WebServer
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+TOKEN = "p4n-grafana-token"
+SCRAPE_S = 1.0  # the doc's scrape_interval (checked below)
+PROFILE = """
+name: dash-all-panels
+both:
+  delay: 2ms
+uplink:
+  rate: 1Mbit
+  queue: 4
+  loss: 10%
+  duplicate: 10%
+  corrupt: 10%
+radio:
+  model: lte
+  promotion: 50ms
+"""
+BLACKHOLE = "name: dash-blackhole\nuplink:\n  loss: 100%\n"
+
+
+def _doc_scrape_config() -> str:
+    """The Prometheus configuration block of docs/web.md: the indented block that starts with
+    `scrape_configs:`, as an operator would copy it."""
+    text = (DOCS / "web.md").read_text()
+    m = re.search(r"^( {4}scrape_configs:\n(?: {4}.*\n| *\n)+)", text, re.M)
+    assert m, "docs/web.md has no indented `scrape_configs:` block"
+    return "\n".join(line[4:] for line in m.group(1).rstrip().splitlines()) + "\n"
+
+
+def _grafana_expr(expr: str, rate_interval_s: float) -> str:
+    """An expression as Grafana sends it to Prometheus: $__rate_interval is
+    max($__interval + scrape interval, 4 x scrape interval) with the data source's scrape
+    interval set to the doc's (and $__interval at its floor, that interval); the `rule` variable at
+    its "All" value (allValue in the JSON)."""
+    out = expr.replace("$__rate_interval", f"{int(rate_interval_s)}s").replace("$__interval", f"{int(SCRAPE_S)}s")
+    out = out.replace("$rule", ".*").replace("${rule}", ".*")
+    assert "$" not in out, f"a Grafana variable this test does not substitute: {expr}"
+    return out
+
+
+class Prometheus:
+    def __init__(self, config: str, workdir: Path):
+        binary = shutil.which("prometheus")
+        if binary is None:
+            pytest.fail("prometheus is missing: `make setup` installs it (scripts/setup-system.sh)", pytrace=False)
+        self.port = free_tcp_port("127.0.0.1")
+        self.base = f"http://127.0.0.1:{self.port}"
+        (workdir / "prometheus.yml").write_text(config)
+        self.log = workdir / "prometheus.log"
+        self.proc = subprocess.Popen(
+            [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                with urllib.request.urlopen(self.base + "/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"prometheus not ready in 30 s:\n{self.log.read_text()}")
+            time.sleep(0.1)
+
+    def api(self, path: str, **params) -> dict:
+        url = f"{self.base}/api/v1/{path}?{urllib.parse.urlencode(params, doseq=True)}"
+        try:
+            with urllib.request.urlopen(url, timeout=30) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as err:
+            return json.loads(err.read())
+
+    def wait_for(self, metric: str, after: float, timeout: float = 30) -> None:
+        """Until Prometheus holds a sample of `metric` scraped after `after` (wall-clock seconds)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            result = self.api("query", query=f"timestamp({metric})")["data"]["result"]
+            if result and float(result[0]["value"][1]) > after:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"no scrape of {metric} after {after} within {timeout} s:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _promtool(body: str) -> str:
+    r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True, timeout=60)
+    return (r.stdout + r.stderr).strip() if r.returncode else ""
+
+
+def _as_text_format(openmetrics_body: str) -> str:
+    """The switch's OpenMetrics body in the text format promtool 2.42 lints (it reads only that:
+    on OpenMetrics it takes `counter x` with samples `x_total` for two families)."""
+    families = list(openmetrics(openmetrics_body))
+
+    class Parsed(Collector):
+        def collect(self):
+            return iter(families)
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Parsed())
+    return generate_latest(registry).decode()
+
+
+@pytest.fixture
+def health_lab(switch_bin, tmp_path):
+    port = free_tcp_port("127.0.0.1")
+    lab = TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log",
+                     switch_args=("--metrics-addr", f"127.0.0.1:{port}")).start()
+    try:
+        yield lab, f"http://127.0.0.1:{port}/metrics"
+    finally:
+        lab.close()
+
+
+def text_metrics(web) -> dict[tuple, float]:
+    text = web.request("GET", "/metrics", token=TOKEN)[1]
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in prometheus_text(text) for s in f.samples}
+
+
+def _sample(metrics: dict, name: str, **labels: str) -> float:
+    hits = [v for (n, ls), v in metrics.items() if n == name and all(dict(ls).get(k) == w for k, w in labels.items())]
+    assert len(hits) == 1, (name, labels)
+    return hits[0]
+
+
+def _legend(fmt: str, labels: dict) -> str:
+    return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), fmt)
+
+
+def test_dashboard_queries_return_data_from_prometheus_scraping_as_documented(health_lab, tmp_path):
+    lab, switch_metrics = health_lab
+    web = WebServer(lab.switch.grpc_addr, "--token", TOKEN, "--switch-metrics", switch_metrics,
+                    log=tmp_path / "web.log")
+    prom = None
+    rule = ["client=10.0.0.1,ue=1"]
+    try:
+        doc = _doc_scrape_config()
+        assert "switch-host:8080" in doc and "TOKEN" in doc, doc
+        assert re.search(r"scrape_interval: *1s", doc), doc  # SCRAPE_S
+        prom = Prometheus(doc.replace("switch-host:8080", f"127.0.0.1:{web.port}").replace("TOKEN", TOKEN), tmp_path)
+
+        assert web.request("POST", "/api/reset", {}, token=TOKEN)[0] == 200
+        for yaml in (PROFILE, BLACKHOLE):
+            assert web.request("POST", "/api/profiles", {"yaml": yaml}, token=TOKEN)[0] == 201
+        status, applied = web.request("POST", "/api/apply", {"profile": "dash-all-panels", "rules": rule}, token=TOKEN)
+        assert status == 200, applied
+        # Prometheus takes up new targets some seconds after it starts (its scrape manager syncs
+        # them every 5 s): the traffic starts once it has scraped the rule, so every counter has
+        # a sample from before it.
+        prom.wait_for("p4netem_switch_up", after=time.time())
+        t0 = time.time()
+
+        # Traffic for every panel: 150 pings of 1200 bytes at 2 ms (4.8 Mbit/s into a 1 Mbit/s
+        # link with a 4-packet queue: queue drops), 10 % loss, duplicates and corruption; the first
+        # one wakes the UE's radio (a promotion).
+        flood = ["ping", "-c", "150", "-i", "0.002", "-s", "1200", "-q", "-W", "1", lab.h2.ip]
+        lab.h1.ns.run(flood, check=False, timeout=60)
+        prom.wait_for("p4netem_switch_up", after=time.time())
+        # The rule's profile switched to another and back, as a timeline does: the rule's
+        # counters go on across it (they are the rule's, cumulative), under the `profile` label of
+        # the moment. The other one drops every uplink packet (20 loss_random drops).
+        assert web.request("POST", "/api/apply", {"profile": "dash-blackhole", "rules": rule}, token=TOKEN)[0] == 200
+        prom.wait_for("p4netem_switch_up", after=time.time())  # 2 scrapes under it: a rate() for its series
+        lab.h1.ns.run(["ping", "-c", "20", "-i", "0.01", "-q", "-W", "1", lab.h2.ip], check=False, timeout=60)
+        prom.wait_for("p4netem_switch_up", after=time.time())
+        assert web.request("POST", "/api/apply", {"profile": "dash-all-panels", "rules": rule}, token=TOKEN)[0] == 200
+        lab.h1.ns.run(flood, check=False, timeout=60)
+        prom.wait_for("p4netem_switch_up", after=time.time() + 2 * SCRAPE_S)
+        t1 = time.time()
+
+        targets = prom.api("targets")["data"]["activeTargets"]
+        assert targets and all(t["health"] == "up" for t in targets), targets
+
+        # Every panel as Grafana asks for it: a range query over the run, one point per scrape.
+        rate_interval = max(SCRAPE_S + SCRAPE_S, 4 * SCRAPE_S)
+        dashboard = json.loads((DOCS / "grafana-p4netem.json").read_text())
+        problems = []
+        for panel in dashboard["panels"]:
+            for target in panel.get("targets", []):
+                expr = _grafana_expr(target["expr"], rate_interval)
+                answer = prom.api("query_range", query=expr, start=t0, end=t1, step=SCRAPE_S)
+                where = f"{panel['title']!r} {target['refId']} {expr}"
+                if answer["status"] != "success":
+                    problems.append(f"{where}: {answer.get('error')}")
+                    continue
+                series = answer["data"]["result"]
+                # The queue may be empty at every scrape; everything else moved with the traffic.
+                if not any(float(v) != 0 for s in series for _, v in s["values"]) and "queue_packets" not in expr:
+                    problems.append(f"{where}: {len(series)} series, none with a value other than 0")
+                elif not series:
+                    problems.append(f"{where}: no series")
+                fmt = target.get("legendFormat", "")
+                for label in re.findall(r"\{\{\s*(\w+)\s*\}\}", fmt):
+                    if any(label not in s["metric"] for s in series):
+                        problems.append(f"{where}: legend {{{{{label}}}}} is not a label of its series")
+                # Two series under one legend are two lines of the same name in Grafana (one per
+                # profile the rule had): the reader cannot tell them apart.
+                legends = [_legend(fmt, s["metric"]) for s in series]
+                if len(set(legends)) != len(legends):
+                    problems.append(f"{where}: several series under one legend: {sorted(legends)}")
+        assert not problems, "\n".join(problems)
+
+        # Over a window that spans the switch and back (Grafana's $__rate_interval is 4 scrape
+        # intervals of its data source, 1 min at its default 15 s: a timeline's steps are often
+        # shorter), the drops panel shows the rule's drops once: the series of the first profile
+        # counted the other's drops too (the counters are the rule's), so adding up the series of
+        # both profiles counts those twice.
+        window = int(t1 - t0) + 3
+        (drops,) = [t for p in dashboard["panels"] for t in p.get("targets", []) if "dropped_packets" in t["expr"]]
+        panel = prom.api("query", query=_grafana_expr(drops["expr"], window), time=t1)["data"]["result"]
+        shown = [float(s["value"][1]) * window for s in panel
+                 if (s["metric"].get("rule"), s["metric"].get("direction"), s["metric"].get("reason"))
+                 == ("#1", "uplink", "loss_random")]
+        truth = _sample(text_metrics(web), "p4netem_dropped_packets_total", rule="#1", direction="uplink",
+                        reason="loss_random")
+        assert truth >= 20 and len(shown) == 1 and truth * 0.8 <= shown[0] <= truth * 1.2, (shown, truth)
+
+        # The `rule` variable's query (label_values(METRIC, LABEL)) lists the rule.
+        var = next(v for v in dashboard["templating"]["list"] if v["name"] == "rule")
+        metric, label = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", var["query"]).groups()
+        assert "#1" in prom.api(f"label/{label}/values", **{"match[]": metric})["data"]
+
+        # No counter went down across the profile switches (rate() would take it for a restart).
+        text = web.request("GET", "/metrics", token=TOKEN)[1]
+        counters = re.findall(r"^# TYPE (\w+) counter$", text, re.M)
+        assert "p4netem_packets_in_total" in counters
+        for name in counters:
+            reset = prom.api("query", query=f"resets({name}[{int(t1 - t0) + 5}s]) > 0", time=t1)["data"]["result"]
+            assert reset == [], (name, reset)
+
+        # The exposition itself by Prometheus's own linter: the web's (its families and the
+        # switch's re-exported) and the switch's.
+        assert _promtool(text) == ""
+        with urllib.request.urlopen(switch_metrics, timeout=10) as r:
+            switch_text = _as_text_format(r.read().decode())
+        assert "p4netem_switch_ring_drops_total" in switch_text
+        assert _promtool(switch_text) == ""
+    finally:
+        if prom is not None:
+            prom.stop()
+        web.stop()
