@@ -275,14 +275,11 @@ class P4RuntimeClient:
         else:
             self._channel = grpc.secure_channel(self.address, self.tls.credentials(),
                                                 options=options + self.tls.channel_options())
-        ready = grpc.channel_ready_future(self._channel)
-        try:
-            ready.result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            ready.cancel()
-            _wait_connectivity_polling(self._channel)
+        self._stub = P4RuntimeStub(self._channel)
+        if not self._wait_ready(timeout):
             self._channel.close()
             self._channel = None
+            self._stub = None
             # gRPC does not say why a channel never became ready; with TLS a refused handshake
             # (wrong CA, no or unknown client certificate, plaintext server) is the usual cause.
             how = (f" over {self.tls.describe()} (or it refused the handshake: check --grpc-ca, "
@@ -290,7 +287,6 @@ class P4RuntimeClient:
             raise P4RuntimeError(
                 grpc.StatusCode.UNAVAILABLE, f"no P4Runtime server answers at {self.address}{how} after {timeout:g} s"
             ) from None
-        self._stub = P4RuntimeStub(self._channel)
         if not arbitrate:
             self.generation += 1
             return self
@@ -305,6 +301,19 @@ class P4RuntimeClient:
             raise
         self.generation += 1
         return self
+
+    def _wait_ready(self, timeout: float) -> bool:
+        """Whether a server answers on the channel within `timeout`: a Capabilities call that waits
+        for the channel to connect (wait_for_ready). Not grpc.channel_ready_future: its
+        connectivity-polling thread wakes every 0.2 s, and closing the channel under it prints a
+        traceback, so every close had to wait for it (about 0.13 s per client: per CLI command,
+        per controller a script opens). Any answer counts, an error too (a server without
+        Capabilities says UNIMPLEMENTED): only a deadline or an unreachable server do not."""
+        try:
+            self._stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=timeout, wait_for_ready=True)
+        except grpc.RpcError as err:
+            return err.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+        return True
 
     @property
     def connected(self) -> bool:
