@@ -40,3 +40,23 @@ def test_messages_round_trip_with_the_package_python_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True).stdout
     assert out.decode().split() == ["7", "2", "01"]
+
+
+def test_the_descriptor_is_read_without_parsing_the_whole_generated_file() -> None:
+    """The quick read (tokenizing from `serialized_pb=` on) gives the bytes a full parse gives, for
+    every generated file the loader reads; what it cannot read is None (the full parse is used)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    from p4netem.p4rt.proto import _MODULES, _literal_after
+
+    for module_name, _ in _MODULES:
+        package, _, leaf = module_name.rpartition(".")
+        source = (Path(importlib.util.find_spec(package).origin).parent / f"{leaf}.py").read_text()
+        full = [ast.literal_eval(node.value) for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.keyword) and node.arg == "serialized_pb"]
+        assert len(full) == 1 and _literal_after(source, "serialized_pb") == full[0], module_name
+    assert _literal_after("f(serialized_pb=b'a'\n    b'b', x=1)", "serialized_pb") == b"ab"
+    assert _literal_after("f(serialized_pb=_b('a'))", "serialized_pb") is None
+    assert _literal_after("f(other=b'a')", "serialized_pb") is None
