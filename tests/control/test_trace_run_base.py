@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from child_signals import default_sigint
 from p4netem.lab import SwitchProcess
 
 P4NETEM = Path(sys.executable).parent / "p4netem"
@@ -32,8 +33,11 @@ def test_run_plays_a_trace_on_a_queue_only_base(bare_switch: SwitchProcess, tmp_
     base = tmp_path / "mm-codel.yaml"
     base.write_text("name: mm-codel\nboth: {queue: 100, aqm: codel, delay: 10ms}\n")
     # Long enough to be read back while it plays on a loaded machine; stopped (Ctrl-C) once it has been.
-    run = subprocess.Popen([str(P4NETEM), "trace", "run", "--uplink", str(TRACE), "--downlink", str(TRACE),
-                            "--profile", str(base), "--window", "100ms", "--duration", "60s"],
+    # default_sigint: a test run started under nohup or with `&` has SIGINT ignored, and the
+    # command would inherit that and never see the Ctrl-C this test sends.
+    run = subprocess.Popen(default_sigint([str(P4NETEM), "trace", "run", "--uplink", str(TRACE), "--downlink",
+                                           str(TRACE), "--profile", str(base), "--window", "100ms",
+                                           "--duration", "60s"]),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(bare_switch))
     try:
         deadline = time.monotonic() + 45
