@@ -14,6 +14,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,35 @@ def test_the_units_command_shapes_from_start_and_again_after_a_restart_or_crash(
                 proc.kill()
                 proc.wait()
         hosts.close()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def test_a_stop_during_start_up_is_a_clean_stop(switch_bin: str) -> None:
+    """systemd may stop the unit while it starts (a stop or restart right after boot): SIGTERM to
+    `p4netem switch` while the switch comes up or --apply writes ended it with exit 1 or 3 (a failed
+    stop in systemd's eyes). Sent the moment the switch process exists, so before it listens."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root", pytrace=False)
+    addr = f"127.0.0.1:{free_tcp_port()}"
+    proc = subprocess.Popen([str(P4NETEM), "switch", "--switch", addr, "--binary", switch_bin, "--rt-priority", "0",
+                             "--apply", "lte"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _children(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert _children(proc.pid), proc.communicate(timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, (out, err)
+    assert "p4netem-switch stopped" in out and "running" not in out, out
+    assert not _port_open(addr)

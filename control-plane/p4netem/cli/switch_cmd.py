@@ -79,6 +79,16 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
+class _Stopped(Exception):
+    """SIGTERM reached `p4netem switch` (systemd's stop, a kill): raised in the main thread like
+    Ctrl-C's KeyboardInterrupt, wherever it is (waiting for the switch to listen, writing --apply's
+    profile, or waiting for it to end), so every stop is the same clean stop, exit 0."""
+
+
+def _raise_stopped(*_: object) -> None:
+    raise _Stopped
+
+
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGINT) -> int:
     if proc.poll() is None:
         proc.send_signal(sig)
@@ -154,11 +164,14 @@ def switch(
         cmd += ["--cpu-port", str(cpu_port)]
     cmd += list(ctx.args)
 
-    proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
+    proc: subprocess.Popen | None = None
     applying = False
-    # SIGTERM to us stops the switch the same way Ctrl-C does (SIGINT reaches us as KeyboardInterrupt).
-    previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+    # SIGTERM to us stops the switch the same way Ctrl-C does (SIGINT reaches us as KeyboardInterrupt),
+    # also during start-up: forwarding it to the switch then made the start-up fail (exit 1, or 3
+    # while --apply wrote), and a service manager recorded a failed stop.
+    previous = signal.signal(signal.SIGTERM, _raise_stopped)
     try:
+        proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
         _wait_grpc(proc, addr, timeout=30)
         if mapping or plan is not None:
             with connect(addr, device_id, election_id, profiles=plan.known if plan else None) as ctl:
@@ -174,12 +187,16 @@ def switch(
         console.print(f"p4netem-switch running (pid {proc.pid}): {names}; P4Runtime {addr} device {device_id}; "
                       f"port map {pm}{applied}. Ctrl-C stops it.", highlight=False)
         rc = proc.wait()
-    except KeyboardInterrupt:
-        rc = _stop(proc, signal.SIGINT)
+    except (KeyboardInterrupt, _Stopped) as stop:
+        sig = signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM
+        rc = _stop(proc, sig) if proc is not None else 0
+        if rc == -sig:  # ended by the very signal it was sent (before its own handler was set): as asked
+            rc = 0
     except BaseException:
         # Also when --apply fails: a switch running without the profile it was told to apply would
         # look like a working shaper that shapes nothing (and a service manager would not restart it).
-        _stop(proc, signal.SIGTERM)
+        if proc is not None:
+            _stop(proc, signal.SIGTERM)
         if applying:
             console.print(f"p4netem-switch stopped: --apply {apply} failed (the error follows)", highlight=False)
         raise
