@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import re
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -70,13 +73,22 @@ def _wait_grpc(proc: subprocess.Popen, addr: str, timeout: float) -> None:
     raise LabError(f"p4netem-switch did not open {addr} within {timeout:g} s")
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when this CLI process dies, even by SIGKILL, so that a
-    killed `p4netem switch` never leaves a switch running (and holding its ports) behind."""
-    import ctypes
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the child of a fork must not import
+_PR_SET_PDEATHSIG = 1
 
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """A preexec_fn: in the child before exec, SIGTERM when this CLI process dies, even by SIGKILL,
+    so that a killed `p4netem switch` never leaves a switch running (and holding its ports) behind.
+    A parent that died before the child asked (a stop in the moment after fork) sends nothing, so
+    the child then checks that it still has its parent, and ends if not."""
+
+    def preexec() -> None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 class _Stopped(Exception):
@@ -171,7 +183,7 @@ def switch(
     # while --apply wrote), and a service manager recorded a failed stop.
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     try:
-        proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent(os.getpid()))
         _wait_grpc(proc, addr, timeout=30)
         if mapping or plan is not None:
             with connect(addr, device_id, election_id, profiles=plan.known if plan else None) as ctl:
