@@ -26,8 +26,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as prometheus_text
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from p4netem.lab import TwoHostLab
 from p4netem.lab.free import free_tcp_port
+from p4netem.lab.netns import stop_process
 
 from webserver import WebServer
 
@@ -118,13 +118,7 @@ class Prometheus:
         raise AssertionError(f"no scrape of {metric} after {after} within {timeout} s:\n{self.log.read_text()[-3000:]}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, grace=15)
 
 
 def _promtool(body: str) -> str:
@@ -144,17 +138,6 @@ def _as_text_format(openmetrics_body: str) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Parsed())
     return generate_latest(registry).decode()
-
-
-@pytest.fixture
-def health_lab(switch_bin, tmp_path):
-    port = free_tcp_port("127.0.0.1")
-    lab = TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log",
-                     switch_args=("--metrics-addr", f"127.0.0.1:{port}")).start()
-    try:
-        yield lab, f"http://127.0.0.1:{port}/metrics"
-    finally:
-        lab.close()
 
 
 def text_metrics(web) -> dict[tuple, float]:

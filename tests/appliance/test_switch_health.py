@@ -20,7 +20,6 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as prometheus_text
 
 from p4netem.control import Controller
-from p4netem.lab import TwoHostLab
 from p4netem.lab.probe import ProbeResult, run_probe
 from p4netem.profiles import Profile
 from p4netem.lab.free import free_tcp_port
@@ -36,17 +35,6 @@ def _get(samples: dict, name: str, **labels) -> float:
     hits = [v for (n, ls), v in samples.items() if n == name and all(dict(ls).get(k) == w for k, w in labels.items())]
     assert len(hits) == 1, (name, labels, sorted(k for k in samples if k[0].startswith(name[:20])))
     return hits[0]
-
-
-@pytest.fixture
-def health_lab(switch_bin, tmp_path):
-    port = free_tcp_port("127.0.0.1")
-    lab = TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log",
-                     switch_args=("--metrics-addr", f"127.0.0.1:{port}")).start()
-    try:
-        yield lab, f"http://127.0.0.1:{port}/metrics"
-    finally:
-        lab.close()
 
 
 def _scrape(url: str) -> dict:
