@@ -299,6 +299,19 @@ def test_both_problem_is_reported_once_under_both():
     assert [p.split(": ")[0] for p in problems] == ["uplink.rate", "both.rate"]
 
 
+
+def test_a_both_field_every_direction_overrides_is_still_checked():
+    # Expansion never reads it, but it is a typo in the file like any other (it was taken).
+    doc = {"name": "x", "both": {"rate": "3Mbit", "delay": "10ms", "queue": 20},
+           "uplink": {"rate": "1Mbit", "queue": 5}, "downlink": {"rate": "2Mbit", "queue": "lots"}}
+    problems = problems_of({**doc, "both": {**doc["both"], "rate": "fast"}})
+    assert [p.split(": ")[0] for p in problems] == ["downlink.queue", "both.rate"], problems
+    assert '"fast"' in problems[1] and "1kbit..100Gbit" in problems[1]
+    # A valid one is taken (it has no effect).
+    profile = Profile.parse({**doc, "downlink": {"rate": "2Mbit", "queue": 5}})
+    assert (profile.uplink.rate, profile.downlink.rate) == (1_000_000, 2_000_000)
+
+
 # ---- model semantics -----------------------------------------------------------------------------
 
 def test_both_fills_both_directions_and_directions_override():

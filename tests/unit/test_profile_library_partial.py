@@ -50,7 +50,7 @@ def test_what_the_traces_do_not_complete_is_named_in_the_file(tmp_path) -> None:
     with pytest.raises(ProfileError) as info:
         load_profile_library(path, with_traces("uplink", "downlink"))
     text = str(info.value)
-    assert "profiles[3].uplink.delay" in text and "profiles[4].name: duplicate profile name 'plain'" in text, text
+    assert "profiles[3].both.delay" in text and "uplink.delay" not in text and "profiles[4].name: duplicate profile name 'plain'" in text, text
 
 
 def test_a_directory_names_each_document_once(tmp_path) -> None:

@@ -65,3 +65,20 @@ def test_first_at_index_and_free_cells() -> None:
     assert _free([(0, 4), (10, 5)], 7, 100, "x") == 15
     with pytest.raises(ProfileError, match="needs 90 free cells"):
         _free([(0, 4), (10, 5)], 90, 100, "x")
+
+
+def test_a_both_field_is_named_where_it_was_written() -> None:
+    from p4netem.control.trace import traced_profile
+    # Expanded by traced_profile: a bad value given under `both` is one problem, not one per direction.
+    with pytest.raises(ProfileError) as err:
+        traced_profile({"name": "t", "both": {"queue": "lots"}}, {"downlink": {"rate": "1Mbit"}})
+    assert [p.path for p in err.value.problems] == ["both.queue"], err.value
+    # A `both` rate both directions override is checked (Profile.parse checks it too).
+    with pytest.raises(ProfileError) as err:
+        traced_profile({"name": "t", "both": {"rate": "fast"}, "uplink": {"rate": "1Mbit"},
+                        "downlink": {"rate": "1Mbit"}}, {"downlink": {"rate": "1Mbit"}})
+    assert [p.path for p in err.value.problems] == ["both.rate"], err.value
+    # What only one direction lacks stays that direction's: the untraced uplink has no rate.
+    with pytest.raises(ProfileError) as err:
+        traced_profile({"name": "t", "both": {"queue": 100}}, {"downlink": {"rate": "1Mbit"}})
+    assert [p.path for p in err.value.problems] == ["uplink.queue"], err.value

@@ -29,7 +29,8 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from ..profiles import Profile, ProfileError
-from ..profiles.errors import Problem, problems_from_validation_error
+from ..profiles.errors import Problem, blame_both, problems_from_validation_error
+from ..profiles.profile import shadowed_both_problems
 from ..profiles.fields import LinkRate
 from ..profiles.units import Duration, Rate
 from .timeline import Timeline, TimelineError
@@ -274,7 +275,7 @@ def traced_profile(base: Mapping[str, Any], traced: Mapping[str, Mapping[str, An
     is a base and its rate may serve the direction without a trace (`unused_rates` names one that
     serves none)."""
     doc = dict(base)
-    problems: list[Problem] = []
+    problems: list[Problem] = shadowed_both_problems(base)
     links = _links(doc)
     if links is not None:
         both, own = links
@@ -293,10 +294,26 @@ def traced_profile(base: Mapping[str, Any], traced: Mapping[str, Mapping[str, An
     try:
         profile = Profile.parse(doc)
     except ProfileError as exc:
-        problems += exc.problems
+        problems += _where_written(exc.problems, base)
     if problems:
         raise ProfileError(list(dict.fromkeys(problems)))  # a bad `both.rate` of two traces once
     return profile
+
+
+def _where_written(problems: Sequence[Problem], base: Mapping[str, Any]) -> list[Problem]:
+    """Problems of the profile `traced_profile` expanded from `base`: one that a field given under
+    `both` has in every direction (a bad value: `uplink.queue` and `downlink.queue`) is reported
+    once where it was written (`both.queue`), as Profile.parse reports it; one that only a direction
+    has (a queue without a rate where only the other direction is traced) stays that direction's."""
+    out = []
+    for problem in problems:
+        blamed = blame_both(problem, base)
+        if blamed != problem:
+            rest = problem.path.partition(".")[2]
+            if not all(Problem(f"{d}.{rest}", problem.message) in problems for d in _DIRECTIONS):
+                blamed = problem
+        out.append(blamed)
+    return out
 
 
 def unused_rates(base: Mapping[str, Any], traced: Sequence[str]) -> list[tuple[str, Rate]]:
@@ -316,7 +333,7 @@ def unused_rates(base: Mapping[str, Any], traced: Sequence[str]) -> list[tuple[s
     for field, raw in given:
         try:
             rate = _RATE.validate_python(raw)
-        except ValidationError:  # a `both` rate every direction overrides is never read, as by Profile.parse
+        except ValidationError:  # refused by traced_profile (shadowed_both_problems for one every direction overrides)
             continue
         if rate != 0:
             out.append((field, rate))

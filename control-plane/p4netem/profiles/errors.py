@@ -155,7 +155,7 @@ def problems_from_validation_error(exc: ValidationError, raw: Any = None) -> lis
             if error["type"].startswith("union_tag"):
                 loc.append("model")  # the problem is the tag itself
             found = [Problem(_loc_to_path(loc), _message(error))]
-        problems.extend(_blame_both(p, raw) for p in found)
+        problems.extend(blame_both(p, raw) for p in found)
     unique: list[Problem] = []
     for problem in problems:
         if problem not in unique:
@@ -163,8 +163,9 @@ def problems_from_validation_error(exc: ValidationError, raw: Any = None) -> lis
     return unique
 
 
-def _blame_both(problem: Problem, raw: Any) -> Problem:
-    """uplink.rate -> both.rate when the bad rate was written under `both`, not `uplink`."""
+def blame_both(problem: Problem, raw: Any) -> Problem:
+    """uplink.rate -> both.rate when the bad rate was written under `both`, not `uplink` (`raw`:
+    the profile document as written, before `both` was expanded)."""
     if not isinstance(raw, Mapping) or not isinstance(raw.get("both"), Mapping):
         return problem
     direction, _, rest = problem.path.partition(".")

@@ -87,10 +87,15 @@ class Profile(BaseModel):
         """Validate a document (dict from YAML); raises ProfileError listing every problem."""
         if not isinstance(data, Mapping):
             raise ProfileError([Problem("", f"{quote(data)} is not a profile mapping")], source)
+        shadowed = shadowed_both_problems(data)
         try:
-            return cls.model_validate(data)
+            profile = cls.model_validate(data)
         except ValidationError as exc:
-            raise ProfileError(problems_from_validation_error(exc, data), source) from None
+            problems = problems_from_validation_error(exc, data)
+            raise ProfileError(problems + [p for p in shadowed if p not in problems], source) from None
+        if shadowed:
+            raise ProfileError(shadowed, source)
+        return profile
 
     @classmethod
     def from_table_params(cls, name: str, uplink: Mapping[str, Any],
@@ -196,6 +201,25 @@ def _link_dict(link: LinkParams) -> dict[str, Any]:
     if link.jitter_distribution is implied:
         doc.pop("jitter_distribution", None)
     return doc
+
+
+def shadowed_both_problems(data: Mapping[str, Any]) -> list[Problem]:
+    """Problems of the `both` fields that both directions override. Expansion never reads them,
+    so validating the expanded profile alone would take `both: {rate: fast}` next to an uplink
+    and a downlink rate: a typo in the file the user should hear about, as in any other field.
+    Each is checked as a field (lenient: whether it would have an effect is moot)."""
+    both = data.get("both")
+    own = [data.get(direction) for direction in ("uplink", "downlink")]
+    if not isinstance(both, Mapping) or not all(isinstance(link, Mapping) for link in own):
+        return []  # the fields report these
+    shadowed = {key: value for key, value in both.items() if all(key in link for link in own)}
+    if not shadowed:
+        return []
+    try:
+        LinkParams.model_validate(shadowed, context={"lenient": True})
+    except ValidationError as exc:
+        return [Problem(f"both.{p.path}", p.message) for p in problems_from_validation_error(exc)]
+    return []
 
 
 KNOWN_FIELDS.update(Profile.model_fields, {"both"})
