@@ -1,25 +1,34 @@
-"""p4netem as a service: `p4netem switch --apply PROFILE` (checked before the switch starts, applied
-before it reports running, the switch stopped when the switch refuses it) and the shipped systemd
-unit (packaging/systemd/p4netem-switch.service): systemd-analyze verifies it, and its ExecStart,
-expanded from an environment file as systemd would, shapes from its first "running" line, stops
-with exit 0 on the SIGTERM systemd sends, and shapes again when started again (after a clean stop
-and after a crash). systemd is not PID 1 here, so the unit is never started by systemd itself."""
+"""p4netem as a service: `p4netem switch --apply PROFILE` (or --netem/--mahimahi; checked before
+the switch starts, applied before it reports running, the switch stopped when the switch refuses
+it) and the shipped systemd unit (packaging/systemd/p4netem-switch.service): systemd-analyze
+verifies it, and its ExecStart, expanded from an environment file as systemd would, shapes from
+its first "running" line and from its READY=1 (sd_notify, to the datagram socket of
+$NOTIFY_SOCKET, as systemd runs a Type=notify unit), stops with exit 0 on the SIGTERM systemd
+sends, and shapes again when started again (after a clean stop and after a crash). systemd is not
+PID 1 here, so the unit is never started by systemd itself."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import shlex
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from p4netem.lab import TwoHostLab, free_tcp_port
+from p4netem.service_notify import ServiceNotifier
 from test_cli import P4NETEM, _port_open, cli, rtt_ms
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,15 +61,76 @@ def environment_file(path: Path) -> dict[str, str]:
 
 def expand(command: str, env: dict[str, str]) -> list[str]:
     """An ExecStart= line as systemd expands it: a word that is `$VAR` becomes the variable's value
-    split at whitespace (no word when empty), `${VAR}` its value as one word."""
+    split at whitespace outside quotes, the quotes removed (no word when empty; systemd's
+    replace_env_argv, EXTRACT_UNQUOTE), `${VAR}` its value as one word."""
     argv: list[str] = []
     for word in shlex.split(command):
         whole = re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", word)
         if whole:
-            argv += env.get(whole.group(1), "").split()
+            argv += shlex.split(env.get(whole.group(1), ""))
         else:
             argv.append(re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""), word))
     return argv
+
+
+def environment_file_examples(path: Path) -> list[str]:
+    """The values of the commented examples `#   P4NETEM_APPLY="..."` of an environment file."""
+    return [shlex.split(m)[0].partition("=")[2]
+            for m in re.findall(r"^#\s+(P4NETEM_APPLY=.*)$", path.read_text(), re.M)]
+
+
+@contextmanager
+def notify_socket(address: str) -> Iterator[socket.socket]:
+    """A service manager's notification socket, as systemd makes it for a Type=notify unit: an
+    AF_UNIX datagram socket bound at `address` (a path, or @name for an abstract one) that gets
+    each sender's credentials (SO_PASSCRED: systemd takes the sender's pid from them)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sock.bind("\0" + address[1:] if address.startswith("@") else address)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        yield sock
+    finally:
+        sock.close()
+        if not address.startswith("@"):
+            Path(address).unlink(missing_ok=True)
+
+
+def notifications(sock: socket.socket, timeout: float) -> Iterator[tuple[int, dict[str, str]]]:
+    """The messages on a notification socket as (sender pid, {KEY: value}), until `timeout` passes
+    with none (then it ends)."""
+    sock.settimeout(timeout)
+    while True:
+        try:
+            data, ancillary, _, _ = sock.recvmsg(4096, socket.CMSG_SPACE(struct.calcsize("3i")))
+        except TimeoutError:
+            return
+        (pid, _, _), = [struct.unpack("3i", d) for level, kind, d in ancillary
+                        if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS)]
+        yield pid, dict(line.split("=", 1) for line in data.decode().splitlines() if line)
+
+
+def test_service_notifier_speaks_sd_notify_to_paths_and_abstract_sockets(tmp_path, capfd, monkeypatch) -> None:
+    """READY=1/STATUS=/STOPPING=1 datagrams reach both kinds of address systemd hands out; without
+    $NOTIFY_SOCKET, or with an address that is not AF_UNIX or not there, nothing is raised."""
+    for address in (str(tmp_path / "notify"), f"@p4n-63-{uuid.uuid4().hex}"):
+        with notify_socket(address) as sock, ServiceNotifier(address) as notifier:
+            assert notifier.active
+            notifier.status("starting\nsecond line")  # one STATUS line whatever the text
+            notifier.ready("shaping")
+            notifier.stopping("stopping")
+            got = [fields for _, fields in itertools.islice(notifications(sock, 10), 3)]
+        assert got == [{"STATUS": "starting second line"}, {"READY": "1", "STATUS": "shaping"},
+                       {"STOPPING": "1", "STATUS": "stopping"}], (address, got)
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    ServiceNotifier.from_environment().ready("nobody listens")  # not run by systemd: nothing
+    with ServiceNotifier("vsock:2:1234") as notifier:
+        notifier.ready("x")
+        assert not notifier.active
+    with ServiceNotifier(str(tmp_path / "gone")) as notifier:
+        notifier.ready("x")  # the manager's socket is gone: named, not raised
+    err = capfd.readouterr().err
+    assert "NOTIFY_SOCKET='vsock:2:1234' is not an AF_UNIX socket" in err
+    assert "cannot notify the service manager at NOTIFY_SOCKET: [Errno 2]" in err, err
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (Debian: systemd)")
@@ -75,6 +145,15 @@ def test_the_shipped_unit_verifies_and_its_variables_are_the_example_files(tmp_p
 
     settings = unit_settings(UNIT)
     assert settings["Restart"] == ["on-failure"] and settings["KillMode"] == ["mixed"]
+    # Started once it shapes (READY=1 from `p4netem switch` itself, not from the switch it runs).
+    assert settings["Type"] == ["notify"] and settings["NotifyAccess"] == ["main"]
+    # Hardening that would take the switch's raw sockets, XDP, SCHED_FIFO, /dev/cpu_dma_latency,
+    # /run/p4netem (port locks, lab records) or --pcap's directory: not in this unit (docs/cli.md).
+    breaking = {"RestrictRealtime", "PrivateDevices", "ProtectClock", "DevicePolicy", "DeviceAllow",
+                "PrivateNetwork", "RestrictAddressFamilies", "CapabilityBoundingSet", "SystemCallFilter",
+                "MemoryDenyWriteExecute", "PrivateTmp", "RuntimeDirectory", "User", "DynamicUser"}
+    assert not breaking & set(settings), breaking & set(settings)
+    assert settings["ProtectSystem"] == ["full"] and settings["NoNewPrivileges"] == ["yes"]
     assert "network-online.target" in settings["After"][0] and settings["EnvironmentFile"] == ["/etc/default/p4netem"]
     (command,) = settings["ExecStart"]
     used = set(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", command))
@@ -82,36 +161,62 @@ def test_the_shipped_unit_verifies_and_its_variables_are_the_example_files(tmp_p
     assert used == set(example), "the example /etc/default/p4netem sets what ExecStart uses"
     argv = expand(command, example)
     assert argv[:2] == [f"{INSTALLED}/.venv/bin/p4netem", "switch"] and "--apply" in argv, argv
+    # The file's other examples of P4NETEM_APPLY (comments): netem's options and a Mahimahi chain
+    # reach `p4netem switch` as one argument each (systemd splits a $VAR's value outside quotes).
+    others = environment_file_examples(DEFAULTS)
+    quoted = [expand("p4netem $P4NETEM_APPLY", {"P4NETEM_APPLY": value})[1:] for value in others]
+    assert quoted == [["--netem", "delay 100ms 10ms loss 1% rate 1mbit"],
+                      ["--netem-uplink", "delay 20ms", "--netem-downlink", "delay 80ms rate 10mbit"],
+                      ["--mahimahi", "mm-delay 20 mm-link /etc/p4netem/up.trace /etc/p4netem/down.trace"]], quoted
     shown = dict(re.findall(r'^    (P4NETEM_\w+)="([^"]*)"', (ROOT / "docs" / "cli.md").read_text(), re.M))
     assert shown == example, "docs/cli.md shows the example file as it is"
 
 
 def test_switch_apply_refuses_bad_input_before_starting(switch_bin: str, tmp_path) -> None:
-    """A bad --apply profile or rule: exit 1 with `apply`'s own message, and no switch started
-    (with a port that does not exist, a started switch would fail with "exited with code")."""
+    """A bad --apply profile or rule, netem options or Mahimahi chain: exit 1 with `apply`'s own
+    message, and no switch started (with a port that does not exist, a started switch would fail
+    with "exited with code"); two start profiles, or --rule without one: usage (exit 2)."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nuplink: {loss: 150%, delay: 50}\n")
-    cases = [["no-such-profile"], [str(bad)], ["lan", "--rule", "client=10.0.0.1,dscp=99"]]
+    missing = tmp_path / "missing.trace"
+    cases = [["--apply", "no-such-profile"], ["--apply", str(bad)],
+             ["--apply", "lan", "--rule", "client=10.0.0.1,dscp=99"],
+             ["--netem", "delay 10ms loss 150%"],
+             ["--mahimahi", f"mm-delay 20 mm-link {missing} {missing}"]]
     for args in cases:
         addr = f"127.0.0.1:{free_tcp_port()}"
-        expected = cli("apply", *args, addr=addr)
-        r = cli("switch", "-i", "1@no-such-iface0", "--switch", addr, "--binary", switch_bin,
-                "--apply", *args)
+        as_apply = args[1:] if args[0] == "--apply" else args
+        expected = cli("apply", *as_apply, addr=addr)
+        r = cli("switch", "-i", "1@no-such-iface0", "--switch", addr, "--binary", switch_bin, *args)
         assert expected.returncode == 1 and expected.stderr.startswith("error: "), expected.stderr
         assert (r.returncode, r.stderr) == (1, expected.stderr), args
         assert "running" not in r.stdout and not _port_open(addr)
-    r = cli("switch", "--binary", switch_bin, "--rule", "client=10.0.0.1")
-    assert r.returncode == 2 and "give --apply PROFILE too" in r.stderr, r.stderr
+    def usage(*args: str) -> tuple[int, str]:
+        """Exit code and message of a usage error (its box's frame and line breaks taken out)."""
+        r = cli("switch", "--binary", switch_bin, *args)
+        return r.returncode, " ".join(re.sub("[│╭╮╰╯─]", " ", r.stderr).split())
+
+    rc, text = usage("--rule", "client=10.0.0.1")
+    assert rc == 2 and "--rule says what the start profile applies to; give --apply PROFILE, --netem" in text, text
+    rc, text = usage("--apply", "lan", "--netem", "delay 10ms")
+    assert rc == 2 and "give one start profile" in text and "not --apply and --netem" in text, text
 
 
 def test_switch_apply_the_switch_refuses_stops_the_switch(switch_bin: str) -> None:
     """A profile the running switch refuses (rules beyond its --ue-ids: known only once it runs)
-    stops it: a service must not come up without its start profile."""
+    stops it: a service must not come up without its start profile, and systemd (Type=notify) gets
+    no READY=1, so the start fails there too."""
     if os.geteuid() != 0:
         pytest.fail("needs root", pytrace=False)
     addr = f"127.0.0.1:{free_tcp_port()}"
-    r = cli("switch", "--switch", addr, "--binary", switch_bin, "--rt-priority", "0", "--ue-ids", "1024",
-            "--apply", "lan", "--rule", "client=10.1.0.0/16,ue=by-address")
+    address = f"@p4n-63-{uuid.uuid4().hex}"
+    with notify_socket(address) as sock:
+        r = cli("switch", "--switch", addr, "--binary", switch_bin, "--rt-priority", "0", "--ue-ids", "1024",
+                "--apply", "lan", "--rule", "client=10.1.0.0/16,ue=by-address", env={"NOTIFY_SOCKET": address})
+        told = [fields for _, fields in notifications(sock, 0.5)]
+    assert all("READY" not in fields for fields in told), told
+    statuses = [fields.get("STATUS", "") for fields in told]
+    assert "applying --apply lan" in statuses and statuses[-1].startswith("start-up failed: "), told
     assert r.returncode == 1, r.stderr
     assert "p4netem-switch running" not in r.stdout
     assert "p4netem-switch stopped: --apply lan failed" in r.stdout, r.stdout
@@ -121,6 +226,11 @@ def test_switch_apply_the_switch_refuses_stops_the_switch(switch_bin: str) -> No
 
 
 def test_the_units_command_shapes_from_start_and_again_after_a_restart_or_crash(switch_bin: str, tmp_path) -> None:
+    """The unit's command, started as systemd starts the Type=notify unit (NOTIFY_SOCKET naming a
+    datagram socket): STATUS lines, then READY=1 from the main process once the start profile is
+    on the switch (`show --json` at that moment says so); STOPPING=1 on SIGTERM. Without
+    NOTIFY_SOCKET it runs the same. The last start's profile is netem options, quoted in the
+    environment file, read again at that start as systemd does."""
     if os.geteuid() != 0:
         pytest.fail("needs root", pytrace=False)
     hosts = TwoHostLab()
@@ -131,23 +241,56 @@ def test_the_units_command_shapes_from_start_and_again_after_a_restart_or_crash(
         profile.write_text("name: p4n59-service\nuplink: {delay: 40ms}\ndownlink: {delay: 40ms}\n")
         addr = f"127.0.0.1:{free_tcp_port()}"
         env_file = tmp_path / "p4netem"
-        env_file.write_text(
-            f'P4NETEM_PORTS="-i 1@{hosts.h1.switch_iface} -i 2@{hosts.h2.switch_iface}"\n'
-            f'P4NETEM_APPLY="--apply {profile} --rule client={hosts.h1.ip}"\n'
-            f'P4NETEM_OPTS="--fix-offloads --switch {addr} --binary {switch_bin} --rt-priority 0"\n')
+
+        def configure(apply: str) -> None:
+            env_file.write_text(
+                f'P4NETEM_PORTS="-i 1@{hosts.h1.switch_iface} -i 2@{hosts.h2.switch_iface}"\n'
+                f'P4NETEM_APPLY="{apply} --rule client={hosts.h1.ip}"\n'
+                f'P4NETEM_OPTS="--fix-offloads --switch {addr} --binary {switch_bin} --rt-priority 0"\n')
+
+        configure(f"--apply {profile}")
         settings = unit_settings(UNIT)
         (command,) = settings["ExecStart"]
-        argv = expand(command, environment_file(env_file))
-        assert argv[0] == f"{INSTALLED}/.venv/bin/p4netem"
-        argv[0] = str(P4NETEM)  # the unit's program, as installed
         env = {**os.environ, "COLUMNS": "160",
                **dict(e.split("=", 1) for v in settings.get("Environment", []) for e in shlex.split(v))}
+        env.pop("NOTIFY_SOCKET", None)
 
-        def start() -> tuple[subprocess.Popen, int]:
+        def start_profile(name: str | None) -> dict:
+            """The rule on the switch, checked to have the start profile (`name`: none for netem's)."""
+            # (show names a profile from a file when given that file, as apply was)
+            (rule,) = json.loads(cli("show", "--json", "--profiles", str(profile), addr=addr).stdout)["rules"]
+            assert rule["profile"] == name and rule["modified"] == [], rule
+            assert rule["rule"]["client"] == hosts.h1.ip, rule
+            assert rule["uplink"]["delay"] == rule["downlink"]["delay"] == "40ms", rule
+            return rule
+
+        def start(applied: str, notify: tuple[str, socket.socket] | None = None) -> tuple[subprocess.Popen, int]:
             """The unit's command started; returns it and the switch's pid once it says running,
-            after checking that the start profile is on the switch and shapes a ping."""
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            after checking that the start profile (`applied`: its name in the output) is on the
+            switch and shapes a ping. With `notify`, systemd's notification socket: its READY=1
+            is the moment systemd counts the unit started, and the profile is on the switch then."""
+            argv = expand(command, environment_file(env_file))
+            assert argv[0] == f"{INSTALLED}/.venv/bin/p4netem"
+            argv[0] = str(P4NETEM)  # the unit's program, as installed
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env={**env, "NOTIFY_SOCKET": notify[0]} if notify else env)
             started.append(proc)
+            name = None if applied == "netem" else applied
+            if notify is not None:
+                told = []
+                for pid, fields in notifications(notify[1], 60):
+                    assert pid == proc.pid, (pid, fields)  # from the main process (NotifyAccess=main)
+                    told.append(fields)
+                    if "READY" in fields:
+                        start_profile(name)  # systemd would now start the units ordered after it
+                        break
+                else:
+                    if proc.poll() is None:
+                        proc.kill()
+                    pytest.fail(f"no READY=1 but {told}; exit {proc.wait()}: {proc.communicate(timeout=30)}")
+                assert [f.get("STATUS", "").split()[0] for f in told] == ["starting", "applying", "running:"], told
+                assert told[-1] == {"READY": "1", "STATUS": f"running: 1@{hosts.h1.switch_iface} 2@"
+                                    f"{hosts.h2.switch_iface}; P4Runtime {addr}; port map 1->2, 2->1; profile {applied}"}
             assert proc.stdout is not None
             before = []
             for line in proc.stdout:
@@ -157,36 +300,46 @@ def test_the_units_command_shapes_from_start_and_again_after_a_restart_or_crash(
             else:
                 pytest.fail(f"no running line; exit {proc.wait()}:\n{''.join(before)}{proc.stderr.read()}")
             # Applied before it says running: anything that waits for the line finds the profile.
-            assert before and before[0].startswith("applied p4n59-service to 1 rule(s)"), before
-            assert "port map 1->2, 2->1; profile p4n59-service." in line
-            # (show names a profile from a file when given that file, as apply was)
-            (rule,) = json.loads(cli("show", "--json", "--profiles", str(profile), addr=addr).stdout)["rules"]
-            assert rule["profile"] == "p4n59-service" and rule["modified"] == [], rule
-            assert rule["rule"]["client"] == hosts.h1.ip and rule["downlink"]["delay"] == "40ms", rule
+            assert before and before[0].startswith(f"applied {applied} to 1 rule(s)"), before
+            assert f"port map 1->2, 2->1; profile {applied}." in line
+            if notify is None:
+                start_profile(name)
             assert rtt_ms(hosts, 3) >= 80  # 40 ms each way: the profile, not a bare wire
-            return proc, int(re.search(r"\(pid (\d+)\)", line).group(1))
+            switch_pid = int(re.search(r"\(pid (\d+)\)", line).group(1))
+            # The switch is not told the socket: only the main process may notify.
+            assert b"NOTIFY_SOCKET=" not in Path(f"/proc/{switch_pid}/environ").read_bytes()
+            return proc, switch_pid
 
         def wait(proc: subprocess.Popen) -> tuple[int, str, str]:
             out, err = proc.communicate(timeout=30)
             return proc.returncode, out, err
 
-        # First start, stopped as systemd stops it (KillMode=mixed: SIGTERM to the main process).
-        proc, _ = start()
-        proc.send_signal(signal.SIGTERM)
-        rc, out, err = wait(proc)
+        # First start, as systemd starts it (an abstract socket, as systemd's own is), stopped as
+        # systemd stops it (KillMode=mixed: SIGTERM to the main process).
+        address = f"@p4n-63-{uuid.uuid4().hex}"
+        with notify_socket(address) as sock:
+            proc, _ = start("p4n59-service", (address, sock))
+            proc.send_signal(signal.SIGTERM)
+            rc, out, err = wait(proc)
+            told = list(notifications(sock, 0.5))
         assert rc == 0 and "p4netem-switch stopped" in out, err
         assert "SIGTERM: shutting down" in err and not _port_open(addr)
+        assert told == [(proc.pid, {"STOPPING": "1", "STATUS": "stopping p4netem-switch"})], told
 
-        # Started again (a reboot, a restart): the profile is back. Then the switch crashes.
-        proc, switch_pid = start()
+        # Started again (a reboot, a restart), not by systemd: the profile is back. Then the switch crashes.
+        proc, switch_pid = start("p4n59-service")
         os.kill(switch_pid, signal.SIGKILL)
         rc, out, err = wait(proc)
         assert rc == 1 and "p4netem-switch exited with code -9" in err, err  # on-failure restarts it
 
-        # Restarted after the crash (whatever the killed switch left on its ports): shaping again.
-        proc, _ = start()
-        proc.send_signal(signal.SIGTERM)
-        rc, out, err = wait(proc)
+        # Restarted after the crash (whatever the killed switch left on its ports), with netem's
+        # options now (quoted in the file) and a socket at a path: shaping again.
+        configure("--netem 'delay 40ms limit 1000'")
+        address = str(tmp_path / "notify")
+        with notify_socket(address) as sock:
+            proc, _ = start("netem", (address, sock))
+            proc.send_signal(signal.SIGTERM)
+            rc, out, err = wait(proc)
         assert rc == 0, err
     finally:
         for proc in started:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -17,7 +18,9 @@ import typer
 
 from ..lab.netns import LabError, disable_offloads
 from ..paths import switch_binary
-from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, plan_apply, write_apply
+from ..service_notify import ServiceNotifier
+from .apply_cmd import (MahimahiOpt, NetemDownlinkOpt, NetemNameOpt, NetemOpt, NetemUplinkOpt, ProfilesOpt, RuleOpt,
+                        RulesFile, plan_apply, write_apply)
 from .forward_cmd import parse_port_pairs
 from .common import (DEFAULT_ADDR, EXIT_PROBLEM, DeviceId, ElectionId, SwitchAddr, connect, console, error,
                      guarded)
@@ -111,6 +114,19 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGINT) -> int:
     return proc.wait()
 
 
+def _start_profile(apply: str | None, netem: str | None, netem_uplink: str | None, netem_downlink: str | None,
+                   mahimahi: str | None) -> tuple[list[str], str]:
+    """Which sources of the start profile are given (as apply: a PROFILE, netem options, a Mahimahi
+    chain) and the start profile's options as given (`--netem 'delay 40ms'`), for messages."""
+    options = {"--apply": apply, "--netem": netem, "--netem-uplink": netem_uplink,
+               "--netem-downlink": netem_downlink, "--mahimahi": mahimahi}
+    given = {option: value for option, value in options.items() if value is not None}
+    kinds = [kind for kind, members in (("--apply", ["--apply"]),
+                                        ("--netem", ["--netem", "--netem-uplink", "--netem-downlink"]),
+                                        ("--mahimahi", ["--mahimahi"])) if any(m in given for m in members)]
+    return kinds, " ".join(f"{option} {shlex.quote(value)}" for option, value in given.items())
+
+
 @guarded
 def switch(
     ctx: typer.Context,
@@ -131,6 +147,11 @@ def switch(
         help="Apply this profile once the switch is up, before it reports running, as `p4netem apply "
              "PROFILE` (a built-in, a name from --profiles or a YAML file; with --rule/--rules). Checked "
              "before the switch starts; if it cannot be applied the switch is stopped (exit 1 or 3).")] = None,
+    netem: NetemOpt = None,
+    netem_uplink: NetemUplinkOpt = None,
+    netem_downlink: NetemDownlinkOpt = None,
+    mahimahi: MahimahiOpt = None,
+    name: NetemNameOpt = None,
     rule: RuleOpt = None,
     rules_file: RulesFile = None,
     profiles: ProfilesOpt = None,
@@ -141,20 +162,33 @@ def switch(
     """Run p4netem-switch on the given ports, in the foreground.
 
     Runs p4netem-switch with its P4Runtime server on --switch; Ctrl-C (or SIGTERM) stops it
-    cleanly. --apply PROFILE (with apply's --rule/--rules/--profiles) applies a profile before it
-    reports running: at every start, for a service (docs/cli.md). Options it does not know are
+    cleanly. --apply PROFILE, or --netem 'OPTIONS' or --mahimahi 'COMMAND' (with apply's
+    --rule/--rules/--profiles/--name), applies a profile before it reports running: at every start,
+    for a service (docs/cli.md). Run by systemd as a Type=notify unit, it reports ready
+    ($NOTIFY_SOCKET) once that profile is in force. Options it does not know are
     passed on to p4netem-switch (e.g. --rt-priority 0, --log-level debug; see p4netem-switch
-    --help). Exit code: the switch's (0 after a clean stop); 1 if it fails to start or --apply's
-    profile or rules are invalid (checked before it starts); 3 if the switch refuses --apply's write."""
+    --help). Exit code: the switch's (0 after a clean stop); 1 if it fails to start or the start
+    profile or its rules are invalid (checked before it starts); 3 if the switch refuses its write."""
     ports = parse_ports(interface or [])
     mapping = parse_port_map(port_map, ports)
-    if apply is None and (rule or rules_file is not None or profiles):
+    kinds, start_profile = _start_profile(apply, netem, netem_uplink, netem_downlink, mahimahi)
+    if not kinds and (rule or rules_file is not None or profiles):
         given = "--rule" if rule else "--rules" if rules_file is not None else "--profiles"
-        raise typer.BadParameter(f"{given} says what --apply PROFILE applies to; give --apply PROFILE too",
-                                 param_hint=f"'{given}'")
-    # apply's own checks, before anything starts: a bad profile or rule is exit 1 with apply's
-    # message, and a switch run as a service never comes up without the profile it was given.
-    plan = plan_apply(apply, rule=rule, rules_file=rules_file, profiles=profiles) if apply is not None else None
+        raise typer.BadParameter(f"{given} says what the start profile applies to; give --apply PROFILE, "
+                                 "--netem 'OPTIONS' or --mahimahi 'COMMAND' too", param_hint=f"'{given}'")
+    if name is not None and not {"--netem", "--mahimahi"} & set(kinds):
+        raise typer.BadParameter("names the profile made from --netem 'OPTIONS' or --mahimahi 'COMMAND'; "
+                                 "give one of them too", param_hint="'--name'")
+    if len(kinds) > 1:  # as apply: one source of the profile
+        raise typer.BadParameter(f"give one start profile: --apply PROFILE, --netem 'OPTIONS' (or --netem-uplink, "
+                                 f"--netem-downlink) or --mahimahi 'COMMAND', not {' and '.join(kinds)}",
+                                 param_hint=f"'{kinds[1]}'")
+    # apply's own checks, before anything starts: a bad profile, netem option, Mahimahi chain or rule
+    # is exit 1 with apply's message, and a switch run as a service never comes up without the
+    # profile it was given.
+    plan = plan_apply(apply, netem=netem, netem_uplink=netem_uplink, netem_downlink=netem_downlink,
+                      mahimahi=mahimahi, name=name, rule=rule, rules_file=rules_file,
+                      profiles=profiles) if kinds else None
     if _listening(addr):
         # Otherwise the new switch fails to bind while every command talks to the old one.
         raise LabError(f"something already listens on {addr} (another switch?); stop it or pass "
@@ -178,11 +212,17 @@ def switch(
 
     proc: subprocess.Popen | None = None
     applying = False
+    # systemd (Type=notify) learns that the service is up from READY=1, sent once the start profile
+    # is in force, not when this process runs: `systemctl start` and units ordered after this one
+    # then find a shaping switch. Taken out of the environment: the switch must not inherit it.
+    notifier = ServiceNotifier.from_environment()
     # SIGTERM to us stops the switch the same way Ctrl-C does (SIGINT reaches us as KeyboardInterrupt),
     # also during start-up: forwarding it to the switch then made the start-up fail (exit 1, or 3
     # while --apply wrote), and a service manager recorded a failed stop.
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     try:
+        names = " ".join(f"{n}@{i}" for n, i in sorted(ports.items())) or "no ports"
+        notifier.status(f"starting p4netem-switch on {names}")
         proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent(os.getpid()))
         _wait_grpc(proc, addr, timeout=30)
         if mapping or plan is not None:
@@ -190,30 +230,36 @@ def switch(
                 if mapping:
                     ctl.set_port_map(mapping)
                 if plan is not None:
+                    notifier.status(f"applying {start_profile}")
                     applying = True
                     write_apply(ctl, plan)
                     applying = False
         pm = ", ".join(f"{a}->{b}" for a, b in sorted(mapping.items())) or "none"
-        names = " ".join(f"{n}@{i}" for n, i in sorted(ports.items())) or "no ports"
         applied = f"; profile {plan.profile.name}" if plan is not None else ""
         console.print(f"p4netem-switch running (pid {proc.pid}): {names}; P4Runtime {addr} device {device_id}; "
                       f"port map {pm}{applied}. Ctrl-C stops it.", highlight=False)
+        notifier.ready(f"running: {names}; P4Runtime {addr}; port map {pm}{applied}")
         rc = proc.wait()
+        notifier.status(f"p4netem-switch exited with code {rc}")  # a crash: `systemctl status` says so
     except (KeyboardInterrupt, _Stopped) as stop:
+        notifier.stopping("stopping p4netem-switch")
         sig = signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM
         rc = _stop(proc, sig) if proc is not None else 0
         if rc == -sig:  # ended by the very signal it was sent (before its own handler was set): as asked
             rc = 0
-    except BaseException:
+    except BaseException as exc:
         # Also when --apply fails: a switch running without the profile it was told to apply would
         # look like a working shaper that shapes nothing (and a service manager would not restart it).
+        # No READY=1: to systemd the start failed.
+        notifier.status(f"start-up failed: {exc or type(exc).__name__}")
         if proc is not None:
             _stop(proc, signal.SIGTERM)
         if applying:
-            console.print(f"p4netem-switch stopped: --apply {apply} failed (the error follows)", highlight=False)
+            console.print(f"p4netem-switch stopped: {start_profile} failed (the error follows)", highlight=False)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+        notifier.close()
     if rc != 0:
         error(f"p4netem-switch exited with code {rc}")
         raise typer.Exit(EXIT_PROBLEM)
