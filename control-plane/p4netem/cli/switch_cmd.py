@@ -100,8 +100,34 @@ class _Stopped(Exception):
     profile, or waiting for it to end), so every stop is the same clean stop, exit 0."""
 
 
-def _raise_stopped(*_: object) -> None:
-    raise _Stopped
+class _StopSignals:
+    """The handler of SIGTERM and SIGINT while `p4netem switch` runs: each raises in the main thread
+    (_Stopped, or KeyboardInterrupt for Ctrl-C) and is remembered. Python runs a handler at the next
+    bytecode, which may be in code whose exceptions it discards: subprocess's fork runs logging's
+    at-fork callback (os.register_at_fork), and a stop that landed there was printed as "Exception
+    ignored" and lost, so the start-up went on and the CLI waited for a switch nobody stopped (about
+    1 stop in 20 sent as the switch process appeared). `check()` raises a remembered stop again where
+    the start-up goes on, and the wait for the switch looks every second."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        self.signum = signum
+        self.check()
+
+    def check(self) -> None:
+        if self.signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if self.signum is not None:
+            raise _Stopped
+
+    def wait(self, proc: subprocess.Popen) -> int:
+        while True:
+            try:
+                return proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                self.check()
 
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGINT) -> int:
@@ -219,12 +245,15 @@ def switch(
     # SIGTERM to us stops the switch the same way Ctrl-C does (SIGINT reaches us as KeyboardInterrupt),
     # also during start-up: forwarding it to the switch then made the start-up fail (exit 1, or 3
     # while --apply wrote), and a service manager recorded a failed stop.
-    previous = signal.signal(signal.SIGTERM, _raise_stopped)
+    stops = _StopSignals()
+    previous = {sig: signal.signal(sig, stops) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         names = " ".join(f"{n}@{i}" for n, i in sorted(ports.items())) or "no ports"
         notifier.status(f"starting p4netem-switch on {names}")
         proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent(os.getpid()))
+        stops.check()  # a stop during the fork (see _StopSignals)
         _wait_grpc(proc, addr, timeout=30)
+        stops.check()
         if mapping or plan is not None:
             with connect(addr, device_id, election_id, profiles=plan.known if plan else None) as ctl:
                 if mapping:
@@ -238,8 +267,9 @@ def switch(
         applied = f"; profile {plan.profile.name}" if plan is not None else ""
         console.print(f"p4netem-switch running (pid {proc.pid}): {names}; P4Runtime {addr} device {device_id}; "
                       f"port map {pm}{applied}. Ctrl-C stops it.", highlight=False)
+        stops.check()
         notifier.ready(f"running: {names}; P4Runtime {addr}; port map {pm}{applied}")
-        rc = proc.wait()
+        rc = stops.wait(proc)
         notifier.status(f"p4netem-switch exited with code {rc}")  # a crash: `systemctl status` says so
     except (KeyboardInterrupt, _Stopped) as stop:
         notifier.stopping("stopping p4netem-switch")
@@ -258,7 +288,8 @@ def switch(
             console.print(f"p4netem-switch stopped: {start_profile} failed (the error follows)", highlight=False)
         raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         notifier.close()
     if rc != 0:
         error(f"p4netem-switch exited with code {rc}")
