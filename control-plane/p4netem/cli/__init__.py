@@ -1,8 +1,9 @@
 """The `p4netem` command line (typer). One module per command group; this module only assembles
 them, so each group's options and help live next to the code they drive.
 
-Commands: switch, apply, set, reset, show, stats, web, replay, host-check, radio (show, watch), distribution (load, show, make), timeline (run, check), trace (run, check, load), profiles
-(list, show, validate, from-netem); with the studies package installed (studies/, package
+Commands: switch, apply, set, reset, port-map, show, stats, web, replay, host-check, radio (show,
+watch), distribution (load, show, make), timeline (run, check), trace (run, check, load), profiles
+(list, show, validate, from-netem, from-mahimahi); with the studies package installed (studies/, package
 p4netem_studies), also lab (Mininet labs), measure (page loads; docs/labs.md) and experiment (the
 studies E1-E5; docs/experiments.md), which join through the entry-point group `p4netem.commands`:
 the control plane never imports the studies. Every command
@@ -14,14 +15,15 @@ Exit codes a script can rely on (every command):
   0    done
   1    the command ran and found a problem: an invalid profile, rule or timeline (nothing was
        written to the switch), a check that did not pass (timeline --max-error, host-check
-       --max-stall-ms), or the switch process failed (`p4netem switch`)
+       --max-stall-ms, replay --expect), or the switch process failed (`p4netem switch`)
   2    bad usage (unknown option, missing argument: typer/click's own code)
   3    the switch could not be reached or refused the request (not primary, bad request); the
        message carries the gRPC status name, e.g. `error: switch 127.0.0.1:9559: UNAVAILABLE: ...`
   130  a timeline was interrupted with Ctrl-C (the switch keeps the last profile applied)
 
 Errors are printed on stderr, first line starting with `error:`; warnings with `warning:`.
-`--json` (apply, show, stats, radio show, timeline run, host-check) prints machine-readable output on stdout;
+`--json` (apply, set, show, stats, replay, host-check, radio show, distribution load/show, timeline
+run, trace run/load; lab clean and experiment status too) prints machine-readable output on stdout;
 `radio watch --json` one JSON object per line.
 """
 
