@@ -21,11 +21,8 @@ Page-load runs are durable: each load is committed to DIR/run.db when it ends, s
 running or stopped run and `resume` finishes it (refusing, naming the change, when the definition,
 the code or the machine's TCP settings changed; --force accepts). `--parallel N` runs N labs at
 once (default: what the machine's cores and memory allow for these conditions); `--ray` runs the
-labs as Ray actors, locally ('auto') or on a cluster (docs/experiments.md).
-
-
-runs the analysis again on such a directory (after a change to it, or on a stopped run's files);
-`report` writes its self-contained HTML report (DIR/report.html).
+labs as Ray actors, locally ('auto') or on a cluster (docs/experiments.md). `report` writes a
+run's self-contained HTML report (DIR/report.html).
 
 Exit codes: 0 every load ok, 1 some failed or the run failed (files still written), 2 bad usage
 or an invalid definition, 130 Ctrl-C / 143 SIGTERM (what was done is written, the lab is down).
@@ -135,8 +132,9 @@ def show(name: str = typer.Argument(..., help="Experiment name (or e1..e5) or YA
 def run(
     name: str = typer.Argument(..., help="Experiment name (or e1..e5) or YAML file."),
     quick: bool = typer.Option(False, "--quick", help="The quick variant (a few minutes)."),
-    reps: int = typer.Option(None, "--reps", min=1, help="Repetitions per condition (default: the "
-                             "definition's)."),
+    reps: int = typer.Option(None, "--reps", min=1, max=1000, help="Repetitions per condition "
+                             "(default: the definition's; 1..1000, the definitions' own range: "
+                             "the whole plan is written to the store before the first load)."),
     out: Path = typer.Option(None, "--out", help="Result directory."),
     sample: int = typer.Option(None, "--sample", min=1, help="Run this many cells of the matrix "
                                "(stratified unless the definition says random)."),
@@ -173,12 +171,16 @@ def run(
             except ValueError as exc:
                 raise ValueError(f"{'--cc' if cc else exp.name + ': congestion_control'}: "
                                  f"{exc}") from None
-        if save_baseline and baseline is None:
-            raise ValueError("--save-baseline needs --baseline DIR")
+        from ..harness.baseline import check_options
+        check_options(baseline, save_baseline, tolerance)
         run_options.check_target(target)
         filters = _only(only)
         # Validate the whole plan before any lab comes up.
         if isinstance(exp, PageloadExperiment):
+            if duration is not None:
+                # Was found only once the run began: exit 1, "experiment failed".
+                raise ValueError(f"--duration is for workload experiments (E2); {exp.name} "
+                                 "loads pages")
             from ..experiments.pageload import build_plan
             build_plan(exp, repetitions=reps, only=filters)
         else:
@@ -240,9 +242,9 @@ def analyze(directory: Path = typer.Argument(..., help="A result directory of `e
 def _run_errors():
     from ..runs.cluster import ClusterError
     from ..runs.driver import RunFailed
-    from ..runs.execute import ResumeRefused
+    from ..runs.execute import ResumeRefused, RunInProgress
     from ..runs.store import StoreError
-    return {ClusterError: 2, StoreError: 2, ResumeRefused: 2, RunFailed: 1}
+    return {ClusterError: 2, StoreError: 2, ResumeRefused: 2, RunInProgress: 2, RunFailed: 1}
 
 
 def _guarded(fn, out_dir):
@@ -349,7 +351,14 @@ def report(
     bootstrap intervals on its medians and gains, the environment, and the original study's
     conclusions checked on the rows), viewable offline."""
     from ..report import read_run_directory
-    from ..report.html import write_report
+    from ..report.html import incomplete, write_report
+    if out is not None and (out.is_dir() or not out.absolute().parent.is_dir()):
+        # Was "[Errno 20] Not a directory: ..." after the whole report was computed.
+        err.print(f"[red]error: --out {escape(str(out))}: "
+                  + ("is a directory; name the page to write" if out.is_dir() else
+                     f"{escape(str(out.absolute().parent))} is not a directory") + "[/]",
+                  soft_wrap=True)
+        raise typer.Exit(2)
     try:
         data = read_run_directory(directory)
         path, claims = write_report(data, out, seed=seed, resamples=resamples,
@@ -363,6 +372,10 @@ def report(
         t.add_row(c.verdict, escape(c.claim), escape(c.summary))
     console.print(t)
     console.print(f"{'report':14} {path}")
+    if part := incomplete(data.experiment):
+        err.print(f"[yellow]warning:[/] an incomplete run: {part[0]} of {part[1]} loads stored; "
+                  f"the verdicts are those loads' (`p4netem experiment resume "
+                  f"{escape(str(directory))}` runs the rest)", soft_wrap=True)
     from ..report.claims import NOT_MEASURED
     if claims and all(c.verdict == NOT_MEASURED for c in claims):
         # A quick slice leaves some claims unmeasured, never all: the tables are empty or cut short.

@@ -12,6 +12,7 @@ bad usage, 130 when interrupted (the runs done so far are written).
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -48,6 +49,29 @@ def _check_rmem(text: str) -> None:
                          f"1, not {text!r}")
 
 
+# The options that make the plan: a --preset is a plan of its own, so these cannot go with it
+# (they were ignored without a word: `--preset make-run --cc cubic` ran the kernel's default).
+PLAN_OPTIONS = ("profile", "protocol", "iw", "page", "topology", "param", "plain",
+                "conns_per_host", "dns", "dns_latency", "gzip", "revalidate", "server_buffering",
+                "cc", "client_rmem", "silence", "timeout")
+# A load that takes longer than this is no page load (E4's longest took 6000 s).
+MAX_SECONDS = 86400.0
+
+
+def _seconds(option: str, value: float) -> None:
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise ValueError(f"{option} must be a number of seconds above 0 and at most "
+                         f"{MAX_SECONDS:g}, not {value}")
+
+
+def _given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """The options among `names` given on the command line (not left at their defaults)."""
+    # By name: typer's ParameterSource need not be click's class.
+    sources = {n: getattr(ctx.get_parameter_source(n), "name", None) for n in names}
+    return [f"--{n.replace('_', '-')}" for n, src in sources.items()
+            if src not in (None, "DEFAULT", "DEFAULT_MAP")]
+
+
 def _profile_option(text: str) -> tuple[str, bool, bool]:
     """'hspa', 'hspa+radio', 'hspa+prewoken' -> (name, radio on, woken before each load)."""
     if text.endswith("+prewoken"):
@@ -57,6 +81,7 @@ def _profile_option(text: str) -> tuple[str, bool, bool]:
 
 
 def measure(
+    ctx: typer.Context,
     preset: str = typer.Option(None, "--preset", help=f"A ready plan: {', '.join(PRESETS)}."),
     profile: list[str] = typer.Option([], "--profile", help="Profile (built-in or YAML file); "
                                       "NAME+radio turns its radio on (idled before each load), "
@@ -106,10 +131,25 @@ def measure(
         if preset:
             if preset not in PRESETS:
                 raise ValueError(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+            if extra := _given(ctx, PLAN_OPTIONS):
+                raise ValueError(f"--preset {preset} is a whole plan: it takes --reps, --out and "
+                                 f"the run's options, not {', '.join(extra)}")
             plan = PRESETS[preset]() if reps is None else PRESETS[preset](repetitions=reps)
         else:
             if not profile or not protocol:
                 raise ValueError("give --preset, or at least one --profile and one --protocol")
+            _seconds("--silence", silence)
+            _seconds("--timeout", timeout)
+            if conns_per_host is not None and not 1 <= conns_per_host <= 64:
+                raise ValueError(f"--conns-per-host must be 1..64, not {conns_per_host}")
+            # Options that would change nothing of this plan were taken without a word.
+            if conns_per_host is not None and not any(protocol_of(p).loader.startswith("h1")
+                                                      for p in protocol):
+                raise ValueError("--conns-per-host is for the scripted HTTP/1.x protocols "
+                                 "(h1.0, h1.1, h1.1-pipelined); none is given")
+            if _given(ctx, ("dns_latency",)) and not dns:
+                raise ValueError("--dns-latency delays the lookups of --dns; without --dns the "
+                                 "names come from a host map and nothing is looked up: add --dns")
             if server_buffering and not plain:
                 raise ValueError("--server-buffering: the buffering server speaks plain HTTP/1.x; "
                                  "add --plain")
@@ -135,20 +175,19 @@ def measure(
                 check_congestion_control(plan.congestion_control)
             except ValueError as exc:
                 raise ValueError(f"--cc: {exc}") from None
-        if save_baseline and baseline is None:
-            raise ValueError("--save-baseline needs --baseline DIR")
-        if not preset:
-            if not silence > 0:
-                raise ValueError(f"--silence must be a positive number of seconds, not {silence}")
-            if not timeout > 0:
-                raise ValueError(f"--timeout must be a positive number of seconds, not {timeout}")
-            if conns_per_host is not None and conns_per_host < 1:
-                raise ValueError(f"--conns-per-host must be at least 1, not {conns_per_host}")
+        from ..harness.baseline import check_options
+        check_options(baseline, save_baseline, tolerance)
         if plan.client_rmem is not None:
             _check_rmem(plan.client_rmem)
         run_options.check_target(target)
         out_dir = out or Path("results") / f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         run_options.check_out_dir(out_dir)
+        from ..runs.store import RunStore
+        if RunStore.exists(out_dir):
+            # Its runs.csv, summary.csv and results.json are the experiment's: written over,
+            # `experiment report` would read this run's loads as the study's.
+            raise ValueError(f"--out {out_dir} holds an experiment's run (run.db); pick another "
+                             "--out")
     except (ValueError, TopologyError) as exc:
         error(str(exc))
         raise typer.Exit(2)

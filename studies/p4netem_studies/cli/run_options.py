@@ -5,6 +5,7 @@ explain them the same way)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import typer
@@ -33,7 +34,7 @@ def check_target(target: str) -> None:
 def check_out_dir(path: str | Path, option: str = "--out") -> Path:
     """Check that the result directory can be created or written, so that one that cannot (a
     path through a file, a read-only place) is a one-line error before a lab comes up, not a
-    traceback after. Nothing is created here: a run refused later (a bad --ray) writes nothing."""
+    traceback after. Nothing is left here: a run refused later (a bad --ray) writes nothing."""
     path = Path(path)
     probe = path.absolute()
     while not probe.exists() and probe != probe.parent:
@@ -42,4 +43,11 @@ def check_out_dir(path: str | Path, option: str = "--out") -> Path:
         raise ValueError(f"{option} {path}: cannot create it: {probe} is not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ValueError(f"{option} {path}: cannot create it: {probe} is not writable")
+    # access() answers yes to root for places where nothing can be made all the same (/proc,
+    # /sys, a directory that refuses new entries): make and remove one entry to be sure.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".p4netem-out-check-", dir=probe))
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: cannot create it in {probe}: "
+                         f"{exc.strerror or exc}") from None
     return path

@@ -32,8 +32,8 @@ from p4netem.profiles import Profile, ProfileError, builtin_profiles
 from p4netem.profiles.units import ByteSize, Duration, Percent, Rate, UnitError
 from p4netem.safe_yaml import YamlInputError
 
+from ..harness.plan import UNIFORM_COUNT, UNIFORM_SIZE, page_model
 from ..harness.protocols import PROTOCOLS
-from ..web import pages as page_models
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.+\-]{0,39}$")
 
@@ -207,9 +207,10 @@ class ObjectGrid(_Model):
     @field_validator("count")
     @classmethod
     def _count(cls, v: list[int]) -> list[int]:
+        lo, hi = UNIFORM_COUNT
         for n in v:
-            if not 1 <= n <= 4096:
-                raise ValueError(f"object count {n} out of range 1..4096")
+            if not lo <= n <= hi:
+                raise ValueError(f"object count {n} out of range {lo}..{hi}")
         return v
 
     @field_validator("size")
@@ -218,8 +219,9 @@ class ObjectGrid(_Model):
         out = []
         for s in v:
             b = int(ByteSize.parse(s))
-            if not 46 <= b <= 64 * 2**20:
-                raise ValueError(f"object size {s!r} out of range 46 B..64 MiB")
+            if not UNIFORM_SIZE[0] <= b <= UNIFORM_SIZE[1]:
+                raise ValueError(f"object size {s!r} out of range {UNIFORM_SIZE[0]} B.."
+                                 f"{UNIFORM_SIZE[1] // 2**20} MiB")
             out.append(b)
         return out
 
@@ -249,7 +251,7 @@ class Block(_Model):
             if not 1 <= iw <= 1024:
                 raise ValueError(f"initcwnd {iw} out of range 1..1024")
         for p in self.pages:
-            page_models.named(p)
+            page_model(p)     # uniform-NxS held to the object grid's ranges
         return self
 
     def profile_names(self) -> list[str]:

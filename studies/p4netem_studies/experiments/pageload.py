@@ -142,9 +142,14 @@ def build_plan(exp: PageloadExperiment, *, repetitions: int | None = None,
     """The harness plan of `exp`. `only` keeps the conditions whose profile, page, client, mode,
     initcwnd or tls is among the given values (e.g. {"profile": ["lan-10mbit"]})."""
     register_profiles(exp)
+    known = ("profile", "page", "client", "mode", "initcwnd", "tls", "protocol")
+    if only and set(only) - set(known):
+        raise ValueError(f"--only takes {', '.join(sorted(known))}, not "
+                         f"{', '.join(sorted(set(only) - set(known)))}")
     conditions: list[Condition] = []
     cells: dict[str, Cell] = {}
     total_cells = 0
+    seen: dict[str, set[str]] = {k: set() for k in known}   # every value --only could keep
     for i, block in enumerate(exp.matrix):
         block_cells, total = _block_cells(exp, i, block)
         total_cells += total
@@ -165,6 +170,8 @@ def build_plan(exp: PageloadExperiment, *, repetitions: int | None = None,
                 values = {"profile": prof_name, "page": cell["page"], "client": client,
                           "mode": mode, "initcwnd": str(cell["initcwnd"]),
                           "tls": str(cell["tls"]).lower(), "protocol": spec.protocol}
+                for k, v in values.items():
+                    seen[k].add(v)
                 if only and any(values.get(k) not in v for k, v in only.items()):
                     continue
                 cond = Condition(base, spec.protocol, initcwnd=cell["initcwnd"],
@@ -178,11 +185,14 @@ def build_plan(exp: PageloadExperiment, *, repetitions: int | None = None,
                 factors = {**profile_factors(resolve_profile(base)), **page_factors(cell["page"])}
                 cells[cond.key] = Cell(cond.key, client, mode, spec.protocol, prof_name,
                                        cell["page"], cell["initcwnd"], cell["tls"], i, factors)
-    if only:
-        known = {"profile", "page", "client", "mode", "initcwnd", "tls", "protocol"}
-        bad = set(only) - known
-        if bad:
-            raise ValueError(f"--only takes {', '.join(sorted(known))}, not {', '.join(bad)}")
+    for k, wanted in (only or {}).items():
+        # A value no condition has (a typo, an IW of the full variant asked of the quick one)
+        # was dropped without a word, and the run went on with the other values.
+        if missing := [v for v in wanted if v not in seen[k]]:
+            have = ", ".join(sorted(repr(v) if v == "" else v for v in seen[k]))
+            raise ValueError(("no condition left to run: " if missing == wanted else "")
+                             + f"--only {k}={','.join(missing)}: no condition of this run has "
+                             f"{'it' if len(missing) == 1 else 'them'}; {k} is one of {have}")
     if not conditions:
         raise ValueError("no condition left to run" + (f" (--only {only})" if only else ""))
     plan = Plan(exp.name, conditions, topology=exp.topology,

@@ -34,7 +34,7 @@ from .analysis import Analysis, analyzer
 from .definition import (ExperimentError, PageloadExperiment, Sample, WorkloadExperiment,
                          load_experiment, validate)
 from .pageload import Cell
-from ..runs.execute import ResumeRefused, check_resume, create, execute
+from ..runs.execute import ResumeRefused, check_resume, create, execute, run_lock, session_spans
 from ..runs.session import Session
 from ..runs.store import RunStore
 
@@ -59,7 +59,13 @@ def prepare(name: str, *, quick: bool, sample: int | None = None, seed: int | No
     if sample is not None or seed is not None:
         if not isinstance(exp, PageloadExperiment):
             raise ValueError(f"{exp.name} is a workload experiment: it has no matrix to sample")
-        base = exp.sample or Sample(size=sample or 1)
+        if sample is None and exp.sample is None:
+            # The seed of a sample that is not there: it made one of size 1 (E1 --seed 7 ran
+            # one cell of 18 conditions without a word).
+            raise ValueError(f"--seed seeds the sample of --sample N; {exp.name} "
+                             f"({'quick' if quick else 'full'}) samples nothing: give --sample N "
+                             "too, or leave --seed out")
+        base = exp.sample or Sample(size=sample)
         exp = exp.model_copy(update={"sample": Sample(size=sample or base.size,
                                                       seed=seed if seed is not None else base.seed,
                                                       method=base.method)})
@@ -112,9 +118,11 @@ def run_experiment(name: str, out: Path, *, quick: bool = False, reps: int | Non
     if ray:       # a bad address fails here, before the run directory is made
         from ..runs.cluster import connect
         connect(ray)
-    create(out, session, doc).close()
-    return _execute_and_finish(out, console=console, verbose=verbose, parallel=parallel, ray=ray,
-                               kind="run")
+    out.mkdir(parents=True, exist_ok=True)
+    with run_lock(out):
+        create(out, session, doc).close()
+        return _execute_and_finish(out, console=console, verbose=verbose, parallel=parallel,
+                                   ray=ray, kind="run")
 
 
 def resume_experiment(out: Path, *, force: bool = False, parallel: int | None = None,
@@ -126,6 +134,14 @@ def resume_experiment(out: Path, *, force: bool = False, parallel: int | None = 
     (their records are kept aside in the store)."""
     console = console or Console()
     out = Path(out)
+    RunStore.open(out).close()      # "no run store here" before run.lock is made in `out`
+    with run_lock(out):             # RunInProgress while the run's own driver still runs
+        return _resume_locked(out, force=force, parallel=parallel, ray=ray, console=console,
+                              verbose=verbose, retry_failed=retry_failed)
+
+
+def _resume_locked(out: Path, *, force: bool, parallel: int | None, ray: str | None, console,
+                   verbose: bool, retry_failed: bool) -> ExperimentRun:
     store = RunStore.open(out)
     try:
         doc = store.meta("experiment") or {}
@@ -177,7 +193,7 @@ def finish(out: Path) -> ExperimentRun:
         doc = store.meta("experiment") or {}
         stored = store.results()
         labs = store.labs()
-        sessions = store.sessions()
+        sessions = session_spans(store)     # a killed session ends where it died
         total = len(store.jobs())
         files = store.files()
     finally:

@@ -69,6 +69,27 @@ def check_run(out_dir: Path, baseline_dir: Path, *, save: bool,
     return b.finish()
 
 
+def check_options(baseline_dir: Path | None, save: bool, tolerance: list[str]) -> None:
+    """What the comparison after the run will need, checked before it (BaselineError naming the
+    option): a malformed --tolerance, a --baseline DIR without a baseline, or one that is not a
+    baseline were found only once every load had run, hours into an experiment."""
+    if baseline_dir is None:
+        if save:
+            raise BaselineError("--save-baseline needs --baseline DIR")
+        if tolerance:
+            raise BaselineError("--tolerance needs --baseline DIR (it is the comparison's)")
+        return
+    parse_tolerances(tolerance)
+    if save:
+        from ..cli.run_options import check_out_dir
+        check_out_dir(baseline_dir, "--baseline")
+        return
+    if not (Path(baseline_dir) / "baseline.json").exists():
+        raise BaselineError(f"--baseline {baseline_dir}: no baseline.json there; make one with "
+                            "--save-baseline")
+    Baseline("baseline", directory=Path(baseline_dir)).stored()   # one that is not a baseline
+
+
 def report(out_dir: Path, baseline_dir: Path | None, save: bool, tolerance: list[str], console, err) -> bool:
     """The CLI's part: check, print, and say whether the run regressed (the caller exits 1)."""
     if baseline_dir is None:

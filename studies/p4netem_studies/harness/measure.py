@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,12 @@ from . import results
 from .plan import Plan
 from .plot import plot
 from .runner import RunRecord, Runner
+
+
+# How often a run writes its files while it goes (at most; a load that takes longer writes them
+# when it ends): a run killed outright keeps what it measured, and files of an earlier run into
+# the same --out are not left beside the new one's as if they were its.
+CHECKPOINT_S = 5.0
 
 
 @dataclass
@@ -68,7 +75,22 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
             progress.advance(task)
             if verbose:
                 progress.console.print(_line(data["record"], len(plan.pages) > 1))
+            if time.monotonic() - last_checkpoint[0] >= CHECKPOINT_S or not last_checkpoint[1]:
+                checkpoint()
 
+    def checkpoint() -> None:
+        """The files of the loads done so far, marked incomplete (results.json's metadata.run);
+        the first one removes an earlier run's plot, drawn only at the end."""
+        metadata = runner.finish_metadata()
+        metadata["run"] = {"loads_planned": plan.total_loads, "loads_done": len(runner.records),
+                           "complete": False}
+        results.write(out_dir, plan, runner.records, metadata,
+                      results.summarize(plan, runner.records))
+        if not last_checkpoint[1] and make_plot:
+            (out_dir / "plot.png").unlink(missing_ok=True)
+        last_checkpoint[:] = [time.monotonic(), True]
+
+    last_checkpoint: list = [time.monotonic(), False]    # when, and whether one was written
     runner = Runner(plan, out_dir, target=target, keep_pcaps=keep_pcaps, on_event=on_event,
                     mininet_log=mininet_log)
     stop: BaseException | None = None
@@ -79,6 +101,8 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
         stop = exc
         console.print("[yellow]stopped: the lab is down; writing the runs done so far[/]")
     metadata = runner.finish_metadata()
+    metadata["run"] = {"loads_planned": plan.total_loads, "loads_done": len(runner.records),
+                       "complete": stop is None and len(runner.records) == plan.total_loads}
     summary = results.summarize(plan, runner.records)
     paths: dict[str, Path] = {}
     if runner.records:

@@ -12,12 +12,35 @@ over all cells instead of landing on one.
 from __future__ import annotations
 
 import itertools
+import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from p4netem.profiles import Profile, builtin_profile, builtin_profiles, load_profile
 from ..web import pages
 from .protocols import PROTOCOLS, protocol
+
+# The generated pages of N objects of S bytes (`uniform-NxS`, E4's): every lab writes the page to
+# disk and builds each object in memory, so a typo in N or S must not fill the disk or the memory
+# of a shared machine. E4's matrix goes to 512 objects and 1 MB.
+UNIFORM_COUNT = (1, 4096)
+UNIFORM_SIZE = (46, 64 * 2**20)
+
+
+def page_model(name: str) -> pages.PageModel:
+    """The page named `name` (pages.named), with `uniform-NxS` held to UNIFORM_COUNT and
+    UNIFORM_SIZE; ValueError naming the page and the range. The range first: the model of
+    uniform-100000000x10 alone is 10^8 objects."""
+    if m := re.fullmatch(r"uniform-([0-9]+)x([0-9]+)", name.lower()):
+        n, size = int(m[1]), int(m[2])
+        if not UNIFORM_COUNT[0] <= n <= UNIFORM_COUNT[1]:
+            raise ValueError(f"page {name!r}: object count {n} out of range "
+                             f"{UNIFORM_COUNT[0]}..{UNIFORM_COUNT[1]}")
+        if not UNIFORM_SIZE[0] <= size <= UNIFORM_SIZE[1]:
+            raise ValueError(f"page {name!r}: object size {size} B out of range "
+                             f"{UNIFORM_SIZE[0]} B..{UNIFORM_SIZE[1] // 2**20} MiB")
+    return pages.named(name)
 
 
 @dataclass(frozen=True)
@@ -57,7 +80,7 @@ class Condition:
                              f"not {self.protocol}{' over TLS' if self.tls else ''}")
         if self.conns_per_host is not None and not 1 <= self.conns_per_host <= 64:
             raise ValueError(f"conns_per_host {self.conns_per_host} out of range 1..64")
-        pages.named(self.page)   # raises for an unknown page
+        page_model(self.page)   # raises for an unknown page or one out of range
 
     @property
     def profile_label(self) -> str:
@@ -141,6 +164,12 @@ class Plan:
             raise ValueError("a plan needs at least one condition")
         if self.repetitions < 1:
             raise ValueError(f"repetitions must be >= 1, not {self.repetitions}")
+        # inf passed `> 0` and reached the servers' configuration as int(inf); nan passed nothing.
+        for name in ("silence_s", "timeout_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive, finite number of seconds, "
+                                 f"not {value}")
         keys = [c.key for c in self.conditions]
         dup = {k for k in keys if keys.count(k) > 1}
         if dup:

@@ -14,8 +14,11 @@ Files in the output directory:
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 import statistics
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,8 +103,27 @@ def write(out_dir: str | Path, plan: Plan, records: list[RunRecord], metadata: d
     write_csv(paths["summary"], [s.row for s in summary], metadata)
     doc = {"format": "p4netem-results/1", "metadata": metadata, "plan": plan.to_json(),
            "summary": [s.row for s in summary], "runs": [r.to_json() for r in records]}
-    paths["json"].write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    _replace(paths["json"], json.dumps(doc, indent=1, default=str) + "\n")
     return paths
+
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `path` whole or not at all (a temporary file renamed over it): a run written while
+    it goes can be killed in the middle of a write without leaving a cut file."""
+    # A name of its own: `experiment analyze` may write the same files while the run does.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o666 & ~_UMASK)     # as open() would make it (mkstemp's is 0600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_csv(path: Path, rows: list[dict], metadata: dict | None = None) -> Path:
@@ -111,13 +133,14 @@ def write_csv(path: Path, rows: list[dict], metadata: dict | None = None) -> Pat
         rows = with_environment(rows, metadata)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not rows:
-        path.write_text("")
+        _replace(path, "")
         return path
     fields = list(dict.fromkeys(k for row in rows for k in row))
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=fields)
+    w.writeheader()
+    w.writerows(rows)
+    _replace(path, text.getvalue())
     return path
 
 

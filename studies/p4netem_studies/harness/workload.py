@@ -148,8 +148,12 @@ class WorkloadPlan:
         keys = [c.key for c in self.conditions]
         if len(set(keys)) != len(keys):
             raise ValueError(f"conditions repeat: {keys}")
-        if self.repetitions < 1 or self.duration_s <= 0 or self.warmup_s < 0:
-            raise ValueError("repetitions >= 1, duration > 0 and warmup >= 0 needed")
+        # `not x > 0` rather than `x <= 0`: nan passes the latter, and inf passed both (a run
+        # that measures for ever).
+        if (self.repetitions < 1 or not (math.isfinite(self.duration_s) and self.duration_s > 0)
+                or not (math.isfinite(self.warmup_s) and self.warmup_s >= 0)):
+            raise ValueError("repetitions >= 1, a finite duration > 0 and a finite warmup >= 0 "
+                             f"needed, not {self.repetitions}, {self.duration_s}, {self.warmup_s}")
         if self.http11 not in ("pipelined", "serial"):
             raise ValueError(f"http11 must be pipelined or serial, not {self.http11!r}")
         prof = resolve_profile(self.profile)

@@ -252,12 +252,25 @@ def render(data: RunData, *, seed: int = 1, resamples: int = 2000, confidence: f
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
     return env.get_template(TEMPLATE.name).render(
-        exp=exp, name=data.name, title=exp.get("title", ""), reproduces=exp.get("reproduces", ""),
+        exp=exp, name=data.name, incomplete=incomplete(exp), title=exp.get("title", ""),
+        reproduces=exp.get("reproduces", ""),
         variant=exp.get("variant", ""), loads=len(runs), failed=failed, stalled=stalled,
         plan=exp.get("plan") or {}, claims=claim_views, plots=plots,
         interval_tables=interval_tables, analysis_tables=analysis_tables,
         texts=data.texts, environment=_environment(data), seed=seed, resamples=resamples,
         confidence=confidence, counts=_verdict_counts(claims))
+
+
+def incomplete(exp: dict) -> tuple[int, int] | None:
+    """(loads stored, loads planned) of a run that stopped before its end (experiment.json's
+    counts), None for a complete one or when it does not say."""
+    loads = exp.get("loads")
+    if not isinstance(loads, dict):
+        return None
+    stored, planned = loads.get("stored"), loads.get("planned")
+    if isinstance(stored, int) and isinstance(planned, int) and stored < planned:
+        return stored, planned
+    return None
 
 
 def _stalls(row: dict) -> float:

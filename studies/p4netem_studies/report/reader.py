@@ -87,6 +87,11 @@ def read_run_directory(directory: Path) -> RunData:
     try:
         experiment = json.loads((directory / "experiment.json").read_text())
     except FileNotFoundError:
+        if (directory / "run.db").exists():
+            # A run killed outright writes no files, only its store.
+            raise ExperimentError(f"{directory}: no experiment.json yet (the run stopped before "
+                                  f"writing its files); `p4netem experiment analyze {directory}` "
+                                  "writes them from its store") from None
         raise ExperimentError(f"{directory}: not an experiment's result directory "
                               "(experiment.json missing)") from None
     except (OSError, json.JSONDecodeError) as exc:

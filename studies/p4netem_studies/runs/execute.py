@@ -4,11 +4,15 @@
     execute(out, ...)           run what is not stored yet on N local labs or on Ray actors
     check_resume(out, force)    refuse (ResumeRefused, naming each difference) when the
                                 definition, the code or the machine's TCP changed
+    run_lock(out)               held by the one process that runs the directory's loads
+                                (RunInProgress for a second one)
     status(out)                 done / total, failed loads and why, elapsed, estimate of what is left
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shlex
 import statistics
@@ -34,6 +38,39 @@ class ResumeRefused(Exception):
         self.diffs = diffs
         super().__init__("the run's setup changed since it started, results would mix:\n  "
                          + "\n  ".join(diffs) + "\n(--force resumes anyway)")
+
+
+class RunInProgress(Exception):
+    pass
+
+
+LOCK_NAME = "run.lock"
+
+
+@contextlib.contextmanager
+def run_lock(out: Path):
+    """Held (flock on DIR/run.lock) by the process that runs a directory's loads, from the store's
+    plan to the last file written. A second `resume` of a run that is still going ran every load
+    left a second time in labs of its own, beside the first's (the store kept the first result
+    of each, the measurements of both were taken on a machine doing twice the work). The kernel
+    releases the lock when its holder dies, also by SIGKILL, and the lab processes (spawned)
+    do not inherit it, so a killed run can be resumed at once."""
+    path = Path(out) / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 400, 0).decode(errors="replace").strip() or "another process"
+            raise RunInProgress(f"{out} is being run by {holder}: wait for it, or stop it "
+                                f"(Ctrl-C, SIGTERM) and resume then; `p4netem experiment status "
+                                f"{out}` shows how far it is") from None
+        os.ftruncate(fd, 0)
+        command = " ".join(shlex.quote(a) for a in sys.argv)[:300]
+        os.pwrite(fd, f"pid {os.getpid()} ({command})\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def create(out: Path, session: Session, meta: dict) -> RunStore:
@@ -82,9 +119,13 @@ def _line(res: dict) -> str:
 
 def execute(out: Path, *, kind: str, parallel: int | None = None, ray: str | None = None,
             console: Console | None = None, verbose: bool = True) -> dict:
-    """Run every job not yet stored. Returns what happened: {"labs", "stored", "session"}."""
+    """Run every job not yet stored (the caller holds run_lock). Returns what happened:
+    {"labs", "stored", "session"}."""
     console = console or Console()
     store = RunStore.open(out)
+    # Sessions of drivers killed outright: ended where the store last heard of them, not open
+    # for ever (their time counted up to now in every duration and status since).
+    store.close_killed_sessions()
     session = Session.from_json(store.meta("session"))
     jobs = store.jobs()
     done = store.done_keys()
@@ -171,6 +212,20 @@ def driver_alive(store: RunStore, session: int) -> bool | None:
     return _process_identity(ident[0]) == ident
 
 
+def session_spans(store: RunStore) -> list[dict]:
+    """The sessions, a killed one (no t_end, its driver gone, or a later session started)
+    ending at its last activity with outcome 'killed', so that it stops counting when it died;
+    a session whose driver runs (or is not known to be dead) stays open."""
+    sessions = store.sessions()
+    out = []
+    for i, ses in enumerate(sessions):
+        if ses["t_end"] is None and (i < len(sessions) - 1
+                                     or driver_alive(store, ses["id"]) is False):
+            ses = {**ses, "t_end": store.last_activity(ses["id"]), "outcome": "killed"}
+        out.append(ses)
+    return out
+
+
 # ---- status ---------------------------------------------------------------------------------------
 
 @dataclass
@@ -202,7 +257,7 @@ def status(out: Path) -> Status:
         results = store.results()
         sessions = store.sessions()
         now = time.time()
-        elapsed = sum((s["t_end"] or now) - s["t_start"] for s in sessions)
+        elapsed = sum((s["t_end"] or now) - s["t_start"] for s in session_spans(store))
         failed = [(r.key, " | ".join(r.record.get("errors") or []) if isinstance(
             r.record.get("errors"), list) else str(r.record.get("errors") or "")) for r in results
             if not r.ok]

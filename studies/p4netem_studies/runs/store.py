@@ -268,6 +268,30 @@ class RunStore:
         self.db.execute("UPDATE sessions SET t_end = ?, outcome = ? WHERE id = ?",
                         (time.time(), outcome, session))
 
+    def last_activity(self, session: int) -> float | None:
+        """The last moment the store heard from `session`: its start, a load started or ended,
+        a result stored, a lab up. What a session killed outright (no t_end) lasted until."""
+        row = self.db.execute(
+            "SELECT MAX(t) FROM ("
+            " SELECT t_start AS t FROM sessions WHERE id = ?1"
+            " UNION ALL SELECT MAX(t_start, COALESCE(t_end, t_start)) FROM attempts"
+            "  WHERE session = ?1"
+            " UNION ALL SELECT t_end FROM results WHERE session = ?1"
+            " UNION ALL SELECT t_up FROM labs WHERE session = ?1)", (session,)).fetchone()
+        return None if row is None else row[0]
+
+    def close_killed_sessions(self) -> list[int]:
+        """Sessions left open by a driver that was killed (no t_end): each ends at its last
+        activity with outcome 'killed' (the loads it had in flight keep their open attempts:
+        started, never ended). Only for a caller that holds the run's lock (execute.run_lock):
+        then no other driver runs, and every open session is a dead one."""
+        with self._tx():
+            ids = [i for (i,) in self.db.execute("SELECT id FROM sessions WHERE t_end IS NULL")]
+            for sid in ids:
+                self.db.execute("UPDATE sessions SET t_end = ?, outcome = 'killed' WHERE id = ?",
+                                (self.last_activity(sid), sid))
+        return ids
+
     def sessions(self) -> list[dict]:
         cols = ("id", "kind", "t_start", "t_end", "outcome", "labs", "command")
         return [dict(zip(cols, r)) for r in
