@@ -242,22 +242,35 @@ impl P4Runtime for Service {
             Atomicity::DataplaneAtomic => Some("DATAPLANE_ATOMIC"),
         };
 
-        let _guard = s.ops.write().await;
-        let ops: Vec<P4Result<write::Op>> = req.updates.iter().map(|u| decode_op(&s.control, u)).collect();
-        if atomicity == Atomicity::DataplaneAtomic && !dataplane_atomic_capable(&ops) {
-            return Err(P4Error::unimplemented(
-                "DATAPLANE_ATOMIC batches may hold only table match entries (default entries, registers, counters \
-                 and digest configs are separate stores); use ROLLBACK_ON_ERROR for all-or-nothing",
-            )
-            .into());
-        }
-        let results = {
-            let mut digests = s.digests.lock().unwrap();
-            let results = write::apply(&s.control, &mut digests, ops, mode, |t| s.capacity(t));
-            s.control.set_radio_digests(digests.config(contract::DIGEST_RADIO_STATE).is_some());
-            results
-        };
-        s.digest_wake.notify_one();
+        // On a blocking thread, as a Read: a write can take long (a wildcard reset of the per-UE
+        // arrays, a large batch: seconds on a loaded host), and done on the runtime's one worker
+        // it held up every other RPC and the HTTP/2 PING answers of every connection with it, so
+        // clients with a keepalive (the web's: 1 s) dropped their connections at each reset.
+        // The exclusive lock is taken there too: a cancelled RPC then never lets the next write
+        // in before this one has finished.
+        let shared = self.shared.clone();
+        let results = tokio::task::spawn_blocking(move || -> Result<Vec<P4Result<()>>, Status> {
+            let s = &shared;
+            let _guard = s.ops.blocking_write();
+            let ops: Vec<P4Result<write::Op>> = req.updates.iter().map(|u| decode_op(&s.control, u)).collect();
+            if atomicity == Atomicity::DataplaneAtomic && !dataplane_atomic_capable(&ops) {
+                return Err(P4Error::unimplemented(
+                    "DATAPLANE_ATOMIC batches may hold only table match entries (default entries, registers, \
+                     counters and digest configs are separate stores); use ROLLBACK_ON_ERROR for all-or-nothing",
+                )
+                .into());
+            }
+            let results = {
+                let mut digests = s.digests.lock().unwrap();
+                let results = write::apply(&s.control, &mut digests, ops, mode, |t| s.capacity(t));
+                s.control.set_radio_digests(digests.config(contract::DIGEST_RADIO_STATE).is_some());
+                results
+            };
+            s.digest_wake.notify_one();
+            Ok(results)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("Write task failed: {e}")))??;
         if results.iter().all(|r| r.is_ok()) {
             Ok(Response::new(pb::WriteResponse {}))
         } else {
@@ -306,14 +319,23 @@ impl P4Runtime for Service {
         #[allow(deprecated)]
         Shared::check_role(&req.role, req.role_id)?;
         s.check_primary(&req.role, req.election_id.as_ref())?;
-        let _guard = s.ops.write().await;
-        let effect = s.pipeline.lock().unwrap().set(req.action, req.config)?;
-        if effect == Effect::ClearForwardingState {
-            s.control.reset_all();
-            s.digests.lock().unwrap().reset();
-            s.control.set_radio_digests(false);
-            s.digest_wake.notify_one();
-        }
+        // On a blocking thread, as a Write: clearing every table, register and counter is long
+        // enough to hold up the other RPCs and the connections' PING answers.
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), Status> {
+            let s = &shared;
+            let _guard = s.ops.blocking_write();
+            let effect = s.pipeline.lock().unwrap().set(req.action, req.config)?;
+            if effect == Effect::ClearForwardingState {
+                s.control.reset_all();
+                s.digests.lock().unwrap().reset();
+                s.control.set_radio_digests(false);
+                s.digest_wake.notify_one();
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| Status::internal(format!("SetForwardingPipelineConfig task failed: {e}")))??;
         Ok(Response::new(pb::SetForwardingPipelineConfigResponse {}))
     }
 
