@@ -9,7 +9,7 @@
 every server host), then opens Mininet's CLI, or runs the --cmd commands and exits (each checked
 first: a line whose first word is no host and no CLI command is an error before the lab; every
 line runs, and `lab up` exits 1 naming each that failed: a host command's non-zero status, a lab
-command's error). The lab's
+command's error; Ctrl-C ends the script, exit 130). The lab's
 CLI knows four more commands: `profile NAME[+radio]`, `iw N`, `load PROTOCOL [plain]` and
 `hosts`. Namespaces, links and processes are removed on exit, on Ctrl-C, on SIGTERM and after a
 failure. A lab whose process was killed outright (SIGKILL) is removed by `lab clean`, and by the
@@ -19,11 +19,14 @@ next `lab up`, `measure` or `experiment run`; never a lab whose owner still runs
 from __future__ import annotations
 
 import cmd as cmd_module
+import os
+import sys
 import tempfile
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from p4netem.cli.common import EXIT_PROBLEM, error, stdout_console
@@ -95,13 +98,24 @@ def split_profile(name: str) -> tuple[str, bool]:
 
 @app.command("list")
 def list_topologies() -> None:
-    """The topologies in topologies/ with their parameters."""
+    """The topologies in topologies/ with their parameters (exit 1 naming each file that does not
+    load; the others are listed)."""
     t = Table("name", "parameters", "description")
+    problems = []
     for name in topology_names():
-        spec = load_topology(name)
+        try:
+            spec = load_topology(name)
+        except TopologyError as exc:
+            problems.append(str(exc))
+            continue
+        # The description is the file's free text: shown as written, never as Rich markup.
         t.add_row(name, " ".join(f"{k}={v}" for k, v in spec.params.items()) or "-",
-                  spec.description)
+                  escape(spec.description))
     console.print(t)
+    for problem in problems:
+        error(problem)
+    if problems:
+        raise typer.Exit(EXIT_PROBLEM)
 
 
 @app.command("show")
@@ -146,14 +160,13 @@ def up(
     target: str = typer.Option("p4netem", "--target", help="p4netem or bmv2."),
 ) -> None:
     """Bring a lab up, open the Mininet CLI (or run --cmd), tear it down on exit."""
-    from ..harness.plan import resolve_profile
     try:
         topo = load_topology(topology).expand(parse_params(param))
         prof = None
         if profile:
             name, radio = split_profile(profile)
-            prof = (resolve_profile(name), radio)
-        link_prof = resolve_profile(link_profile) if link_profile else None
+            prof = (_option_profile("--profile", name), radio)
+        link_prof = _option_profile("--link-profile", link_profile) if link_profile else None
         if link_prof is not None and not topo.links:
             raise ValueError(f"--link-profile: topology {topo.name!r} has no host links (only "
                              "routed topologies, such as the dumbbell, have them)")
@@ -176,7 +189,10 @@ def up(
         error(problem)
     if problems:
         raise typer.Exit(EXIT_PROBLEM)
+    # Mininet's CLI polls standard input; a closed one (`<&-`) is an empty one.
+    stdin = sys.stdin if sys.stdin is not None else open(os.devnull)
     from p4netem.lab.netns import LabError
+    from p4netem.p4rt import P4RuntimeError
     from ..mininet.cli import LabCLI
     from ..mininet.lab import MininetLab
     code = 0
@@ -199,13 +215,13 @@ def up(
                     if cmd:
                         script = Path(work) / "commands"
                         script.write_text("\n".join(cmd) + "\n")
-                        failures = LabCLI(lab, served, script=str(script)).failures
+                        failures = LabCLI(lab, served, script=str(script), stdin=stdin).failures
                         for failure in failures:
                             error(f"--cmd {failure}")
                         if failures:
                             code = EXIT_PROBLEM
                     else:
-                        LabCLI(lab, served)
+                        LabCLI(lab, served, stdin=stdin)
                 finally:
                     if served:
                         served[0].stop()
@@ -215,10 +231,20 @@ def up(
         except Terminated as exc:
             err.print("[yellow]terminated: lab removed[/]")
             code = exc.code
-        except LabError as exc:
+        except (LabError, OSError, P4RuntimeError) as exc:
+            # The lab is removed (MininetLab's close) before this line is printed.
             error(str(exc))
             code = EXIT_PROBLEM
     raise typer.Exit(code)
+
+
+def _option_profile(option: str, name: str):
+    """The profile an option names (built-in or YAML file); its error names the option."""
+    from ..harness.plan import resolve_profile
+    try:
+        return resolve_profile(name)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from None
 
 
 @app.command("clean")

@@ -26,19 +26,41 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from p4netem import safe_yaml
 from p4netem.paths import topologies_dir
 from p4netem.safe_yaml import YamlInputError
 
 __all__ = ["HostGroup", "TopologySpec", "LabHostSpec", "Topology", "TopologyError",
-           "load_topology", "topology_names", "MAX_SLOT"]
+           "load_topology", "topology_names", "MAX_SLOT", "MAX_HOSTS", "RESERVED_NAMES"]
 
 # A slot is two controller rules (access and DNS) of two profile ids each (the one in force and
 # the spare of the atomic switch); the pipeline has profile ids 1..4095 for them.
 MAX_SLOT = 1023
+# Every host takes a switch port (1, 2, ... in file order). Ports are 9 bits and the lab's switch
+# (p4netem-switch, bmv2) keeps 510 for its CPU port and refuses 511: 509 hosts at most. Checked
+# when the topology expands, so a huge count is refused at once, not after the many minutes of
+# building namespaces that the switch then refused.
+MAX_HOSTS = 509
+# Names a host cannot take: the lab's switch node (Mininet names every node, hosts and the switch,
+# in one namespace) and the commands of the lab's CLI (Mininet's and LabCLI's `do_*`), which the
+# CLI runs instead of a host command, so `py ping ...` would never reach a host named `py`.
+# tests/labs/test_lab_bugbash.py checks this list against the CLI classes.
+SWITCH_NAME = "s1"
+CLI_COMMANDS = frozenset({
+    "dpctl", "dump", "exit", "gterm", "help", "intfs", "iperf", "iperfudp", "link", "links", "net",
+    "nodes", "noecho", "pingall", "pingallfull", "pingpair", "pingpairfull", "ports", "px", "py",
+    "quit", "sh", "source", "switch", "time", "wait", "x", "xterm",      # Mininet 2.3's CLI
+    "hosts", "iw", "load", "profile"})                                  # the lab's (mininet/cli.py)
+RESERVED_NAMES = CLI_COMMANDS | {SWITCH_NAME}
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+# A topology's name is shown in tables and logs: no markup, spaces or path separators.
+_TOPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Addresses no host can take: "this network", loopback, multicast, limited broadcast (an
+# interface takes them, but nothing reaches its peer: ping fails with EINVAL or ENETUNREACH).
+_NOT_HOST = [ipaddress.IPv4Network(n) for n in ("0.0.0.0/8", "127.0.0.0/8", "224.0.0.0/4",
+                                                 "255.255.255.255/32")]
 _PARAM = re.compile(r"^\{([a-z_][a-z0-9_]*)\}$")
 
 
@@ -62,6 +84,18 @@ class HostGroup(BaseModel):
         if not _NAME.match(v):
             raise ValueError(f"{v!r} is not a host name: lowercase letter first, then letters or "
                              "digits, at most 12 characters")
+        if v in RESERVED_NAMES:
+            raise ValueError(f"{v!r} is {_reserved_why(v)}: name the group otherwise")
+        return v
+
+    @field_validator("ip")
+    @classmethod
+    def _ip(cls, v: ipaddress.IPv4Address) -> ipaddress.IPv4Address:
+        for net in _NOT_HOST:
+            if v in net:
+                raise ValueError(f"{v} is in {net}, which holds no host addresses (this network, "
+                                 "loopback, multicast, broadcast): use a unicast address such as "
+                                 "10.0.0.1")
         return v
 
     @field_validator("count", mode="before")
@@ -90,6 +124,17 @@ class TopologySpec(BaseModel):
     prefix_len: int = Field(16, ge=8, le=30)     # every host in one subnet (the switch is L2)
     params: dict[str, int] = {}
     hosts: list[HostGroup]
+    # The file the user named (a path, not a name in topologies/): errors found when the topology
+    # expands say which file they are about.
+    _source: Path | None = PrivateAttr(None)
+
+    @field_validator("name")
+    @classmethod
+    def _topology_name(cls, v: str) -> str:
+        if not _TOPO_NAME.match(v):
+            raise ValueError(f"{v!r} is not a topology name: a letter or digit first, then letters, "
+                             "digits, '.', '_' or '-', at most 64 characters")
+        return v
 
     @field_validator("params", mode="before")
     @classmethod
@@ -140,6 +185,14 @@ class TopologySpec(BaseModel):
 
     def expand(self, overrides: dict[str, int] | None = None) -> "Topology":
         """The concrete hosts for these parameter values (defaults from `params`)."""
+        try:
+            return self._expand(overrides)
+        except TopologyError as exc:
+            if self._source is None:
+                raise
+            raise TopologyError(f"{self._source}: {exc}") from None
+
+    def _expand(self, overrides: dict[str, int] | None) -> "Topology":
         params = dict(self.params)
         for key, value in (overrides or {}).items():
             if key not in params:
@@ -148,19 +201,25 @@ class TopologySpec(BaseModel):
             if not isinstance(value, int) or not 1 <= value <= MAX_SLOT:
                 raise TopologyError(f"parameter {key}={value!r} out of range 1..{MAX_SLOT}")
             params[key] = value
-        hosts: list[LabHostSpec] = []
-        port = 0
-        next_slot = 1
-        next_ue = 1
-        routed: list[LabHostSpec] = []
-        for group in self.hosts:
+        counts = []
+        for index, group in enumerate(self.hosts):
             count = group.count
             if isinstance(count, str):
                 ref = _PARAM.match(count).group(1)
                 if ref not in params:
-                    raise TopologyError(f"topology {self.name!r}: count {count!r} names no "
-                                        "parameter in `params`")
+                    raise TopologyError(f"topology {self.name!r}: hosts.{index}.count {count!r} "
+                                        "names no parameter in `params`; parameters: "
+                                        f"{', '.join(params) or 'none'}")
                 count = params[ref]
+            if int(group.ip) + count - 1 > int(ipaddress.IPv4Address("255.255.255.255")):
+                raise TopologyError(f"topology {self.name!r}: hosts.{index} ({group.name!r}): "
+                                    f"{count} addresses from {group.ip} run past 255.255.255.255")
+            counts.append(count)
+        hosts: list[LabHostSpec] = []
+        port = 0
+        next_slot = 1
+        next_ue = 1
+        for group, count in zip(self.hosts, counts):
             shared_slot = None
             if group.role == "client" and group.access == "shared":
                 shared_slot, next_slot = next_slot, next_slot + 1
@@ -188,7 +247,20 @@ class TopologySpec(BaseModel):
                 next_slot += 1
         topo = Topology(self.name, self.description, self.prefix_len, params, tuple(hosts))
         topo.check()
+        # After the other checks (what they name is as wrong), before any namespace is made.
+        if len(hosts) > MAX_HOSTS:
+            raise TopologyError(f"topology {self.name!r}: {len(hosts)} hosts "
+                                f"({', '.join(f'{g.name} {n}' for g, n in zip(self.hosts, counts))}), "
+                                f"at most {MAX_HOSTS}: each host takes a switch port, and the "
+                                f"switch's ports are 1..{MAX_HOSTS} (9 bits, 510 its CPU port)")
         return topo
+
+
+def _reserved_why(name: str) -> str:
+    if name == SWITCH_NAME:
+        return "the name of the lab's switch"
+    return ("a command of the lab's CLI (`HOST COMMAND` lines could not reach a host of that "
+            "name)")
 
 
 def _mac(port: int) -> str:
@@ -295,6 +367,10 @@ class Topology:
             return self
         size = 1 << (32 - self.prefix_len)
         shift = index * size
+        top = max(int(ipaddress.IPv4Address(h.ip)) for h in self.hosts)
+        if top + shift > int(ipaddress.IPv4Address("255.255.255.255")):
+            raise TopologyError(f"topology {self.name!r}: lab {index} would move its hosts past "
+                                "255.255.255.255, outside private address space")
         hosts = tuple(replace(h, ip=str(ipaddress.IPv4Address(h.ip) + shift)) for h in self.hosts)
         for h in hosts:
             if not ipaddress.IPv4Address(h.ip).is_private:
@@ -315,7 +391,14 @@ class Topology:
         names = [h.name for h in self.hosts]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
-            raise TopologyError(f"topology {self.name!r}: host names repeat: {sorted(dup)}")
+            raise TopologyError(f"topology {self.name!r}: host names repeat: {sorted(dup)} (a group "
+                                "NAME of N hosts is NAME1..NAMEN)")
+        # A group's own name is checked where it is read; `s` with count 2 still makes an `s1`.
+        taken = [h for h in self.hosts if h.name in RESERVED_NAMES]
+        if taken:
+            h = taken[0]
+            raise TopologyError(f"topology {self.name!r}: host {h.name!r} (group {h.group!r}) is "
+                                f"{_reserved_why(h.name)}: name the group otherwise")
         net = None
         for h in self.hosts:
             addr = ipaddress.IPv4Interface(f"{h.ip}/{self.prefix_len}")
@@ -350,11 +433,13 @@ def topology_names(directory: Path | None = None) -> list[str]:
 def load_topology(name_or_path: str | Path, directory: Path | None = None) -> TopologySpec:
     """A topology by name (topologies/NAME.yaml) or from a YAML file path."""
     path = Path(name_or_path)
-    if not path.suffix:
+    given = path.suffix or "/" in str(name_or_path)   # a file the user named, not a name
+    if not given:
         path = (directory or topologies_dir()) / f"{name_or_path}.yaml"
     if not path.exists():
-        raise TopologyError(f"no topology {str(name_or_path)!r}; known: "
-                            f"{', '.join(topology_names(directory)) or 'none'}")
+        what = f"no topology file {str(name_or_path)!r}" if given else f"no topology {str(name_or_path)!r}"
+        raise TopologyError(f"{what}; known: {', '.join(topology_names(directory)) or 'none'} "
+                            "(a name in topologies/ or a YAML file's path)")
     try:
         data = safe_yaml.load_file(path)
     except YamlInputError as exc:
@@ -362,7 +447,11 @@ def load_topology(name_or_path: str | Path, directory: Path | None = None) -> To
     except (OSError, UnicodeDecodeError) as exc:
         raise TopologyError(f"{path}: cannot read: {exc}") from None
     try:
-        return TopologySpec.model_validate(data)
+        spec = TopologySpec.model_validate(data)
     except ValidationError as exc:
-        lines = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        lines = [f"{'.'.join(str(p) for p in e['loc']) or '(the document)'}: {e['msg']}"
+                 for e in exc.errors()]
         raise TopologyError(f"{path}: invalid topology:\n  " + "\n  ".join(lines)) from None
+    if given:
+        spec._source = path
+    return spec
