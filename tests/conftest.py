@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from p4netem.lab import TwoHostLab
+from p4netem.lab import Resources, SwitchProcess, TwoHostLab
 from p4netem.p4rt import P4Info
 from p4netem.paths import p4info_path, switch_binary
 
@@ -75,3 +75,18 @@ def start_lab(request: pytest.FixtureRequest, switch_bin: str, tmp_path) -> Iter
 @pytest.fixture
 def lab(start_lab) -> TwoHostLab:
     return start_lab()
+
+
+@pytest.fixture
+def bare_switch(switch_bin: str, tmp_path, request: pytest.FixtureRequest) -> Iterator[SwitchProcess]:
+    if os.geteuid() != 0:
+        pytest.fail("switch tests need root", pytrace=False)
+    resources = Resources()
+    switch = SwitchProcess({}, binary=switch_bin, log_path=tmp_path / "switch.log",
+                           extra_args=getattr(request, "param", ["--rt-priority", "0"]), resources=resources)
+    switch.start()
+    try:
+        yield switch
+    finally:
+        switch.stop()
+        resources.close()

@@ -283,21 +283,34 @@ def test_a_host_command_with_stdin_at_its_end_does_not_spin(tmp_path):
     assert calls < 1000, calls     # a few per output line and key; the old loop made >100,000
 
 
+def _lab_running_a_command(tmp_path, host: str, *args: str) -> tuple[subprocess.Popen, _Lines, str]:
+    """`p4netem lab up ARGS` (SIGINT at its default), once its switch is up and a second more for
+    the first --cmd to run: the process, its output lines and the lab's prefix (read from the name
+    of `host`'s namespace). A process that does not get there is killed."""
+    proc = subprocess.Popen(default_sigint([P4NETEM, "lab", "up", *args]),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "COLUMNS": "200", "P4NETEM_RUN_DIR": str(tmp_path / "run")})
+    try:
+        out = _Lines(proc)
+        prefix = out.wait_for(rf"(p4n[0-9a-z]+){host}").group(1)
+        out.wait_for(r"switch: p4netem gRPC")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    time.sleep(1)
+    return proc, out, prefix
+
+
 def test_ctrl_c_ends_a_cmd_script(tmp_path):
     """Ctrl-C during `lab up --cmd` stops the script as a shell script stops: the running command
     is interrupted, the lines after it do not run, the lab is removed, exit 130. Before, Mininet
     interrupted the command only and went on with the next line (exit 1, "exited with status
     130")."""
     mark = tmp_path / "after"
-    proc = subprocess.Popen(default_sigint([P4NETEM, "lab", "up", "inline", "--cmd", "client sleep 60",
-                                            "--cmd", f"client touch {mark}"]),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "COLUMNS": "200", "P4NETEM_RUN_DIR": str(tmp_path / "run")})
+    proc, out, prefix = _lab_running_a_command(tmp_path, "client", "inline", "--cmd", "client sleep 60",
+                                               "--cmd", f"client touch {mark}")
     try:
-        out = _Lines(proc)
-        prefix = out.wait_for(r"(p4n[0-9a-z]+)client").group(1)
-        out.wait_for(r"switch: p4netem gRPC")
-        time.sleep(1)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 130, out.text
     finally:
@@ -315,15 +328,8 @@ def test_a_second_ctrl_c_waits_for_the_close(tmp_path):
     "interrupted: lab removed" all the same. Now it waits for the close. (On a machine that closes
     the lab within the 0.2 s the second one may find the process already exiting, where Python
     restores the default SIGINT: then it ends by the signal, its lab gone all the same.)"""
-    proc = subprocess.Popen(default_sigint([P4NETEM, "lab", "up", "cellular", "-p", "ues=12", "--cmd",
-                                            "ue1 sleep 60"]),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "COLUMNS": "200", "P4NETEM_RUN_DIR": str(tmp_path / "run")})
+    proc, out, prefix = _lab_running_a_command(tmp_path, "ue1", "cellular", "-p", "ues=12", "--cmd", "ue1 sleep 60")
     try:
-        out = _Lines(proc)
-        prefix = out.wait_for(r"(p4n[0-9a-z]+)ue1").group(1)
-        out.wait_for(r"switch: p4netem gRPC")
-        time.sleep(1)
         proc.send_signal(signal.SIGINT)
         time.sleep(0.2)
         proc.send_signal(signal.SIGINT)

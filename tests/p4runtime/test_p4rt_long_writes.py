@@ -9,33 +9,16 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from p4netem.control import Controller
 from p4netem.lab import SwitchProcess
-from p4netem.lab.switch import Resources
 from p4netem.p4rt.client import P4RuntimeClient
 from p4netem.p4rt.proto import p4runtime_pb2 as pb
 
 
-@pytest.fixture
-def switch(switch_bin: str, tmp_path) -> Iterator[SwitchProcess]:
-    resources = Resources()
-    sw = SwitchProcess({}, binary=switch_bin, log_path=tmp_path / "switch.log", extra_args=["--rt-priority", "0"],
-                       resources=resources)
-    sw.start()
-    try:
-        yield sw
-    finally:
-        sw.stop()
-        resources.close()
-
-
-def test_other_clients_are_answered_while_a_reset_writes(switch: SwitchProcess) -> None:
-    with Controller.connect(switch.grpc_addr) as ctl:
-        probe = P4RuntimeClient(switch.grpc_addr, device_id=1, election_id=7)
+def test_other_clients_are_answered_while_a_reset_writes(bare_switch: SwitchProcess) -> None:
+    with Controller.connect(bare_switch.grpc_addr) as ctl:
+        probe = P4RuntimeClient(bare_switch.grpc_addr, device_id=1, election_id=7)
         probe.connect(arbitrate=False)
         answered: list[tuple[float, float]] = []  # (sent, latency) of another client's Capabilities
         stop = threading.Event()
