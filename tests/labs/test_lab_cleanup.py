@@ -7,6 +7,8 @@ and an owner that started its reaper (the labs of `experiment run`) has its lab 
 from __future__ import annotations
 
 import csv
+import itertools
+import json
 import os
 import re
 import shutil
@@ -230,6 +232,72 @@ def test_clean_dead_labs_checks_the_owner_by_pid_and_start_time(tmp_path, monkey
         for prefix in (dead, live):
             subprocess.run(["ip", "netns", "delete", f"{prefix}x"], capture_output=True)
             shutil.rmtree(work[prefix], ignore_errors=True)
+
+
+def _unused_pid_pair() -> int:
+    """A pid p such that neither p nor 36 p + 1 is a live process: in base 36 (the old tokens'
+    pid), p's second lab `<p>1` began p' = 36 p + 1's first, `<p>10`."""
+    from p4netem.lab.owner import start_ticks
+    limit = int(Path("/proc/sys/kernel/pid_max").read_text()) // 36
+    return next(p for p in range(300, limit) if start_ticks(p) is None and start_ticks(36 * p + 1) is None)
+
+
+def test_a_dead_lab_s_sweep_leaves_a_live_lab_whose_names_begin_with_its_prefix(tmp_path, monkeypatch):
+    """Real namespaces: a dead lab's record, and a live lab whose names began with that record's
+    prefix. Tokens were a base-36 pid then a counter, so pid p's second lab (`<p>1`) began pid
+    36 p + 1's first (`<p>10`), and clean_dead_labs removed every namespace beginning with the dead
+    lab's prefix: the live lab's too. Now tokens are fixed-width (none begins another), and a
+    record's prefix that is no token of its owner (an old record, a hand-made one) sweeps only the
+    names it lists."""
+    from p4netem.lab import PREFIX, clean_dead_labs, netns
+    from p4netem.lab.owner import LabRecord, Owner
+
+    monkeypatch.setenv("P4NETEM_RUN_DIR", str(tmp_path / "run"))
+    p = _unused_pid_pair()
+    boot = Owner.current().boot
+
+    def token(pid: int, n: int) -> str:
+        with monkeypatch.context() as m:
+            m.setattr(netns.os, "getpid", lambda: pid)
+            m.setattr(netns, "_counter", itertools.count(n))
+            return netns.unique_token()
+    dead, live = f"{PREFIX}{token(p, 1)}", f"{PREFIX}{token(36 * p + 1, 0)}"
+    old = live[:-2]           # a prefix of the live lab's names that is no token
+    names = {"dead": f"{dead}y", "unlisted": f"{dead}z", "old": f"{old}q", "live": f"{live}x"}
+    try:
+        for name in names.values():
+            subprocess.run(["ip", "netns", "add", name], check=True)
+        for prefix, owner, listed in ((dead, Owner(p, -1, boot), [names["dead"]]),
+                                      (old, Owner(p, -1, boot), [names["old"]]),
+                                      (live, Owner.current(), [names["live"]])):
+            LabRecord(prefix, owner, "test", path=tmp_path / "run" / f"{prefix}.json",
+                      namespaces=listed).save()
+        report = clean_dead_labs()
+        left = set(_netns_names())
+        assert names["live"] in left, f"the live lab's namespace {names['live']} was removed: {report}"
+        assert sorted(lab.prefix for lab in report.cleaned) == sorted([dead, old]), report
+        assert report.live == [live]
+        # The dead labs' own: listed, or (a prefix that is its owner's token) made from its token.
+        assert not {names["dead"], names["unlisted"], names["old"]} & left
+    finally:
+        for name in names.values():
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+
+
+def test_a_mininet_lab_records_its_names_before_it_builds(switch_bin, tmp_path, monkeypatch):
+    """The record lists every namespace and switch-side link the lab will make, so that the
+    cleaner of a killed lab removes them by name (it swept by prefix, and prefixes were not
+    prefix-free)."""
+    from p4netem_studies.mininet.lab import MininetLab
+    monkeypatch.setenv("P4NETEM_RUN_DIR", str(tmp_path / "run"))
+    lab = MininetLab(load_topology("inline").expand(), binary=switch_bin)
+    with lab:
+        saved = json.loads(lab.record.path.read_text())
+        hosts = lab.topology.hosts
+        assert sorted(saved["namespaces"]) == sorted(lab.ns(h.name) for h in hosts)
+        assert sorted(saved["links"]) == sorted(lab._switch_intf(h.port) for h in hosts)
+        assert set(saved["namespaces"]) <= set(_netns_names())
+    _assert_gone(lab.prefix, [])
 
 
 _STUCK_CLOSE = """

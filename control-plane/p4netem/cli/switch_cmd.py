@@ -19,6 +19,7 @@ import typer
 from ..lab.netns import LabError, disable_offloads
 from ..paths import switch_binary
 from ..service_notify import ServiceNotifier
+from ..stop_signals import StopSignals
 from .apply_cmd import (MahimahiOpt, NetemDownlinkOpt, NetemNameOpt, NetemOpt, NetemUplinkOpt, ProfilesOpt, RuleOpt,
                         RulesFile, plan_apply, write_apply)
 from .forward_cmd import parse_port_pairs
@@ -100,34 +101,16 @@ class _Stopped(Exception):
     profile, or waiting for it to end), so every stop is the same clean stop, exit 0."""
 
 
-class _StopSignals:
+class _StopSignals(StopSignals):
     """The handler of SIGTERM and SIGINT while `p4netem switch` runs: each raises in the main thread
-    (_Stopped, or KeyboardInterrupt for Ctrl-C) and is remembered. Python runs a handler at the next
-    bytecode, which may be in code whose exceptions it discards: subprocess's fork runs logging's
-    at-fork callback (os.register_at_fork), and a stop that landed there was printed as "Exception
-    ignored" and lost, so the start-up went on and the CLI waited for a switch nobody stopped (about
-    1 stop in 20 sent as the switch process appeared). `check()` raises a remembered stop again where
-    the start-up goes on, and the wait for the switch looks every second."""
+    (_Stopped, or KeyboardInterrupt for Ctrl-C) and is remembered. A stop that landed in subprocess's
+    fork, in logging's at-fork callback, was printed as "Exception ignored" and lost, so the start-up
+    went on and the CLI waited for a switch nobody stopped (about 1 stop in 20 sent as the switch
+    process appeared; p4netem.stop_signals): `check()` raises it again where the start-up goes on,
+    and the wait for the switch looks every second."""
 
     def __init__(self) -> None:
-        self.signum: int | None = None
-
-    def __call__(self, signum: int, _frame: object) -> None:
-        self.signum = signum
-        self.check()
-
-    def check(self) -> None:
-        if self.signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        if self.signum is not None:
-            raise _Stopped
-
-    def wait(self, proc: subprocess.Popen) -> int:
-        while True:
-            try:
-                return proc.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                self.check()
+        super().__init__(lambda signum: KeyboardInterrupt() if signum == signal.SIGINT else _Stopped())
 
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGINT) -> int:

@@ -1,11 +1,11 @@
 """Network namespaces, veth pairs and processes for test labs, with cleanup of exactly what we made.
 
-Everything created here is named with the prefix "p4n" plus a token unique to this process, and is
-recorded in a `Resources` object; `Resources.close()` (called by context managers and, as a last
-resort, at interpreter exit) kills the processes it started and deletes the namespaces and links it
-created, newest first, and nothing else. Given an `owner_prefix`, it also keeps a LabRecord
-(owner.py) of them on disk, so that if this process is killed outright the next run removes them
-(`clean_dead_labs`).
+Everything created here is named with the prefix "p4n" plus a token of this process (tokens.py),
+and is recorded in a `Resources` object; `Resources.close()` (called by context managers and, as a
+last resort, at interpreter exit) kills the processes it started and deletes the namespaces and
+links it created, newest first, and nothing else. Given an `owner_prefix`, it also keeps a
+LabRecord (owner.py) of them on disk, so that if this process is killed outright the next run
+removes them (`clean_dead_labs`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import threading
 import weakref
 from collections.abc import Sequence
 
-from .owner import LabRecord, open_record, stop_processes
-
-PREFIX = "p4n"
+from . import tokens
+from .owner import LabRecord, open_record, record_exists, stop_processes
+from .tokens import PREFIX
 _counter = itertools.count()
 _counter_lock = threading.Lock()
 
@@ -32,20 +32,21 @@ class LabError(RuntimeError):
 
 
 def unique_token() -> str:
-    """A short token unique within this machine for this process: base36 pid + a counter."""
-    with _counter_lock:
-        n = next(_counter)
-    return f"{_base36(os.getpid())}{_base36(n)}"
-
-
-def _base36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
+    """A token (tokens.py) unique among this machine's live processes and their labs: this
+    process's pid and a counter, fixed-width, so no token begins another. A number whose lab
+    record is still there is skipped: a dead process that had our pid left it, and its names are
+    what a cleaner will remove (clean_dead_labs)."""
+    pid = os.getpid()
     while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if n == 0:
-            return out
+        with _counter_lock:
+            n = next(_counter)
+        if n >= tokens.COUNTER_LIMIT:
+            raise LabError(f"this process has made {tokens.COUNTER_LIMIT} lab tokens, the most one "
+                           "process can (names must fit Linux's 15 characters): run more labs from "
+                           "another process")
+        token = tokens.make(pid, n)
+        if not record_exists(f"{PREFIX}{token}"):
+            return token
 
 
 def run(

@@ -6,7 +6,7 @@ runs out of memory) gives it no chance: its namespaces, veths, switch and server
 lab leaves a record behind, before it creates anything, in RUN_DIR (`/run/p4netem/labs`, a tmpfs
 that a reboot empties together with the namespaces; env P4NETEM_RUN_DIR):
 
-    {prefix}.json  {"prefix": "p4n1x2a", "owner": {"pid": 1234, "start": 56789, "boot": "..."},
+    {prefix}.json  {"prefix": "p4n000ya002", "owner": {"pid": 1234, "start": 56789, "boot": "..."},
                     "kind": "mininet", "command": [...], "created": 1700000000.0,
                     "namespaces": [...], "links": [...], "processes": [{"pid": .., "start": ..}]}
 
@@ -14,9 +14,13 @@ The owner is the process that built the lab, identified by pid *and* start time 
 /proc/PID/stat, clock ticks since boot) and the boot id, so a pid reused by another process is not
 mistaken for the owner. `clean_dead_labs()` removes exactly the labs whose owner is dead: the
 processes of the record (checked against their start time too), every process in the lab's
-namespaces, the namespaces and links of the record and those named with its prefix, then the
-record. A lab whose owner lives is never touched, whoever calls; only its owner may remove it the
-same way (`tear_down_own_labs()`), when its orderly close cannot finish.
+namespaces, the namespaces and links of the record, then the record. Names the record does not
+list are removed only when they carry the record's own token (tokens.py: fixed-width, so no
+other lab's name begins with it); a record whose prefix is not "p4n" and a token of its owner (a
+record of an older version, a hand-made one) has exactly its listed names removed, never all that
+begin with its prefix: `p4n2s1` began the names of the live lab `p4n2s10`. A lab whose owner
+lives is never touched, whoever calls; only its owner may remove it the same way
+(`tear_down_own_labs()`), when its orderly close cannot finish.
 
 Two cleaners may run at once (parallel runs starting together): each claims a record by renaming
 it, so one lab is cleaned once.
@@ -37,11 +41,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import tokens
+
 # Lab records are written by every thread of a lab (see LabRecord.save).
 _SAVE_LOCK = threading.RLock()
 
 __all__ = ["RUN_DIR", "Owner", "LabRecord", "CleanedLab", "CleanupReport", "clean_dead_labs", "links",
-           "netns_names", "open_record", "parent_pid", "run_dir", "start_ticks", "tear_down_own_labs"]
+           "netns_names", "open_record", "parent_pid", "record_exists", "run_dir", "start_ticks",
+           "tear_down_own_labs"]
 
 RUN_DIR = Path("/run/p4netem/labs")
 log = logging.getLogger(__name__)
@@ -158,6 +165,14 @@ class LabRecord:
             self.links.append(name)
         self.save()
 
+    def add_names(self, namespaces: list[str], links: list[str]) -> None:
+        """Many namespaces and links at once, in one save (a Mininet lab's, before it builds:
+        one save per name of a 509-host lab would write its growing record a thousand times)."""
+        with _SAVE_LOCK:
+            self.namespaces.extend(namespaces)
+            self.links.extend(links)
+        self.save()
+
     def add_process(self, pid: int) -> None:
         """A process of the lab outside its namespaces (the switch runs in the root namespace)."""
         start = start_ticks(pid)
@@ -179,6 +194,16 @@ class LabRecord:
                 self.path.unlink()
             except FileNotFoundError:
                 pass
+
+
+def record_exists(prefix: str, directory: Path | None = None) -> bool:
+    """Whether a lab of `prefix` is recorded in `directory` (default run_dir()), or being cleaned."""
+    directory = directory or run_dir()
+    try:
+        # The record first, then a cleaner's claim: a cleaner renames the one into the other.
+        return (directory / f"{prefix}.json").exists() or any(directory.glob(f".{prefix}.json.cleaning-*"))
+    except OSError:
+        return False            # a directory we may not read (not root): no lab of ours is in it
 
 
 def open_record(prefix: str, kind: str) -> LabRecord | None:
@@ -349,9 +374,26 @@ def stop_processes(namespaces: list[str], outside: dict[int, int] | None = None)
     return killed, _kill(killed, lambda p: start_ticks(p) == started[p])
 
 
+def _token_prefix(record: LabRecord) -> str | None:
+    """The record's prefix when it is "p4n" and a token of its owner (tokens.py): no other lab's
+    name begins with it, so names beginning with it are this lab's even when the record does not
+    list them. None for any other prefix, whose lab owns only the names it lists: `p4n2s1`, a
+    token of old, began `p4n2s10...`, the names of another, live lab."""
+    token = record.prefix.removeprefix(tokens.PREFIX)
+    if record.prefix.startswith(tokens.PREFIX) and tokens.is_token(token) \
+            and tokens.pid_of(token) == record.owner.pid:
+        return record.prefix
+    return None
+
+
 def _clean(record: LabRecord) -> CleanedLab:
     problems: list[str] = []
-    namespaces = sorted(set(record.namespaces) | {n for n in netns_names() if n.startswith(record.prefix)})
+    prefix = _token_prefix(record)
+
+    def named(name: str) -> bool:
+        return prefix is not None and name.startswith(prefix)
+
+    namespaces = sorted(set(record.namespaces) | {n for n in netns_names() if named(n)})
     # Processes outside the namespaces (the switch): only while pid and start time still match.
     killed, stuck = stop_processes(namespaces, {int(p["pid"]): int(p["start"]) for p in record.processes})
     if stuck:
@@ -360,10 +402,10 @@ def _clean(record: LabRecord) -> CleanedLab:
         r = _run(["ip", "netns", "delete", ns])
         if r.returncode != 0 and ns in netns_names():
             problems.append(f"namespace {ns}: {r.stderr.strip()}")
-    deleted = sorted(set(record.links) | {l for l in links() if l.startswith(record.prefix)})
+    deleted = sorted(set(record.links) | {l for l in links() if named(l)})
     for link in deleted:
         _run(["ip", "link", "delete", link])  # gone already when its namespace went: fine
-    left = [l for l in links() if l.startswith(record.prefix) or l in record.links]
+    left = [l for l in links() if named(l) or l in record.links]
     if left:
         problems.append(f"links {left}")
     for d in record.dirs:

@@ -6,13 +6,15 @@
 
 Everything the lab creates carries a token unique to it: namespace names `p4n<token><host>`
 (Mininet's host namespaces, named with `ip netns attach`) and switch-side interface names
-`p4n<token>p<port>`. `close()` (also from `with`, at interpreter exit, and after Ctrl-C) stops the
-switch, ends every process in the lab's namespaces, deletes its links and namespace names, then
-checks that nothing with its token is left (`leftovers()`).
+`p4n<token>p<port>` (p4netem.lab.tokens: no token begins another, and the longest name, port
+509, has Linux's 15 characters). `close()` (also from `with`, at interpreter exit, and after
+Ctrl-C) stops the switch, ends every process in the lab's namespaces, deletes its links and
+namespace names, then checks that nothing with its token is left (`leftovers()`).
 
 A SIGKILL leaves no chance to close: so before it builds anything a lab removes the labs of dead
 owners (`p4netem.lab.clean_dead_labs`) and records itself (owner pid and start time, its prefix,
-the switch's pid) in `p4netem.lab.owner.run_dir()`; the record goes when close() leaves nothing.
+the names of its namespaces and links, the switch's pid) in `p4netem.lab.owner.run_dir()`; the
+record goes when close() leaves nothing.
 
 The switch is programmed through the controller (p4netem.control), as any other user would:
 it forwards by destination MAC (`l2_fwd`, one entry per host; hosts have static ARP entries and no
@@ -124,6 +126,10 @@ class MininetLab:
             # Mininet's logger class (every logger made after mininet.log's import) ends no line.
             log.warning("removed a dead lab: %s\n", line)
         self.record = open_record(self.prefix, "mininet")
+        if self.record is not None:
+            # Every name it will make, before it makes one: a cleaner removes what a record lists.
+            self.record.add_names([self.ns(h.name) for h in self.topology.hosts],
+                                  [self._switch_intf(h.port) for h in self.topology.hosts])
         try:
             self._build()
             self._program_switch()
@@ -348,10 +354,9 @@ class MininetLab:
     def leftovers(self) -> dict[str, list[str]]:
         """Namespaces, links and processes of this lab still on the machine (empty after close).
 
-        By the names this lab gives (one namespace per host, one switch-side link per port), not
-        by its prefix: tokens are not prefix-free (base-36 pid, then a counter: the lab of token
-        `2s1` would also match `2s10`, another lab's, or the same process's 37th), and close()
-        deletes what this returns."""
+        By the names this lab gives (one namespace per host, one switch-side link per port): what
+        close() deletes is exactly what this lab made. (Tokens are now fixed-width, so none
+        begins another; they were not, and a prefix of `2s1` also matched lab `2s10`'s names.)"""
         ours_ns = {self.ns(h.name) for h in self.topology.hosts}
         ours_links = {self._switch_intf(h.port) for h in self.topology.hosts}
         mine_ns = [n for n in netns_names() if n in ours_ns]

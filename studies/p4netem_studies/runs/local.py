@@ -29,6 +29,7 @@ from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 
 from p4netem.lab.owner import tear_down_own_labs
+from p4netem.stop_signals import StopSignals
 
 from .worker import LabWorker
 
@@ -51,13 +52,14 @@ def _die_with_parent() -> None:
 def _lab_main(conn, session: dict, lab_id: str, index: int, shared: bool, run_dir: str) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def on_term(signum, frame):
-        # Once: the driver's abort and its death's PDEATHSIG can both come, and a second
-        # SystemExit would cut into the close the first one started.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise SystemExit(143)
-    signal.signal(signal.SIGTERM, on_term)
+    # SIGTERM (the driver's abort, its death's PDEATHSIG) raises SystemExit, which unwinds into the
+    # teardown below. Once: both can come, and a second SystemExit would cut into the close the
+    # first one started. Remembered: a SIGTERM that came during a fork (the lab's start and loads
+    # fork all the time) raised in logging's at-fork callback, where Python drops exceptions, and
+    # the lab went on waiting for its driver's next message while the driver waited for it to
+    # close; the loop raises it again (p4netem.stop_signals).
+    stops = StopSignals(lambda signum: SystemExit(128 + signum), once=True)
+    signal.signal(signal.SIGTERM, stops)
     # Mininet and the servers print: into the lab's own log, never over the driver's progress.
     log_dir = Path(run_dir) / "logs" / lab_id
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -76,6 +78,7 @@ def _lab_main(conn, session: dict, lab_id: str, index: int, shared: bool, run_di
             conn.send(("error", f"lab did not start: {_one_line(exc)}"))
             return
         while True:
+            stops.check()       # a stop Python dropped during the start or the last load
             msg = conn.recv()
             if msg[0] == "close":
                 break
