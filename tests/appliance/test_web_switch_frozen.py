@@ -73,7 +73,8 @@ def test_requests_fail_fast_while_the_switch_is_frozen_and_idle_connections_stay
     web = None
     try:
         web = WebServer(switch.grpc_addr, log=tmp_path / "web.log")
-        # Open both connections: the writer (apply) and the reader (show).
+        # Open both connections: the writer's (apply; its stream, the primary role, only for the
+        # write: the channel stays) and the reader's (show).
         assert web.request("POST", "/api/apply", {"profile": "lan", "rules": ["client=10.0.0.1"]})[0] == 200
         assert web.request("GET", "/api/show")[0] == 200
         connections = _established(switch.grpc_port)
@@ -84,7 +85,7 @@ def test_requests_fail_fast_while_the_switch_is_frozen_and_idle_connections_stay
         time.sleep(8)
         assert _established(switch.grpc_port) == connections, "the web reconnected while idle"
         status, answer = web.request("POST", "/api/apply", {"profile": "lte", "rules": ["client=10.0.0.1"]})
-        assert status == 200, answer  # still the primary, on the same connections
+        assert status == 200, answer  # primary again for this write, on the same connections
         assert _established(switch.grpc_port) == connections
 
         # Frozen under the first request: its call fails when a PING goes unanswered (it used to

@@ -48,7 +48,7 @@ def web(
 ) -> None:
     """Serve the dashboard, the REST API (OpenAPI at /docs) and Prometheus /metrics.
 
-    Writes go through one primary connection with --election-id; reads through a read-only one.
+    Reads go through a read-only connection. Writes are primary (--election-id) only while they write.
     Stops on Ctrl-C. docs/web.md describes the page and every endpoint."""
     import uvicorn
 

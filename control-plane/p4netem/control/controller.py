@@ -31,7 +31,8 @@ ProfileError/RuleError for bad input.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ..p4rt import GrpcTls, P4Info, P4RuntimeClient
@@ -177,6 +178,19 @@ class Controller:
 
     def reconnect(self, election_id: int | None = None) -> None:
         self.session.reconnect(election_id)
+
+    @contextlib.contextmanager
+    def primary_role(self) -> Iterator[Controller]:
+        """`with ctl.primary_role(): ctl.apply(...)`: primary only for the block, on a controller
+        connected with primary=False (Session.acquire_primary: NotPrimaryError, naming the
+        holder's election id, when another controller has the role or our election id); the
+        switch forgets this controller when the block ends, so others with the same election id
+        write in between (`p4netem web`)."""
+        self.session.acquire_primary()
+        try:
+            yield self
+        finally:
+            self.session.release_primary()
 
     def verify_pipeline(self, p4info: P4Info | None = None) -> None:
         self.session.verify_pipeline(p4info)

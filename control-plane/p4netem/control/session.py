@@ -21,10 +21,24 @@ from .state import SwitchState, read_state
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Session", "ATOMICITY", "check_atomicity"]
+__all__ = ["Session", "NotPrimaryError", "NoPipelineError", "ATOMICITY", "check_atomicity"]
 
 # Write atomicity modes, strongest first.
 ATOMICITY = ("DATAPLANE_ATOMIC", "ROLLBACK_ON_ERROR", "CONTINUE_ON_ERROR")
+
+
+class NotPrimaryError(P4RuntimeError):
+    """acquire_primary() found the role taken: another controller is primary, or is connected with
+    our election id. `holder`: that controller's election id (None when nobody is primary and the
+    switch only remembers a higher one)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, holder: int | None):
+        super().__init__(code, message)
+        self.holder = holder
+
+
+class NoPipelineError(P4RuntimeError):
+    """The switch has no pipeline and this connection, not being primary, cannot push it."""
 
 
 def check_atomicity(max_atomicity: str) -> None:
@@ -56,6 +70,9 @@ class Session:
         # and rule numbers are not visible on the switch until the flip): never handed out twice.
         self.reserved_ids: set[int] = set()
         self.reserved_numbers: set[int] = set()
+        # The connection (client.generation) whose pipeline was checked by a primary (VERIFY, or
+        # pushed to a switch without one): acquire_primary() checks it once per connection.
+        self.checked_generation: int | None = None
         # Whether a read that met UNAVAILABLE reconnects and runs once more (read()). A caller with
         # a reconnection policy of its own turns it off: the web server (webapp/session.py) drops
         # the connection and answers the requests behind it at once; a retry there made a switch
@@ -114,14 +131,66 @@ class Session:
                 raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
                                      f"the switch at {self.address} has no pipeline and no local P4Info was found")
             if not self.is_primary:
-                raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
-                                     f"the switch at {self.address} has no pipeline; a primary controller must push it")
+                raise NoPipelineError(grpc.StatusCode.FAILED_PRECONDITION, f"the switch at {self.address} has "
+                                      "no pipeline; a primary controller must push it")
             self.client.set_pipeline(self.local_p4info, action="VERIFY_AND_COMMIT")
         else:
             self.client.p4info = info
             if self.is_primary and self.local_p4info is not None:
                 self.verify_pipeline()
         self.client.p4info = info or self.local_p4info
+        if self.is_primary:
+            self.checked_generation = self.client.generation
+
+    def acquire_primary(self) -> None:
+        """Become the primary for a while, on a connection opened without a stream: open the
+        StreamChannel and arbitrate with our election id (release_primary() closes it again). So
+        a long-running process (the web server) is a controller of the switch only while it
+        writes, and other controllers with the same election id (the CLI's default, 1) write in
+        between. The role taken meanwhile raises NotPrimaryError, naming the holder's election
+        id, and leaves the connection without a stream. The pipeline is checked (VERIFY, or pushed
+        to a switch without one) on the first acquisition on each connection."""
+        with self.lock:
+            self.ensure_connected()
+            c = self.client
+            wait = c.timeout if c.connect_timeout is None else c.connect_timeout
+            try:
+                # A stream already open (connected with primary=True): arbitrate on it again.
+                primary = c.arbitrate(timeout=wait) if c.arbitrating else c.open_stream(timeout=wait)
+            except P4RuntimeError as err:
+                if err.code != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise self.explain(err, "become the primary controller") from None
+                # The switch refused the election id: a live controller has it (p4netem-switch:
+                # "election id N is already used by another controller ...").
+                raise NotPrimaryError(err.code, f"cannot become the primary controller of device {c.device_id} "
+                                      f"at {c.address}: another controller is connected with our election id "
+                                      f"{c.election_id} (the switch said: {err.message}); try again once it has "
+                                      "finished", holder=c.election_id) from None
+            if not primary:
+                highest, present = c.primary_election_id, c.primary_present
+                c.release()
+                if present:
+                    why = f"the controller with election id {highest} is the primary (ours is {c.election_id})"
+                else:
+                    why = (f"no controller is primary, but our election id {c.election_id} is below the highest "
+                           f"the switch has seen, {highest} (it keeps it for as long as it runs)")
+                raise NotPrimaryError(grpc.StatusCode.PERMISSION_DENIED, f"cannot become the primary controller "
+                                      f"of device {c.device_id} at {c.address}: {why}",
+                                      holder=highest if present else None)
+            try:
+                if self.checked_generation != c.generation:
+                    self.adopt_pipeline()
+            except BaseException:
+                self.release_primary()
+                raise
+
+    def release_primary(self) -> None:
+        """Close the stream acquire_primary() opened: the switch forgets this controller (its
+        primary leaves; the next controller with an election id at least the highest seen takes
+        over by asking), keeping the channel for reads and the next acquire_primary()."""
+        with self.lock:
+            if self.client.arbitrating:
+                self.client.release()
 
     def verify_pipeline(self, p4info: P4Info | None = None) -> None:
         """Ask the switch whether it runs the pipeline of `p4info` (default: the local contract):

@@ -244,6 +244,7 @@ class P4RuntimeClient:
         self._digests: queue.Queue[p4runtime_pb2.DigestList] = queue.Queue()
         self._stream_errors: queue.Queue[p4runtime_pb2.StreamError] = queue.Queue()
         self._reader: threading.Thread | None = None
+        self._stream_call: Any = None  # the StreamChannel call (release() cancels it if need be)
         self._closing = threading.Event()
         self.stream_failure: P4RuntimeError | None = None
         # Whether connect() opens the stream and arbitrates: what reconnect() does again, also
@@ -290,17 +291,69 @@ class P4RuntimeClient:
         if not arbitrate:
             self.generation += 1
             return self
-        self._requests = queue.Queue()
-        responses = self._stub.StreamChannel(self._request_iterator(self._requests))
-        self._reader = threading.Thread(target=self._read_stream, args=(responses,), daemon=True, name="p4rt-stream")
-        self._reader.start()
         try:
-            self.arbitrate(timeout=timeout)
+            self.open_stream(timeout=timeout)
         except BaseException:
             self.close()
             raise
         self.generation += 1
         return self
+
+    def open_stream(self, timeout: float | None = None) -> bool:
+        """Open the StreamChannel on the open channel and arbitrate with this client's election id;
+        returns is_primary. With release(), a client holds the primary role only while it writes
+        (the web server): between the two the switch does not know this controller at all, so
+        another one with the same election id can write. A refused arbitration (the election id
+        is used by a live controller) raises, and leaves the channel as it was, without a stream."""
+        if self._stub is None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "client is not connected")
+        if self._reader is not None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "a stream is already open: release() it first")
+        self.arbitrating = True
+        self.stream_failure = None
+        self._requests = queue.Queue()
+        self._arbitration = queue.Queue()
+        self._stream_call = self._stub.StreamChannel(self._request_iterator(self._requests))
+        self._reader = threading.Thread(target=self._read_stream, args=(self._stream_call,), daemon=True,
+                                        name="p4rt-stream")
+        self._reader.start()
+        try:
+            return self.arbitrate(timeout=timeout)
+        except BaseException:
+            # No answer (a switch that stopped answering) or a refusal: nothing to wait for.
+            self.release(timeout=0)
+            raise
+
+    def release(self, timeout: float | None = None) -> bool:
+        """Close the stream, keep the channel: the switch forgets this controller (a primary leaves
+        the group without one, P4Runtime's rule; the next controller whose election id is at least
+        the highest ever seen becomes primary by asking). The stream is half-closed and the switch
+        ends it once it has removed the controller (p4netem-switch: dataplane/src/p4rt/server.rs,
+        stream_closed before the response stream ends), so on return another controller can take
+        the same election id. A server that does not end the stream within `timeout` (None: the
+        connect timeout) has it cancelled (returns False: the switch learns it from the
+        RST_STREAM, a moment later). Reads go on; a write is PERMISSION_DENIED until open_stream()."""
+        if timeout is None:
+            timeout = self.timeout if self.connect_timeout is None else self.connect_timeout
+        reader, call = self._reader, self._stream_call
+        self._closing.set()  # the stream's end is ours, not a failure
+        self._requests.put(None)
+        ended = True
+        if reader is not None:
+            reader.join(timeout)
+            if reader.is_alive():
+                ended = False
+                if call is not None:
+                    call.cancel()
+                reader.join(CLOSE_TIMEOUT_S)
+        self._reader = None
+        self._stream_call = None
+        self._closing.clear()
+        self.stream_failure = None
+        self.arbitrating = False
+        self.is_primary = False
+        self.primary_present = None  # no stream: the switch tells us nothing any more
+        return ended
 
     def _wait_ready(self, timeout: float) -> bool:
         """Whether a server answers on the channel within `timeout`: a Capabilities call that waits
@@ -417,6 +470,7 @@ class P4RuntimeClient:
         if self._reader is not None:
             self._reader.join(timeout=2)
             self._reader = None
+        self._stream_call = None
 
     def __enter__(self) -> P4RuntimeClient:
         if self._channel is None:

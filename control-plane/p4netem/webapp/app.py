@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..control.readback import SwitchStats
+from ..control.session import NotPrimaryError
 from ..p4rt import GrpcTls, P4RuntimeError
 from ..profiles import ProfileError
 from ..profiles.errors import Problem
@@ -173,6 +174,13 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
     @app.exception_handler(P4RuntimeError)
     async def _switch_error(request: Request, exc: P4RuntimeError):
         return switch_error(session.address, exc)
+
+    @app.exception_handler(NotPrimaryError)
+    async def _not_primary(request: Request, exc: NotPrimaryError):
+        # Another controller writes at this moment (or holds our election id): the web's write is
+        # refused, nothing was written, and it can be tried again once that controller is done.
+        return JSONResponse(status_code=409, content={"error": f"switch {session.address}: {exc.message}",
+                                                      "code": exc.code.name, "election_id": exc.holder})
 
     @app.exception_handler(BusyError)
     async def _busy(request: Request, exc: BusyError):

@@ -1,10 +1,20 @@
 """The web server's two connections to the switch, shared by every request.
 
-Writes (apply, set, reset, timelines) go through one primary Controller; reads (show, stats,
-radio, metrics, the live stream) through a second, read-only one (no arbitration: it never
-disturbs a controller), so the page keeps updating while a timeline holds the writer. A
-Controller is not thread-safe and FastAPI runs plain endpoints on a thread pool: each connection
-has its own lock. Stats come from a StatsPoller (control/stats_poller.py): per refresh one Read of
+Reads (show, stats, radio, metrics, the live stream) go through a read-only Controller (no
+arbitration: it never disturbs a controller), so the page keeps updating while a timeline holds
+the writer. Writes (apply, set, reset, self-service, timelines) go through a second Controller
+whose connection has no stream between writes either: each write opens the StreamChannel,
+arbitrates with --election-id, writes and closes the stream (Controller.primary_role); a timeline
+holds it while it plays. So the web is a controller of the switch only while it writes, and the
+CLI, or a `p4netem switch` service restarted under the web, writes with the same default election
+id 1 in between (the web used to hold it for as long as it ran, and they exited 3: "election id 1
+is already used by another controller"). A giant election id would not do: the switch keeps the
+highest it has seen (P4Runtime), which would lock id-1 controllers out for good. A write while
+another controller is primary, or holds our election id, answers 409 naming it (NotPrimaryError).
+The writer's channel stays open between writes: the stream costs a write about 2 ms, a new
+connection about 8 ms. A Controller is not thread-safe and FastAPI runs plain endpoints on a
+thread pool: each connection has its own lock. Stats come from a StatsPoller
+(control/stats_poller.py): per refresh one Read of
 the counters that can have changed, the rules read again only after a write (ours at once,
 another controller's within its layout check). A lost connection is re-opened on the next call (the switch may restart under
 a long-running web server). Stats are cached for a fraction of the refresh period so that the
@@ -46,6 +56,7 @@ import grpc
 
 from ..control import Controller
 from ..control.controller import SwitchStats
+from ..control.session import NoPipelineError
 from ..control.stats_poller import StatsPoller
 from ..p4rt import GrpcTls, P4Info, P4RuntimeError
 from ..paths import p4info_path
@@ -128,6 +139,7 @@ class SwitchSession:
         self.retry_s = retry_s
         self.stats_max_age_s = stats_max_age_s
         self.uploaded: dict[str, Profile] = {}
+        # Its connection has no stream between writes: write() takes the primary role for each.
         self._writer = _Connection(self, primary=True)
         self._exclusive = False  # a timeline holds the writer
         self._reader = _Connection(self, primary=False)
@@ -136,17 +148,23 @@ class SwitchSession:
         self.stats_reads = 0  # reads of the switch's counters (the cache's misses)
 
     def write(self, fn: Callable[[Controller], T], *, blocking: bool = True, exclusive: bool = False) -> T:
-        """Run fn with the primary controller, after the writes before it. blocking=False raises
-        BusyError while a timeline (a write with exclusive=True) holds it, rather than waiting
-        for the timeline's end; two requests' writes at the same moment just take turns."""
+        """Run fn as the primary controller, after the writes before it: the stream is opened and
+        closed around it (NotPrimaryError if another controller has the role or our election
+        id). blocking=False raises BusyError while a timeline (a write with exclusive=True)
+        holds it, rather than waiting for the timeline's end; two requests' writes at the same
+        moment just take turns."""
         lock = self._writer.lock
         while not lock.acquire(timeout=0.05):
             if not blocking and self._exclusive:
                 raise BusyError("a timeline is running: stop it first (DELETE /api/timelines)")
         if exclusive:
             self._exclusive = True
+
+        def as_primary(ctl: Controller) -> T:
+            with ctl.primary_role():
+                return fn(ctl)
         try:
-            return self._writer.use(fn)
+            return self._writer.use(as_primary)
         finally:
             if exclusive:
                 self._exclusive = False
@@ -161,12 +179,22 @@ class SwitchSession:
         return P4Info.load(path) if path.exists() else None
 
     def connect(self, primary: bool) -> Controller:
-        """A new controller: its (re)connections wait at most connect_timeout, its calls `timeout`
-        unless a keepalive PING goes unanswered first."""
-        ctl = Controller.connect(self.address, device_id=self.device_id, election_id=self.election_id,
-                                 primary=primary, timeout=self.timeout, connect_timeout=self.connect_timeout,
-                                 keepalive_s=self.keepalive_s, tls=self.tls, p4info=self.local_p4info,
-                                 profiles=list(self.uploaded.values()))
+        """A new controller, without a stream (write() arbitrates for each write): its
+        (re)connections wait at most connect_timeout, its calls `timeout` unless a keepalive PING
+        goes unanswered first. The writer (`primary`) of a switch without a pipeline (bmv2 before
+        its first controller) connects as primary once to push it."""
+        def connect(arbitrate: bool) -> Controller:
+            return Controller.connect(self.address, device_id=self.device_id, election_id=self.election_id,
+                                      primary=arbitrate, timeout=self.timeout, connect_timeout=self.connect_timeout,
+                                      keepalive_s=self.keepalive_s, tls=self.tls, p4info=self.local_p4info,
+                                      profiles=list(self.uploaded.values()))
+        try:
+            ctl = connect(False)
+        except NoPipelineError:
+            if not primary:
+                raise
+            ctl = connect(True)
+            ctl.session.release_primary()
         # _Connection reconnects (and remembers a failure for retry_s): a read that met UNAVAILABLE
         # is answered as it is, not after a reconnection of the session's own.
         ctl.session.read_retry = False
