@@ -134,6 +134,84 @@ def test_service_notifier_speaks_sd_notify_to_paths_and_abstract_sockets(tmp_pat
     assert "cannot notify the service manager at NOTIFY_SOCKET: [Errno 2]" in err, err
 
 
+def test_the_watchdog_is_this_process_s_only_and_not_inherited(monkeypatch, capfd) -> None:
+    """sd_watchdog_enabled(3): $WATCHDOG_USEC applies when $WATCHDOG_PID is unset or names this
+    process; both leave the environment (the switch started from here must not inherit them)."""
+    from p4netem.service_notify import watchdog_from_environment
+
+    for pid, expected in ((None, 2.5), (str(os.getpid()), 2.5), ("1", None)):
+        monkeypatch.setenv("WATCHDOG_USEC", "2500000")
+        if pid is None:
+            monkeypatch.delenv("WATCHDOG_PID", raising=False)
+        else:
+            monkeypatch.setenv("WATCHDOG_PID", pid)
+        assert watchdog_from_environment() == expected, pid
+        assert "WATCHDOG_USEC" not in os.environ and "WATCHDOG_PID" not in os.environ
+    monkeypatch.setenv("WATCHDOG_USEC", "soon")
+    assert watchdog_from_environment() is None
+    assert "WATCHDOG_USEC='soon' is not a positive number of microseconds" in capfd.readouterr().err
+    assert ServiceNotifier(None, 2.5).watchdog_s is None  # nobody to send WATCHDOG=1 to
+
+
+def test_the_watchdog_hears_from_a_switch_that_answers_and_not_from_a_frozen_one(switch_bin: str) -> None:
+    """Run as a unit with WatchdogSec= (systemd sets WATCHDOG_USEC), `p4netem switch` sends
+    WATCHDOG=1 from its own pid after READY=1, but not while the switch is frozen (SIGSTOP: its
+    P4Runtime server does not answer), so systemd would kill and restart the unit; it does again once
+    the switch runs on."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root", pytrace=False)
+    addr = f"127.0.0.1:{free_tcp_port()}"
+    address = f"@p4n-wd-{uuid.uuid4().hex}"
+    with notify_socket(address) as sock:
+        proc = subprocess.Popen([str(P4NETEM), "switch", "--switch", addr, "--binary", switch_bin,
+                                 "--rt-priority", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "NOTIFY_SOCKET": address, "WATCHDOG_USEC": "2000000"})
+        switch_pid = None
+        try:
+            def keep_alives(seconds: float, until: int | None = None) -> list[float]:
+                """Arrival times of WATCHDOG=1 within `seconds` (or up to the `until`th)."""
+                got: list[float] = []
+                end = time.monotonic() + seconds
+                while time.monotonic() < end and (until is None or len(got) < until):
+                    for pid, fields in notifications(sock, max(0.01, end - time.monotonic())):
+                        assert pid == proc.pid, (pid, fields)  # NotifyAccess=main
+                        if fields.get("WATCHDOG") == "1":
+                            got.append(time.monotonic())
+                        if until is not None and len(got) >= until or time.monotonic() >= end:
+                            break
+                return got
+
+            told = []
+            for _, fields in notifications(sock, 60):
+                told.append(fields)
+                assert "WATCHDOG" not in fields, told  # not before it is ready
+                if "READY" in fields:
+                    break
+            assert told and "READY" in told[-1], (told, proc.poll())
+            (switch_pid,) = _children(proc.pid)
+            assert b"WATCHDOG_USEC=" not in Path(f"/proc/{switch_pid}/environ").read_bytes()
+            assert len(keep_alives(30, until=3)) == 3        # every 0.5 s here, while it answers
+            os.kill(switch_pid, signal.SIGSTOP)
+            # A probe answered just before the stop may still be told; after 2 s none can be.
+            keep_alives(2)
+            assert keep_alives(4) == [], "WATCHDOG=1 for a frozen switch"
+            assert proc.poll() is None  # systemd, not p4netem switch, acts on a missed watchdog
+            os.kill(switch_pid, signal.SIGCONT)
+            assert len(keep_alives(30, until=2)) == 2
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0, (out, err)
+        finally:
+            if switch_pid is not None:
+                try:
+                    os.kill(switch_pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (Debian: systemd)")
 def test_the_shipped_unit_verifies_and_its_variables_are_the_example_files(tmp_path) -> None:
     # verify checks that ExecStart's program exists: the unit as installed with the repository at
@@ -146,6 +224,8 @@ def test_the_shipped_unit_verifies_and_its_variables_are_the_example_files(tmp_p
 
     settings = unit_settings(UNIT)
     assert settings["Restart"] == ["on-failure"] and settings["KillMode"] == ["mixed"]
+    # A hung switch is restarted: the watchdog's keep-alives come from `p4netem switch` (below).
+    assert settings["WatchdogSec"] == ["30"]
     # Started once it shapes (READY=1 from `p4netem switch` itself, not from the switch it runs).
     assert settings["Type"] == ["notify"] and settings["NotifyAccess"] == ["main"]
     # Hardening that would take the switch's raw sockets, XDP, SCHED_FIFO, /dev/cpu_dma_latency,

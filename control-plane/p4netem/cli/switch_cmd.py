@@ -136,6 +136,41 @@ def _start_profile(apply: str | None, netem: str | None, netem_uplink: str | Non
     return kinds, " ".join(f"{option} {shlex.quote(value)}" for option, value in given.items())
 
 
+def _run_watched(proc: subprocess.Popen, stops: _StopSignals, notifier: ServiceNotifier, addr: str,
+                 device_id: int) -> int:
+    """Wait for the switch like stops.wait(), telling systemd's watchdog (WatchdogSec=) that it is
+    alive, WATCHDOG=1, every quarter of the timeout for as long as its P4Runtime server answers
+    within another quarter: a switch that is stopped, hung or deadlocked under its control lock
+    goes unanswered, systemd kills the unit when the timeout passes and Restart= brings it back
+    with its start profile. (A switch that exits needs no watchdog: the wait returns.) Its data-plane
+    thread is not probed: it holds no lock the server needs, so a server that answers says nothing
+    about it."""
+    from ..p4rt import P4RuntimeClient, P4RuntimeError
+
+    assert notifier.watchdog_s is not None
+    quarter = notifier.watchdog_s / 4
+    probe = P4RuntimeClient(addr, device_id=device_id, timeout=quarter)
+    next_probe = 0.0
+    try:
+        while True:
+            try:
+                return proc.wait(timeout=min(1.0, quarter))
+            except subprocess.TimeoutExpired:
+                stops.check()
+            if time.monotonic() < next_probe:
+                continue
+            next_probe = time.monotonic() + quarter
+            try:
+                if not probe.connected:
+                    probe.connect(timeout=quarter, arbitrate=False)  # a channel, no controller
+                if probe.answers(quarter):
+                    notifier.keep_alive()
+            except P4RuntimeError:
+                pass  # not answering: no keep-alive this time
+    finally:
+        probe.close()
+
+
 @guarded
 def switch(
     ctx: typer.Context,
@@ -252,7 +287,7 @@ def switch(
                       f"port map {pm}{applied}. Ctrl-C stops it.", highlight=False)
         stops.check()
         notifier.ready(f"running: {names}; P4Runtime {addr}; port map {pm}{applied}")
-        rc = stops.wait(proc)
+        rc = _run_watched(proc, stops, notifier, addr, device_id) if notifier.watchdog_s else stops.wait(proc)
         notifier.status(f"p4netem-switch exited with code {rc}")  # a crash: `systemctl status` says so
     except (KeyboardInterrupt, _Stopped) as stop:
         notifier.stopping("stopping p4netem-switch")

@@ -368,6 +368,12 @@ class P4RuntimeClient:
             return err.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
         return True
 
+    def answers(self, timeout: float) -> bool:
+        """Whether the server answers a Capabilities call within `timeout` (any answer counts, as
+        in connect()): a liveness probe, e.g. before `p4netem switch` tells systemd's watchdog
+        that the switch is alive. False when not connected."""
+        return self._stub is not None and self._wait_ready(timeout)
+
     @property
     def connected(self) -> bool:
         """True while the channel is open and, if a stream was opened, the stream is alive."""
