@@ -8,12 +8,22 @@ process of `experiment run --parallel` went on waiting for its driver's next mes
 driver waited for it to close. `StopSignals` raises and also remembers the stop; `check()` raises
 it again where the program goes on (after a fork, at the top of a loop), and `wait()` waits for a
 process while looking every second.
+
+Where the stop must end a program that has no handle on the handler (a command's lab CLI, its page
+loads, the experiment driver: `p4netem.cli.signals.interrupt_on_termination`), `handling()`
+installs a StopSignals for a block and `check_pending()`, called at the top of the few loops and
+waits where such a program spends its time, raises the stop it remembered. Python discards it
+also in finalizers (`__del__`, e.g. subprocess.Popen's, run for every Popen a lab drops, weakref
+and gc callbacks), not only in at-fork callbacks.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 
 
 class StopSignals:
@@ -44,3 +54,44 @@ class StopSignals:
                 return proc.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 self.check()
+
+
+# The StopSignals of the `handling` blocks being run, innermost last.
+_handling: list[StopSignals] = []
+
+
+@contextlib.contextmanager
+def handling(stops: StopSignals, signums: tuple[int, ...]) -> Iterator[StopSignals]:
+    """`stops` handles `signums` for the block (the handlers before it again after it), and
+    check_pending() raises what it remembered."""
+    saved = {s: signal.signal(s, stops) for s in signums}
+    _handling.append(stops)
+    try:
+        yield stops
+    finally:
+        _handling.remove(stops)
+        for s, h in saved.items():
+            signal.signal(s, h)
+
+
+def check_pending() -> None:
+    """Raise a stop that the StopSignals of a `handling` block remembered (none outside one: a
+    library caller, a test). For the top of a long loop or wait that goes on by itself (a loop
+    over page loads, the wait for a host command), never for a close: the stop is raised again
+    each time."""
+    for stops in _handling:
+        stops.check()
+
+
+def communicate(proc: subprocess.Popen, timeout: float) -> tuple:
+    """proc.communicate(timeout=timeout), raising a pending stop (check_pending) within a second.
+    subprocess.TimeoutExpired after `timeout` as communicate's own; the process is left running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        check_pending()
+        left = deadline - time.monotonic()
+        try:
+            return proc.communicate(timeout=max(0.0, min(1.0, left)))
+        except subprocess.TimeoutExpired:
+            if left <= 1.0:
+                raise subprocess.TimeoutExpired(proc.args, timeout) from None

@@ -455,3 +455,50 @@ def test_trace_load_plays_a_trace_in_the_data_plane(bare_switch: SwitchProcess, 
     assert placed["uplink"]["cells"] == 1000 and placed["uplink"]["index_cells"] == 2001
     assert placed["downlink"]["cells"] == 3500 and placed["downlink"]["index_cells"] == 6002
     assert cli("trace", "load", addr=addr).returncode == 1
+
+
+def _shared_objects(pid: int | str) -> set[str]:
+    """The Python extension modules and libraries of Python's own directories mapped in a process."""
+    return set(re.findall(r"/\S*python3[.\d]*/\S+\.so\b", Path(f"/proc/{pid}/maps").read_text()))
+
+
+def test_the_command_starts_from_its_entry_module() -> None:
+    """The installed script imports the entry of control-plane/pyproject.toml: a venv installed before
+    the entry changed still imports the CLI itself (make reinstalls it: pyproject.toml is a
+    prerequisite of its stamp)."""
+    entry = re.search(r'^p4netem = "([\w.]+):main"', (Path(__file__).resolve().parents[2] / "control-plane" /
+                                                   "pyproject.toml").read_text(), re.M).group(1)
+    assert f"from {entry} import main" in P4NETEM.read_text(), f"{P4NETEM} is stale: run make (or pip install -e control-plane)"
+
+
+def test_ctrl_c_while_the_command_line_starts_exits_130_without_a_traceback() -> None:
+    """Ctrl-C in the second or so `p4netem` spends importing (P4Runtime, grpc, typer, every command
+    group) printed a KeyboardInterrupt traceback. SIGINT at moments from the first import of the
+    command's own (an extension module the bare interpreter does not load: its start and `site`,
+    which are Python's, are over) past the end of the imports: each run exits 130 quietly, or
+    finishes (--help printed), or dies of the signal after Python restored its default at exit."""
+    # What the interpreter maps by itself, its start and `site` done (one waiting on its input).
+    probe = subprocess.Popen([sys.executable, "-c", "import sys; print(flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        probe.stdout.readline()
+        bare = _shared_objects(probe.pid)
+    finally:
+        probe.communicate("")
+    outcomes = []
+    for delay in (0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0):
+        proc = subprocess.Popen(default_sigint([str(P4NETEM), "--help"]), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "100"})
+        try:
+            while proc.poll() is None and not _shared_objects(proc.pid) - bare:
+                time.sleep(0.0005)
+        except OSError:
+            pass  # ended already
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, (delay, proc.returncode, err)
+        assert proc.returncode in (130, 0, -signal.SIGINT), (delay, proc.returncode, err)
+        assert proc.returncode != 130 or (out, err) == ("", ""), (delay, out, err)
+        outcomes.append(proc.returncode)
+    assert 130 in outcomes, outcomes  # some did land in the imports

@@ -20,6 +20,7 @@ Exit codes a script can rely on (every command):
   3    the switch could not be reached or refused the request (not primary, bad request); the
        message carries the gRPC status name, e.g. `error: switch 127.0.0.1:9559: UNAVAILABLE: ...`
   130  a timeline was interrupted with Ctrl-C (the switch keeps the last profile applied)
+       or any command while it starts (p4netem_entry: no traceback)
 
 Errors are printed on stderr, first line starting with `error:`; warnings with `warning:`.
 `--json` (apply, set, show, stats, replay, host-check, radio show, distribution load/show, timeline

@@ -4,6 +4,13 @@ the `with` blocks owning namespaces, servers and the switch always run their cle
 The exception is a SystemExit, not a KeyboardInterrupt: Mininet's CLI catches KeyboardInterrupt
 to interrupt the command running on a host (Ctrl-C at its prompt), which must stay so, while a
 termination request must end the whole lab.
+
+The stop is also remembered (p4netem.stop_signals): Python runs the handler at the next bytecode,
+which may be in a finalizer (a dropped subprocess.Popen's __del__) or an at-fork callback, where it
+prints the exception as "Exception ignored" and drops it; the command then went on (a lab stayed up
+at its prompt, a measure ran its remaining loads). The loops where these commands spend their time
+(the lab CLI's commands and host-command waits, measure's loads and the loader's wait, the
+experiment driver's loop) raise it again with stop_signals.check_pending().
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import TypeVar
 import typer
 
 from ..lab.netns import LabError
+from ..stop_signals import StopSignals, handling
 from .common import error, warning
 
 T = TypeVar("T")
@@ -32,15 +40,8 @@ class Terminated(SystemExit):
 
 @contextlib.contextmanager
 def interrupt_on_termination() -> Iterator[None]:
-    def handler(signum, frame):  # noqa: ARG001
-        raise Terminated(signum)
-
-    saved = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
+    with handling(StopSignals(Terminated), (signal.SIGTERM, signal.SIGHUP)):
         yield
-    finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
 
 
 def run_recording(what: str, out_dir: Path, job: Callable[[], T]) -> T:

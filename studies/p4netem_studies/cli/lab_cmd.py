@@ -31,6 +31,7 @@ from rich.table import Table
 
 from p4netem.cli.common import EXIT_PROBLEM, error, stdout_console
 from p4netem.cli.signals import Terminated, interrupt_on_termination
+from p4netem.stop_signals import check_pending
 
 from ..mininet.topology import TopologyError, load_topology, topology_names
 from . import run_options
@@ -211,6 +212,7 @@ def up(
                     console.print(f"profile {link_prof.name} on every host's own link")
                 served = _serve(lab, serve, Path(work)) if serve else None
                 try:
+                    check_pending()  # a SIGTERM Python dropped while the lab started (cli.signals)
                     _describe(lab, served)
                     if cmd:
                         script = Path(work) / "commands"

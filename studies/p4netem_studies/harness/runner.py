@@ -19,6 +19,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from p4netem.stop_signals import check_pending
+
 from ..mininet.slots import AppliedProfile
 from ..mininet.topology import load_topology
 from ..web.capture import Capture, read_pcap
@@ -411,6 +413,8 @@ class Runner:
         try:
             self.session.start()
             for index, (cond, rep) in enumerate(schedule):
+                # A SIGTERM Python dropped during the lab's start or the last load (cli.signals).
+                check_pending()
                 self.on_event("load", {"index": index, "total": len(schedule),
                                        "condition": cond, "rep": rep})
                 rec = self.session.run(cond, rep, pcap=self.session.pcap_dir / f"{index:04d}.pcap")

@@ -10,6 +10,7 @@ from select import POLLERR, POLLHUP, POLLIN, POLLNVAL, poll
 from mininet.cli import CLI
 from mininet.log import error, output
 from mininet.util import quietRun
+from p4netem.stop_signals import check_pending
 
 from ..harness.protocols import PROTOCOLS, protocol
 
@@ -29,6 +30,13 @@ class LabCLI(CLI):
         self._stdin_done = False   # standard input at its end: polled no more (waitForNode)
         super().__init__(lab.net, **kwargs)
 
+    def onecmd(self, line: str):
+        """A line (typed or of the script), then a SIGTERM that Python dropped while it ran
+        (p4netem.cli.signals) ends `lab up` before the next line or prompt."""
+        stop = super().onecmd(line)
+        check_pending()
+        return stop
+
     def waitForNode(self, node) -> None:
         """Mininet's waitForNode (a host command's output printed, keys typed sent to it), with
         two changes:
@@ -40,7 +48,8 @@ class LabCLI(CLI):
         - in a script (`lab up --cmd`), Ctrl-C ends the script as it would a shell script: the
           command is interrupted and KeyboardInterrupt goes on to `lab up` (exit 130, the lab
           removed, the lines after it not run). Interactively it interrupts the command only, as
-          in Mininet."""
+          in Mininet;
+        - a SIGTERM that Python dropped (p4netem.cli.signals) ends the wait within a second."""
         node_out = poll()
         node_out.register(node.stdout, POLLIN)
         both = poll()
@@ -51,7 +60,8 @@ class LabCLI(CLI):
             quietRun("stty -icanon min 1")  # as Mininet: keys go to the command one by one
         while True:
             try:
-                events = dict(both.poll())
+                check_pending()   # a dropped SIGTERM (p4netem.cli.signals): looked for every second
+                events = dict(both.poll(1000))
                 if not self._stdin_done:
                     ev = events.get(self.stdin.fileno(), 0)
                     if ev & POLLIN:

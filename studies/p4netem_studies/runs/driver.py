@@ -23,6 +23,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from p4netem.stop_signals import check_pending
+
 from .store import Job, RunStore
 from .worker import write_file
 
@@ -71,6 +73,8 @@ class Driver:
             return
         try:
             while self._queue or any(l.state == "busy" for l in self._labs.values()):
+                # A SIGTERM Python dropped (p4netem.cli.signals): the loop turns every second.
+                check_pending()
                 self._fill_labs()
                 self._dispatch()
                 for handle, msg in self.backend.wait([l.handle for l in self._labs.values()], 1.0):

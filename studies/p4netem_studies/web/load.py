@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from p4netem.stop_signals import communicate
+
 from .manifest import Manifest
 from .netns import ns_argv, parse_hosts
 from .nodejs import node_argv
@@ -172,7 +174,9 @@ def run_loader(ns: str | None, protocol: str, manifest_path: str | Path, *,
     proc = subprocess.Popen(ns_argv(ns, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=timeout_s + 60)
+        # A load can take minutes: a SIGTERM Python dropped (p4netem.cli.signals) ends the wait
+        # within a second (the lab's close ends the loader).
+        out, err = communicate(proc, timeout=timeout_s + 60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
