@@ -29,7 +29,7 @@ from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 
 from p4netem.lab.owner import tear_down_own_labs
-from p4netem.stop_signals import StopSignals
+from p4netem.stop_signals import StopSignals, handling
 
 from .worker import LabWorker
 
@@ -59,7 +59,12 @@ def _lab_main(conn, session: dict, lab_id: str, index: int, shared: bool, run_di
     # the lab went on waiting for its driver's next message while the driver waited for it to
     # close; the loop raises it again (p4netem.stop_signals).
     stops = StopSignals(lambda signum: SystemExit(128 + signum), once=True)
-    signal.signal(signal.SIGTERM, stops)
+    # Registered (stop_signals.handling) so that the waits inside a load (the page loader's)
+    # raise a dropped stop within a second too, not only the loop below after the load. Never
+    # left: the teardown below sets SIGTERM aside itself, and the process ends after it. (Kept in
+    # a variable: a generator's context manager that is dropped is closed, its handler undone.)
+    registered = handling(stops, (signal.SIGTERM,))
+    registered.__enter__()
     # Mininet and the servers print: into the lab's own log, never over the driver's progress.
     log_dir = Path(run_dir) / "logs" / lab_id
     log_dir.mkdir(parents=True, exist_ok=True)
