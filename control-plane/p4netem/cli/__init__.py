@@ -31,6 +31,7 @@ run, trace run/load; lab clean and experiment status too) prints machine-readabl
 from __future__ import annotations
 
 from importlib.metadata import entry_points
+from typing import Annotated
 
 import typer
 
@@ -48,9 +49,22 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        from ..paths import switch_binary
+        print(f"p4netem {version('p4netem')} (switch binary: {switch_binary()})")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global_options(grpc_ca: GrpcCa = None, grpc_cert: GrpcCert = None, grpc_key: GrpcKey = None,
-                    grpc_server_name: GrpcServerName = None) -> None:
+                    grpc_server_name: GrpcServerName = None,
+                    version: Annotated[bool, typer.Option(
+                        "--version", "-V", is_eager=True, callback=_print_version,
+                        help="Print the version of p4netem and the switch binary it runs, then exit.")] = False,
+                    ) -> None:
     """p4netem: a P4-programmable network emulator. Profiles, switch control, labs.
 
     A switch on another machine speaks P4Runtime over TLS: give --grpc-ca (and --grpc-cert,
