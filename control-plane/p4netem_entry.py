@@ -1,7 +1,7 @@
 """The `p4netem` command's entry point (control-plane/pyproject.toml, [project.scripts]).
 
 A Ctrl-C while the command line starts (its imports: the P4Runtime protobufs, grpc, typer, every
-command group; about a second, more on a loaded machine) printed a KeyboardInterrupt traceback.
+command group; about half a second, more on a loaded machine) printed a KeyboardInterrupt traceback.
 Here it ends the command quietly with exit 130, as a shell's commands do. Once a command runs,
 its own handling of Ctrl-C holds (click's "Aborted!", a lab's or a timeline's exit 130).
 

@@ -6,7 +6,9 @@ param lists and the drop reasons come from the contract's P4Info (p4netem.schema
 
 from __future__ import annotations
 
+import functools
 from enum import IntEnum
+from typing import Any
 
 from . import schema
 
@@ -88,15 +90,37 @@ RADIO_PROMOTIONS = f"{INGRESS}.radio_promotions"
 MAC_LEARN_DIGEST = "mac_learn_digest_t"
 RADIO_STATE_DIGEST = "radio_state_digest_t"
 
-# set_impairment and set_radio parameters, in contract order (from the P4Info: schema.py). All are
-# required by P4Runtime; 0 means "off" (for set_radio timers: never).
-IMPAIRMENT_PARAMS = tuple(name for _, name, _ in schema.action_params(SET_IMPAIRMENT))
-RADIO_PARAMS = tuple(name for _, name, _ in schema.action_params(SET_RADIO))
 
-# Drop reasons, the `reason` part of a drops index (from the P4Info: schema.py).
-DropReason = IntEnum("DropReason", [(name.upper(), i) for i, name in enumerate(schema.drop_reasons(DROPS))])
-DropReason.__doc__ = "Drop reasons, in the drops counter's index order (P4Info @p4netem_drop_reasons)."
-DROP_REASONS_PER_PD = schema.drop_reason_stride(DROPS, PROFILE_IN)
+@functools.cache
+def _from_contract() -> dict[str, Any]:
+    """The names read from the contract's P4Info (schema.py), made when one is first used (module
+    __getattr__): parsing the P4Info text takes about 30 ms, which every `p4netem` command paid at
+    start-up, `--help` included, when they were made at import."""
+    # set_impairment and set_radio parameters, in contract order. All are required by P4Runtime;
+    # 0 means "off" (for set_radio timers: never).
+    impairment_params = tuple(name for _, name, _ in schema.action_params(SET_IMPAIRMENT))
+    radio_params = tuple(name for _, name, _ in schema.action_params(SET_RADIO))
+    # Drop reasons, the `reason` part of a drops index.
+    drop_reason = IntEnum("DropReason", [(name.upper(), i) for i, name in enumerate(schema.drop_reasons(DROPS))],
+                          module=__name__)
+    drop_reason.__doc__ = "Drop reasons, in the drops counter's index order (P4Info @p4netem_drop_reasons)."
+    return {"IMPAIRMENT_PARAMS": impairment_params, "RADIO_PARAMS": radio_params, "DropReason": drop_reason,
+            "DROP_REASONS_PER_PD": schema.drop_reason_stride(DROPS, PROFILE_IN)}
+
+
+_CONTRACT_NAMES = ("IMPAIRMENT_PARAMS", "RADIO_PARAMS", "DropReason", "DROP_REASONS_PER_PD")
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _CONTRACT_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals().update(_from_contract())  # from now on plain module attributes
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_CONTRACT_NAMES})
+
 
 UPLINK = 0
 DOWNLINK = 1
@@ -187,7 +211,7 @@ def pd_index(profile_id: int, direction: int) -> int:
 
 def drop_index(pd: int, reason: DropReason | int) -> int:
     """Index of the drops counter for one pd and reason."""
-    return pd * DROP_REASONS_PER_PD + int(reason)
+    return pd * _from_contract()["DROP_REASONS_PER_PD"] + int(reason)
 
 
 def state_time_index(ue: int, state: RadioState | int) -> int:
@@ -202,15 +226,17 @@ def promotion_index(ue: int, kind: PromotionKind | int) -> int:
 
 def radio_params(**given: int) -> dict[str, int]:
     """All set_radio parameters, the given ones set, the others 0 (off)."""
-    unknown = set(given) - set(RADIO_PARAMS)
+    names = _from_contract()["RADIO_PARAMS"]
+    unknown = set(given) - set(names)
     if unknown:
         raise ValueError(f"unknown set_radio parameter(s): {', '.join(sorted(unknown))}")
-    return {name: int(given.get(name, 0)) for name in RADIO_PARAMS}
+    return {name: int(given.get(name, 0)) for name in names}
 
 
 def impairment_params(**given: int) -> dict[str, int]:
     """All set_impairment parameters, the given ones set, the others 0 (off)."""
-    unknown = set(given) - set(IMPAIRMENT_PARAMS)
+    names = _from_contract()["IMPAIRMENT_PARAMS"]
+    unknown = set(given) - set(names)
     if unknown:
         raise ValueError(f"unknown set_impairment parameter(s): {', '.join(sorted(unknown))}")
-    return {name: int(given.get(name, 0)) for name in IMPAIRMENT_PARAMS}
+    return {name: int(given.get(name, 0)) for name in names}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from .p4rt.proto import p4info_pb2
 from .paths import REPO_ROOT
 
 __all__ = ["CONTRACT_P4INFO", "contract", "action_params", "drop_reasons", "drop_reason_stride",
@@ -26,6 +25,8 @@ DROP_REASONS_ANNOTATION = "p4netem_drop_reasons"
 @cache
 def contract():
     from google.protobuf import text_format
+
+    from .p4rt.proto import p4info_pb2
 
     return text_format.Parse(CONTRACT_P4INFO.read_text(encoding="utf-8"), p4info_pb2.P4Info())
 

@@ -499,6 +499,7 @@ def test_ctrl_c_while_the_command_line_starts_exits_130_without_a_traceback() ->
         out, err = proc.communicate(timeout=60)
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, (delay, proc.returncode, err)
         assert proc.returncode in (130, 0, -signal.SIGINT), (delay, proc.returncode, err)
-        assert proc.returncode != 130 or (out, err) == ("", ""), (delay, out, err)
+        # 130 says nothing; the help may be out already (the signal landed as click exited).
+        assert proc.returncode != 130 or err == "", (delay, out, err)
         outcomes.append(proc.returncode)
     assert 130 in outcomes, outcomes  # some did land in the imports

@@ -9,21 +9,16 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ..control import ApplyResult, Controller, Rule, RuleError, Timeline, load_rules, parse_rule_option
-from ..control.catalog import resolve_profile
-from ..profiles import Profile, ProfileError, builtin_profiles, load_profiles
-from ..profiles.errors import Problem
-from ..profiles.link import TracePlacement
-from ..profiles.netem import NetemSetup
-from ..profiles.summary import link_summary
-from .. import safe_yaml
-from ..safe_yaml import YamlInputError, read_text
 from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded,
                      warning)
 
+# The profiles, rules and controller are imported by the functions that use them (cli.common says why).
 if TYPE_CHECKING:
+    from ..control import ApplyResult, Controller, Rule
     from ..control.trace import MahimahiTrace
+    from ..profiles import Profile
     from ..profiles.mahimahi import MahimahiChain
+    from ..profiles.netem import NetemSetup
 
 RuleOpt = Annotated[Optional[list[str]], typer.Option(
     "--rule", "-r", metavar="KEY=VALUE,...",
@@ -44,6 +39,10 @@ ProfilesOpt = Annotated[Optional[list[Path]], typer.Option(
 
 
 def gather_rules(rule: list[str] | None, rules_file: Path | None) -> list[Rule]:
+    from ..control.rules import RuleError, load_rules, parse_rule_option
+    from ..profiles.errors import Problem
+    from ..safe_yaml import YamlInputError, read_text
+
     rules = [parse_rule_option(text) for text in rule or []]
     if rules_file is not None:
         try:
@@ -59,6 +58,11 @@ def gather_rules(rule: list[str] | None, rules_file: Path | None) -> list[Rule]:
 def gather_profiles(files: list[Path] | None) -> list[Profile]:
     """The profiles of --profiles: profile files, directories of them, and timeline files (whose
     inline `profiles:` and applied profile files count; their problems name the timeline's field)."""
+    if not files:
+        return []
+    from ..control.timeline import Timeline
+    from ..profiles.yaml_files import load_profiles
+
     profiles: list[Profile] = []
     for path in files or []:
         if _is_timeline(path):
@@ -71,6 +75,9 @@ def gather_profiles(files: list[Path] | None) -> list[Profile]:
 def _is_timeline(path: Path) -> bool:
     """A file whose YAML is a mapping with `steps:` (a timeline; no profile has that key). A file
     that cannot be read or parsed is left to the profile loader, which names the problem."""
+    from .. import safe_yaml
+    from ..safe_yaml import YamlInputError
+
     if path.is_dir():
         return False
     try:
@@ -81,6 +88,8 @@ def _is_timeline(path: Path) -> bool:
 
 
 def print_result(result: ApplyResult, as_json: bool) -> None:
+    from ..profiles.summary import link_summary
+
     for text in result.warnings:
         warning(text)
     if as_json:
@@ -138,6 +147,8 @@ def mahimahi_setup(command: str, name: str) -> tuple["MahimahiChain", dict[str, 
     with the traces' sizes (at cells 0: where the switch puts them is known once they are loaded).
     A bad chain, value or trace file raises ProfileError before anything is written."""
     from ..control.trace import load_trace
+    from ..profiles.errors import Problem, ProfileError
+    from ..profiles.link import TracePlacement
     from ..profiles.mahimahi import parse_mahimahi
 
     chain = parse_mahimahi(command, name=name)
@@ -208,6 +219,9 @@ def plan_apply(profile: str | None, *, netem: str | None = None, netem_uplink: s
     """Everything `apply` takes, read and checked without the switch (`apply`, and `switch
     --apply` before it starts the switch): a bad profile, rule or file raises ProfileError (exit 1),
     no or several profile sources typer.BadParameter (exit 2)."""
+    from ..control.catalog import resolve_profile
+    from ..profiles.library import builtin_profiles
+
     from_netem = netem is not None or netem_uplink is not None or netem_downlink is not None
     given = [what for what, on in (("PROFILE", profile is not None), ("netem options", from_netem),
                                    ("--mahimahi", mahimahi is not None)) if on]
@@ -291,6 +305,10 @@ def set_fields(
 
 def parse_assignments(items: list[str]) -> dict[str, object]:
     """["downlink.rate=1Mbit", "delay="] -> {"downlink.rate": "1Mbit", "delay": None}."""
+    from .. import safe_yaml
+    from ..profiles.errors import Problem, ProfileError
+    from ..safe_yaml import YamlInputError
+
     out: dict[str, object] = {}
     problems = []
     for item in items:
@@ -330,6 +348,8 @@ def reset(
     Deletes every classifier, profile and radio entry (any controller's), zeroes the counters,
     the shaping state and every UE's radio (IDLE, never seen), and keeps the port map. With
     --rule, removes only those rules and their profiles."""
+    from ..control.rules import parse_rule_option
+
     rules = [parse_rule_option(text) for text in rule or []]
     with connect(addr, device_id, election_id) as ctl:
         if rules:
@@ -353,5 +373,4 @@ def register(app: typer.Typer) -> None:
     app.command("reset")(reset)
 
 
-__all__ = ["register", "gather_rules", "gather_profiles", "print_result", "plan_apply", "write_apply", "ApplyPlan",
-           "Controller"]
+__all__ = ["register", "gather_rules", "gather_profiles", "print_result", "plan_apply", "write_apply", "ApplyPlan"]

@@ -12,14 +12,18 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..control import Controller, P4RuntimeError, ProfileError
-from ..lab.netns import LabError
+if TYPE_CHECKING:
+    from ..control import Controller
+
+# The command modules import what a command needs inside it, not at the top: every `p4netem`
+# command imports all of them to build the command line, and `p4netem --help` or `profiles list`
+# must not pay for grpc, the controller and every model (tests/unit/test_cli_startup.py).
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1  # bad profile/rule/timeline, a check that failed, the switch process failed
@@ -79,12 +83,10 @@ def use_tls(ca: Path | None, cert: Path | None, key: Path | None, server_name: s
     """Make every P4Runtime client of this process (and of the processes it starts) use this TLS.
     The clients read it from the environment (p4netem.p4rt.tls), so the commands of other packages
     (lab, measure, experiment) reach a secured switch without options of their own."""
-    import os
-
-    from ..p4rt.tls import ENV_CA, ENV_CERT, ENV_KEY, ENV_SERVER_NAME, GrpcTls, TlsConfigError
-
     if not any((ca, cert, key, server_name)):
         return
+    from ..p4rt.tls import ENV_CA, ENV_CERT, ENV_KEY, ENV_SERVER_NAME, GrpcTls, TlsConfigError  # grpc: only now
+
     try:
         tls = GrpcTls(ca=ca, cert=cert, key=key, server_name=server_name)
         tls.credentials()  # reads the files now: a bad one is named before any command runs
@@ -110,6 +112,9 @@ def warning(message: str) -> None:
 def connect(addr: str, device_id: int, election_id: int, *, write: bool = True,
             profiles: list | None = None) -> Controller:
     """A Controller; for write commands it must be primary (else exit 3 with the reason)."""
+    from ..control.controller import Controller
+    from ..p4rt.errors import P4RuntimeError
+
     ctl = Controller.connect(addr, device_id=device_id, election_id=election_id, primary=write,
                              timeout=5.0, profiles=profiles or ())
     if write and not ctl.is_primary:
@@ -132,6 +137,13 @@ def _permission_denied():
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _raised(module: str, name: str, exc: Exception) -> bool:
+    """isinstance(exc, module.name), without importing the module (commands import what they use,
+    and an exception of a class whose module was never imported cannot have been raised)."""
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(exc, getattr(loaded, name))
+
+
 def guarded(fn: F) -> F:
     """Map the package's exceptions to messages and exit codes."""
 
@@ -139,18 +151,18 @@ def guarded(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except ProfileError as exc:  # also RuleError and TimelineError: bad input, nothing written
-            error(str(exc))
-            raise typer.Exit(EXIT_PROBLEM) from None
-        except P4RuntimeError as exc:
-            error(f"switch {kwargs.get('addr', '')}: {exc.code.name}: {exc.message}".replace("switch : ", "switch: "))
-            raise typer.Exit(EXIT_SWITCH) from None
-        except LabError as exc:
-            error(str(exc))
-            raise typer.Exit(EXIT_PROBLEM) from None
-        except OSError as exc:
-            error(str(exc))
-            raise typer.Exit(EXIT_PROBLEM) from None
+        except Exception as exc:
+            # ProfileError: also RuleError and TimelineError; bad input, nothing was written.
+            if _raised("p4netem.profiles.errors", "ProfileError", exc):
+                error(str(exc))
+                raise typer.Exit(EXIT_PROBLEM) from None
+            if _raised("p4netem.p4rt.errors", "P4RuntimeError", exc):
+                error(f"switch {kwargs.get('addr', '')}: {exc.code.name}: {exc.message}".replace("switch : ", "switch: "))
+                raise typer.Exit(EXIT_SWITCH) from None
+            if _raised("p4netem.lab.netns", "LabError", exc) or isinstance(exc, OSError):
+                error(str(exc))
+                raise typer.Exit(EXIT_PROBLEM) from None
+            raise
 
     return wrapper  # type: ignore[return-value]
 

@@ -17,7 +17,6 @@ import typer
 
 from ..profiles.distribution import (DistTable, format_dist, load_dist, load_samples, summary_line,
                                      table_summary)
-from ..control.distributions import table_distribution
 from .common import DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded, warning
 
 app = typer.Typer(help="The user jitter distribution table (jitter_distribution: user): load, show, make.",
@@ -86,6 +85,8 @@ def show(
     election_id: ElectionId = 1,
 ) -> None:
     """Show a distribution table as the switch holds it: its shape in sigma units (read-only)."""
+    from ..control.distributions import table_distribution
+
     table_distribution(which, "--table")  # before connecting: a bad name is a usage problem
     with connect(addr, device_id, election_id, write=False) as ctl:
         values = ctl.distribution(which)

@@ -10,9 +10,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..profiles import ProfileError, builtin_profiles, load_profiles
-from ..profiles.summary import radio_summary
-from ..profiles.yaml_files import dumps
 from .common import EXIT_PROBLEM, error, guarded, stdout_console, warning
 
 app = typer.Typer(help="List, show and validate impairment profiles.", no_args_is_help=True)
@@ -23,6 +20,9 @@ err = Console(stderr=True)
 @app.command("list")
 def list_profiles() -> None:
     """List the built-in profiles with a one-line description each."""
+    from ..profiles.library import builtin_profiles
+    from ..profiles.summary import radio_summary
+
     table = Table("name", "description", "radio")
     for name, profile in builtin_profiles().items():
         table.add_row(name, profile.description, radio_summary(profile))
@@ -32,6 +32,10 @@ def list_profiles() -> None:
 @app.command("show")
 def show(name: str = typer.Argument(..., help="A built-in profile name or a YAML file.")) -> None:
     """Print a profile as YAML (human units), with its source."""
+    from ..profiles.errors import ProfileError
+    from ..profiles.library import builtin_profiles
+    from ..profiles.yaml_files import dumps, load_profiles
+
     profiles = builtin_profiles()
     if name in profiles:
         typer.echo(dumps(profiles[name]), nl=False)
@@ -51,6 +55,9 @@ def show(name: str = typer.Argument(..., help="A built-in profile name or a YAML
 @app.command("validate")
 def validate(files: list[Path] = typer.Argument(..., help="Profile YAML files.")) -> None:
     """Check profile files; every problem is printed with its field, value and allowed range."""
+    from ..profiles.errors import ProfileError
+    from ..profiles.yaml_files import load_profiles
+
     bad = 0
     for path in files:
         try:
@@ -87,6 +94,7 @@ def from_netem(
     option the pipeline does not have (seed) is refused, named (exit 1). docs/profiles.md, "From
     netem", has the mapping."""
     from ..profiles.netem import profile_from_netem
+    from ..profiles.yaml_files import dumps
 
     profile, warnings = profile_from_netem(options, uplink=uplink, downlink=downlink, name=name)
     for text in warnings:
@@ -126,6 +134,7 @@ def from_mahimahi(
     loads them and applies the profile). What Mahimahi does that p4netem cannot (drophead and red
     queues, --once, a second mm-onoff on one direction, ...) is refused, named (exit 1). docs/profiles.md, "From Mahimahi",
     has the mapping."""
+    from ..profiles.yaml_files import dumps
     from .apply_cmd import mahimahi_setup
 
     chain, traces, profile = mahimahi_setup(command, name)

@@ -14,19 +14,21 @@ import json
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import grpc
 import typer
-from rich.live import Live
 from rich.table import Table
 
-from ..control import Controller, P4RuntimeError, RadioReport
 from ..control.radio_view import DEFAULT_LIMIT, switch_clock_ns
 from ..pipeline import PromotionKind, RadioState
-from ..radio import RadioEvent, RadioWatcher
 from .apply_cmd import ProfilesOpt, gather_profiles
 from .common import DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded, warning
+
+# grpc, the controller and the watcher are imported by the functions that use them (cli.common
+# says why).
+if TYPE_CHECKING:
+    from ..control import Controller, RadioReport
+    from ..radio import RadioEvent, RadioWatcher
 
 app = typer.Typer(help="Radio (RRC) state of the UEs: per-UE state, live state changes.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -131,6 +133,10 @@ class _Clock:
 
 def _events(ctl: Controller, watcher: RadioWatcher, timeout: float) -> Iterator[RadioEvent]:
     """Events until `timeout` (0: forever); keeps (or takes back) the primary role digests need."""
+    import grpc
+
+    from ..p4rt.errors import P4RuntimeError
+
     client = ctl.client
     deadline = time.monotonic() + timeout if timeout else None
     lost = False
@@ -178,6 +184,12 @@ def watch(
     Needs the primary role (the switch sends digests to the primary only): pass an election id
     above the other controllers'; a writer that takes over later (higher id) gets the digests
     while it is connected, then the watch takes them back."""
+    import grpc
+    from rich.live import Live
+
+    from ..p4rt.errors import P4RuntimeError
+    from ..radio.events import RadioWatcher
+
     try:
         ctl = connect(addr, device_id, election_id)
     except P4RuntimeError as err:

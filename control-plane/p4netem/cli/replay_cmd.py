@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from ..profiles import Profile
 from .apply_cmd import NetemOpt, ProfilesOpt, gather_profiles, netem_profile
 from .common import EXIT_PROBLEM, console, error, guarded, warning
+
+if TYPE_CHECKING:
+    from ..profiles import Profile
 
 
 @guarded

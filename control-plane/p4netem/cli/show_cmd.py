@@ -6,24 +6,21 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Group
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ..control import Controller, SwitchStats
-from ..control.radio_view import DEFAULT_LIMIT
-from ..p4rt.encoding import format_mac
-from ..pipeline import DropReason
-from ..profiles.summary import link_summary, radio_summary
-from ..switch_health import HealthUnavailable, SwitchHealth
 from .apply_cmd import ProfilesOpt, gather_profiles
-from .radio_cmd import Limit, radio_table, report_note
+from .radio_cmd import DEFAULT_LIMIT, Limit, radio_table, report_note
 from .common import (DEFAULT_ADDR, DeviceId, ElectionId, Json, SwitchAddr, connect, console, guarded,
                      stdout_is_terminal)
+
+# The controller and the rest are imported by the functions that use them (cli.common says why).
+if TYPE_CHECKING:
+    from ..control import Controller, SwitchStats
 
 
 @guarded
@@ -38,6 +35,9 @@ def show(
 
     Shows the port map, every rule with the profile it has (read back from the switch), and
     the entries other controllers wrote. Read-only: needs no election and disturbs nobody."""
+    from ..p4rt.encoding import format_mac
+    from ..profiles.summary import link_summary, radio_summary
+
     with connect(addr, device_id, election_id, write=False, profiles=gather_profiles(profiles)) as ctl:
         state = ctl.state()
         applied = [ctl.applied_rule(m, state) for m in state.managed.values()]
@@ -101,6 +101,8 @@ def switch_ports(health) -> dict:
     """The switch's ports as its --metrics-addr reports them (the summary of /api/health,
     switch_health.SwitchHealth): {"url", "ports": [{"port", "iface", "io", "kernel_rx",
     "ring_drops"}], "ring_drops"}, or {"url", "error"} when they cannot be read."""
+    from ..switch_health import HealthUnavailable
+
     try:
         ports = health.summary()["ports"]
     except HealthUnavailable as exc:
@@ -198,13 +200,15 @@ def stats(
             _live(ctl, read, interval, count)
 
 
-Snapshot = tuple[SwitchStats, Optional[dict]]  # the counters, and the ports (switch_ports) or None
+Snapshot = tuple["SwitchStats", Optional[dict]]  # the counters, and the ports (switch_ports) or None
 
 
 def _reader(switch_metrics: str | None, radio_ues: int):
     """read(ctl) -> (the counters, the ports of --switch-metrics or None), for each refresh."""
     health = None
     if switch_metrics is not None:
+        from ..switch_health import SwitchHealth
+
         health = SwitchHealth(switch_metrics)
 
     def read(ctl: Controller) -> Snapshot:
@@ -250,6 +254,8 @@ def _live(ctl: Controller, read, interval: float, count: int) -> None:
                     console.print()
                 console.print(table)
             return
+        from rich.live import Live
+
         with Live(next(tables), console=console, auto_refresh=False) as live:
             for table in tables:
                 live.update(table, refresh=True)
@@ -262,4 +268,4 @@ def register(app: typer.Typer) -> None:
     app.command("stats")(stats)
 
 
-__all__ = ["register", "DropReason"]
+__all__ = ["register"]

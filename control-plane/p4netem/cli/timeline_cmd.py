@@ -6,18 +6,18 @@ import functools
 import json
 import statistics
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from ..control import EventResult, Timeline
-from ..control.controller import resolve_profile
-from ..profiles import builtin_profiles
-from ..profiles.units import Duration
 from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, gather_profiles, gather_rules
 from .common import (DEFAULT_ADDR, EXIT_INTERRUPTED, EXIT_PROBLEM, DeviceId, ElectionId, Json, SwitchAddr,
                      connect, console, error, guarded)
+
+# The timeline and the profiles are imported by the commands (cli.common says why).
+if TYPE_CHECKING:
+    from ..control.timeline import EventResult
 
 app = typer.Typer(help="Run scripted, timed profile changes (see docs/cli.md#timeline).", no_args_is_help=True)
 
@@ -43,6 +43,11 @@ def check(file: TimelineFile, profiles: ProfilesOpt = None) -> None:
 
     Prints the changes and their times.
     A timeline that starts from the switch's profile (no `apply` first) is checked from LAN."""
+    from ..control.catalog import resolve_profile
+    from ..control.timeline import Timeline
+    from ..profiles.library import builtin_profiles
+    from ..profiles.units import Duration
+
     timeline = Timeline.load(file)
     known = dict(builtin_profiles())
     known.update({p.name: p for p in gather_profiles(profiles)})
@@ -76,6 +81,9 @@ def run(
     is prepared ahead and made at its time in one atomic write. Prints when each change came into
     force relative to its schedule. Rules: --rule/--rules, else the file's `rules:`, else all
     traffic between ports 1 and 2. Ctrl-C stops it (exit 130) and leaves the last profile on."""
+    from ..control.timeline import Timeline
+    from ..profiles.units import Duration
+
     timeline = Timeline.load(file)
     rules = gather_rules(rule, rules_file)
     with connect(addr, device_id, election_id, profiles=gather_profiles(profiles)) as ctl:

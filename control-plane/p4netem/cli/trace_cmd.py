@@ -7,22 +7,23 @@ import json
 import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Optional, TypeVar
 
 import typer
 
-from ..control.controller import resolve_profile
-from ..control.trace import (MahimahiTrace, load_trace, trace_duration, trace_timeline, traced_profile,
-                             unused_rates, window_rates)
-from ..profiles import Profile, ProfileError, builtin_profiles
-from ..profiles.errors import Problem
-from ..profiles.link import TracePlacement
-from ..profiles.yaml_files import load_profile_document, load_profile_library
+from ..profiles.errors import Problem, ProfileError
 from ..profiles.units import Duration, Rate, UnitError
 from .apply_cmd import ProfilesOpt, RuleOpt, RulesFile, _is_timeline, gather_profiles, gather_rules
 from .common import (DEFAULT_ADDR, EXIT_INTERRUPTED, DeviceId, ElectionId, Json, SwitchAddr, connect, console,
                      error, guarded, warning)
 from .timeline_cmd import print_lateness
+
+# The traces, the profiles and the controller are imported by the functions that use them
+# (cli.common says why).
+if TYPE_CHECKING:
+    from ..control.trace import MahimahiTrace
+    from ..profiles import Profile
+    from ..profiles.link import TracePlacement
 
 app = typer.Typer(help="Trace-driven links: play Mahimahi delivery traces as rate changes "
                        "(see docs/control.md#trace-driven-links).", no_args_is_help=True)
@@ -50,6 +51,8 @@ MAX_DURATION_NS = 24 * 3600 * 10**9  # a timeline's steps are at most 24 h from 
 
 
 def _load(uplink: Path | None, downlink: Path | None, window: str, duration: str | None):
+    from ..control.trace import load_trace, trace_duration
+
     problems = []
     try:
         window_ns = int(Duration.parse(window))
@@ -100,6 +103,8 @@ def _kbit(bps: float) -> Rate:
 def check(uplink: UplinkOpt = None, downlink: DownlinkOpt = None, window: WindowOpt = "20ms",
           duration: DurationOpt = None) -> None:
     """Read traces (no switch needed) and print what they become: rates per window."""
+    from ..control.trace import window_rates
+
     traces, window_ns, duration_ns = _load(uplink, downlink, window, duration)
     for d, t in traces.items():
         console.print(_summary(d, t, window_rates(t, window_ns, duration_ns), window_ns, duration_ns), highlight=False)
@@ -128,6 +133,8 @@ def run(
     timeline player, on --profile's delay, loss and queue (a traced direction's rate in it is
     replaced; the profile may be only a queue limit and an AQM, as for `trace load`). Everything
     is checked before the first change. Ctrl-C stops it (exit 130) and leaves the last rate on."""
+    from ..control.trace import trace_timeline, traced_profile, window_rates
+
     traces, window_ns, duration_ns = _load(uplink, downlink, window, duration)
     # The garbage collector is paused while the timeline is built and compiled: 1 ms windows make up to
     # 100000 steps, and its passes over them were a third of the time before the first change. The
@@ -177,6 +184,8 @@ def _library(files: list[Path] | None,
     or an AQM and no rate, as a --profile file may be: `_base_document`), checked with them
     (`complete`: the traced directions' rates or placements put in), by name. A later file's name
     wins, as among gather_profiles'."""
+    from ..profiles.yaml_files import load_profile_library
+
     known: dict[str, Profile] = {}
     partial: dict[str, dict] = {}
     for path in files or []:
@@ -201,6 +210,10 @@ def _base_document(profile: str | None, known: dict[str, Profile],
     validated yet, so that a base which is a whole link only with its trace (a queue limit or an
     AQM and no rate: mm-link's --uplink-queue and --uplink-queue-args) is taken; `traced_profile`
     checks it once the traces (`load`) or their rates (`run`) are in."""
+    from ..control.catalog import resolve_profile
+    from ..profiles.library import builtin_profiles
+    from ..profiles.yaml_files import load_profile_document
+
     if profile is None:
         return {"name": "trace"}, None
     if profile in partial:
@@ -225,6 +238,8 @@ def _warn_unused_rates(base: dict, source: str | None, traced: Iterable[str], ho
     """A rate of the base that no direction uses, since the trace replaces it (`unused_rates`): taken,
     as a direction's block overrides `both` and `--netem-uplink` overrides `--netem`, and named, as
     the netem and Mahimahi converters name what they ignore; a bad one was refused already."""
+    from ..control.trace import unused_rates
+
     where = f"{source or base.get('name')}: "
     for field, rate in unused_rates(base, list(traced)):
         warning(f"{where}{field}: {rate} is not used: the trace {how}; leave it out")
@@ -233,6 +248,8 @@ def _warn_unused_rates(base: dict, source: str | None, traced: Iterable[str], ho
 def _exact_profile(base: dict, placed: dict[str, TracePlacement]) -> Profile:
     """The base document with each traced direction's `trace` set and its rate left out (also
     one given under `both`; a rate that is not one is an error), validated: what `load` applies."""
+    from ..control.trace import traced_profile
+
     doc = dict(base)
     if isinstance(doc.get("name"), str):  # a missing or bad name is Profile.parse's to report
         doc["name"] = f"{doc['name']}-exact"
@@ -261,6 +278,9 @@ def load(
     (docs/control.md#exact-delivery-in-the-data-plane). The profile's rate does not apply to a
     traced direction (a bad one is an error, a valid one a warning); its queue limit and AQM do
     (mm-link's default queue is unlimited; its `--uplink-queue=codel` is the profile's `aqm: codel`)."""
+    from ..control.trace import load_trace
+    from ..profiles.link import TracePlacement
+
     if uplink is None and downlink is None:
         raise ProfileError([Problem("", "no trace: give --uplink FILE, --downlink FILE or both")])
     traces = {d: load_trace(p) for d, p in (("uplink", uplink), ("downlink", downlink)) if p is not None}

@@ -27,15 +27,21 @@ every problem with its field path) before anything is written; switch failures r
 P4RuntimeError with `.code` (grpc.StatusCode) and `.message`. docs/control.md has the details.
 """
 
-from ..p4rt import P4RuntimeError, WriteError
-from ..profiles import Profile, ProfileError
-from .controller import (DEFAULT_RULE, AppliedRule, ApplyResult, Controller, LinkStats, ProfileSwitch,
-                         SwitchStats, profile_differences)
-from .radio_view import RadioReport, UeRadioView
-from .rules import BY_ADDRESS, Endpoint, PortRange, Rule, RuleError, load_rules, parse_rule_option
-from .state import ManagedRule, SwitchState
-from .timeline import (OUTAGE, Event, EventResult, Step, Timeline, TimelineError, TimelinePlayer,
-                       TimelineResult, modify_profile)
+from ..lazy_exports import lazy_exports
+
+# Imported from their submodule when first used (p4netem.lazy_exports): importing one submodule
+# (the rules, the radio view) does not import the controller, grpc and every model.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "..p4rt": ("P4RuntimeError", "WriteError"),
+    "..profiles": ("Profile", "ProfileError"),
+    ".controller": ("DEFAULT_RULE", "AppliedRule", "ApplyResult", "Controller", "LinkStats", "ProfileSwitch",
+                    "SwitchStats", "profile_differences"),
+    ".radio_view": ("RadioReport", "UeRadioView"),
+    ".rules": ("BY_ADDRESS", "Endpoint", "PortRange", "Rule", "RuleError", "load_rules", "parse_rule_option"),
+    ".state": ("ManagedRule", "SwitchState"),
+    ".timeline": ("OUTAGE", "Event", "EventResult", "Step", "Timeline", "TimelineError", "TimelinePlayer",
+                  "TimelineResult", "modify_profile"),
+})
 
 __all__ = [
     "BY_ADDRESS", "RadioReport", "UeRadioView", "DEFAULT_RULE", "AppliedRule", "ApplyResult", "Controller", "Endpoint", "LinkStats", "ManagedRule",

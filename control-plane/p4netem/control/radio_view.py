@@ -24,11 +24,16 @@ import ipaddress
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..p4rt import P4RuntimeClient
 from ..pipeline import RadioState
-from ..profiles.radio import Radio
-from ..radio import EnergyEstimate, UeRadio, estimate_energy, read_seen, read_ues
+
+# The client, the models and the readers are imported where they are used: the CLI imports this
+# module for DEFAULT_LIMIT when it starts (p4netem.cli.common says why that must stay light).
+if TYPE_CHECKING:
+    from ..p4rt import P4RuntimeClient
+    from ..profiles.radio import Radio
+    from ..radio import EnergyEstimate, UeRadio
 
 __all__ = ["UeRadioView", "RadioReport", "radio_report", "switch_clock_ns", "DEFAULT_LIMIT", "SCAN_LIMIT"]
 
@@ -114,6 +119,8 @@ class UeRadioView:
         """From the time per state up to the UE's last state change and the model's power figures."""
         if self.model is None or self.model.model == "none":
             return None
+        from ..radio.energy import estimate_energy
+
         return estimate_energy(self.radio, self.model)
 
     def to_dict(self) -> dict:
@@ -146,6 +153,8 @@ def radio_report(client: P4RuntimeClient, applied: Sequence, ues: Iterable[int] 
     """The radio of `ues` (each read, whether a rule covers it or not), or, by default, of the
     UEs the rules with a radio cover (bounded, see the module docs). `applied`: the rules on the
     switch (Controller.applied())."""
+    from ..radio.reader import read_seen, read_ues
+
     now = switch_clock_ns(address or client.address)
     unchecked = 0
     if ues is None:

@@ -240,7 +240,9 @@ Priority = integer(1, MAX_PRIORITY, "priority")
 class Endpoint(BaseModel):
     """One side of the traffic; every field optional (absent = any)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: the schema is built when first used, not at import: importing the models
+    # must stay quick (a `p4netem` command's start-up, tests/unit/test_cli_startup.py).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     switch_port: SwitchPort | None = None  # the P4 port this side's packets enter the switch on
     ip: IpPrefix = None
@@ -276,7 +278,7 @@ class Rule(BaseModel):
     """Which traffic (see the module docs); `ue` and `priority` are what the classifier entries
     carry besides the profile."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     client: Endpoint = Endpoint()
     server: Endpoint = Endpoint()

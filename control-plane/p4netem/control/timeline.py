@@ -108,7 +108,9 @@ Changes = Annotated[dict[str, Any], *annotate(_changes, dict, {"type": "object"}
 class Step(BaseModel):
     """One timeline step: an optional time and exactly one action."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: the schema is built when first used, not at import: importing the models
+    # must stay quick (a `p4netem` command's start-up, tests/unit/test_cli_startup.py).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     at: StepTime | None = None
     apply: str | None = None
@@ -199,7 +201,7 @@ SetMode = Annotated[str, *annotate(_set_mode, str, {"enum": list(SET_MODES)})]
 
 
 class Timeline(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True)
 
     name: Name = ""
     # How `set` and `restore` steps change the link: in place (the rule's queue carries on at the

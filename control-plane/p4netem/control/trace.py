@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from ..profiles import Profile, ProfileError
 from ..profiles.errors import Problem, blame_both, problems_from_validation_error
@@ -250,7 +250,7 @@ def trace_timeline(uplink: MahimahiTrace | None, downlink: MahimahiTrace | None,
                           source=f"traces {source}")
 
 
-_RATE = TypeAdapter(LinkRate)
+_RATE = TypeAdapter(LinkRate, config=ConfigDict(defer_build=True))  # built on first use
 _DIRECTIONS = ("uplink", "downlink")
 
 

@@ -20,7 +20,8 @@ importing p4netem), those are used as they are.
 from __future__ import annotations
 
 import ast
-import importlib.util
+import importlib
+import importlib.machinery
 import io
 import sys
 import tokenize
@@ -63,7 +64,10 @@ def _literal_after(source: str, keyword: str) -> bytes | None:
 
 
 def _serialized_descriptor(module_name: str) -> bytes:
-    spec = importlib.util.find_spec(module_name)
+    # The generated file on disk, as the path finder sees it: p4netem's own finder
+    # (p4netem.p4rt.proto_import) answers for this name with the module built here.
+    parent = importlib.import_module(module_name.rsplit(".", 1)[0])
+    spec = importlib.machinery.PathFinder.find_spec(module_name, parent.__path__)
     if spec is None or spec.origin is None:
         raise ImportError(f"{module_name} not found: is the PyPI package 'p4runtime' installed?")
     with open(spec.origin, encoding="utf-8") as f:
@@ -114,6 +118,12 @@ def _load() -> dict[str, types.ModuleType]:
 
 
 _loaded = _load()
+
+
+def module(name: str) -> types.ModuleType:
+    """The module built (or found) for `name`, one of _MODULES' (p4netem.p4rt.proto_import)."""
+    return _loaded[name]
+
 p4types_pb2 = _loaded["p4.config.v1.p4types_pb2"]
 p4info_pb2 = _loaded["p4.config.v1.p4info_pb2"]
 p4data_pb2 = _loaded["p4.v1.p4data_pb2"]

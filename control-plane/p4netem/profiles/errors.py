@@ -9,12 +9,14 @@ bad shared value is reported once, where the user wrote it.
 from __future__ import annotations
 
 import difflib
+import importlib
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from .units import quote
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = ["Problem", "ProfileError", "FieldProblems", "problems_from_validation_error"]
 
@@ -79,6 +81,17 @@ class FieldProblems(ValueError):
 KNOWN_FIELDS: set[str] = set()
 # Each radio model's fields (radio.py fills it): an error names the model a field belongs to.
 RADIO_FIELDS: dict[str, tuple[str, ...]] = {}
+# The modules whose models add their fields to those two when imported (profile.py imports the
+# link, loss and radio models).
+_FIELD_MODULES = ("p4netem.profiles.profile", "p4netem.control.rules", "p4netem.control.timeline")
+
+
+def _register_all_fields() -> None:
+    """Every model's fields in KNOWN_FIELDS and RADIO_FIELDS, whatever this process imported so far:
+    the packages import their models when first used (p4netem.lazy_exports), and a hint must not
+    depend on which ones that was."""
+    for name in _FIELD_MODULES:
+        importlib.import_module(name)
 
 # Discriminated unions put the tag in the location ("radio", "umts", "tail"): drop it.
 _UNION_TAGS = {"none", "umts", "lte", "gprs"}
@@ -113,6 +126,7 @@ def _message(error: Mapping[str, Any]) -> str:
     if kind == "value_error":
         return str(ctx.get("error", error["msg"]))
     if kind == "extra_forbidden":
+        _register_all_fields()
         loc = list(error["loc"])
         field = loc[-1] if loc else "?"
         model = loc[-2] if len(loc) >= 3 and loc[-3] == "radio" and loc[-2] in RADIO_FIELDS else None

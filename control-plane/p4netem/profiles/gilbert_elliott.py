@@ -33,7 +33,9 @@ def _quantised_percent(fraction: Fraction) -> Percent:
 class GilbertElliott(BaseModel):
     """Bursty loss: `p` good->bad and `r` bad->good per packet, loss in each state."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: the schema is built when first used, not at import: importing the models
+    # must stay quick (a `p4netem` command's start-up, tests/unit/test_cli_startup.py).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     p: PositiveProbability
     r: Probability

@@ -131,7 +131,9 @@ class Reorder(BaseModel):
     Shorthand: `reorder: 25%` is `{probability: 25%}`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: the schema is built when first used, not at import: importing the models
+    # must stay quick (a `p4netem` command's start-up, tests/unit/test_cli_startup.py).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     keep_order: KeepOrder = True
     probability: Probability = Percent(0)
@@ -156,7 +158,7 @@ class Correlation(BaseModel):
     a uniform draw). `delay` correlates the jitter's draw, `loss` the random (`loss`) model's,
     `duplicate`, `corrupt` and `reorder` theirs."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     delay: Probability = Percent(0)
     loss: Probability = Percent(0)
@@ -180,7 +182,7 @@ class Queue(BaseModel):
     Shorthand: `queue: 25` is `{packets: 25}`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     packets: QueuePackets32 = 0
     bytes: QueueBytes32 = ByteSize(0)
@@ -233,7 +235,7 @@ class Aqm(BaseModel):
     filled in as RED's are. `ecn: true` marks ECN-capable packets CE instead of dropping them
     (RFC 3168)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind: AqmKind = AqmKind.TAIL_DROP
     target: CodelTime = Duration(5_000_000)
@@ -358,7 +360,7 @@ class LossState(BaseModel):
     4 -> 1 always, and the packet is lost in states 3 and 4. Defaults are iproute2's: p31 = 100% -
     p13, p32 0, p23 100%, p14 0."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     p13: Probability
     p31: Probability | None = None
@@ -394,7 +396,7 @@ class Slot(BaseModel):
     from a distribution with mean `delay` and scale `jitter` (`slot distribution TYPE DELAY JITTER`).
     Shorthand: `slot: 10ms` is `{min: 10ms}`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     min: SlotTime | None = None
     max: SlotTime | None = None
@@ -458,7 +460,7 @@ class TracePlacement(BaseModel):
     `Controller.load_trace` / `p4netem trace load`, which find the free cells; a profile file names
     a trace by these only when the switch already holds it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     opportunities: TraceCount
     period: TracePeriod
@@ -504,7 +506,7 @@ class Bearers(BaseModel):
     served bytes (halving every `halflife`, which the switch takes as the nearest power of two
     of nanoseconds) is lowest goes next. `fifo` (the default) keeps one queue for every UE."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     scheduler: BearerScheduler = BearerScheduler.FIFO
     quantum: BearerQuantum | None = None
@@ -561,7 +563,7 @@ def pf_halflife_log2(halflife: Duration | None) -> int:
 class LinkParams(BaseModel):
     """Impairment of one direction. Defaults are "no impairment" for every field."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     delay: Delay48 = Duration(0)
     jitter: Delay48 = Duration(0)

@@ -63,7 +63,9 @@ class OnOff(BaseModel):
     `loss_state`) come after it and do not see a packet it dropped. It combines with every other
     setting. Each mean is 1us..7 days, and neither may be more than 2^32 times the other."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: the schema is built when first used, not at import: importing the models
+    # must stay quick (a `p4netem` command's start-up, tests/unit/test_cli_startup.py).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     mean_on: OnOffTime
     mean_off: OnOffTime

@@ -11,13 +11,12 @@ from .errors import KNOWN_FIELDS, FieldProblems, Problem, ProfileError, problems
 from .fields import annotate, one_line
 from .link import JitterDistribution, LinkParams
 from .radio import Radio, RadioNone
-from .radio_table import RADIO_PARAMS, decode_radio, encode_radio
+from .radio_table import decode_radio, encode_radio, radio_params
 from .table import Direction, encode_link
 from .units import quote
 
 __all__ = ["Profile"]
 
-_RADIO_PARAM_NAMES = {name for _, name, _ in RADIO_PARAMS}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
@@ -43,7 +42,9 @@ class Profile(BaseModel):
     keys override it field by field (a nested block such as `queue` is replaced whole).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: the schema is built when first used, not at import: importing the models
+    # must stay quick (a `p4netem` command's start-up, tests/unit/test_cli_startup.py).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: ProfileName
     title: Title = ""  # display name; defaults to the name
@@ -116,7 +117,7 @@ class Profile(BaseModel):
             except ProfileError as exc:
                 problems += exc.prefixed(direction)
         decoded: dict[str, Any] = {}
-        if isinstance(radio, Mapping) and set(radio) & _RADIO_PARAM_NAMES:
+        if isinstance(radio, Mapping) and set(radio) & {name for _, name, _ in radio_params()}:
             try:
                 decoded["radio"] = decode_radio(radio)
             except ProfileError as exc:

@@ -37,7 +37,9 @@ PromotionQueue = integer(0, MAX_32, "packets", zero_word="unlimited")
 
 
 class _Radio(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: the schema is built when first used, not at import: importing the models
+    # must stay quick (a `p4netem` command's start-up, tests/unit/test_cli_startup.py).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     def to_table_params(self) -> dict[str, int]:
         """The exact `set_radio` action params (name -> int) of this radio."""

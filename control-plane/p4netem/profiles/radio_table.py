@@ -11,9 +11,10 @@ Params a model does not use are 0 (e.g. an LTE radio has idle_to_dch_ns 0).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Mapping
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from .. import pipeline as pl
 from .. import schema
@@ -27,13 +28,30 @@ __all__ = ["RADIO_PARAMS", "SET_RADIO", "RADIO_TABLE", "encode_radio", "decode_r
 RADIO_TABLE = pl.RADIO_PROFILE
 SET_RADIO = pl.SET_RADIO
 
-# (param id, name, bit width) of set_radio, in contract order: read from the contract P4Info
-# (p4netem.schema), never written out here.
-RADIO_PARAMS: tuple[tuple[int, str, int], ...] = schema.action_params(SET_RADIO)
-_PARAMS = ParamWidths(SET_RADIO, RADIO_PARAMS)
+
+# RADIO_PARAMS, (param id, name, bit width) of set_radio in contract order: read from the contract
+# P4Info (p4netem.schema), never written out here; when first used (module __getattr__), as
+# parsing the P4Info is not needed to import, list or validate profiles.
+@functools.cache
+def radio_params() -> tuple[tuple[int, str, int], ...]:
+    return schema.action_params(SET_RADIO)
+
+
+@functools.cache
+def _params() -> ParamWidths:
+    return ParamWidths(SET_RADIO, radio_params())
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RADIO_PARAMS":
+        return radio_params()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _MODEL_CODES = {"none": pl.RadioModel.NONE, "umts": pl.RadioModel.UMTS, "lte": pl.RadioModel.LTE,
                 "gprs": pl.RadioModel.GPRS}
-_RADIO = TypeAdapter(Radio)
+# Built on first use (defer_build): importing the profiles must stay quick (p4netem.cli.common).
+_RADIO = TypeAdapter(Radio, config=ConfigDict(defer_build=True))
 
 
 def encode_radio(radio: RadioNone | RadioUmts | RadioLte | RadioGprs) -> dict[str, int]:
@@ -69,7 +87,7 @@ def encode_radio(radio: RadioNone | RadioUmts | RadioLte | RadioGprs) -> dict[st
         )
     if not isinstance(radio, RadioNone):
         params.update(promo_spread_ns=int(radio.promotion_spread), promo_queue_pkts=int(radio.promotion_queue))
-    _PARAMS.check_encoded(params)
+    _params().check_encoded(params)
     return params
 
 
@@ -81,7 +99,7 @@ def decode_radio(params: Mapping[str, Any]) -> RadioNone | RadioUmts | RadioLte 
     a value the model refuses).
     """
     problems: list[Problem] = []
-    values = _PARAMS.decode(params, problems)
+    values = _params().decode(params, problems)
     if not problems and values["model"] not in _MODEL_CODES.values():
         problems.append(Problem("model", f"{values['model']} is not a radio model; allowed 0 (none), "
                                 "1 (umts), 2 (lte), 3 (gprs)"))

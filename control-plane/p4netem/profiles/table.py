@@ -55,10 +55,25 @@ __all__ = ["SET_IMPAIRMENT", "PROFILE_TABLE", "IMPAIRMENT_PARAMS", "Direction", 
 PROFILE_TABLE = pl.PROFILE
 SET_IMPAIRMENT = pl.SET_IMPAIRMENT
 
-# (param id, name, bit width) of set_impairment, in contract order: read from the contract P4Info
-# (p4netem.schema), never written out here.
-IMPAIRMENT_PARAMS: tuple[tuple[int, str, int], ...] = schema.action_params(SET_IMPAIRMENT)
-_PARAMS = ParamWidths(SET_IMPAIRMENT, IMPAIRMENT_PARAMS)
+
+# IMPAIRMENT_PARAMS, (param id, name, bit width) of set_impairment in contract order: read from the
+# contract P4Info (p4netem.schema), never written out here; when first used (module __getattr__),
+# as parsing the P4Info is not needed to import, list or validate profiles.
+@functools.cache
+def _impairment_params() -> tuple[tuple[int, str, int], ...]:
+    return schema.action_params(SET_IMPAIRMENT)
+
+
+@functools.cache
+def _params() -> ParamWidths:
+    return ParamWidths(SET_IMPAIRMENT, _impairment_params())
+
+
+def __getattr__(name: str) -> Any:
+    if name == "IMPAIRMENT_PARAMS":
+        return _impairment_params()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 REORDER_KEEP_ORDER = 0  # release = max(release, last_release)
 REORDER_ALLOW = 1  # jitter may reorder
@@ -159,13 +174,13 @@ def _encode_link(link: LinkParams) -> dict[str, int]:
         **_encode_onoff(link),
         **_encode_pie(link),
     }
-    _PARAMS.check_encoded(params)
+    _params().check_encoded(params)
     return params
 
 
 def _decode_link(params: Mapping[str, Any]) -> LinkParams:
     problems: list[Problem] = []
-    values = _PARAMS.decode(params, problems)
+    values = _params().decode(params, problems)
     if problems:
         raise ProfileError(problems, SET_IMPAIRMENT)
 

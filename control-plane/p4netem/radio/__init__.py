@@ -12,11 +12,16 @@ Times are the switch's clock (p4netem-switch: CLOCK_MONOTONIC ns of its host, so
 `time.monotonic_ns()` on that host). See docs/radio.md.
 """
 
-from ..pipeline import PromotionKind, RadioState
-from .energy import EnergyEstimate, estimate_energy, state_power
-from .events import RadioEvent, RadioWatcher
-from .idle import IdledUe, idle_ues, plan_idle
-from .reader import UeRadio, read_promotions, read_seen, read_ue, read_ues
+from ..lazy_exports import lazy_exports
+
+# Imported from their submodule when first used (p4netem.lazy_exports).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "..pipeline": ("PromotionKind", "RadioState"),
+    ".energy": ("EnergyEstimate", "estimate_energy", "state_power"),
+    ".events": ("RadioEvent", "RadioWatcher"),
+    ".idle": ("IdledUe", "idle_ues", "plan_idle"),
+    ".reader": ("UeRadio", "read_promotions", "read_seen", "read_ue", "read_ues"),
+})
 
 __all__ = ["RadioState", "PromotionKind", "RadioEvent", "RadioWatcher", "UeRadio", "read_ue",
            "read_ues", "read_promotions", "read_seen", "EnergyEstimate", "estimate_energy", "state_power", "IdledUe", "idle_ues",

@@ -40,9 +40,10 @@ from rich.table import Table
 
 from p4netem.cli.signals import run_recording
 
-from ..experiments.definition import (ExperimentError, PageloadExperiment, experiment_names,
-                                      load_experiment)
 from . import run_options
+
+# The experiment definitions (pydantic models, the profiles) are imported by the commands that use
+# them: every `p4netem` command imports this module to build its command line.
 
 app = typer.Typer(help="The studies of experiments.md (E1-E5): list, show, run.",
                   no_args_is_help=True)
@@ -63,6 +64,7 @@ def _only(pairs: list[str]) -> dict[str, list[str]] | None:
 
 
 def _size(exp) -> str:
+    from ..experiments.definition import PageloadExperiment
     from ..experiments.pageload import build_plan
     from ..experiments.workload import build_workload_plan
     if isinstance(exp, PageloadExperiment):
@@ -79,6 +81,8 @@ def _size(exp) -> str:
 @app.command("list")
 def list_experiments() -> None:
     """The experiments in experiments/ with the size of their quick and full variants."""
+    from ..experiments.definition import ExperimentError, experiment_names, load_experiment
+
     t = Table("name", "kind", "title", "quick", "full")
     for name in experiment_names():
         try:
@@ -94,6 +98,8 @@ def list_experiments() -> None:
 def show(name: str = typer.Argument(..., help="Experiment name (or e1..e5) or YAML file."),
          quick: bool = typer.Option(False, "--quick", help="The quick variant.")) -> None:
     """What an experiment reproduces and the conditions it runs."""
+    from ..experiments.definition import ExperimentError, PageloadExperiment, load_experiment
+
     try:
         exp = load_experiment(name, quick=quick)
     except (ExperimentError, ValueError) as exc:
@@ -161,6 +167,7 @@ def run(
     tolerance: list[str] = run_options.TOLERANCE,
 ) -> None:
     """Run an experiment: table, CSVs, the comparison plot and experiment.json in --out."""
+    from ..experiments.definition import ExperimentError, PageloadExperiment
     from ..experiments.run import prepare, run_experiment
     from ..web.tcp_tuning import check_congestion_control
     try:
@@ -226,6 +233,7 @@ def _print_result(result) -> None:
 def analyze(directory: Path = typer.Argument(..., help="A result directory of `experiment run`.")
             ) -> None:
     """Analyse an experiment's result directory again: tables, CSVs, plot, experiment.json."""
+    from ..experiments.definition import ExperimentError
     from ..experiments.run import analyze_directory
     from ..runs.store import StoreError
     try:
@@ -350,6 +358,7 @@ def report(
     """Write the run's report: one self-contained HTML page (the study's tables and plots,
     bootstrap intervals on its medians and gains, the environment, and the original study's
     conclusions checked on the rows), viewable offline."""
+    from ..experiments.definition import ExperimentError
     from ..report import read_run_directory
     from ..report.html import incomplete, write_report
     if out is not None and (out.is_dir() or not out.absolute().parent.is_dir()):

@@ -33,7 +33,6 @@ from p4netem.cli.common import EXIT_PROBLEM, error, stdout_console
 from p4netem.cli.signals import Terminated, interrupt_on_termination
 from p4netem.stop_signals import check_pending
 
-from ..mininet.topology import TopologyError, load_topology, topology_names
 from . import run_options
 
 app = typer.Typer(help="Mininet labs: list, show and bring up topologies.", no_args_is_help=True)
@@ -101,6 +100,7 @@ def split_profile(name: str) -> tuple[str, bool]:
 def list_topologies() -> None:
     """The topologies in topologies/ with their parameters (exit 1 naming each file that does not
     load; the others are listed)."""
+    from ..mininet.topology import TopologyError, load_topology, topology_names
     t = Table("name", "parameters", "description")
     problems = []
     for name in topology_names():
@@ -124,6 +124,7 @@ def show(topology: str = typer.Argument(..., help="Topology name or YAML file.")
          param: list[str] = typer.Option([], "--param", "-p", help="NAME=N, e.g. servers=4.")) -> None:
     """The hosts a topology expands to: address, switch port, slot (access link) and UE id;
     in a routed topology also each host's router, its own link's slot and the routes."""
+    from ..mininet.topology import TopologyError, load_topology, topology_names
     try:
         topo = load_topology(topology).expand(parse_params(param))
     except TopologyError as exc:
@@ -161,6 +162,7 @@ def up(
     target: str = typer.Option("p4netem", "--target", help="p4netem or bmv2."),
 ) -> None:
     """Bring a lab up, open the Mininet CLI (or run --cmd), tear it down on exit."""
+    from ..mininet.topology import TopologyError, load_topology, topology_names
     try:
         topo = load_topology(topology).expand(parse_params(param))
         prof = None

@@ -24,7 +24,6 @@ from p4netem.cli.signals import run_recording
 
 from ..harness.plan import PRESETS, Plan, matrix
 from ..harness.protocols import protocol as protocol_of
-from ..mininet.topology import TopologyError, load_topology
 from . import run_options
 from .lab_cmd import parse_params, split_profile
 
@@ -127,6 +126,7 @@ def measure(
     tolerance: list[str] = run_options.TOLERANCE,
 ) -> None:
     """Load a page under a matrix of conditions in a Mininet lab; table, CSV/JSON and plot."""
+    from ..mininet.topology import TopologyError, load_topology
     try:
         if preset:
             if preset not in PRESETS:

@@ -48,7 +48,9 @@ def experiments_dir() -> Path:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: the schema is built when first used, not at import: importing the models
+    # must stay quick (a `p4netem` command's start-up, tests/unit/test_cli_startup.py).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 # ---- clients and modes ------------------------------------------------------------------------
@@ -444,6 +446,8 @@ Experiment = Annotated[Union[PageloadExperiment, WorkloadExperiment], Field(disc
 
 
 class _Doc(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     experiment: Experiment
 
 

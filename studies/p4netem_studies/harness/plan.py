@@ -16,10 +16,15 @@ import math
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from p4netem.profiles import Profile, builtin_profile, builtin_profiles, load_profile
 from ..web import pages
 from .protocols import PROTOCOLS, protocol
+
+# The profiles are imported where they are used: every `p4netem` command imports this module (for
+# `measure --preset`'s help), and the profile models are not needed for that.
+if TYPE_CHECKING:
+    from p4netem.profiles import Profile
 
 # The generated pages of N objects of S bytes (`uniform-NxS`, E4's): every lab writes the page to
 # disk and builds each object in memory, so a typo in N or S must not fill the disk or the memory
@@ -120,6 +125,8 @@ _REGISTERED: dict[str, Profile] = {}
 def register_profile(profile: Profile) -> None:
     """Make `profile` resolvable by its name. A built-in name cannot be taken; registering the
     same name again must give the same definition."""
+    from p4netem.profiles.library import builtin_profiles
+
     if profile.name in builtin_profiles():
         raise ValueError(f"profile {profile.name!r} is a built-in; give yours another name")
     old = _REGISTERED.get(profile.name)
@@ -130,6 +137,9 @@ def register_profile(profile: Profile) -> None:
 
 def resolve_profile(name: str) -> Profile:
     """A built-in profile by name, a registered one, or a profile YAML file."""
+    from p4netem.profiles.library import builtin_profile, builtin_profiles
+    from p4netem.profiles.yaml_files import load_profile
+
     if name in builtin_profiles():
         return builtin_profile(name)
     if name in _REGISTERED:

@@ -69,7 +69,9 @@ class TopologyError(ValueError):
 
 
 class HostGroup(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: the schema is built when first used, not at import: importing the models
+    # must stay quick (a `p4netem` command's start-up, tests/unit/test_cli_startup.py).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str                                    # with count > 1 hosts are name1..nameN
     role: Literal["client", "server", "router"]
@@ -117,7 +119,7 @@ class HostGroup(BaseModel):
 
 
 class TopologySpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     description: str = ""

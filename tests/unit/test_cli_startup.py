@@ -1,0 +1,128 @@
+"""`p4netem` starts without importing what the command does not need.
+
+Every command, `--help` included, took about a second to start: importing the command line
+imported grpc, the P4Runtime protobufs, the controller, every pydantic model (built at import) and
+the studies' experiment definitions, and parsed the contract's P4Info. Users script the command in
+loops and the tests run it hundreds of times. Each case here runs the command in a fresh
+interpreter and checks which modules it imported and which pydantic models it built, not how
+long it took (the machine is shared and noisy).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Run the command in this interpreter as the `p4netem` script does, then write what was imported.
+RUNNER = """
+import json, sys
+argv, report = sys.argv[1:-1], sys.argv[-1]
+sys.argv = ["p4netem", *argv]
+code = 0
+try:
+    from p4netem.cli import main
+    main()
+except SystemExit as exc:
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+built = []
+pydantic = sys.modules.get("pydantic")
+for name, module in list(sys.modules.items()):
+    if pydantic is None or not name.startswith("p4netem"):
+        continue
+    for value in list(vars(module).values()):
+        if (isinstance(value, type) and issubclass(value, pydantic.BaseModel) and value.__module__ == name
+                and value.__pydantic_complete__):
+            built.append(f"{name}.{value.__qualname__}")
+with open(report, "w") as f:
+    json.dump({"code": code, "modules": sorted(sys.modules), "built": sorted(built)}, f)
+"""
+
+# Needed by commands that talk to a switch (or by none of these): never to start.
+SWITCH_ONLY = ("grpc", "google.protobuf", "p4.v1.p4runtime_pb2", "p4netem.control.controller",
+               "p4netem.p4rt.client")
+NEVER = ("p4netem_studies.experiments.definition", "numpy", "matplotlib", "fastapi", "uvicorn",
+         "prometheus_client")
+
+
+def run(tmp_path: Path, *args: str) -> dict:
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-c", RUNNER, *args, str(report)], capture_output=True, text=True,
+                          timeout=120)
+    assert report.exists(), proc.stderr
+    return json.loads(report.read_text()) | {"stderr": proc.stderr}
+
+
+def imported(result: dict, names: tuple[str, ...]) -> list[str]:
+    return [name for name in names if name in result["modules"]]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["profiles", "--help"], ["apply", "--help"], ["lab", "--help"]])
+def test_help_imports_no_switch_code_and_builds_no_model(tmp_path: Path, args: list[str]) -> None:
+    result = run(tmp_path, *args)
+    assert result["code"] == 0, result["stderr"]
+    assert imported(result, SWITCH_ONLY + NEVER + ("p4netem.profiles.profile",)) == []
+    assert result["built"] == []  # the models are built when first used (defer_build)
+
+
+@pytest.mark.parametrize("args", [["profiles", "list"], ["profiles", "show", "lte"]])
+def test_profiles_need_no_switch_code_nor_the_p4info(tmp_path: Path, args: list[str]) -> None:
+    """Profiles are read and validated without grpc, the protobufs (the contract's P4Info is
+    parsed when a profile is first encoded for a switch) or the controller."""
+    result = run(tmp_path, *args)
+    assert result["code"] == 0, result["stderr"]
+    assert imported(result, SWITCH_ONLY + NEVER) == []
+    assert "p4netem.profiles.profile" in result["modules"]
+
+
+def test_show_without_a_switch_imports_no_study_code(tmp_path: Path) -> None:
+    """A `show` that finds no switch (exit 3) imports the client, not the studies, the web server,
+    the switch's metrics reader or numpy."""
+    result = run(tmp_path, "show", "-s", "127.0.0.1:1")
+    assert result["code"] == 3, result["stderr"]
+    assert "error: switch 127.0.0.1:1: UNAVAILABLE" in result["stderr"]
+    assert imported(result, NEVER) == []
+    assert "p4netem.control.controller" in result["modules"]
+
+
+def test_import_p4netem_loads_the_protobufs_on_first_use() -> None:
+    """`import p4netem` no longer builds the P4Runtime messages, but a `p4.v1` module imported
+    after it is still the one built in the fast runtime (p4netem.p4rt.proto_import)."""
+    code = ("import sys, p4netem; assert 'google.protobuf' not in sys.modules, 'built at import';"
+            "from p4.v1 import p4runtime_pb2_grpc, p4runtime_pb2;"
+            "from p4netem.p4rt.proto import p4runtime_pb2 as ours;"
+            "from google.protobuf.internal import api_implementation;"
+            "assert p4runtime_pb2 is ours and api_implementation.Type() == 'upb';"
+            "assert p4runtime_pb2_grpc.P4RuntimeStub;"
+            "print(p4runtime_pb2.WriteRequest(device_id=7).SerializeToString().hex())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0807"
+
+
+def test_guarded_maps_each_error_to_its_exit_code() -> None:
+    """cli.common.guarded names the exception classes by module (it imports none of them): each
+    still gets its message and exit code, subclasses included; anything else goes through."""
+    import grpc
+    import typer
+
+    from p4netem.cli.common import EXIT_PROBLEM, EXIT_SWITCH, guarded
+    from p4netem.control.rules import RuleError
+    from p4netem.lab.netns import LabError
+    from p4netem.p4rt.errors import P4RuntimeError
+    from p4netem.profiles.errors import Problem, ProfileError
+
+    cases = [(ProfileError([Problem("rate", "bad")]), EXIT_PROBLEM), (RuleError([Problem("ue", "bad")]), EXIT_PROBLEM),
+             (P4RuntimeError(grpc.StatusCode.UNAVAILABLE, "down"), EXIT_SWITCH), (LabError("no"), EXIT_PROBLEM),
+             (FileNotFoundError(2, "missing"), EXIT_PROBLEM)]
+    for exc, code in cases:
+        def fails(exc: Exception = exc) -> None:
+            raise exc
+        with pytest.raises(typer.Exit) as exit_info:
+            guarded(fails)()
+        assert exit_info.value.exit_code == code, exc
+    with pytest.raises(KeyError):
+        guarded(lambda: {}["x"])()
