@@ -23,7 +23,7 @@ use crate::health::Health;
 use crate::io::afpacket::{ring_frame_size, tx_max_frame, FRAME_SIZE, MAX_RING_FRAME_SIZE};
 use crate::io::flow_cache::{key_of, FastPathMode, FlowCache};
 use crate::io::pcap::PcapWriter;
-use crate::io::{ethtool, port_lock, IoMode, PortIo, RingConfig};
+use crate::io::{ethtool, fan_out, port_lock, IoMode, PortIo, RingConfig};
 use crate::learn::LearnFilter;
 use crate::parse::parse;
 use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
@@ -253,6 +253,20 @@ pub struct DataPlane {
     /// The lock on every port's interface (io/port_lock.rs), held for the whole run: a port
     /// reopened on a new interface of its name keeps it.
     _port_locks: Vec<port_lock::PortLock>,
+}
+
+impl Drop for DataPlane {
+    /// Closes every port at once (io/fan_out.rs: closing a port mostly waits for the kernel, and
+    /// waits taken together overlap), then the fast path's programs, then the port locks: in that
+    /// order, as the fields would drop, so that no other switch takes an interface while a socket or
+    /// program of this one is still on it.
+    fn drop(&mut self) {
+        fan_out::drop_all(std::mem::take(&mut self.ports));
+        if let Some(fast) = self.fast.take() {
+            fast.close();
+        }
+        fan_out::drop_all(std::mem::take(&mut self._port_locks));
+    }
 }
 
 pub fn monotonic_ns() -> u64 {
@@ -551,7 +565,9 @@ impl DataPlane {
         let rings = RingConfig { rx_frames: cfg.rx_frames, tx_frames: cfg.tx_frames, frame_size: cfg.ring_frame_size };
         // A received frame is held in one packet buffer, with a VLAN tag the kernel stripped put back.
         let buffer_limit = cfg.buffer_size - 4;
-        let mut ports = Vec::new();
+        // Checked before any port opens, in port order. Two ports on one interface (by index: an
+        // altname names the same one) would each take every frame, and forward it.
+        let mut ifindexes: Vec<(i32, u16)> = Vec::with_capacity(cfg.ports.len());
         for (i, spec) in cfg.ports.iter().enumerate() {
             if spec.number as usize >= port_index.len() || Some(spec.number) == cfg.cpu_port {
                 bail!("port number {} is not a usable 9-bit port (or is the CPU port)", spec.number);
@@ -560,9 +576,20 @@ impl DataPlane {
                 bail!("port number {} given twice", spec.number);
             }
             port_index[spec.number as usize] = i as u16;
-            let (io, max_frame, rx_limit) =
-                open_port_io(spec.number, &spec.ifname, &rings, cfg.io, cfg.tx_threads, buffer_limit)?;
-            let (pcap_in, pcap_out) = match &cfg.pcap_dir {
+            // 0: no such interface, which opening it says.
+            let ifindex = ethtool::ifindex(&spec.ifname);
+            if let Some(&(_, other)) = ifindexes.iter().find(|(x, _)| ifindex != 0 && *x == ifindex) {
+                bail!(
+                    "ports {other} and {} are both on interface {}: give each port an interface of its own",
+                    spec.number,
+                    spec.ifname
+                );
+            }
+            ifindexes.push((ifindex, spec.number));
+        }
+        let mut pcaps = Vec::with_capacity(cfg.ports.len());
+        for spec in &cfg.ports {
+            pcaps.push(match &cfg.pcap_dir {
                 Some(dir) => {
                     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
                     let f =
@@ -570,16 +597,23 @@ impl DataPlane {
                     (Some(f("in")?), Some(f("out")?))
                 }
                 None => (None, None),
-            };
-            if let Some(other) = ports.iter().find(|p: &&Port| p.io.ifindex() == io.ifindex()) {
-                // Two sockets on one interface: each would take every frame, and forward it.
-                bail!(
-                    "ports {} and {} are both on interface {}: give each port an interface of its own",
-                    other.number,
-                    spec.number,
-                    spec.ifname
-                );
-            }
+            });
+        }
+        // Every port at once (io/fan_out.rs: their set-up mostly waits for the kernel, and waits
+        // taken together overlap); the first failure in port order is the error, as one port after
+        // the other, and the ports that did open are closed again (at once too).
+        let mut opened = fan_out::map(&cfg.ports, |spec| {
+            open_port_io(spec.number, &spec.ifname, &rings, cfg.io, cfg.tx_threads, buffer_limit)
+        });
+        if let Some(first) = opened.iter().position(Result::is_err) {
+            let e = opened.swap_remove(first).err().expect("an error at that position");
+            fan_out::drop_all(opened);
+            return Err(e);
+        }
+        let mut ports = Vec::with_capacity(cfg.ports.len());
+        for ((spec, opened), (pcap_in, pcap_out)) in cfg.ports.iter().zip(opened).zip(pcaps) {
+            let (io, max_frame, rx_limit) = opened.expect("no port failed to open");
+            tracing::info!(port = spec.number, iface = %spec.ifname, io = io.kind(), "port up: {} ({})", io.kind(), io.detail());
             ports.push(Port {
                 io,
                 number: spec.number,
@@ -598,15 +632,19 @@ impl DataPlane {
                 rx_limit,
                 max_frame,
             });
-            let io = &ports[ports.len() - 1].io;
-            tracing::info!(port = spec.number, iface = %spec.ifname, io = io.kind(), "port up: {} ({})", io.kind(), io.detail());
         }
         let now = monotonic_ns();
         let pds = link.caps.pds() as usize;
         let seed_generation = link.registers.rng_seed_generation.load(Ordering::Acquire);
         let seed = link.registers.rng_seed.load(Ordering::Relaxed);
         let health = Arc::new(Health::new(ports.iter().map(|p| (p.number, p.io.ifname().to_string(), p.io.kind()))));
-        let fast = open_fast_path(cfg, &ports, &link, pds as u32)?;
+        let fast = match open_fast_path(cfg, &ports, &link, pds as u32) {
+            Ok(fast) => fast,
+            Err(e) => {
+                fan_out::drop_all(ports);
+                return Err(e);
+            }
+        };
         match &fast {
             Ok(fc) => {
                 link.counters.profile_in.add_fast_path(fc.counts());

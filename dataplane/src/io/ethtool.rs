@@ -55,6 +55,14 @@ pub fn is_loopback(ifname: &str) -> std::io::Result<bool> {
     Ok(iface_flags(fd.as_raw_fd(), ifname)? & libc::IFF_LOOPBACK != 0)
 }
 
+/// The index of the interface named `ifname` (one of its alternative names too), 0 when there is
+/// none.
+pub fn ifindex(ifname: &str) -> i32 {
+    let Ok(name) = std::ffi::CString::new(ifname) else { return 0 };
+    // SAFETY: name is a valid NUL-terminated string.
+    unsafe { libc::if_nametoindex(name.as_ptr()) as i32 }
+}
+
 /// `ifname`'s MTU now (SIOCGIFMTU), read at start to size the rings and buffers before any port
 /// opens.
 pub fn mtu(ifname: &str) -> std::io::Result<u32> {

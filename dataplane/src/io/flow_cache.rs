@@ -390,6 +390,11 @@ impl FlowCache {
         Ok(())
     }
 
+    /// Detaches the program from every port at once (io/fan_out.rs), then frees it and the maps.
+    pub fn close(mut self) {
+        super::fan_out::drop_all(std::mem::take(&mut self.links));
+    }
+
     /// Makes every installed entry stale (a port's MTU changed: entries carry a length bound).
     pub fn invalidate(&mut self) {
         self.dp_epoch += 1;

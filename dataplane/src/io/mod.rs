@@ -1,9 +1,11 @@
 //! Packet I/O: per port AF_XDP (with its XDP program) or AF_PACKET rings, offload checks, pcap
-//! capture, the wake-up eventfd, the lock that keeps a second switch off a port's interface.
+//! capture, the wake-up eventfd, the lock that keeps a second switch off a port's interface, and
+//! the threads that open and close many ports at once.
 pub mod afpacket;
 pub mod afxdp;
 mod bpf;
 pub mod ethtool;
+pub mod fan_out;
 pub mod flow_cache;
 mod kicker;
 pub mod pcap;
