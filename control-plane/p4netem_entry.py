@@ -16,10 +16,23 @@ import signal
 
 
 def main() -> int | None:
+    # During the imports Ctrl-C is only noted, and acted on once they are done: a handler that
+    # raised KeyboardInterrupt there could land in code whose exceptions Python drops (an import
+    # lock's weakref callback: "Exception ignored in: <function _get_module_lock.<locals>.cb>",
+    # then the command ran on as if no Ctrl-C had come).
+    interrupted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: interrupted.append(signum))
     try:
         from p4netem.cli import main as cli_main
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        if interrupted:
+            raise KeyboardInterrupt
         return cli_main()
     except KeyboardInterrupt:
-        # A second Ctrl-C during the interpreter's exit ends it at once, without a traceback either.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
         return 130
+    finally:
+        # The command is done (or raised SystemExit, as click does): a Ctrl-C from here on, while
+        # the interpreter exits, ends it at once, without a traceback either.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)

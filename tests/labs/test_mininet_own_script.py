@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from p4netem.lab.netns import unique_token
+from p4netem.lab import tokens
 from lab_env import alive, assert_gone
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +24,14 @@ EXAMPLE = ROOT / "examples" / "mininet" / "my_topology.py"
 P4NETEM = str(Path(sys.executable).parent / "p4netem")
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
     [str(ROOT / "control-plane"), str(ROOT / "studies"), os.environ.get("PYTHONPATH", "")])}
+
+
+def _prefix(use: str) -> str:
+    """A node-name prefix of 8 characters for one `use` (a capital letter) of this process:
+    Mininet names interfaces `{node}-eth{N}`, Linux allows 15 characters, and the example's
+    `{prefix}s1-eth1` leaves 8, so a lab token (p4n and 8) is too long here. "p4" and the pid's 5
+    base-36 digits (the first 0-2: never "p4n", so no lab's name or sweep meets it)."""
+    return f"p4{tokens.base36(os.getpid(), tokens.PID_DIGITS)}{use}"
 
 
 def _need_root() -> None:
@@ -48,7 +56,7 @@ def net(switch_bin):
 
     from p4netem_studies.mininet import P4NetemSwitch
 
-    p = f"p4n{unique_token()}"
+    p = _prefix("N")
 
     class TwoSwitches(Topo):
         def build(self):
@@ -130,7 +138,7 @@ def test_the_switch_dies_with_a_script_killed_outright(tmp_path, switch_bin):
     """A script killed by SIGKILL runs no cleanup: its hosts' shells end with it (their
     namespaces and links go), and the switch used to run on, forever."""
     _need_root()
-    p = f"p4n{unique_token()}"
+    p = _prefix("K")
     script = tmp_path / "killed.py"
     script.write_text(KILLED)
     proc = subprocess.Popen([sys.executable, str(script), p, switch_bin], stdout=subprocess.PIPE,
@@ -151,7 +159,7 @@ def test_the_switch_dies_with_a_script_killed_outright(tmp_path, switch_bin):
 
 def test_the_example_runs_with_its_profile():
     _need_root()
-    r = subprocess.run([sys.executable, str(EXAMPLE), "--prefix", f"p4n{unique_token()}"],
+    r = subprocess.run([sys.executable, str(EXAMPLE), "--prefix", _prefix("X")],
                        capture_output=True, text=True, timeout=60, env=ENV)
     assert r.returncode == 0, r.stdout + r.stderr
     rtt = re.search(r"ping h1 -> h2: rtt min ([\d.]+) ms", r.stdout)
