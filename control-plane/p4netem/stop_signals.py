@@ -47,13 +47,16 @@ class StopSignals:
         if self.signum is not None:
             raise self._exception(self.signum)
 
-    def wait(self, proc: subprocess.Popen) -> int:
-        """proc.wait(), raising a remembered stop within a second."""
+    def wait(self, proc: subprocess.Popen, *, period: float = 1.0, tick: Callable[[], None] | None = None) -> int:
+        """proc.wait(), raising a remembered stop within `period` seconds, and calling `tick` (if
+        any) once per period while the process runs (p4netem switch's watchdog keep-alive)."""
         while True:
             try:
-                return proc.wait(timeout=1)
+                return proc.wait(timeout=period)
             except subprocess.TimeoutExpired:
                 self.check()
+                if tick is not None:
+                    tick()
 
 
 # The StopSignals of the `handling` blocks being run, innermost last.

@@ -138,7 +138,7 @@ def _start_profile(apply: str | None, netem: str | None, netem_uplink: str | Non
 
 def _run_watched(proc: subprocess.Popen, stops: _StopSignals, notifier: ServiceNotifier, addr: str,
                  device_id: int) -> int:
-    """Wait for the switch like stops.wait(), telling systemd's watchdog (WatchdogSec=) that it is
+    """Wait for the switch with stops.wait(), telling systemd's watchdog (WatchdogSec=) that it is
     alive, WATCHDOG=1, every quarter of the timeout for as long as its P4Runtime server answers
     within another quarter: a switch that is stopped, hung or deadlocked under its control lock
     goes unanswered, systemd kills the unit when the timeout passes and Restart= brings it back
@@ -151,22 +151,22 @@ def _run_watched(proc: subprocess.Popen, stops: _StopSignals, notifier: ServiceN
     quarter = notifier.watchdog_s / 4
     probe = P4RuntimeClient(addr, device_id=device_id, timeout=quarter)
     next_probe = 0.0
+
+    def keep_alive() -> None:
+        nonlocal next_probe
+        if time.monotonic() < next_probe:
+            return
+        next_probe = time.monotonic() + quarter
+        try:
+            if not probe.connected:
+                probe.connect(timeout=quarter, arbitrate=False)  # a channel, no controller
+            if probe.answers(quarter):
+                notifier.keep_alive()
+        except P4RuntimeError:
+            pass  # not answering: no keep-alive this time
+
     try:
-        while True:
-            try:
-                return proc.wait(timeout=min(1.0, quarter))
-            except subprocess.TimeoutExpired:
-                stops.check()
-            if time.monotonic() < next_probe:
-                continue
-            next_probe = time.monotonic() + quarter
-            try:
-                if not probe.connected:
-                    probe.connect(timeout=quarter, arbitrate=False)  # a channel, no controller
-                if probe.answers(quarter):
-                    notifier.keep_alive()
-            except P4RuntimeError:
-                pass  # not answering: no keep-alive this time
+        return stops.wait(proc, period=min(1.0, quarter), tick=keep_alive)
     finally:
         probe.close()
 

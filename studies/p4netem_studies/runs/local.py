@@ -60,52 +60,50 @@ def _lab_main(conn, session: dict, lab_id: str, index: int, shared: bool, run_di
     # close; the loop raises it again (p4netem.stop_signals).
     stops = StopSignals(lambda signum: SystemExit(128 + signum), once=True)
     # Registered (stop_signals.handling) so that the waits inside a load (the page loader's)
-    # raise a dropped stop within a second too, not only the loop below after the load. Never
-    # left: the teardown below sets SIGTERM aside itself, and the process ends after it. (Kept in
-    # a variable: a generator's context manager that is dropped is closed, its handler undone.)
-    registered = handling(stops, (signal.SIGTERM,))
-    registered.__enter__()
-    # Mininet and the servers print: into the lab's own log, never over the driver's progress.
-    log_dir = Path(run_dir) / "logs" / lab_id
-    log_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log_dir / "lab.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    sys.stdout = os.fdopen(1, "w", buffering=1)
-    sys.stderr = os.fdopen(2, "w", buffering=1)
-    worker = LabWorker(session, lab_id=lab_id, index=index, shared=shared, run_dir=run_dir,
-                       files_dir=run_dir)
-    try:
+    # raise a dropped stop within a second too, not only the loop below after the load (the
+    # teardown below sets SIGTERM aside itself).
+    with handling(stops, (signal.SIGTERM,)):
+        # Mininet and the servers print: into the lab's own log, never over the driver's progress.
+        log_dir = Path(run_dir) / "logs" / lab_id
+        log_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(log_dir / "lab.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+        worker = LabWorker(session, lab_id=lab_id, index=index, shared=shared, run_dir=run_dir,
+                           files_dir=run_dir)
         try:
-            conn.send(("up", worker.start()))
-        except Exception as exc:
-            traceback.print_exc()
-            conn.send(("error", f"lab did not start: {_one_line(exc)}"))
-            return
-        while True:
-            stops.check()       # a stop Python dropped during the start or the last load
-            msg = conn.recv()
-            if msg[0] == "close":
-                break
             try:
-                conn.send(("result", worker.run(msg[1])))
+                conn.send(("up", worker.start()))
             except Exception as exc:
-                # The lab's state is unknown after a load that raised: give the job back and go.
                 traceback.print_exc()
-                conn.send(("error", f"load failed in the lab: {_one_line(exc)}"))
+                conn.send(("error", f"lab did not start: {_one_line(exc)}"))
                 return
-    except (EOFError, BrokenPipeError):
-        pass      # the driver is gone
-    finally:
-        # The teardown must finish whatever arrives now (the driver's abort, its death's
-        # PDEATHSIG): a lab stopped halfway through closing leaves namespaces and servers behind.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _arm_teardown_deadline(TEARDOWN_DEADLINE_S)
-        info = worker.close()
-        try:
-            conn.send(("closed", info))
-        except (OSError, BrokenPipeError):
-            pass
+            while True:
+                stops.check()       # a stop Python dropped during the start or the last load
+                msg = conn.recv()
+                if msg[0] == "close":
+                    break
+                try:
+                    conn.send(("result", worker.run(msg[1])))
+                except Exception as exc:
+                    # The lab's state is unknown after a load that raised: give the job back and go.
+                    traceback.print_exc()
+                    conn.send(("error", f"load failed in the lab: {_one_line(exc)}"))
+                    return
+        except (EOFError, BrokenPipeError):
+            pass      # the driver is gone
+        finally:
+            # The teardown must finish whatever arrives now (the driver's abort, its death's
+            # PDEATHSIG): a lab stopped halfway through closing leaves namespaces and servers behind.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            _arm_teardown_deadline(TEARDOWN_DEADLINE_S)
+            info = worker.close()
+            try:
+                conn.send(("closed", info))
+            except (OSError, BrokenPipeError):
+                pass
 
 
 def _arm_teardown_deadline(seconds: float) -> None:
