@@ -240,3 +240,52 @@ def test_web_writes_back_to_back_and_after_a_restart_and_another_id_1_controller
         assert profiles(web) == {"10.0.0.1": "lte", "10.0.0.3": "lan"}
         assert web.request("GET", "/api/stats")[0] == 200
     assert apply(web, "lan")[0] == 200  # the other controller left: the web writes again
+
+
+def _web_waits(web: WebServer, request: threading.Thread, timeout: float = 60) -> bool:
+    """Whether the web said that a write waits for the primary role (its log) before `request`
+    ended."""
+    deadline = time.monotonic() + timeout
+    while request.is_alive() and time.monotonic() < deadline:
+        if "warning: waiting up to" in web.log.read_text():
+            return True
+        time.sleep(0.02)
+    return "warning: waiting up to" in web.log.read_text()
+
+
+def test_a_web_write_waits_for_a_short_hold_and_answers_409_only_when_the_role_stays_taken(bare_switch, web,
+                                                                                           tmp_path):
+    """A CLI command (here: a controller with the CLI's election id 1) writing when a web write
+    comes: the web waits for it (--primary-wait, 2 s by default) instead of answering 409 at once
+    (the old web did); a role that stays taken is still 409, after the wait."""
+    addr = bare_switch.grpc_addr
+    holder = Controller.connect(addr, election_id=1, timeout=10)
+    answers: list[tuple[int, object]] = []
+    request = threading.Thread(target=lambda: answers.append(apply(web, "lte")))
+    try:
+        request.start()
+        said = _web_waits(web, request)
+        holder.apply("hspa", [parse_rule_option("client=10.0.0.2")])  # the waiting web does not block it
+    finally:
+        holder.close()
+        request.join(timeout=120)
+    assert answers and answers[0][0] == 200, answers  # the old web: 409, at once
+    assert said, web.log.read_text()
+    assert profiles(web) == {"10.0.0.1": "lte", "10.0.0.2": "hspa"}
+
+    with Controller.connect(addr, election_id=1, timeout=10) as stays:
+        t0 = time.monotonic()
+        status, body = apply(web, "lan")
+        assert status == 409, body
+        assert body["code"] == "INVALID_ARGUMENT" and body["election_id"] == 1 and ALREADY_USED in body["error"], body
+        m = re.search(r"waited (\d+\.\d) s for the primary role", body["error"])
+        assert m and float(m.group(1)) >= 2.0 and time.monotonic() - t0 >= 2.0, body
+        assert stays.is_primary
+        # --primary-wait 0: at once, as before.
+        at_once = WebServer(addr, "--primary-wait", "0", log=tmp_path / "web0.log", election_id=1)
+        try:
+            status, body = apply(at_once, "lan")
+            assert status == 409 and ALREADY_USED in body["error"] and "waited" not in body["error"], body
+        finally:
+            at_once.stop()
+    assert profiles(web) == {"10.0.0.1": "lte", "10.0.0.2": "hspa"}

@@ -42,8 +42,9 @@ def rtt_ms(lab: TwoHostLab, count: int = 5) -> float:
 
 def test_apply_show_stats_reset(lab: TwoHostLab) -> None:
     addr = lab.switch.grpc_addr
-    # The lab's own client holds election id 1: a second controller with the same id is refused.
-    same = cli("apply", "hspa", addr=addr)
+    # The lab's own client holds election id 1: a second controller with the same id is refused
+    # (at once with no --primary-wait; tests/control/test_primary_wait.py has the wait).
+    same = cli("apply", "hspa", addr=addr, env={"P4NETEM_PRIMARY_WAIT": "0"})
     assert same.returncode == 3, same.stderr
     assert same.stderr.startswith(f"error: switch {addr}: INVALID_ARGUMENT"), same.stderr
 
@@ -147,7 +148,7 @@ def test_exit_codes_and_messages(bare_switch: SwitchProcess, tmp_path) -> None:
     assert cli("stats", "--interval", "0").returncode == 2
 
     with Controller.connect(addr, election_id=10):
-        r = cli("apply", "lan", "--election-id", "5", addr=addr)
+        r = cli("apply", "lan", "--election-id", "5", addr=addr, env={"P4NETEM_PRIMARY_WAIT": "0"})
         assert r.returncode == 3, r.stderr
         assert "PERMISSION_DENIED" in r.stderr and "not the primary controller" in r.stderr
         assert "pass a higher --election-id" in r.stderr

@@ -9,7 +9,9 @@ studies E1-E5; docs/experiments.md), which join through the entry-point group `p
 the control plane never imports the studies. Every command
 that talks to a switch takes --switch HOST:PORT (env P4NETEM_ADDR, default 127.0.0.1:9559),
 --device-id and --election-id; the TLS options --grpc-ca, --grpc-cert, --grpc-key (env
-P4NETEM_GRPC_CA, ...) come before the command and hold for all of them. docs/cli.md shows each with its output.
+P4NETEM_GRPC_CA, ...) and --primary-wait (how long a command that writes waits for the primary
+role another live controller holds, env P4NETEM_PRIMARY_WAIT) come before the command and hold
+for all of them. docs/cli.md shows each with its output.
 
 Exit codes a script can rely on (every command):
   0    done
@@ -37,8 +39,9 @@ import typer
 
 from . import (apply_cmd, distribution_cmd, forward_cmd, host_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
                timeline_cmd, trace_cmd, replay_cmd, web_cmd)
+from ..control.primary_wait import CLI_WAIT_S
 from .common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE, GrpcCa, GrpcCert, GrpcKey,
-                     GrpcServerName, use_tls)
+                     GrpcServerName, PrimaryWait, use_primary_wait, use_tls)
 
 app = typer.Typer(
     name="p4netem",
@@ -61,6 +64,7 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _global_options(grpc_ca: GrpcCa = None, grpc_cert: GrpcCert = None, grpc_key: GrpcKey = None,
                     grpc_server_name: GrpcServerName = None,
+                    primary_wait: PrimaryWait = CLI_WAIT_S,
                     version: Annotated[bool, typer.Option(
                         "--version", "-V", is_eager=True, callback=_print_version,
                         help="Print the version of p4netem and the switch binary it runs, then exit.")] = False,
@@ -71,6 +75,7 @@ def _global_options(grpc_ca: GrpcCa = None, grpc_cert: GrpcCert = None, grpc_key
     --grpc-key under mutual TLS) before the command, e.g. `p4netem --grpc-ca ca.pem show -s sw:9559`,
     or set P4NETEM_GRPC_CA, P4NETEM_GRPC_CERT, P4NETEM_GRPC_KEY."""
     use_tls(grpc_ca, grpc_cert, grpc_key, grpc_server_name)
+    use_primary_wait(primary_wait)
 
 
 switch_cmd.register(app)

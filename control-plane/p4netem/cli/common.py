@@ -8,8 +8,10 @@ p4netem.cli). Scripts should rely on the exit code and on `--json` output, not o
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
@@ -17,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+from ..control.primary_wait import CLI_WAIT_S, MAX_WAIT_S
 
 if TYPE_CHECKING:
     from ..control import Controller
@@ -63,6 +67,36 @@ ElectionId = Annotated[int, typer.Option(
     "--election-id", envvar="P4NETEM_ELECTION_ID", min=1, max=2**128 - 1,
     help="Election id for arbitration: the highest live one is primary and may write "
          "(env P4NETEM_ELECTION_ID).")]
+# How long a write command waits for the primary role while another live controller holds it
+# (control/primary_wait.py says why and what is waited on; its CLI_WAIT_S, the default).
+PrimaryWait = Annotated[float, typer.Option(
+    "--primary-wait", envvar="P4NETEM_PRIMARY_WAIT", metavar="SECONDS", min=0.0, max=MAX_WAIT_S,
+    help="How long a command that writes waits for the primary role while another live controller holds it "
+         "(our election id, or a higher one primary), before exit 3; 0: at once (env P4NETEM_PRIMARY_WAIT).")]
+_primary_wait_s = CLI_WAIT_S
+
+
+def use_primary_wait(seconds: float) -> None:
+    """The wait of every write command of this process (the global --primary-wait), and a line on
+    stderr when one waits (`warning: waiting up to 5 s for the primary role: ...`, logged by
+    control/primary_wait.py; `p4netem web` shows its writes' waits the same way)."""
+    global _primary_wait_s
+    _primary_wait_s = seconds
+    waits = logging.getLogger(PRIMARY_WAIT_LOGGER)
+    if not any(isinstance(h, _ShownAsWarning) for h in waits.handlers):
+        waits.addHandler(_ShownAsWarning())
+        waits.setLevel(logging.INFO)
+        waits.propagate = False
+
+
+PRIMARY_WAIT_LOGGER = "p4netem.control.primary_wait"
+
+
+class _ShownAsWarning(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        warning(record.getMessage())
+
+
 GrpcCa = Annotated[Optional[Path], typer.Option(
     "--grpc-ca", envvar="P4NETEM_GRPC_CA", metavar="PEM",
     help="TLS: trust switches whose certificate this CA signed (env P4NETEM_GRPC_CA). Without any "
@@ -111,12 +145,15 @@ def warning(message: str) -> None:
 
 def connect(addr: str, device_id: int, election_id: int, *, write: bool = True,
             profiles: list | None = None) -> Controller:
-    """A Controller; for write commands it must be primary (else exit 3 with the reason)."""
+    """A Controller; for write commands it must be primary (else exit 3 with the reason), after
+    waiting for the role for up to --primary-wait while another live controller holds it."""
     from ..control.controller import Controller
     from ..p4rt.errors import P4RuntimeError
 
+    wait = _primary_wait_s if write else 0.0
+    start = time.monotonic()
     ctl = Controller.connect(addr, device_id=device_id, election_id=election_id, primary=write,
-                             timeout=5.0, profiles=profiles or ())
+                             timeout=5.0, profiles=profiles or (), primary_wait=wait)
     if write and not ctl.is_primary:
         highest = ctl.client.primary_election_id
         ctl.close()
@@ -124,7 +161,8 @@ def connect(addr: str, device_id: int, election_id: int, *, write: bool = True,
             _permission_denied(),
             f"not the primary controller of device {device_id} at {addr}: our election id {election_id}"
             + (f" is below the switch's highest, {highest}" if highest is not None else "")
-            + "; pass a higher --election-id to take over")
+            + "; pass a higher --election-id to take over"
+            + (f"; waited {time.monotonic() - start:.1f} s for the primary role" if wait else ""))
     return ctl
 
 

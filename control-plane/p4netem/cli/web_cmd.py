@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..control.primary_wait import MAX_WEB_WAIT_S, WEB_WAIT_S
 from .common import DEFAULT_ADDR, DeviceId, ElectionId, SwitchAddr, console, guarded, warning
 
 
@@ -42,6 +43,11 @@ def web(
         "--switch-metrics", metavar="URL",
         help="The switch's own health metrics (p4netem-switch --metrics-addr), e.g. "
              "http://127.0.0.1:9560/metrics: re-exported on /metrics and summarized on /api/health.")] = None,
+    primary_wait: Annotated[float, typer.Option(
+        "--primary-wait", envvar="P4NETEM_WEB_PRIMARY_WAIT", metavar="SECONDS", min=0.0, max=MAX_WEB_WAIT_S,
+        help="How long a write waits for the primary role while another live controller holds it (a CLI "
+             "command writing) before it answers 409; 0: at once (env P4NETEM_WEB_PRIMARY_WAIT; the global "
+             "--primary-wait is the CLI's own).")] = WEB_WAIT_S,
     addr: SwitchAddr = DEFAULT_ADDR,
     device_id: DeviceId = 1,
     election_id: ElectionId = 1,
@@ -59,7 +65,8 @@ def web(
     if not _loopback(host) and not token:
         warning(f"--listen {listen} without --token: anyone who reaches the page may change every rule")
     settings = WebSettings(switch=addr, device_id=device_id, election_id=election_id, tls=GrpcTls.from_env(),
-                           token=token, refresh_s=refresh, switch_metrics=switch_metrics)
+                           token=token, refresh_s=refresh, switch_metrics=switch_metrics,
+                           primary_wait_s=primary_wait)
     app = create_app(settings)
     console.print(f"p4netem web on http://{listen}/ (API docs /docs, metrics /metrics) for switch {addr}",
                   highlight=False)

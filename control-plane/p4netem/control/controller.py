@@ -47,6 +47,7 @@ from .forwarding import Forwarding
 from .radio_view import DEFAULT_LIMIT, SCAN_LIMIT, RadioReport
 from .readback import AppliedRule, LinkStats, Readback, SwitchStats
 from .rules import Rule
+from .primary_wait import check_wait
 from .session import Session, check_atomicity
 from .state import ManagedRule, SwitchState
 from .switching import DEFAULT_RULE, ApplyResult, ProfileSwitch, ProfileSwitching
@@ -99,6 +100,7 @@ class Controller:
         tls: GrpcTls | None = None,
         connect_timeout: float | None = None,
         keepalive_s: float | None = None,
+        primary_wait: float = 0.0,
     ) -> Controller:
         """Connect to a switch. With primary=True (the default) run arbitration with `election_id`;
         the controller can write only if it became primary (`is_primary`). With primary=False
@@ -110,10 +112,14 @@ class Controller:
         `connect_timeout` how long this and every reconnection wait for the switch (None: `timeout`),
         seconds in 0 < s <= 86400 (else a ValueError naming the argument). `keepalive_s` (None: off):
         an HTTP/2 PING every keepalive_s seconds, so a switch frozen with the connection open is
-        found out within about 3 * keepalive_s rather than a call's deadline."""
+        found out within about 3 * keepalive_s rather than a call's deadline. `primary_wait` (seconds,
+        0: none; with primary=True): while another live controller holds the role (our election id,
+        or a higher one primary), try again for up to that long (primary_wait.py); then as without
+        a wait: a backup is returned, our election id still in use raises, saying how long."""
         # Bad arguments fail before anything is opened. A P4Info file given is read (a missing
         # one is an error: nothing would be verified); the default one only if it exists.
         check_atomicity(max_atomicity)
+        primary_wait = check_wait("primary_wait", primary_wait)
         profiles = list(profiles)
         if isinstance(p4info, P4Info):
             local: P4Info | None = p4info
@@ -123,10 +129,13 @@ class Controller:
             local = P4Info.load(p4info_path()) if p4info_path().exists() else None
         client = P4RuntimeClient(address, device_id=device_id, election_id=election_id, role=role, timeout=timeout,
                                  tls=tls, connect_timeout=connect_timeout, keepalive_s=keepalive_s)
-        client.connect(arbitrate=primary)
+        waits = primary and primary_wait > 0
+        client.connect(arbitrate=primary and not waits)  # a wait opens the stream itself
         try:
             ctl = cls(client, profiles=profiles, owns_client=True, max_atomicity=max_atomicity)
             ctl.session.local_p4info = local
+            if waits:
+                ctl.session.arbitrate_waiting(primary_wait)
             ctl.session.adopt_pipeline()
         except BaseException:
             client.close()
@@ -180,13 +189,13 @@ class Controller:
         self.session.reconnect(election_id)
 
     @contextlib.contextmanager
-    def primary_role(self) -> Iterator[Controller]:
+    def primary_role(self, wait: float = 0.0) -> Iterator[Controller]:
         """`with ctl.primary_role(): ctl.apply(...)`: primary only for the block, on a controller
         connected with primary=False (Session.acquire_primary: NotPrimaryError, naming the
-        holder's election id, when another controller has the role or our election id); the
-        switch forgets this controller when the block ends, so others with the same election id
-        write in between (`p4netem web`)."""
-        self.session.acquire_primary()
+        holder's election id, when another controller has the role or our election id, after
+        trying again for up to `wait` seconds); the switch forgets this controller when the block
+        ends, so others with the same election id write in between (`p4netem web`)."""
+        self.session.acquire_primary(wait)
         try:
             yield self
         finally:

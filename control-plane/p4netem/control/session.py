@@ -16,6 +16,7 @@ import grpc
 from .. import pipeline as pl
 from ..p4rt import P4Info, P4RuntimeClient, P4RuntimeError, WriteError
 from ..paths import p4info_path
+from .primary_wait import RoleWait, check_wait, election_id_in_use
 from .rollback import record as record_for_rollback, revert_updates
 from .state import SwitchState, read_state
 
@@ -142,14 +143,28 @@ class Session:
         if self.is_primary:
             self.checked_generation = self.client.generation
 
-    def acquire_primary(self) -> None:
+    def acquire_primary(self, wait: float = 0.0) -> None:
         """Become the primary for a while, on a connection opened without a stream: open the
         StreamChannel and arbitrate with our election id (release_primary() closes it again). So
         a long-running process (the web server) is a controller of the switch only while it
         writes, and other controllers with the same election id (the CLI's default, 1) write in
         between. The role taken meanwhile raises NotPrimaryError, naming the holder's election
-        id, and leaves the connection without a stream. The pipeline is checked (VERIFY, or pushed
-        to a switch without one) on the first acquisition on each connection."""
+        id, and leaves the connection without a stream. `wait` (seconds, 0: none): while another
+        live controller holds the role (has our election id, or a higher one is primary), try
+        again until then (primary_wait.py), holding no stream in between; the error then says
+        how long it waited. The pipeline is checked (VERIFY, or pushed to a switch without one)
+        on the first acquisition on each connection."""
+        waiting = RoleWait(check_wait("wait", wait))
+        while True:
+            try:
+                return self._acquire_once()
+            except NotPrimaryError as err:
+                # holder None: nobody is primary, our id is below the highest the switch keeps
+                # for as long as it runs: no wait changes that.
+                if err.holder is None or not waiting.pause(err.message):
+                    raise NotPrimaryError(err.code, err.message + waiting.note(), holder=err.holder) from None
+
+    def _acquire_once(self) -> None:
         with self.lock:
             self.ensure_connected()
             c = self.client
@@ -158,7 +173,7 @@ class Session:
                 # A stream already open (connected with primary=True): arbitrate on it again.
                 primary = c.arbitrate(timeout=wait) if c.arbitrating else c.open_stream(timeout=wait)
             except P4RuntimeError as err:
-                if err.code != grpc.StatusCode.INVALID_ARGUMENT:
+                if not election_id_in_use(err):
                     raise self.explain(err, "become the primary controller") from None
                 # The switch refused the election id: a live controller has it (p4netem-switch:
                 # "election id N is already used by another controller ...").
@@ -183,6 +198,31 @@ class Session:
             except BaseException:
                 self.release_primary()
                 raise
+
+    def arbitrate_waiting(self, wait: float) -> bool:
+        """Open the stream on a connection without one and arbitrate (Controller.connect with a
+        primary_wait); while another live controller holds the role, close the stream and try
+        again, for up to `wait` seconds (primary_wait.py). The last answer stands as without a
+        wait: our election id still in use raises the switch's refusal, saying how long we
+        waited; a backup keeps its stream and returns False. Returns is_primary."""
+        c = self.client
+        timeout = c.timeout if c.connect_timeout is None else c.connect_timeout
+        waiting = RoleWait(wait)
+        while True:
+            try:
+                if c.open_stream(timeout=timeout):
+                    return True
+            except P4RuntimeError as err:  # open_stream left no stream behind
+                if not election_id_in_use(err):
+                    raise
+                if not waiting.pause(err.message):
+                    raise P4RuntimeError(err.code, err.message + waiting.note()) from None
+                continue
+            if not c.primary_present or waiting.left <= 0:
+                return False
+            why = f"the controller with election id {c.primary_election_id} is the primary (ours is {c.election_id})"
+            c.release()
+            waiting.pause(why)
 
     def release_primary(self) -> None:
         """Close the stream acquire_primary() opened: the switch forgets this controller (its

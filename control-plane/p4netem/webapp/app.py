@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..control.primary_wait import WEB_WAIT_S
 from ..control.readback import SwitchStats
 from ..control.session import NotPrimaryError
 from ..p4rt import GrpcTls, P4RuntimeError
@@ -40,6 +41,7 @@ class WebSettings:
     token: str | None = None
     refresh_s: float = 1.0  # the live stream's period (the page's plots scroll at this step)
     switch_metrics: str | None = None  # the switch's --metrics-addr URL (its own health)
+    primary_wait_s: float = WEB_WAIT_S  # how long a write waits for the primary role
 
 
 def static_dir() -> Path:
@@ -144,7 +146,8 @@ def _validation_problems(exc: RequestValidationError) -> list[Problem]:
 def create_app(settings: WebSettings, session: SwitchSession | None = None) -> FastAPI:
     session = session or SwitchSession(settings.switch, device_id=settings.device_id,
                                        election_id=settings.election_id, tls=settings.tls,
-                                       stats_max_age_s=min(0.4, settings.refresh_s / 2))
+                                       stats_max_age_s=min(0.4, settings.refresh_s / 2),
+                                       primary_wait_s=settings.primary_wait_s)
     access = Access(settings.token)
     timelines = TimelineRunner()
     app = FastAPI(title="p4netem", version="0.1.0",

@@ -10,7 +10,9 @@ CLI, or a `p4netem switch` service restarted under the web, writes with the same
 id 1 in between (the web used to hold it for as long as it ran, and they exited 3: "election id 1
 is already used by another controller"). A giant election id would not do: the switch keeps the
 highest it has seen (P4Runtime), which would lock id-1 controllers out for good. A write while
-another controller is primary, or holds our election id, answers 409 naming it (NotPrimaryError).
+another controller is primary, or holds our election id, waits for it up to primary_wait_s (web
+--primary-wait, 2 s by default: a CLI command holds the role for well under a second), then
+answers 409 naming it (NotPrimaryError).
 The writer's channel stays open between writes: the stream costs a write about 2 ms, a new
 connection about 8 ms. A Controller is not thread-safe and FastAPI runs plain endpoints on a
 thread pool: each connection has its own lock. Stats come from a StatsPoller
@@ -56,6 +58,7 @@ import grpc
 
 from ..control import Controller
 from ..control.controller import SwitchStats
+from ..control.primary_wait import WEB_WAIT_S, check_wait
 from ..control.session import NoPipelineError
 from ..control.stats_poller import StatsPoller
 from ..p4rt import GrpcTls, P4Info, P4RuntimeError
@@ -128,7 +131,8 @@ class _Connection:
 class SwitchSession:
     def __init__(self, address: str, *, device_id: int = 1, election_id: int = 1, tls: GrpcTls | None = None,
                  timeout: float = 5.0, connect_timeout: float = CONNECT_TIMEOUT_S, retry_s: float = RETRY_S,
-                 stats_max_age_s: float = 0.4, keepalive_s: float | None = KEEPALIVE_S):
+                 stats_max_age_s: float = 0.4, keepalive_s: float | None = KEEPALIVE_S,
+                 primary_wait_s: float = WEB_WAIT_S):
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
@@ -138,6 +142,9 @@ class SwitchSession:
         self.keepalive_s = keepalive_s
         self.retry_s = retry_s
         self.stats_max_age_s = stats_max_age_s
+        # How long a write waits for the primary role while another live controller holds it
+        # (a CLI command writing) before NotPrimaryError, 409 (control/primary_wait.py).
+        self.primary_wait_s = check_wait("primary_wait_s", primary_wait_s)
         self.uploaded: dict[str, Profile] = {}
         # Its connection has no stream between writes: write() takes the primary role for each.
         self._writer = _Connection(self, primary=True)
@@ -149,10 +156,10 @@ class SwitchSession:
 
     def write(self, fn: Callable[[Controller], T], *, blocking: bool = True, exclusive: bool = False) -> T:
         """Run fn as the primary controller, after the writes before it: the stream is opened and
-        closed around it (NotPrimaryError if another controller has the role or our election
-        id). blocking=False raises BusyError while a timeline (a write with exclusive=True)
-        holds it, rather than waiting for the timeline's end; two requests' writes at the same
-        moment just take turns."""
+        closed around it (NotPrimaryError if another controller still has the role or our
+        election id after primary_wait_s). blocking=False raises BusyError while a timeline (a
+        write with exclusive=True) holds it, rather than waiting for the timeline's end; two
+        requests' writes at the same moment just take turns."""
         lock = self._writer.lock
         while not lock.acquire(timeout=0.05):
             if not blocking and self._exclusive:
@@ -161,7 +168,7 @@ class SwitchSession:
             self._exclusive = True
 
         def as_primary(ctl: Controller) -> T:
-            with ctl.primary_role():
+            with ctl.primary_role(self.primary_wait_s):
                 return fn(ctl)
         try:
             return self._writer.use(as_primary)
