@@ -35,7 +35,8 @@ use crate::state::{DataPlaneLink, DigestEvent, PacketIn};
 use crate::tables::{Forward, Snapshot};
 use crate::wait::{plan, Lateness, SpinBudget, Wait, WakeMargin, WINDOW_NS};
 
-/// Longest sleep: bounds pcap flush delay even when idle.
+/// Longest sleep: bounds pcap flush delay even when idle, and the time between two heartbeats of
+/// the loop (health.rs).
 const MAX_SLEEP_NS: u64 = 100_000_000;
 /// Frames taken from one port per loop turn, so one busy port cannot starve the others.
 const RX_BATCH: usize = 256;
@@ -638,6 +639,9 @@ impl DataPlane {
         let seed_generation = link.registers.rng_seed_generation.load(Ordering::Acquire);
         let seed = link.registers.rng_seed.load(Ordering::Relaxed);
         let health = Arc::new(Health::new(ports.iter().map(|p| (p.number, p.io.ifname().to_string(), p.io.kind()))));
+        for (h, p) in health.ports.iter().zip(&ports) {
+            h.tx_beat.store(p.io.tx_heartbeat());
+        }
         let fast = match open_fast_path(cfg, &ports, &link, pds as u32) {
             Ok(fast) => fast,
             Err(e) => {
@@ -770,6 +774,8 @@ impl DataPlane {
             // stale clock, which would only make them late). A spinning turn reads it once (the
             // issue 14 profile: four reads per turn were 35 % of the thread at 1 Gbit/s).
             let turn_start = monotonic_ns();
+            // Alive (health.rs): a turn comes at least every MAX_SLEEP_NS, idle or not.
+            self.health.dataplane_beat.beat(turn_start);
             let snap = self.link.snapshot.load_full();
             self.sync_control(&snap);
             let mut work = 0;
@@ -1040,6 +1046,7 @@ impl DataPlane {
         (port.warned_truncated, port.warned_csum, port.warned_mtu) = (false, false, false);
         if let Some(h) = self.health.ports.get(pi) {
             h.set_io(port.io.kind());
+            h.tx_beat.store(port.io.tx_heartbeat()); // the old port's thread has ended
         }
         tracing::info!(port = number, iface = %ifname, io = port.io.kind(), "port reopened");
         if let Some(fc) = &mut self.fast {

@@ -13,6 +13,7 @@ use clap::Parser;
 use p4netem_switch::affinity;
 use p4netem_switch::contract::{self, ACTION_SET_EGRESS_PORT, TABLE_PORT_MAP};
 use p4netem_switch::dataplane::{DataPlane, DataPlaneConfig, PortSpec, Sizing};
+use p4netem_switch::health;
 use p4netem_switch::io::afpacket::{tx_max_frame, FRAME_SIZE, RX_MAX_FRAME};
 use p4netem_switch::io::ethtool;
 use p4netem_switch::io::flow_cache::FastPathMode;
@@ -63,6 +64,15 @@ struct Args {
     /// default; read-only, but keep it on loopback or a management network like the gRPC port.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_addr: Option<SocketAddr>,
+
+    /// A data-plane thread (the loop; a port's TX thread) whose loop has not turned for this long,
+    /// in milliseconds (2000..=3600000), is stalled: the gRPC health service on --grpc-addr
+    /// (grpc.health.v1, services "" and p4.v1.P4Runtime) answers NOT_SERVING until it runs again,
+    /// and `p4netem switch` stops vouching for the switch to systemd's watchdog. An idle loop turns
+    /// every 100 ms, a TX thread every second. Its age is p4netem_switch_heartbeat_age_seconds.
+    #[arg(long, default_value_t = health::DEFAULT_HEARTBEAT_TIMEOUT_MS, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(health::MIN_HEARTBEAT_TIMEOUT_MS..=health::MAX_HEARTBEAT_TIMEOUT_MS))]
+    heartbeat_timeout_ms: u64,
 
     /// Largest gRPC message the P4Runtime server accepts or sends, in bytes (65536..=1073741824).
     #[arg(long, default_value_t = p4rt::listen::DEFAULT_MAX_MESSAGE_BYTES, value_name = "BYTES")]
@@ -415,6 +425,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     let dp = DataPlane::open(&cfg, link, shutdown.clone())?;
     let health = dp.health();
+    health.heartbeat_timeout_ns.store(args.heartbeat_timeout_ms * 1_000_000, Ordering::Relaxed);
     // Held until main returns (the kernel also drops it if the process dies).
     let _cpu_latency = args.cpu_latency_us.0.and_then(|us| match p4netem_switch::cpu_latency::hold(us) {
         Ok(req) => {

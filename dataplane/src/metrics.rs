@@ -152,6 +152,33 @@ impl Collector for HealthCollector {
             "Flow-cache entries the data plane installed",
             h.fast_installs.load(Ordering::Relaxed) as f64,
         )?;
+        // Each data-plane thread's heartbeat (health.rs): an alert on its max over the timeout is
+        // what the gRPC health service answers NOT_SERVING for.
+        let now = crate::dataplane::monotonic_ns();
+        let probe = ConstGauge::new(0.0);
+        let mut family = encoder.encode_descriptor(
+            "p4netem_switch_heartbeat_age_seconds",
+            "Time since a data-plane thread's loop last turned (label thread: dataplane, or tx with the port of a \
+             --tx-threads thread); above p4netem_switch_heartbeat_timeout_seconds the thread is stalled and the gRPC \
+             health service answers NOT_SERVING",
+            None,
+            probe.metric_type(),
+        )?;
+        let age = |ns: u64| ConstGauge::new(ns as f64 / 1e9);
+        age(h.dataplane_beat.age_ns(now)).encode(family.encode_family(&[("thread", "dataplane".to_string())])?)?;
+        for p in &h.ports {
+            if let Some(beat) = &*p.tx_beat.load() {
+                let labels =
+                    [("thread", "tx".to_string()), ("port", p.number.to_string()), ("iface", p.ifname.clone())];
+                age(beat.age_ns(now)).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        gauge(
+            &mut encoder,
+            "p4netem_switch_heartbeat_timeout_seconds",
+            "A data-plane thread whose heartbeat is older than this is stalled (--heartbeat-timeout-ms)",
+            h.heartbeat_timeout_ns.load(Ordering::Relaxed) as f64 / 1e9,
+        )?;
         let family = encoder.encode_descriptor(
             "p4netem_switch_p4runtime_request_seconds",
             "Time the P4Runtime server took to answer a request, by RPC",

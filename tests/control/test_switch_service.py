@@ -31,6 +31,7 @@ import pytest
 from p4netem.lab import TwoHostLab, free_tcp_port
 from p4netem.service_notify import ServiceNotifier
 from test_cli import P4NETEM, _port_open, cli, rtt_ms
+from thread_stop import stopped_thread, thread_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "packaging" / "systemd" / "p4netem-switch.service"
@@ -153,14 +154,28 @@ def test_the_watchdog_is_this_process_s_only_and_not_inherited(monkeypatch, capf
     assert ServiceNotifier(None, 2.5).watchdog_s is None  # nobody to send WATCHDOG=1 to
 
 
-def test_the_watchdog_hears_from_a_switch_that_answers_and_not_from_a_frozen_one(switch_bin: str) -> None:
-    """Run as a unit with WatchdogSec= (systemd sets WATCHDOG_USEC), `p4netem switch` sends
-    WATCHDOG=1 from its own pid after READY=1, but not while the switch is frozen (SIGSTOP: its
-    P4Runtime server does not answer), so systemd would kill and restart the unit; it does again once
-    the switch runs on."""
+def keep_alives(sock: socket.socket, pid: int, seconds: float, until: int | None = None) -> list[float]:
+    """Arrival times of WATCHDOG=1 (all from `pid`: NotifyAccess=main) within `seconds` (or up to
+    the `until`th)."""
+    got: list[float] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and (until is None or len(got) < until):
+        for sender, fields in notifications(sock, max(0.01, end - time.monotonic())):
+            assert sender == pid, (sender, fields)
+            if fields.get("WATCHDOG") == "1":
+                got.append(time.monotonic())
+            if until is not None and len(got) >= until or time.monotonic() >= end:
+                break
+    return got
+
+
+@contextmanager
+def watched_switch(switch_bin: str, addr: str) -> Iterator[tuple[socket.socket, subprocess.Popen, int]]:
+    """`p4netem switch` run as a unit with WatchdogSec=2 (systemd sets WATCHDOG_USEC: it probes the
+    switch every 0.5 s, within 0.5 s), once it has sent READY=1: the notification socket, the
+    command's process and the switch's pid. Stopped (SIGTERM, exit 0 asserted) at the end."""
     if os.geteuid() != 0:
         pytest.fail("needs root", pytrace=False)
-    addr = f"127.0.0.1:{free_tcp_port()}"
     address = f"@p4n-wd-{uuid.uuid4().hex}"
     with notify_socket(address) as sock:
         proc = subprocess.Popen([str(P4NETEM), "switch", "--switch", addr, "--binary", switch_bin,
@@ -168,19 +183,6 @@ def test_the_watchdog_hears_from_a_switch_that_answers_and_not_from_a_frozen_one
                                 env={**os.environ, "NOTIFY_SOCKET": address, "WATCHDOG_USEC": "2000000"})
         switch_pid = None
         try:
-            def keep_alives(seconds: float, until: int | None = None) -> list[float]:
-                """Arrival times of WATCHDOG=1 within `seconds` (or up to the `until`th)."""
-                got: list[float] = []
-                end = time.monotonic() + seconds
-                while time.monotonic() < end and (until is None or len(got) < until):
-                    for pid, fields in notifications(sock, max(0.01, end - time.monotonic())):
-                        assert pid == proc.pid, (pid, fields)  # NotifyAccess=main
-                        if fields.get("WATCHDOG") == "1":
-                            got.append(time.monotonic())
-                        if until is not None and len(got) >= until or time.monotonic() >= end:
-                            break
-                return got
-
             told = []
             for _, fields in notifications(sock, 60):
                 told.append(fields)
@@ -189,15 +191,7 @@ def test_the_watchdog_hears_from_a_switch_that_answers_and_not_from_a_frozen_one
                     break
             assert told and "READY" in told[-1], (told, proc.poll())
             (switch_pid,) = _children(proc.pid)
-            assert b"WATCHDOG_USEC=" not in Path(f"/proc/{switch_pid}/environ").read_bytes()
-            assert len(keep_alives(30, until=3)) == 3        # every 0.5 s here, while it answers
-            os.kill(switch_pid, signal.SIGSTOP)
-            # A probe answered just before the stop may still be told; after 2 s none can be.
-            keep_alives(2)
-            assert keep_alives(4) == [], "WATCHDOG=1 for a frozen switch"
-            assert proc.poll() is None  # systemd, not p4netem switch, acts on a missed watchdog
-            os.kill(switch_pid, signal.SIGCONT)
-            assert len(keep_alives(30, until=2)) == 2
+            yield sock, proc, switch_pid
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=30)
             assert proc.returncode == 0, (out, err)
@@ -210,6 +204,51 @@ def test_the_watchdog_hears_from_a_switch_that_answers_and_not_from_a_frozen_one
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_the_watchdog_hears_from_a_switch_that_answers_and_not_from_a_frozen_one(switch_bin: str) -> None:
+    """Run as a unit with WatchdogSec= (systemd sets WATCHDOG_USEC), `p4netem switch` sends
+    WATCHDOG=1 from its own pid after READY=1, but not while the switch is frozen (SIGSTOP: its
+    P4Runtime server does not answer), so systemd would kill and restart the unit; it does again once
+    the switch runs on."""
+    addr = f"127.0.0.1:{free_tcp_port()}"
+    with watched_switch(switch_bin, addr) as (sock, proc, switch_pid):
+        assert b"WATCHDOG_USEC=" not in Path(f"/proc/{switch_pid}/environ").read_bytes()
+        assert len(keep_alives(sock, proc.pid, 30, until=3)) == 3        # every 0.5 s here, while it answers
+        os.kill(switch_pid, signal.SIGSTOP)
+        # A probe answered just before the stop may still be told; after 2 s none can be.
+        keep_alives(sock, proc.pid, 2)
+        assert keep_alives(sock, proc.pid, 4) == [], "WATCHDOG=1 for a frozen switch"
+        assert proc.poll() is None  # systemd, not p4netem switch, acts on a missed watchdog
+        os.kill(switch_pid, signal.SIGCONT)
+        assert len(keep_alives(sock, proc.pid, 30, until=2)) == 2
+
+
+def test_the_watchdog_hears_nothing_while_the_data_plane_is_stopped(switch_bin: str) -> None:
+    """The watchdog probes the switch's gRPC health (grpc.health.v1, service ""), not only its
+    P4Runtime server: with the data-plane thread alone stopped (ptrace, tests/thread_stop.py: no
+    forwarding, while the gRPC server answers Capabilities), the health turns NOT_SERVING after
+    --heartbeat-timeout-ms (3 s) and `p4netem switch` stops sending WATCHDOG=1, so systemd would
+    restart the unit; once the thread runs again, so do the keep-alives. (Before, the watchdog asked
+    Capabilities only and vouched for a switch that forwarded nothing.)"""
+    from p4netem.p4rt import P4RuntimeClient
+
+    addr = f"127.0.0.1:{free_tcp_port()}"
+    with watched_switch(switch_bin, addr) as (sock, proc, switch_pid):
+        assert len(keep_alives(sock, proc.pid, 30, until=3)) == 3
+        (tid,) = thread_ids(switch_pid, "p4netem-dp")
+        client = P4RuntimeClient(addr, timeout=10).connect(arbitrate=False)
+        try:
+            with stopped_thread(switch_pid, tid):
+                # The timeout (3 s), the switch's look (0.5 s), a probe in flight (0.5 s), and room.
+                keep_alives(sock, proc.pid, 6)
+                assert keep_alives(sock, proc.pid, 4) == [], "WATCHDOG=1 for a switch whose data plane is stopped"
+                assert client.answers(10)  # what the watchdog asked before: it would have vouched
+                assert client.health() == "NOT_SERVING"
+                assert proc.poll() is None
+        finally:
+            client.close()
+        assert len(keep_alives(sock, proc.pid, 30, until=2)) == 2
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (Debian: systemd)")

@@ -100,6 +100,23 @@ def test_mutual_tls_admits_only_the_ca_s_clients(mtls_switch, pki):
         assert [r.profile_name for r in reader.applied()] == ["lte"]
 
 
+def test_the_health_check_is_behind_the_same_mutual_tls(mtls_switch, pki):
+    """grpc.health.v1 (dataplane/src/p4rt/health_check.rs) is served on the P4Runtime port with its
+    TLS: the CA's client gets SERVING; a plaintext client, or one without a certificate, nothing."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    addr = mtls_switch.grpc_addr
+    good = GrpcTls(ca=pki["ca"], cert=pki["client"].cert, key=pki["client"].key)
+    with P4RuntimeClient(addr, tls=good, timeout=CONNECT_S).connect(arbitrate=False) as c:
+        assert c.health() == c.health("p4.v1.P4Runtime") == "SERVING"
+    for tls in (None, GrpcTls(ca=pki["ca"])):
+        channel = grpc.insecure_channel(addr) if tls is None else grpc.secure_channel(
+            addr, tls.credentials(), options=tls.channel_options())
+        with channel, pytest.raises(grpc.RpcError) as info:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=CONNECT_S)
+        assert info.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED), tls
+
+
 def test_server_tls_is_checked_by_the_client(tls_switch, pki):
     addr = tls_switch.grpc_addr
     with P4RuntimeClient(addr, tls=GrpcTls(ca=pki["ca"]), timeout=CONNECT_S).connect(arbitrate=False) as c:

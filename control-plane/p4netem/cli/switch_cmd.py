@@ -139,18 +139,30 @@ def _start_profile(apply: str | None, netem: str | None, netem_uplink: str | Non
 def _run_watched(proc: subprocess.Popen, stops: _StopSignals, notifier: ServiceNotifier, addr: str,
                  device_id: int) -> int:
     """Wait for the switch with stops.wait(), telling systemd's watchdog (WatchdogSec=) that it is
-    alive, WATCHDOG=1, every quarter of the timeout for as long as its P4Runtime server answers
-    within another quarter: a switch that is stopped, hung or deadlocked under its control lock
-    goes unanswered, systemd kills the unit when the timeout passes and Restart= brings it back
-    with its start profile. (A switch that exits needs no watchdog: the wait returns.) Its data-plane
-    thread is not probed: it holds no lock the server needs, so a server that answers says nothing
-    about it."""
+    alive, WATCHDOG=1, every quarter of the timeout for as long as its gRPC health check (service
+    "") answers SERVING within another quarter: the switch answers NOT_SERVING while one of its
+    data-plane threads has not run for --heartbeat-timeout-ms (deadlocked, spinning inside one loop
+    turn, stopped: no forwarding, though its P4Runtime server answers), and nothing while the
+    switch is stopped, hung or deadlocked under its control lock. So systemd kills the unit when the
+    timeout passes and Restart= brings it back with its start profile. (A switch that exits needs no
+    watchdog: the wait returns.) A switch without the health service (UNIMPLEMENTED: built before
+    it) is vouched for while its P4Runtime server answers a Capabilities call, as before."""
+    import grpc
+
     from ..p4rt import P4RuntimeClient, P4RuntimeError
 
     assert notifier.watchdog_s is not None
     quarter = notifier.watchdog_s / 4
     probe = P4RuntimeClient(addr, device_id=device_id, timeout=quarter)
     next_probe = 0.0
+
+    def forwards() -> bool:
+        try:
+            return probe.health("", quarter) == "SERVING"
+        except P4RuntimeError as err:
+            if err.code != grpc.StatusCode.UNIMPLEMENTED:
+                return False
+        return probe.answers(quarter)
 
     def keep_alive() -> None:
         nonlocal next_probe
@@ -160,7 +172,7 @@ def _run_watched(proc: subprocess.Popen, stops: _StopSignals, notifier: ServiceN
         try:
             if not probe.connected:
                 probe.connect(timeout=quarter, arbitrate=False)  # a channel, no controller
-            if probe.answers(quarter):
+            if forwards():
                 notifier.keep_alive()
         except P4RuntimeError:
             pass  # not answering: no keep-alive this time

@@ -374,6 +374,26 @@ class P4RuntimeClient:
         that the switch is alive. False when not connected."""
         return self._stub is not None and self._wait_ready(timeout)
 
+    def health(self, service: str = "", timeout: float | None = None) -> str:
+        """The server's gRPC health (grpc.health.v1 Check) of `service`, as its status name: "" is the
+        switch as a whole, "p4.v1.P4Runtime" its P4Runtime service. p4netem-switch answers "SERVING"
+        while every data-plane thread runs and "NOT_SERVING" while one has stalled (docs/dataplane.md,
+        "Health"). Raises P4RuntimeError when it does not answer; UNIMPLEMENTED from a server without
+        the health service (a switch built before it), NOT_FOUND for a service it does not know."""
+        from grpc_health.v1 import health_pb2, health_pb2_grpc  # grpcio-health-checking; only probes need it
+
+        if self._channel is None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "client is not connected")
+        timeout = self.timeout if timeout is None else _check_seconds("timeout", timeout)
+        try:
+            reply = health_pb2_grpc.HealthStub(self._channel).Check(health_pb2.HealthCheckRequest(service=service),
+                                                                    timeout=timeout)
+        except grpc.RpcError as err:
+            raise P4RuntimeError.from_rpc_error(err, "health check failed") from None
+        except ValueError as err:
+            raise _closed_under_call(err, "health check failed") from None
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
     @property
     def connected(self) -> bool:
         """True while the channel is open and, if a stream was opened, the stream is alive."""

@@ -307,6 +307,11 @@ impl AfPacket {
         Ok(())
     }
 
+    /// The heartbeat of the port's TX thread, if it has one.
+    pub fn tx_heartbeat(&self) -> Option<std::sync::Arc<crate::health::Heartbeat>> {
+        self.kicker.as_ref().map(|k| k.heartbeat())
+    }
+
     /// Asks the kernel to send every frame committed since the last flush: one `sendto`, or one
     /// eventfd write to the port's TX thread.
     #[inline]

@@ -185,6 +185,14 @@ impl PortIo {
             PortIo::AfXdp(_) => Ok(()),
         }
     }
+
+    /// The heartbeat of the port's TX thread (health.rs); None without one.
+    pub fn tx_heartbeat(&self) -> Option<std::sync::Arc<crate::health::Heartbeat>> {
+        match self {
+            PortIo::AfPacket(p) => p.tx_heartbeat(),
+            PortIo::AfXdp(_) => None,
+        }
+    }
 }
 
 impl AsRawFd for PortIo {

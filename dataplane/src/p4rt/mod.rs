@@ -18,6 +18,7 @@
 //! - `p4info`: the target's P4Info built from `crate::contract`.
 //! - `compare` / `pipeline`: Set/GetForwardingPipelineConfig.
 //! - `listen`: how it is exposed (TLS/mTLS, the plaintext-on-loopback rule, size limits).
+//! - `health_check`: grpc.health.v1 beside it, SERVING while the data-plane threads run.
 //! - `server`: the tonic service tying them together.
 
 use std::net::SocketAddr;
@@ -28,6 +29,7 @@ pub mod compare;
 pub mod digest;
 pub mod entries;
 pub mod error;
+pub mod health_check;
 pub mod listen;
 pub mod p4info;
 pub mod pipeline;
@@ -55,6 +57,7 @@ pub struct ServerConfig {
     pub cpu_port: Option<u32>,
     /// TLS, the plaintext policy and message size limits.
     pub transport: listen::Transport,
-    /// Where request latencies go (health.rs, served on --metrics-addr); None: not measured.
+    /// Where request latencies go (health.rs, served on --metrics-addr), and the data-plane
+    /// heartbeats the gRPC health service reports; None: not measured, health always SERVING.
     pub health: Option<std::sync::Arc<crate::health::Health>>,
 }

@@ -444,6 +444,8 @@ pub async fn serve_on(
     let shared = Shared::new(control, &cfg);
     let packet_ins = tokio::spawn(shared.clone().pump_packet_ins());
     let digests = tokio::spawn(shared.clone().pump_digests());
+    // grpc.health.v1 beside P4Runtime, on the same port and TLS: SERVING while the data plane runs.
+    let (health_service, health_task) = super::health_check::service(cfg.health.clone()).await;
     let service = P4RuntimeServer::new(Service { shared })
         // P4Info, big batches and bmv2 JSON device configs exceed tonic's 4 MiB default; the cap
         // still keeps one request from holding hundreds of MB (tonic answers a too-big one OUT_OF_RANGE, naming the limit).
@@ -469,7 +471,7 @@ pub async fn serve_on(
         shutdown.await;
         let _ = fired_tx.send(());
     };
-    let serve = builder.add_service(service).serve_with_incoming_shutdown(incoming, signal);
+    let serve = builder.add_service(service).add_service(health_service).serve_with_incoming_shutdown(incoming, signal);
     tokio::pin!(serve);
     let result = tokio::select! {
         r = &mut serve => r,
@@ -485,5 +487,8 @@ pub async fn serve_on(
     };
     packet_ins.abort();
     digests.abort();
+    if let Some(task) = health_task {
+        task.abort();
+    }
     result.map_err(|e| anyhow::anyhow!("P4Runtime server on {}: {e}", cfg.addr))
 }
