@@ -138,15 +138,26 @@ def _leftovers(prefix: str, pids: list[int]) -> bool:
     return any(n.startswith(prefix) for n in _netns_names()) or any(_alive(p) for p in pids)
 
 
+def _without_reaper(tmp_path: Path) -> dict:
+    """The environment with a `setsid` that fails first on PATH (the reaper's only use of it): a
+    lab's owner runs without its reaper, as on a machine without setsid or pidfds."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "setsid").write_text("#!/bin/sh\nexit 3\n")
+    (bin_dir / "setsid").chmod(0o755)
+    return {**os.environ, "COLUMNS": "200", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
 def test_a_killed_run_is_removed_by_lab_clean_and_by_the_next_run_never_a_live_one(tmp_path, monkeypatch):
-    """Issue 13, crash cleanup: `lab up` and `measure` killed with SIGKILL leave namespaces and
-    servers (the switch dies with its owner); `p4netem lab clean`, and the next `lab up`, remove
-    exactly those, while a lab whose owner (this test) lives keeps working."""
+    """Issue 13, crash cleanup: `lab up` and `measure` killed with SIGKILL, their reaper unable to
+    start (test_lab_killed.py has them with it), leave namespaces and servers (the switch dies
+    with its owner); `p4netem lab clean`, and the next `lab up`, remove exactly those, while a lab
+    whose owner (this test) lives keeps working."""
     from p4netem_studies.mininet.lab import MininetLab
     # Records of its own: any other process's clean_dead_labs (a lab starting elsewhere on the
     # machine) would otherwise remove the killed lab before this test's `lab clean` can.
     monkeypatch.setenv("P4NETEM_RUN_DIR", str(tmp_path / "run"))
-    env = {**os.environ, "COLUMNS": "200"}
+    env = _without_reaper(tmp_path)
     with MininetLab(load_topology("inline").expand()) as live:
         proc = subprocess.Popen([P4NETEM, "lab", "up", "inline", "--serve", "demo", "--cmd", "client sleep 300"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -158,6 +169,10 @@ def test_a_killed_run_is_removed_by_lab_clean_and_by_the_next_run_never_a_live_o
         finally:
             proc.kill()
             proc.wait()
+        # Said once, before the lab: the lab runs on without its reaper.
+        assert text.count("cannot start the lab reaper: setsid exited with status 3; if this "
+                          "process is killed outright, its labs stay until the next lab starts "
+                          "or `p4netem lab clean` runs") == 1, text
         time.sleep(1)
         assert _leftovers(prefix, pids), "SIGKILL left nothing: the test shows nothing"
         r = subprocess.run([P4NETEM, "lab", "clean"], capture_output=True, text=True, timeout=180, env=env)
@@ -364,8 +379,8 @@ threading.Event().wait()
 
 
 def _reapers(owner: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"p4netem/lab/reaper\\.py --pidfd [0-9]+ --owner {owner}$"],
-                         capture_output=True, text=True).stdout
+    pattern = f"p4netem/lab/reaper\\.py --pidfd [0-9]+ (--start [0-9]+ )?--owner {owner}$"
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 

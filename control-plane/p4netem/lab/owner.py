@@ -8,7 +8,8 @@ that a reboot empties together with the namespaces; env P4NETEM_RUN_DIR):
 
     {prefix}.json  {"prefix": "p4n000ya002", "owner": {"pid": 1234, "start": 56789, "boot": "..."},
                     "kind": "mininet", "command": [...], "created": 1700000000.0,
-                    "namespaces": [...], "links": [...], "processes": [{"pid": .., "start": ..}]}
+                    "namespaces": [...], "links": [...], "processes": [{"pid": .., "start": ..}],
+                    "netns_ids": {"my-ns": 4097}, "dirs": [...]}
 
 The owner is the process that built the lab, identified by pid *and* start time (field 22 of
 /proc/PID/stat, clock ticks since boot) and the boot id, so a pid reused by another process is not
@@ -18,9 +19,15 @@ namespaces, the namespaces and links of the record, then the record. Names the r
 list are removed only when they carry the record's own token (tokens.py: fixed-width, so no
 other lab's name begins with it); a record whose prefix is not "p4n" and a token of its owner (a
 record of an older version, a hand-made one) has exactly its listed names removed, never all that
-begin with its prefix: `p4n2s1` began the names of the live lab `p4n2s10`. A lab whose owner
-lives is never touched, whoever calls; only its owner may remove it the same way
+begin with its prefix: `p4n2s1` began the names of the live lab `p4n2s10`. A namespace whose
+name the lab did not make from its token (a LabHost's in a user's own Mininet script: any name)
+is listed with its kernel cookie (`netns_ids`, netns_cookie()), and removed only while the name
+still holds that namespace: the name may have been taken again by a live lab since. A lab whose
+owner lives is never touched, whoever calls; only its owner may remove it the same way
 (`tear_down_own_labs()`), when its orderly close cannot finish.
+
+Every lab's owner also starts its reaper (reaper.py) before its first record: a detached process
+that removes the owner's labs the moment it dies, so a SIGKILL leaves nothing for long.
 
 Two cleaners may run at once (parallel runs starting together): each claims a record by renaming
 it, so one lab is cleaned once.
@@ -28,11 +35,12 @@ it, so one lab is cleaned once.
 
 from __future__ import annotations
 
+import ctypes
 import json
-import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -47,11 +55,10 @@ from . import tokens
 _SAVE_LOCK = threading.RLock()
 
 __all__ = ["RUN_DIR", "Owner", "LabRecord", "CleanedLab", "CleanupReport", "clean_dead_labs", "links",
-           "netns_names", "open_record", "parent_pid", "record_exists", "run_dir", "start_ticks",
-           "tear_down_own_labs"]
+           "netns_cookie", "netns_names", "open_record", "parent_pid", "record_exists", "run_dir",
+           "start_ticks", "tear_down_own_labs"]
 
 RUN_DIR = Path("/run/p4netem/labs")
-log = logging.getLogger(__name__)
 
 
 def run_dir() -> Path:
@@ -123,6 +130,8 @@ class LabRecord:
     processes: list[dict] = field(default_factory=list)
     path: Path | None = None
     dirs: list[str] = field(default_factory=list)  # the lab's temporary directories (add_dir)
+    # Namespaces named by the lab's user, not from its token: name -> netns_cookie() (add_namespace)
+    netns_ids: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def open(cls, prefix: str, kind: str) -> "LabRecord":
@@ -134,7 +143,8 @@ class LabRecord:
     def to_json(self) -> dict:
         return {"prefix": self.prefix, "owner": self.owner.to_json(), "kind": self.kind,
                 "command": self.command, "created": self.created, "namespaces": self.namespaces,
-                "links": self.links, "processes": self.processes, "dirs": self.dirs}
+                "links": self.links, "processes": self.processes, "dirs": self.dirs,
+                "netns_ids": self.netns_ids}
 
     @classmethod
     def from_json(cls, doc: dict, path: Path) -> "LabRecord":
@@ -142,7 +152,8 @@ class LabRecord:
         return cls(str(doc["prefix"]), Owner(int(o["pid"]), int(o["start"]), str(o["boot"])),
                    str(doc.get("kind", "")), list(doc.get("command", [])), float(doc.get("created", 0)),
                    list(doc.get("namespaces", [])), list(doc.get("links", [])),
-                   list(doc.get("processes", [])), path, list(doc.get("dirs", [])))
+                   list(doc.get("processes", [])), path, list(doc.get("dirs", [])),
+                   {str(k): int(v) for k, v in doc.get("netns_ids", {}).items()})
 
     def save(self) -> None:
         # Threads of one lab add to it at once (two probes starting their receivers): one
@@ -155,9 +166,13 @@ class LabRecord:
             tmp.write_text(json.dumps(self.to_json()))
             os.replace(tmp, self.path)  # a reader sees the old record or the new one, never half
 
-    def add_namespace(self, name: str) -> None:
+    def add_namespace(self, name: str, cookie: int | None = None) -> None:
+        """`cookie`: the namespace's netns_cookie(), for a name not made from the lab's token: a
+        cleaner then removes the name only while it still holds that namespace."""
         with _SAVE_LOCK:
             self.namespaces.append(name)
+            if cookie is not None:
+                self.netns_ids[name] = cookie
         self.save()
 
     def add_link(self, name: str) -> None:
@@ -208,13 +223,28 @@ def record_exists(prefix: str, directory: Path | None = None) -> bool:
 
 def open_record(prefix: str, kind: str) -> LabRecord | None:
     """LabRecord.open, or None with a warning when run_dir() cannot be written: the lab still
-    works, only a crash of its owner would leave it for `ip netns` by hand."""
+    works, only a crash of its owner would leave it for `ip netns` by hand.
+
+    Starts this process's reaper first (once per process): if the owner is killed outright, its
+    labs go at once, not when the next lab starts or someone runs `p4netem lab clean`."""
+    from . import reaper
+    try:
+        reaper.watch_this_process_once()
+    except OSError as exc:
+        _warn(f"warning: {exc}; if this process is killed outright, its labs stay until the next "
+              "lab starts or `p4netem lab clean` runs")
     try:
         return LabRecord.open(prefix, kind)
     except OSError as exc:
-        log.warning("warning: cannot record lab %s in %s (%s): if this process is killed, "
-                    "`p4netem lab clean` will not find it", prefix, run_dir(), exc.strerror or exc)
+        _warn(f"warning: cannot record lab {prefix} in {run_dir()} ({exc.strerror or exc}): if this "
+              "process is killed, `p4netem lab clean` will not find it")
         return None
+
+
+def _warn(text: str) -> None:
+    """One line on stderr. Not this module's logger: imported after Mininet (a user's own script
+    imports it first), that is Mininet's logger class, which ends no line."""
+    print(text, file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -255,10 +285,10 @@ class CleanupReport:
                 "unreadable": self.unreadable}
 
 
-def clean_dead_labs(directory: Path | None = None) -> CleanupReport:
+def clean_dead_labs(directory: Path | None = None, owner: Owner | None = None) -> CleanupReport:
     """Remove every lab recorded in `directory` (default run_dir()) whose owner is dead; labs of
-    live owners (this process's too) are left alone. Safe to call from any number of processes at
-    once. Needs root (namespaces)."""
+    live owners (this process's too) are left alone. `owner`: only that (dead) owner's labs (its
+    reaper). Safe to call from any number of processes at once. Needs root (namespaces)."""
     directory = directory or run_dir()
     report = CleanupReport()
     if not directory.is_dir():
@@ -272,6 +302,8 @@ def clean_dead_labs(directory: Path | None = None) -> CleanupReport:
             except OSError:
                 pass
     for path, record in _records(directory, report):
+        if owner is not None and record.owner != owner:
+            continue
         if record.owner.alive():
             report.live.append(record.prefix)
             continue
@@ -336,27 +368,111 @@ def links() -> list[str]:
     return [line.split(":")[1].strip().split("@")[0] for line in out if line.count(":") >= 2]
 
 
-def _netns_pids(name: str) -> list[int]:
-    return [int(p) for p in _run(["ip", "netns", "pids", name]).stdout.split() if p.isdigit()]
+NETNS_RUN_DIR = Path("/run/netns")   # where `ip netns` names namespaces
 
 
-def _kill(pids: list[int], alive) -> list[int]:
-    """SIGTERM, then SIGKILL after 3 s; `alive(pid)` says whether a pid is still the one meant.
-    Returns the pids that would not go."""
-    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
-        for pid in pids:
-            if alive(pid):
+def _ns_id(path: str | Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _netns_pids(names: list[str]) -> list[int]:
+    """Every process in the named namespaces, as `ip netns pids` finds them (the namespace file of
+    each process against the name's), in one pass over /proc for all of them."""
+    wanted = {i for i in (_ns_id(NETNS_RUN_DIR / n) for n in names) if i is not None}
+    if not wanted:
+        return []
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and _ns_id(f"/proc/{entry.name}/ns/net") in wanted:
+            pids.append(int(entry.name))
+    return pids
+
+
+_CLONE_NEWNET = 0x40000000
+_SO_NETNS_COOKIE = 71       # Linux 5.14; include/uapi/asm-generic/socket.h
+
+
+def netns_cookie(path: str | Path) -> int | None:
+    """The kernel's cookie of the network namespace at `path` (`/run/netns/NAME`,
+    `/proc/PID/ns/net`): a number no other namespace gets until the next boot, where a gone
+    namespace's inode number goes to the next one made. None when there is no such namespace or
+    the kernel has no cookies (before 5.14).
+
+    Read from a socket made in that namespace by a thread of its own, which enters it (setns
+    applies to the calling thread only) and ends: the process's other threads stay where they
+    are."""
+    found: list[int] = []
+
+    def probe() -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if ctypes.CDLL(None, use_errno=True).setns(fd, _CLONE_NEWNET) != 0:
+                return
+        finally:
+            os.close(fd)
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                found.append(int.from_bytes(sock.getsockopt(socket.SOL_SOCKET, _SO_NETNS_COOKIE, 8),
+                                            sys.byteorder))
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=probe, name="netns-cookie")
+    thread.start()
+    thread.join()
+    return found[0] if found else None
+
+
+def _kill(started: dict[int, int]) -> list[int]:
+    """SIGTERM, then SIGKILL after 3 s, to the processes of `started` ({pid: start ticks}) that are
+    still those. Each is signalled through a pidfd opened while its start time matched, so a pid
+    that ends and is given to another process meanwhile (another lab's) is never signalled; by pid
+    after the same check where the kernel has no pidfds (before 5.3). Returns the pids that would
+    not go."""
+    fds: dict[int, int | None] = {}
+    for pid, start in started.items():
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        except OSError:
+            fd = None
+        if start_ticks(pid) != start:         # gone, or the pid is another process's now
+            if fd is not None:
+                os.close(fd)
+            continue
+        fds[pid] = fd
+    pending = list(fds)
+    try:
+        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
+            for pid in pending:
                 try:
-                    os.kill(pid, sig)
+                    if fds[pid] is not None:
+                        signal.pidfd_send_signal(fds[pid], sig)
+                    elif start_ticks(pid) == started[pid]:
+                        os.kill(pid, sig)
                 except ProcessLookupError:
                     pass
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(alive(p) for p in pids):
-            time.sleep(0.05)
-        pids = [p for p in pids if alive(p)]
-        if not pids:
-            break
-    return pids
+            deadline = time.monotonic() + wait
+            while True:
+                pending = [p for p in pending if start_ticks(p) == started[p]]
+                if not pending or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
+            if not pending:
+                break
+    finally:
+        for fd in fds.values():
+            if fd is not None:
+                os.close(fd)
+    return pending
 
 
 def stop_processes(namespaces: list[str], outside: dict[int, int] | None = None) -> tuple[list[int], list[int]]:
@@ -367,11 +483,20 @@ def stop_processes(namespaces: list[str], outside: dict[int, int] | None = None)
     process, unnamed."""
     me = os.getpid()
     started = dict(outside or {})
-    for ns in namespaces:
-        started.update({p: start_ticks(p) for p in _netns_pids(ns) if p != me})
-    started = {p: t for p, t in started.items() if t is not None and start_ticks(p) == t}
-    killed = sorted(started)
-    return killed, _kill(killed, lambda p: start_ticks(p) == started[p])
+    killed: set[int] = set()
+    stuck: list[int] = []
+    # Listed again after each round: a process may fork while the last ones end (a shell running
+    # a command), and whatever stays keeps its namespace, unnamed, for good.
+    for _ in range(3):
+        started.update({p: start_ticks(p) for p in _netns_pids(namespaces) if p != me})
+        started = {p: t for p, t in started.items() if t is not None and start_ticks(p) == t}
+        if not started:
+            stuck = []
+            break
+        killed.update(started)
+        stuck = _kill(started)
+        started = {p: started[p] for p in stuck}
+    return sorted(killed), stuck
 
 
 def _token_prefix(record: LabRecord) -> str | None:
@@ -394,6 +519,10 @@ def _clean(record: LabRecord) -> CleanedLab:
         return prefix is not None and name.startswith(prefix)
 
     namespaces = sorted(set(record.namespaces) | {n for n in netns_names() if named(n)})
+    # A name the lab's user chose is the lab's only while it holds the namespace the lab named:
+    # another lab may have taken the name since (gone, or never made: the owner died first).
+    namespaces = [n for n in namespaces if n not in record.netns_ids
+                  or netns_cookie(NETNS_RUN_DIR / n) == record.netns_ids[n]]
     # Processes outside the namespaces (the switch): only while pid and start time still match.
     killed, stuck = stop_processes(namespaces, {int(p["pid"]): int(p["start"]) for p in record.processes})
     if stuck:

@@ -2,18 +2,22 @@
 
 Why: a lab cleans up after itself when it closes, and a dead owner's lab is removed by the next
 lab that starts on the machine (`clean_dead_labs` at its start) or by `p4netem lab clean`. Some
-owners die by other hands, with no chance to close, and no next lab may come: Ray kills a lab
-actor's worker outright when the driver stops a run (`ray.kill` of a busy lab) or dies (its
-actors share its fate), and the kernel's OOM killer picks large processes. Their namespaces,
-switch and servers then stay until someone runs `lab clean`.
+owners die by other hands, with no chance to close, and no next lab may come: a user's `kill -9`
+of `p4netem measure` or `lab up`, Ray killing a lab actor's worker outright when the driver stops
+a run (`ray.kill` of a busy lab) or dies (its actors share its fate), the kernel's OOM killer.
+Their namespaces, switch and servers then stayed until someone ran `lab clean`. So every lab
+owner starts one before its first lab record (owner.open_record: MininetLab, TwoHostLab, a
+LabHost or SwitchProcess of a user's own script).
 
 How: the owner opens a pidfd on itself and hands it to a detached process (`setsid -f`: a new
 session, and not the owner's child, so that whatever kills the owner's children spares it; Ray
 kills an exiting worker's direct children). The reaper sleeps in poll() on the pidfd, which the
-kernel makes readable once the owner has exited, then runs `clean_dead_labs()`. The pidfd names
-the process itself, so a reused pid cannot fool it. An owner that closed its labs leaves nothing
-to clean, and its reaper just exits; one that was killed has its labs removed within seconds.
-The reaper writes what it removed to the owner's stderr (a lab process's log, a Ray worker's log).
+kernel makes readable once the owner has exited, then removes that owner's labs
+(`clean_dead_labs(owner=...)`: the records whose owner is this pid *and* start time; other
+owners' labs are theirs, their reapers' or the next lab's). The pidfd names the process itself,
+so a reused pid cannot fool it. An owner that closed its labs leaves nothing to clean, and its
+reaper just exits; one that was killed has its labs removed within seconds. The reaper writes
+what it removed to the owner's stderr (a lab process's log, a Ray worker's log).
 """
 
 from __future__ import annotations
@@ -24,19 +28,31 @@ import subprocess
 import sys
 import threading
 
-__all__ = ["watch_this_process"]
+__all__ = ["watch_this_process", "watch_this_process_once"]
 
 _started_for: int | None = None     # the pid whose reaper runs (a forked child needs its own)
+_tried_for: int | None = None       # the pid that tried to start one, whether it could or not
 _lock = threading.Lock()
+
+
+def watch_this_process_once() -> None:
+    """watch_this_process(), unless this process has tried already: a lab calls it before each
+    record, and a failure is raised once per process (its caller warns once: a parallel run's lab
+    process has told its driver already)."""
+    if _tried_for == os.getpid():
+        return
+    watch_this_process()
 
 
 def watch_this_process() -> None:
     """Start this process's reaper, once per process. Raises OSError when it cannot start (no
     pidfd on kernels before 5.3, no setsid): the caller decides whether a lab may run without."""
-    global _started_for
+    global _started_for, _tried_for
     with _lock:
         if _started_for == os.getpid():
             return
+        _tried_for = os.getpid()
+        from .owner import start_ticks
         fd = os.pidfd_open(os.getpid())
         try:
             # setsid -f forks, and its child (the reaper) leaves this process's session; the
@@ -46,7 +62,8 @@ def watch_this_process() -> None:
             # work to do, so a reaper holds 14 MB while its lab runs. Only stderr is inherited, for
             # its report: the owner's stdout may be a pipe that a parent reads to its end.
             subprocess.run(["setsid", "-f", sys.executable, "-P", os.path.abspath(__file__),
-                            "--pidfd", str(fd), "--owner", str(os.getpid())],
+                            "--pidfd", str(fd), "--start", str(start_ticks(os.getpid()) or 0),
+                            "--owner", str(os.getpid())],
                            pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            check=True, timeout=10)
         except subprocess.CalledProcessError as exc:
@@ -64,15 +81,18 @@ def main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="p4netem/lab/reaper.py")
     parser.add_argument("--pidfd", type=int, required=True, help="a pidfd of the owner")
-    parser.add_argument("--owner", type=int, required=True, help="the owner's pid (for the log)")
+    parser.add_argument("--owner", type=int, required=True, help="the owner's pid")
+    parser.add_argument("--start", type=int, default=None,
+                        help="the owner's start time (clock ticks since boot): only its labs go")
     args = parser.parse_args(argv)
     poller = select.poll()
     poller.register(args.pidfd, select.POLLIN)
     while not poller.poll():
         pass
     os.close(args.pidfd)
-    from p4netem.lab.owner import clean_dead_labs
-    report = clean_dead_labs()
+    from p4netem.lab.owner import Owner, clean_dead_labs
+    owner = None if args.start is None else Owner(args.owner, args.start, Owner.current().boot)
+    report = clean_dead_labs(owner=owner)
     for line in report.lines():
         print(f"p4netem lab reaper (owner pid {args.owner} ended): {line}", file=sys.stderr,
               flush=True)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ..paths import switch_binary
 from .free import free_tcp_port
-from .netns import LabError, Resources, stop_process
+from .netns import PREFIX, LabError, Resources, stop_process, unique_token
+from .owner import LabRecord, open_record
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,12 @@ class SwitchProcess:
     The switch's stdout and stderr go to `log_path` (a temporary file by default); when it fails to
     start, the exception includes the end of that log. `die_with_owner`: the switch gets SIGTERM
     when the process that started it dies, even by SIGKILL (for owners with no crash record and
-    no reaper: a user's own Mininet script); see owner_death_prefix().
+    no reaper); see owner_death_prefix().
+
+    A switch nobody else records (no `resources` that keep a lab record, no `on_start`: a user's
+    own script, a P4NetemSwitch in a user's Mininet script) keeps a lab record of its own while it
+    runs (lab/owner.py, kind "switch"), so that the owner's reaper ends it if the owner is killed
+    outright, from any thread.
     """
 
     def __init__(
@@ -113,6 +119,11 @@ class SwitchProcess:
         self._resources = resources
         self._on_start = on_start  # told the pid as soon as the process exists (crash records)
         self.proc: subprocess.Popen | None = None
+        self._record: LabRecord | None = None  # its own, when nobody else records it
+
+    def _recorded_elsewhere(self) -> bool:
+        return self._on_start is not None or (self._resources is not None
+                                              and self._resources.owner_prefix is not None)
 
     @property
     def grpc_addr(self) -> str:
@@ -141,6 +152,8 @@ class SwitchProcess:
         if self.log_path is None:
             self.log_path = Path(f"/tmp/p4netem-switch-{self.grpc_port}.log")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if not self._recorded_elsewhere():
+            self._record = open_record(f"{PREFIX}{unique_token()}", "switch")
         with open(self.log_path, "wb") as log:
             # Its own session: a Ctrl-C at a lab's prompt (SIGINT to the terminal's process group)
             # interrupts the command on a host, as in Mininet, and must not stop the data plane
@@ -152,7 +165,13 @@ class SwitchProcess:
             self._resources.track_process(self.proc)
         if self._on_start is not None:
             self._on_start(self.proc.pid)
-        self._wait_listening(timeout)
+        if self._record is not None:
+            self._record.add_process(self.proc.pid)
+        try:
+            self._wait_listening(timeout)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def _wait_listening(self, timeout: float) -> None:
@@ -175,11 +194,16 @@ class SwitchProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self) -> int | None:
-        """SIGTERM, then SIGKILL after a grace period. Returns the exit code (None if never started)."""
+    def stop(self, grace: float = 5.0) -> int | None:
+        """SIGTERM, then SIGKILL after `grace` seconds. Returns the exit code (None if never
+        started); subprocess.TimeoutExpired when it did not end `grace` seconds after SIGKILL."""
         if self.proc is None:
             return None
-        return stop_process(self.proc)
+        code = stop_process(self.proc, grace)
+        if self._record is not None:
+            self._record.remove()
+            self._record = None
+        return code
 
     def log_tail(self, lines: int = 40) -> str:
         if self.log_path is None or not self.log_path.exists():

@@ -12,8 +12,9 @@ line runs, and `lab up` exits 1 naming each that failed: a host command's non-ze
 command's error; Ctrl-C ends the script, exit 130). The lab's
 CLI knows four more commands: `profile NAME[+radio]`, `iw N`, `load PROTOCOL [plain]` and
 `hosts`. Namespaces, links and processes are removed on exit, on Ctrl-C, on SIGTERM and after a
-failure. A lab whose process was killed outright (SIGKILL) is removed by `lab clean`, and by the
-next `lab up`, `measure` or `experiment run`; never a lab whose owner still runs.
+failure. A lab whose process was killed outright (SIGKILL) is removed within seconds by the
+process's reaper (p4netem.lab.reaper); where none could start, by `lab clean`, and by the next
+`lab up`, `measure` or `experiment run`; never a lab whose owner still runs.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ Ctrl-C) stops the switch, ends every process in the lab's namespaces, deletes it
 namespace names, then checks that nothing with its token is left (`leftovers()`).
 
 A SIGKILL leaves no chance to close: so before it builds anything a lab removes the labs of dead
-owners (`p4netem.lab.clean_dead_labs`) and records itself (owner pid and start time, its prefix,
-the names of its namespaces and links, the switch's pid) in `p4netem.lab.owner.run_dir()`; the
-record goes when close() leaves nothing.
+owners (`p4netem.lab.clean_dead_labs`), starts its owner's reaper (`p4netem.lab.reaper`: it
+removes the lab within seconds of the owner's death) and records itself (owner pid and start
+time, its prefix, the names of its namespaces and links, the switch's pid) in
+`p4netem.lab.owner.run_dir()`; the record goes when close() leaves nothing.
 
 The switch is programmed through the controller (p4netem.control), as any other user would:
 it forwards by destination MAC (`l2_fwd`, one entry per host; hosts have static ARP entries and no
@@ -160,7 +161,8 @@ class MininetLab:
         sw_opts.update(pcap_dir=str(self.pcap_dir) if self.pcap_dir else None, log_path=log_path)
         topo.addSwitch("s1", **sw_opts)
         for h in self.topology.hosts:
-            topo.addHost(h.name, cls=LabHost, netns=self.ns(h.name),
+            # own_record=False: this lab's record lists every host's namespace (start()).
+            topo.addHost(h.name, cls=LabHost, netns=self.ns(h.name), own_record=False,
                          ip=f"{h.ip}/{self.topology.prefix_len}", mac=h.mac)
             topo.addLink(h.name, "s1", port1=0, port2=h.port, intfName1="eth0",
                          intfName2=self._switch_intf(h.port))

@@ -7,7 +7,8 @@ switches here are plain `Switch` subclasses run with `controller=None`, programm
 - `LabHost`: a Mininet host whose (otherwise anonymous) namespace is also given a name with
   `ip netns attach`, so every `ip netns exec`-based helper of p4netem_studies.web (servers, loaders,
   captures, TCP tuning) works on it unchanged. Terminating it ends every process left in the
-  namespace and removes the name.
+  namespace and removes the name. Outside a MininetLab it keeps a lab record of its own, so that
+  its namespace goes with its owner even after a SIGKILL (its reaper, p4netem.lab.reaper).
 - `P4NetemSwitch`: runs `p4netem-switch` on its ports (offloads off on both ends of each link,
   its own gRPC port, pcap optional), forwarding by the hosts' MACs from the start, so it works
   in any Mininet script with any host class (docs/labs.md, "Your own Mininet script").
@@ -32,7 +33,8 @@ from mininet.node import Host, Switch
 
 from p4netem.control import Controller
 from p4netem.lab.free import free_tcp_port
-from p4netem.lab.netns import LabError, disable_offloads, run, stop_process
+from p4netem.lab.netns import PREFIX, LabError, disable_offloads, run, unique_token
+from p4netem.lab.owner import LabRecord, netns_cookie, netns_names, open_record
 from p4netem.lab.switch import SwitchProcess
 from p4netem.paths import REPO_ROOT
 
@@ -77,11 +79,25 @@ def kill_netns_processes(names: str | list[str], grace: float = 3.0,
 
 
 class LabHost(Host):
-    """A Mininet host whose namespace also has a name (`netns=`), removed on terminate()."""
+    """A Mininet host whose namespace also has a name (`netns=`), removed on terminate().
 
-    def __init__(self, name: str, netns: str, **params):
+    A name outlives every process of its namespace, so a host whose owner is killed outright
+    would leave it: `own_record` (default; MininetLab, whose record lists its hosts' names,
+    passes False) records the name, with the namespace's cookie, in a lab record of the host's
+    own before naming it, and the owner's reaper removes it after a SIGKILL (p4netem.lab.owner:
+    only while the name still holds this namespace, so a later script's namespace of the same
+    name is never touched)."""
+
+    def __init__(self, name: str, netns: str, own_record: bool = True, **params):
         self.netns = netns
+        self.record: LabRecord | None = None
         super().__init__(name, **params)
+        if own_record:
+            self.record = open_record(f"{PREFIX}{unique_token()}", "labhost")
+        if self.record is not None:
+            # The shell's namespace, not yet named: identified before the name exists, so that
+            # an owner killed in between leaves no name a cleaner would take for this one.
+            self.record.add_namespace(netns, netns_cookie(f"/proc/{self.pid}/ns/net"))
         run(["ip", "netns", "attach", netns, str(self.pid)])
 
     def config(self, **params):
@@ -98,7 +114,10 @@ class LabHost(Host):
         finally:
             super().terminate()
             kill_netns_processes(self.netns, grace=1.0)
-            run(["ip", "netns", "delete", self.netns], check=False)
+            gone = run(["ip", "netns", "delete", self.netns], check=False).returncode == 0
+            if self.record is not None and (gone or self.netns not in netns_names()):
+                self.record.remove()    # else the reaper removes the name once the owner is gone
+                self.record = None
 
 
 def link_peer(intf: Intf) -> Intf | None:
@@ -242,7 +261,7 @@ class P4NetemSwitch(Switch):
                 ports = self.port_count
                 grace = 10.0 + 0.1 * ports
                 try:
-                    stop_process(proc, grace=grace)
+                    self.process.stop(grace=grace)   # and its record, if it keeps one
                 except subprocess.TimeoutExpired:
                     raise LabError(f"p4netem-switch (pid {proc.pid}, {ports} ports) did not end "
                                    f"{grace:g} s after SIGTERM nor {grace:g} s after SIGKILL") from None
