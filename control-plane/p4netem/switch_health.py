@@ -1,9 +1,11 @@
 """The switch's own health, as p4netem-switch serves it on `--metrics-addr` (dataplane/src/health.rs:
 data-plane loop busy time, kernel ring drops and packet I/O path (AF_XDP or AF_PACKET) per port, the
 kernel fast path's state and hits, packet buffers, delay-line occupancy,
-P4Runtime request latency per RPC), read by `p4netem web --switch-metrics URL` for its /metrics
+P4Runtime request latency per RPC, each data-plane thread's heartbeat), read by
+`p4netem web --switch-metrics URL` for its /metrics
 (the families re-exported as they are) and /api/health (a summary in JSON), and by
-`p4netem stats --switch-metrics URL` (each port's kernel receive-ring frames and drops).
+`p4netem stats --switch-metrics URL` (each port's kernel receive-ring frames and drops, and
+whether the data plane runs).
 
 P4Runtime has no place for a target's own health (gNMI would be the standard for it, which the
 switch does not speak), so the switch serves it the way exporters do, and the web server reads it
@@ -43,7 +45,8 @@ class SwitchHealth:
 
     def summary(self) -> dict:
         """Busy fraction since the previous summary (or since the start), ring drops per port,
-        buffers, and P4Runtime latency per RPC (count, mean, and the bucket bounds of p50/p99)."""
+        buffers, P4Runtime latency per RPC (count, mean, and the bucket bounds of p50/p99), and
+        whether the data plane runs (each thread's heartbeat age against the switch's timeout)."""
         fams = {f.name: f for f in self.families()}
 
         def value(name: str) -> float:
@@ -92,8 +95,46 @@ class SwitchHealth:
                                if "p4netem_switch_cpu_latency_request_seconds" in fams else None),
             "ports": sorted(ports.values(), key=lambda p: p["port"]),
             "p4runtime": _latency(fams.get("p4netem_switch_p4runtime_request_seconds")),
+            "dataplane": _liveness(fams),
             "read_at": time.time(),
         }
+
+
+def _liveness(fams: dict[str, Metric]) -> dict:
+    """Whether the data plane runs: each data-plane thread's heartbeat age and the switch's
+    timeout, judged as the switch judges them for its gRPC health service (dataplane/src/health.rs
+    `stalest`: a thread whose heartbeat is older than the timeout is stalled; equal is fresh).
+    `serving` None: a switch older than the heartbeats (no such metrics), nothing known."""
+    ages = fams.get("p4netem_switch_heartbeat_age_seconds")
+    timeout = fams.get("p4netem_switch_heartbeat_timeout_seconds")
+    if ages is None or not ages.samples or timeout is None or not timeout.samples:
+        return {"serving": None, "timeout_s": None, "threads": [], "stalled": []}
+    timeout_s = timeout.samples[0].value
+    threads = []
+    for s in ages.samples:
+        t: dict = {"thread": s.labels.get("thread", "")}
+        if "port" in s.labels:
+            t.update(port=int(s.labels["port"]), iface=s.labels.get("iface"))
+        t["age_s"] = round(s.value, 3)
+        threads.append((s.value, t))
+    stalled = [t for age, t in threads if age > timeout_s]
+    return {"serving": not stalled, "timeout_s": timeout_s, "threads": [t for _, t in threads],
+            "stalled": stalled}
+
+
+def stall_message(dataplane: dict) -> str | None:
+    """One line on a stalled data plane (a summary's "dataplane"), as the switch logs it; None
+    while it runs, or when a switch without heartbeats cannot tell."""
+    if dataplane["serving"] is not False:
+        return None
+    threads = "; ".join(f"{_thread_name(t)} has not run for {t['age_s']:.1f} s" for t in dataplane["stalled"])
+    return f"data plane stalled: {threads} (the switch's --heartbeat-timeout-ms: {dataplane['timeout_s']:g} s)"
+
+
+def _thread_name(t: dict) -> str:
+    if "port" in t:
+        return f"the TX thread of port {t['port']} ({t['iface']})"
+    return "the data-plane loop" if t["thread"] == "dataplane" else f"the {t['thread']} thread"
 
 
 def _latency(fam: Metric | None) -> dict:

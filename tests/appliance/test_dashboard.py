@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -152,4 +154,86 @@ def test_dashboard_says_switch_unavailable(tmp_path):
         assert out["errors"] == [], out
         assert not out["error_box_hidden"] and "unavailable" in out["error_text"], out
     finally:
+        web.stop()
+
+
+# The page of a web server with --switch-metrics while the switch's data-plane thread is stopped:
+# the header's badge says "data plane running", then "data plane stalled" (red) with the red box
+# naming the thread and its age, then "data plane running" again with the box gone. One JSON line
+# per step on stdout; the test stops the thread after the first and lets it run after the second.
+STALL_PAGE_JS = page_prelude("stall") + r"""
+    const say = (o) => process.stdout.write(JSON.stringify(o) + '\n');
+    const badge = () => page.$eval('#dataplane', (b) => ({ text: b.textContent, cls: b.className, hidden: b.hidden }));
+    const wait = (text) => page.waitForFunction((t) => document.getElementById('dataplane').textContent === t, text,
+      { timeout: 90000 });
+    await page.goto(process.argv[3], { timeout: 60000 });
+    await wait('data plane running');
+    out.running = await badge();
+    out.box_hidden_running = await page.$eval('#stall', (e) => e.hidden);
+    say({ step: 'running' });
+    await wait('data plane stalled');
+    out.stalled = await badge();
+    out.stall_box_hidden = await page.$eval('#stall', (e) => e.hidden);
+    out.stall_text = await page.textContent('#stall');
+    if (process.argv[4]) await page.screenshot({ path: process.argv[4], clip: { x: 0, y: 0, width: 1000, height: 95 } });
+    say({ step: 'stalled' });
+    await wait('data plane running');
+    out.again = await badge();
+    out.box_hidden_again = await page.$eval('#stall', (e) => e.hidden);
+  } catch (e) { out.errors.push(String(e)); } finally {
+    await context.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  process.stdout.write(JSON.stringify(out) + '\n');
+})();
+"""
+
+
+class _Lines:
+    """A child's stdout, line by line, each within a deadline (a reader thread)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(line) for line in proc.stdout], daemon=True).start()
+
+    def next(self, timeout: float = 150.0) -> dict:
+        return json.loads(self.lines.get(timeout=timeout))
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not Path("/usr/bin/chromium").exists(),
+                    reason="needs node and Debian's chromium (scripts/setup-system.sh, setup-web.sh)")
+def test_dashboard_shows_a_stalled_data_plane(health_lab, tmp_path):
+    from thread_stop import stopped_thread, thread_ids
+
+    lab, url = health_lab
+    web = WebServer(lab.switch.grpc_addr, "--switch-metrics", url, log=tmp_path / "web.log")
+    node = None
+    try:
+        script = tmp_path / "stall.js"
+        script.write_text(STALL_PAGE_JS)
+        playwright = HERE.parent.parent / "web" / "node_modules" / "playwright-core"
+        shot = DOCS_IMG / "dashboard-stalled.png" if os.environ.get("P4NETEM_DOCS_SCREENSHOTS") == "1" else ""
+        node = subprocess.Popen(["node", str(script), str(playwright), web.base + "/", str(shot)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = _Lines(node)
+        step = lines.next()
+        assert step == {"step": "running"}, step
+        pid = lab.switch.proc.pid
+        (tid,) = thread_ids(pid, "p4netem-dp")
+        with stopped_thread(pid, tid):
+            step = lines.next()
+            assert step == {"step": "stalled"}, step
+        out = lines.next()
+        assert node.wait(timeout=60) == 0, node.stderr.read()
+        assert out["errors"] == [], out
+        assert out["running"] == {"text": "data plane running", "cls": "badge ok", "hidden": False}, out
+        assert out["box_hidden_running"], out
+        assert out["stalled"] == {"text": "data plane stalled", "cls": "badge bad", "hidden": False}, out
+        assert not out["stall_box_hidden"], out
+        assert "data plane stalled: the data-plane loop has not run for" in out["stall_text"], out
+        assert out["again"]["text"] == "data plane running" and out["box_hidden_again"], out
+    finally:
+        if node is not None and node.poll() is None:
+            node.kill()
+            node.wait(timeout=10)
         web.stop()

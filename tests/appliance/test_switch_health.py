@@ -1,7 +1,8 @@
 """The switch's own health (issue 12 item 3): p4netem-switch --metrics-addr serves OpenMetrics text
 (data-plane loop busy time, kernel receive-ring frames and drops per port, buffers, P4Runtime
-latency per RPC) that moves with traffic and requests; `p4netem web --switch-metrics` re-exports
-it on /metrics and summarizes it on /api/health."""
+latency per RPC, each data-plane thread's heartbeat) that moves with traffic and requests; `p4netem
+web --switch-metrics` re-exports it on /metrics and summarizes it on /api/health, which answers 503
+while a data-plane thread is stalled."""
 
 from __future__ import annotations
 
@@ -196,3 +197,102 @@ def test_stats_shows_the_kernel_ring_drops_the_counters_cannot(health_lab):
     assert nowhere in json.loads(r.stdout)["switch_health"]["error"]
     r = _stats("--once", "--switch-metrics", nowhere, addr=addr)
     assert r.returncode == 0 and "kernel ring drops: unknown: switch metrics at" in r.stdout, r.stdout
+
+
+TIMEOUT_S = 3.0  # the switch's default --heartbeat-timeout-ms
+STALL_WAIT_S = 60.0  # generous on a loaded 2-core machine: the stall shows 3 s after the stop
+
+
+def _until(what: str, check, within: float = STALL_WAIT_S):
+    """check()'s first truthy value, tried every 0.2 s for at most `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"{what}: not within {within} s"
+        time.sleep(0.2)
+
+
+def _health(web: WebServer) -> tuple[int, dict]:
+    return web.request("GET", "/api/health")
+
+
+def test_health_says_when_the_data_plane_stalls_and_when_it_runs_again(health_lab, tmp_path):
+    """The data-plane thread really stopped (ptrace, tests/thread_stop.py) while P4Runtime and the
+    switch's metrics answer, so the counters just stand still: /api/health answers 503 with
+    `dataplane.serving` false, the stalled thread and its age, and every figure as before, and
+    `p4netem stats --switch-metrics` says STALLED; once the thread runs again, 200 and running."""
+    from thread_stop import stopped_thread, thread_ids
+
+    lab, url = health_lab
+    web = WebServer(lab.switch.grpc_addr, "--switch-metrics", url, log=tmp_path / "web.log")
+    try:
+        status, health = _health(web)
+        assert status == 200, health
+        live = health["dataplane"]
+        assert live["serving"] is True and live["timeout_s"] == TIMEOUT_S and live["stalled"] == [], live
+        assert [t["thread"] for t in live["threads"]] == ["dataplane"], live  # no --tx-threads
+        assert 0 <= live["threads"][0]["age_s"] < TIMEOUT_S, live
+        r = _stats("--once", "--switch-metrics", url, addr=lab.switch.grpc_addr)
+        assert r.returncode == 0 and "data plane: running (every thread ran within the last" in r.stdout, r.stdout
+
+        pid = lab.switch.proc.pid
+        (tid,) = thread_ids(pid, "p4netem-dp")
+        with stopped_thread(pid, tid):
+            status, health = _until("/api/health 503", lambda: (h := _health(web))[0] == 503 and h)
+            live = health["dataplane"]
+            assert live["serving"] is False, health
+            (stall,) = live["stalled"]
+            assert stall["thread"] == "dataplane" and stall["age_s"] > TIMEOUT_S, live
+            assert live["threads"] == live["stalled"], live
+            assert "data plane stalled: the data-plane loop has not run for" in health["error"], health
+            assert health["problems"] == [{"path": "dataplane", "message": health["error"]}], health
+            # Every figure all the same: the metrics and P4Runtime answer, only the loop stopped.
+            assert [p["port"] for p in health["ports"]] == [1, 2] and health["buffers"] > 0, health
+            r = _stats("--json", "--switch-metrics", url, addr=lab.switch.grpc_addr)
+            assert r.returncode == 0, r.stderr
+            out = json.loads(r.stdout)
+            assert out["rows"] and out["switch_health"]["dataplane"]["serving"] is False, out["switch_health"]
+            r = _stats("--once", "--switch-metrics", url, addr=lab.switch.grpc_addr)
+            assert r.returncode == 0 and "data plane: STALLED: the data-plane loop has not run for" in r.stdout, \
+                r.stdout
+            # The web's /metrics re-exports the ages: the alert of docs/prometheus-alerts.yml fires there.
+            samples = _samples(prometheus_text(web.request("GET", "/metrics")[1]))
+            assert (_get(samples, "p4netem_switch_heartbeat_age_seconds", thread="dataplane")
+                    > _get(samples, "p4netem_switch_heartbeat_timeout_seconds")), samples
+
+        status, health = _until("/api/health 200 again", lambda: (h := _health(web))[0] == 200 and h)
+        assert health["dataplane"]["serving"] is True and "error" not in health, health
+        r = _stats("--json", "--switch-metrics", url, addr=lab.switch.grpc_addr)
+        assert json.loads(r.stdout)["switch_health"]["dataplane"]["serving"] is True, r.stdout
+    finally:
+        web.stop()
+
+
+def test_health_names_a_stalled_tx_thread(start_lab, tmp_path):
+    """With --tx-threads each port's TX thread has a heartbeat: one stopped shows as itself, with its
+    port and interface (thread names are cut at 15 characters, the metric's labels are not)."""
+    from thread_stop import stopped_thread, thread_ids
+
+    metrics = f"127.0.0.1:{free_tcp_port('127.0.0.1')}"
+    lab = start_lab("--tx-threads", "true", "--metrics-addr", metrics)
+    url = f"http://{metrics}/metrics"
+    web = WebServer(lab.switch.grpc_addr, "--switch-metrics", url, log=tmp_path / "web.log")
+    try:
+        status, health = _health(web)
+        assert status == 200, health
+        threads = health["dataplane"]["threads"]
+        assert sorted((t["thread"], t.get("port"), t.get("iface")) for t in threads) == [
+            ("dataplane", None, None), *(("tx", port, iface) for port, iface in sorted(lab.switch.ports.items()))]
+        tids = thread_ids(lab.switch.proc.pid, "p4netem-tx-")
+        assert len(tids) == 2, tids
+        with stopped_thread(lab.switch.proc.pid, tids[0]):
+            status, health = _until("/api/health 503", lambda: (h := _health(web))[0] == 503 and h)
+        (stall,) = health["dataplane"]["stalled"]
+        assert stall["thread"] == "tx" and stall["age_s"] > TIMEOUT_S, health["dataplane"]
+        assert lab.switch.ports[stall["port"]] == stall["iface"], stall
+        assert f"the TX thread of port {stall['port']} ({stall['iface']}) has not run for" in health["error"], health
+        _until("/api/health 200 again", lambda: _health(web)[0] == 200)
+    finally:
+        web.stop()

@@ -1,5 +1,6 @@
 """`p4netem show` (what the switch holds) and `p4netem stats` (a live table of its counters, and with
---switch-metrics each port's kernel receive ring as the switch's --metrics-addr reports it)."""
+--switch-metrics each port's kernel receive ring and whether the data plane runs, as the switch's
+--metrics-addr reports them)."""
 
 from __future__ import annotations
 
@@ -92,7 +93,8 @@ SwitchMetrics = Annotated[Optional[str], typer.Option(
     "--switch-metrics", metavar="URL",
     help="The switch's own health metrics (p4netem-switch --metrics-addr), e.g. http://127.0.0.1:9560/metrics: "
          "adds each port's frames received by the kernel, frames the kernel dropped on a full receive ring "
-         "(the switch never saw them: they are in no counter of the table) and the packet I/O path.")]
+         "(the switch never saw them: they are in no counter of the table), the packet I/O path, and whether "
+         "the data plane runs (each thread's heartbeat against the switch's timeout).")]
 
 PORT_KEYS = ("port", "iface", "io", "kernel_rx", "ring_drops")
 
@@ -100,18 +102,37 @@ PORT_KEYS = ("port", "iface", "io", "kernel_rx", "ring_drops")
 def switch_ports(health) -> dict:
     """The switch's ports as its --metrics-addr reports them (the summary of /api/health,
     switch_health.SwitchHealth): {"url", "ports": [{"port", "iface", "io", "kernel_rx",
-    "ring_drops"}], "ring_drops"}, or {"url", "error"} when they cannot be read."""
+    "ring_drops"}], "ring_drops", "dataplane": {"serving", "timeout_s", "threads", "stalled"}},
+    or {"url", "error"} when they cannot be read."""
     from ..switch_health import HealthUnavailable
 
     try:
-        ports = health.summary()["ports"]
+        summary = health.summary()
     except HealthUnavailable as exc:
         return {"url": health.url, "error": str(exc)}
+    ports = summary["ports"]
     if not ports:
         return {"url": health.url, "error": f"no ports in the metrics at {health.url} "
                                             "(not a p4netem-switch --metrics-addr?)"}
     rows = [{k: p.get(k) for k in PORT_KEYS} for p in ports]
-    return {"url": health.url, "ports": rows, "ring_drops": sum(p["ring_drops"] or 0 for p in rows)}
+    return {"url": health.url, "ports": rows, "ring_drops": sum(p["ring_drops"] or 0 for p in rows),
+            "dataplane": summary["dataplane"]}
+
+
+def dataplane_line(dataplane: dict) -> Text:
+    """Whether the data plane runs: a stalled thread forwards nothing, and no counter says so
+    (they stand still, as on an idle link)."""
+    from ..switch_health import stall_message
+
+    stalled = stall_message(dataplane)
+    if stalled is not None:
+        return Text(stalled.replace("data plane stalled", "data plane: STALLED", 1), style="bold red")
+    if dataplane["serving"] is None:
+        return Text("data plane: liveness unknown (the switch exports no heartbeats: a build from before them)",
+                    style="dim")
+    oldest = max(t["age_s"] for t in dataplane["threads"])
+    return Text(f"data plane: running (every thread ran within the last {oldest:.1f} s; stalled after "
+                f"{dataplane['timeout_s']:g} s)")
 
 
 def ports_part(ports: dict | None) -> list:
@@ -125,7 +146,7 @@ def ports_part(ports: dict | None) -> list:
                   title="switch ports (kernel receive rings, read by the switch once a second)")
     for p in ports["ports"]:
         table.add_row(*("-" if p[k] is None else str(p[k]) for k in PORT_KEYS))
-    parts: list = [table]
+    parts: list = [table, dataplane_line(ports["dataplane"])]
     if ports["ring_drops"]:
         parts.append(Text(f"kernel ring drops: {ports['ring_drops']} frames dropped on full receive rings before "
                           "the switch saw them (in no counter above)"))
@@ -186,7 +207,8 @@ def stats(
     and the active UEs of by-address rules, at most --radio-ues of them. Read-only.
 
     Frames the kernel drops on a full receive ring (a switch that falls behind) never reach the
-    switch's counters; --switch-metrics URL (the switch's --metrics-addr) adds them per port."""
+    switch's counters; --switch-metrics URL (the switch's --metrics-addr) adds them per port, and
+    whether the data plane runs (a stalled one forwards nothing, and the counters just stand still)."""
     if once is None:
         once = as_json or not stdout_is_terminal()
     read = _reader(switch_metrics, radio_ues)

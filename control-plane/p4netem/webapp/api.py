@@ -113,7 +113,9 @@ class TimelineRunner:
         return out
 
 
-def build_router(session: SwitchSession, access: Access, timelines: TimelineRunner) -> APIRouter:
+def build_router(session: SwitchSession, access: Access, timelines: TimelineRunner,
+                 health: bool = False) -> APIRouter:
+    """The /api routes; `health`: /api/health has the switch's own health (--switch-metrics)."""
     operator = Depends(access.require_operator)
     r = APIRouter(prefix="/api")
 
@@ -233,7 +235,10 @@ def build_router(session: SwitchSession, access: Access, timelines: TimelineRunn
             state = ctl.state()
             managed = state.find(rule)
             return ctl.applied_rule(managed, state).to_dict() if managed is not None else None
-        return {"address": caller_address(request), "operator": access.is_operator(request),
+        operator = access.is_operator(request)
+        # "health": whether GET /api/health has something to say to this caller (the page asks it
+        # only then: a 404 at each load would be an error in the browser's console).
+        return {"address": caller_address(request), "operator": operator, "health": operator and health,
                 "rule": session.read(read)}
 
     @r.put("/self", summary="Shape the caller's own traffic with a profile of the library")

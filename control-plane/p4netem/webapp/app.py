@@ -27,7 +27,7 @@ from ..profiles import ProfileError
 from ..profiles.errors import Problem
 from .api import TimelineRunner, build_router, problems_of
 from .auth import COOKIE, Access
-from ..switch_health import HealthUnavailable, SwitchHealth
+from ..switch_health import HealthUnavailable, SwitchHealth, stall_message
 from .metrics import Metrics
 from .session import RETRY_S, SWITCH_GONE, BusyError, SwitchSession
 
@@ -190,8 +190,8 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
         return JSONResponse(status_code=409, content={"error": str(exc)})
 
     app.add_middleware(BodyLimit)
-    app.include_router(build_router(session, access, timelines))
     health = SwitchHealth(settings.switch_metrics) if settings.switch_metrics else None
+    app.include_router(build_router(session, access, timelines, health=health is not None))
     metrics = Metrics(session, health)
     metrics_lock = threading.Lock()  # one scrape at a time: the row cache is not thread-safe
 
@@ -201,8 +201,8 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
         with metrics_lock:
             return Response(metrics.text(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/api/health", summary="The switch's own health: data-plane busy fraction, ring drops, "
-                                     "buffers, P4Runtime latency (needs --switch-metrics)")
+    @app.get("/api/health", summary="The switch's own health: whether its data plane runs, data-plane "
+                                     "busy fraction, ring drops, buffers, P4Runtime latency (needs --switch-metrics)")
     def switch_health(request: Request) -> JSONResponse:
         access.require_operator(request)
         if health is None:
@@ -210,10 +210,18 @@ def create_app(settings: WebSettings, session: SwitchSession | None = None) -> F
                 "error": "no switch metrics: start the switch with --metrics-addr HOST:PORT and "
                          "p4netem web with --switch-metrics http://HOST:PORT/metrics"})
         try:
-            return JSONResponse(health.summary())
+            summary = health.summary()
         except HealthUnavailable as exc:
             return JSONResponse(status_code=503, headers={"Retry-After": "1"}, content={
                 "error": str(exc), "problems": [{"path": "switch_metrics", "message": str(exc)}]})
+        stalled = stall_message(summary["dataplane"])
+        if stalled is None:
+            return JSONResponse(summary)
+        # A stalled data plane forwards nothing while P4Runtime and the metrics answer: unhealthy
+        # as a switch whose health cannot be read (503, for a load balancer's or a probe's check),
+        # with every figure all the same.
+        return JSONResponse(status_code=503, headers={"Retry-After": "1"}, content={
+            "error": stalled, "problems": [{"path": "dataplane", "message": stalled}], **summary})
 
     @app.get("/api/live", summary="Server-sent events: the stats every refresh period")
     async def live(request: Request) -> StreamingResponse:

@@ -1,4 +1,4 @@
-// The p4netem dashboard: polls /api/show, streams /api/live (server-sent events), plots with uPlot
+// The p4netem dashboard: polls /api/show (and /api/health), streams /api/live (server-sent events), plots with uPlot
 // (served from /static/vendor, copied from npm at build time). Every action is one REST call.
 "use strict";
 
@@ -8,6 +8,7 @@ const STATE_COLOURS = { idle: "#bbb", promoting: "#f90", fach: "#fd5", dch: "#d3
 
 const $ = (id) => document.getElementById(id);
 let isOperator = true;
+let hasHealth = false; // /api/health answers (p4netem web --switch-metrics)
 
 let switchError = false; // the box shows the switch's unavailability, not a refused input
 
@@ -75,6 +76,7 @@ async function refreshSelf() {
   $("self-address").textContent = me.address;
   $("self-profile").textContent = me.rule ? me.rule.profile : "none";
   isOperator = me.operator;
+  hasHealth = Boolean(me.health);
   $("operator").hidden = !isOperator;
   $("live").hidden = !isOperator; // the stream is the operator's: no "connecting" for ever on a phone
 }
@@ -98,6 +100,37 @@ async function refreshShow() {
   const t = await call("GET", "/api/timelines");
   $("timeline-status").textContent = t.running ? "running" : t.error ? `error: ${t.error}`
     : t.events === undefined ? "" : t.stopped ? `stopped (${t.events} events)` : `done (${t.events} events)`;
+}
+
+// The data plane's liveness (/api/health, with `p4netem web --switch-metrics`): a stalled
+// data-plane thread forwards nothing while P4Runtime answers and the counters stand still as on an
+// idle link, so the badge and the box say so. Without --switch-metrics nothing is known: no badge.
+async function refreshHealth() {
+  const badge = $("dataplane"), box = $("stall");
+  let data = {};
+  try {
+    // 200 while the data plane runs, 503 while it is stalled (the summary all the same) or while
+    // the switch's metrics cannot be read ({"error"} only).
+    const r = await fetch("/api/health", { credentials: "same-origin" });
+    data = await r.json().catch(() => ({}));
+  } catch (e) { data = { error: String(e) }; }
+  badge.hidden = false;
+  const live = data.dataplane;
+  const stalled = Boolean(live && live.serving === false);
+  box.hidden = !stalled;
+  if (stalled) {
+    badge.textContent = "data plane stalled"; badge.className = "badge bad";
+    box.textContent = data.error;
+  } else if (live && live.serving) {
+    badge.textContent = "data plane running"; badge.className = "badge ok";
+  } else {
+    // The switch's metrics cannot be read, or a switch without heartbeats.
+    badge.textContent = "data plane unknown"; badge.className = "badge";
+  }
+  badge.title = live && live.threads && live.threads.length
+    ? live.threads.map((t) => `${t.thread}${t.port ? ` port ${t.port}` : ""}: last ran ${t.age_s} s ago`).join("\n")
+      + `\nstalled after ${live.timeout_s} s`
+    : data.error || "the switch exports no heartbeats";
 }
 
 // ---- live plots ---------------------------------------------------------------------------------
@@ -270,7 +303,10 @@ let liveStarted = false;
 function refreshAll() {
   return refreshShow().then(() => {
     switchBack();
-    if (isOperator && !liveStarted) { liveStarted = true; startLive(); }
+    if (isOperator && !liveStarted) {
+      liveStarted = true; startLive();
+      if (hasHealth) { refreshHealth(); setInterval(refreshHealth, 2000); }
+    }
   }, (e) => (e.status === 503 ? switchDown(e.message) : showError(e.message, true)));
 }
 
