@@ -25,6 +25,9 @@ PKGS=(
   # its own on a free port; Debian 12's 2.42: 22.5 MB to fetch, ~330 MB installed, most of it
   # libjs-moment-timezone, a hard dependency of its web UI)
   prometheus
+  # tests/appliance/test_systemd_unit.py: boots systemd as PID 1 in namespaces of its own (no
+  # systemd-nspawn) to run the shipped unit; there where a container image left systemd out
+  systemd
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -66,7 +66,22 @@ def stopped_thread(pid: int, tid: int) -> Iterator[None]:
     finally:
         try:
             _ptrace(_PTRACE_DETACH, tid)
-        except ProcessLookupError:  # ESRCH: not in a stop (the body began before it stopped)
-            _ptrace(_PTRACE_INTERRUPT, tid)
-            os.waitpid(tid, _WALL)
-            _ptrace(_PTRACE_DETACH, tid)
+        except ProcessLookupError:  # ESRCH: not in a stop (the body began before it stopped), or dying
+            _let_go(tid)
+
+
+def _let_go(tid: int) -> None:
+    """Detaches from a thread that was not in its ptrace stop: one whose stop came after the body
+    began (stopped now, then let run), or one that died stopped, its process killed (e.g. by
+    systemd's watchdog): its exit is reported to us, its tracer, and collected here, or its process
+    could never be reaped."""
+    try:
+        _ptrace(_PTRACE_INTERRUPT, tid)
+    except OSError:
+        pass  # dead already (ESRCH, or EIO for a zombie): its exit is waiting for us, or was collected
+    try:
+        _, status = os.waitpid(tid, _WALL)
+    except ChildProcessError:
+        return  # collected already
+    if os.WIFSTOPPED(status):
+        _ptrace(_PTRACE_DETACH, tid)

@@ -321,6 +321,19 @@ def test_switch_apply_refuses_bad_input_before_starting(switch_bin: str, tmp_pat
     rc, text = usage("--apply", "lan", "--netem", "delay 10ms")
     assert rc == 2 and "give one start profile" in text and "not --apply and --netem" in text, text
 
+    # Options passed on to p4netem-switch, checked by its own parser before anything starts: one it
+    # does not know (a typo in /etc/default/p4netem) or a bad value is usage too, exit 2, which the
+    # unit does not retry (RestartPreventExitStatus=2); it was the start-up's exit 1, retried.
+    for args, message in ((["--rt-prio", "0"], "unexpected argument '--rt-prio' found"),
+                          (["--io", "foo"], "invalid value 'foo' for '--io <auto|af_xdp|af_packet>'")):
+        addr = f"127.0.0.1:{free_tcp_port()}"
+        r = cli("switch", "-i", "1@no-such-iface0", "--switch", addr, "--binary", switch_bin, *args)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith(f"error: p4netem-switch refuses the options passed on to it: {message}"), r.stderr
+        assert "exited with code" not in r.stderr and "running" not in r.stdout and not _port_open(addr)
+    assert "tip: a similar argument exists: '--rt-priority'" in cli(
+        "switch", "--switch", f"127.0.0.1:{free_tcp_port()}", "--binary", switch_bin, "--rt-prio", "0").stderr
+
 
 def test_switch_apply_the_switch_refuses_stops_the_switch(switch_bin: str) -> None:
     """A profile the running switch refuses (rules beyond its --ue-ids: known only once it runs)
@@ -476,20 +489,40 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def test_a_stop_during_start_up_is_a_clean_stop(switch_bin: str) -> None:
+def _argv(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().split("\0")[:-1]
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize("phase", ["switch", "check"])
+def test_a_stop_during_start_up_is_a_clean_stop(switch_bin: str, phase: str, tmp_path) -> None:
     """systemd may stop the unit while it starts (a stop or restart right after boot): SIGTERM to
     `p4netem switch` while the switch comes up or --apply writes ended it with exit 1 or 3 (a failed
-    stop in systemd's eyes). Sent the moment the switch process exists, so before it listens."""
+    stop in systemd's eyes). Sent the moment the switch process exists, so before it listens; or
+    while p4netem-switch checks the options passed on to it (`--rt-priority 0`), before that (the
+    check made to last, by a --binary that sleeps when asked for --help, so the stop lands in it)."""
     if os.geteuid() != 0:
         pytest.fail("needs root", pytrace=False)
     addr = f"127.0.0.1:{free_tcp_port()}"
-    proc = subprocess.Popen([str(P4NETEM), "switch", "--switch", addr, "--binary", switch_bin, "--rt-priority", "0",
+    binary = switch_bin
+    if phase == "check":
+        binary = str(tmp_path / "p4netem-switch")
+        Path(binary).write_text(f'#!/bin/sh\ncase "$*" in *--help) exec sleep 600;; esac\nexec {switch_bin} "$@"\n')
+        os.chmod(binary, 0o755)
+    proc = subprocess.Popen([str(P4NETEM), "switch", "--switch", addr, "--binary", binary, "--rt-priority", "0",
                              "--apply", "lte"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def started() -> bool:  # the process of the phase, exec'd (not a fork still running Python)
+        want = ["sleep", "600"] if phase == "check" else [switch_bin]
+        return any(argv[:len(want)] == want for argv in map(_argv, _children(proc.pid)))
+
     try:
         deadline = time.monotonic() + 60
-        while not _children(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        while not started() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.001)
-        assert _children(proc.pid), proc.communicate(timeout=30)
+        assert started(), proc.communicate(timeout=30)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     finally:

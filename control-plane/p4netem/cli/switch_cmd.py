@@ -23,8 +23,8 @@ from ..stop_signals import StopSignals
 from .apply_cmd import (MahimahiOpt, NetemDownlinkOpt, NetemNameOpt, NetemOpt, NetemUplinkOpt, ProfilesOpt, RuleOpt,
                         RulesFile, plan_apply, write_apply)
 from .forward_cmd import parse_port_pairs
-from .common import (DEFAULT_ADDR, EXIT_PROBLEM, DeviceId, ElectionId, SwitchAddr, connect, console, error,
-                     guarded)
+from .common import (DEFAULT_ADDR, EXIT_PROBLEM, EXIT_USAGE, DeviceId, ElectionId, SwitchAddr, connect, console,
+                     error, guarded)
 
 _PORT = re.compile(r"^(\d+)@(\S+)$")
 
@@ -121,6 +121,28 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGINT) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
     return proc.wait()
+
+
+class _SwitchUsage(Exception):
+    """p4netem-switch refuses an option passed on to it: a usage error (exit 2)."""
+
+
+def _check_switch_usage(cmd: list[str]) -> None:
+    """The options passed on to p4netem-switch, checked by the switch's own parser before anything
+    starts: `cmd --help` exits 2 with its message for an option it does not know or a bad value,
+    0 (printing help) when all parse. A usage error is then exit 2 here too, as for our own
+    options: otherwise the switch's exit 2 at start-up was `p4netem switch`'s exit 1, a failure
+    that systemd's Restart=on-failure retried (5 times, RestartPreventExitStatus=2 notwithstanding)
+    although retrying cannot fix a typo in /etc/default/p4netem."""
+    try:
+        r = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # not runnable here: its start says why
+    if r.returncode == 2:
+        lines = [line for line in r.stderr.strip().splitlines()
+                 if line.strip() and not line.startswith(("Usage:", "For more information"))]
+        text = "\n".join(lines).removeprefix("error: ") or f"exit 2 ({shlex.join(cmd)})"
+        raise _SwitchUsage(f"p4netem-switch refuses the options passed on to it: {text}")
 
 
 def _start_profile(apply: str | None, netem: str | None, netem_uplink: str | None, netem_downlink: str | None,
@@ -224,7 +246,8 @@ def switch(
     ($NOTIFY_SOCKET) once that profile is in force. Options it does not know are
     passed on to p4netem-switch (e.g. --rt-priority 0, --log-level debug; see p4netem-switch
     --help). Exit code: the switch's (0 after a clean stop); 1 if it fails to start or the start
-    profile or its rules are invalid (checked before it starts); 3 if the switch refuses its write."""
+    profile or its rules are invalid (checked before it starts); 2 if an option (ours, or one passed
+    on that p4netem-switch refuses) is bad; 3 if the switch refuses its write."""
     ports = parse_ports(interface or [])
     mapping = parse_port_map(port_map, ports)
     kinds, start_profile = _start_profile(apply, netem, netem_uplink, netem_downlink, mahimahi)
@@ -252,9 +275,6 @@ def switch(
     exe = binary or switch_binary()
     if not exe.exists():
         raise LabError(f"switch binary {exe} not found: build it with `make build`")
-    if fix_offloads:
-        for iface in ports.values():
-            disable_offloads(iface)
     cmd = [str(exe), "--grpc-addr", addr, "--device-id", str(device_id)]
     for number, iface in sorted(ports.items()):
         cmd += ["-i", f"{number}@{iface}"]
@@ -280,6 +300,12 @@ def switch(
     try:
         names = " ".join(f"{n}@{i}" for n, i in sorted(ports.items())) or "no ports"
         notifier.status(f"starting p4netem-switch on {names}")
+        if ctx.args:  # (once SIGTERM is a clean stop: it may come while the check runs)
+            _check_switch_usage(cmd)
+        if fix_offloads:
+            for iface in ports.values():
+                disable_offloads(iface)
+        stops.check()
         proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent(os.getpid()))
         stops.check()  # a stop during the fork (see _StopSignals)
         _wait_grpc(proc, addr, timeout=30)
@@ -316,6 +342,9 @@ def switch(
             _stop(proc, signal.SIGTERM)
         if applying:
             console.print(f"p4netem-switch stopped: {start_profile} failed (the error follows)", highlight=False)
+        if isinstance(exc, _SwitchUsage):
+            error(str(exc))
+            raise typer.Exit(EXIT_USAGE) from None
         raise
     finally:
         for sig, handler in previous.items():
