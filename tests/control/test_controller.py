@@ -101,12 +101,18 @@ def _settled_stats(ctl: Controller, timeout: float = 5.0):
 
 
 def _delay_and_rate(lab: TwoHostLab, port: int, rate_bps: float) -> tuple[float, float]:
-    """(median one-way delay of small packets, shaped rate from 1000-byte packets offered at 1.5x)."""
-    small = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=60, rate=60, size=64, port=port)
+    """(median one-way delay of small packets, shaped rate from 1000-byte packets offered at 1.5x).
+    The small packets are 5 ms apart (they were 16.7), far more than one's 0.42 ms on the wire
+    at the slowest rate here (2 Mbit/s): none waits for another, the same 60 medians in 0.3 s.
+    The large ones are offered for 0.75 s (it was 1.5): at 1.5x the rate the queue never empties
+    from the second packet on, so departures are one serialisation time apart from the start,
+    and the median takes 100 gaps at 1 Mbit/s, 200 at 2 and 800 at 8, of which a stalled sender
+    (a loaded machine) idles the link for a few."""
+    small = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=60, rate=200, size=64, port=port)
     size = 1000
     frame_bits = (size + UDP_IP_ETH_OVERHEAD) * 8
     pps = 1.5 * rate_bps / frame_bits
-    big = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=int(pps * 1.5), rate=pps, size=size, port=port + 1)
+    big = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=int(pps * 0.75), rate=pps, size=size, port=port + 1)
     gaps = [b - a for a, b in zip(big.rx_ns, big.rx_ns[1:])]
     # Back-to-back departures of a busy queue are one serialisation time apart (see test_rate.py).
     return statistics.median(small.delays_ns), frame_bits / statistics.median(gaps) * 1e9

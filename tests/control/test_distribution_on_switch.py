@@ -128,6 +128,22 @@ def cli(*args: str, addr: str) -> subprocess.CompletedProcess[str]:
 
 def test_cli_load_show_make_and_apply_netem_distribution_file(bare_switch: SwitchProcess, tmp_path: Path) -> None:
     addr = bare_switch.grpc_addr
+    # A switch that does not answer (checked last): the command waits out its 5-s connect
+    # timeout, so it runs beside the others (it touches no switch of theirs) instead of after them.
+    unreachable = subprocess.Popen([str(P4NETEM), "distribution", "show"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True,
+                                   env=dict(os.environ, COLUMNS="160", P4NETEM_ADDR="127.0.0.1:1"))
+    try:
+        _cli_load_show_make_and_apply(addr, tmp_path)
+        _, err = unreachable.communicate(timeout=60)
+    finally:
+        if unreachable.poll() is None:
+            unreachable.kill()
+            unreachable.wait()
+    assert unreachable.returncode == 3 and err.startswith("error: switch 127.0.0.1:1: UNAVAILABLE"), err
+
+
+def _cli_load_show_make_and_apply(addr: str, tmp_path: Path) -> None:
     r = cli("distribution", "show", addr=addr)
     assert r.returncode == 0, r.stderr
     assert r.stdout == ("user distribution table (4096 cells): all zeros: jitter_distribution user adds no "
@@ -187,5 +203,3 @@ def test_cli_load_show_make_and_apply_netem_distribution_file(bare_switch: Switc
     assert r.returncode == 1 and r.stderr.startswith(f"error: netem options: distribution: {bad}: line 2:"), r.stderr
     assert json.loads(cli("show", "--json", addr=addr).stdout)["rules"][0]["uplink"]["delay"] == "10ms"
 
-    r = cli("distribution", "show", addr="127.0.0.1:1")
-    assert r.returncode == 3 and r.stderr.startswith("error: switch 127.0.0.1:1: UNAVAILABLE"), r.stderr

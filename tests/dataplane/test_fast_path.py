@@ -127,16 +127,27 @@ class Flow:
         self.tx.stdin.flush()
         assert self.tx.stdout.readline().strip() == "sent"
 
-    def got(self, tag: str, settle: float = 1.0) -> list[tuple[int, int, int]]:
-        """(seq, tx_ns, rx_ns) of the datagrams tagged `tag` that arrived, `settle` s after the last."""
+    def got(self, tag: str, settle: float = 1.0, expect: int | None = None) -> list[tuple[int, int, int]]:
+        """(seq, tx_ns, rx_ns) of the datagrams tagged `tag` that arrived, `settle` s after the last;
+        with `expect`, as soon as that many of them are in (a burst that must arrive whole need not
+        wait for silence: what else of it arrives later, a duplicate, is in `seen` for settle())."""
         deadline = time.monotonic() + settle
-        while True:
+        while expect is None or sum(1 for g, *_ in self.seen if g == tag) < expect:
             try:
                 self.seen.append(self.arrivals.get(timeout=max(0.0, deadline - time.monotonic())))
                 deadline = time.monotonic() + settle
             except queue.Empty:
                 break
         return [(s, t, r) for g, s, t, r in self.seen if g == tag]
+
+    def settle(self, settle: float = 1.0) -> dict[str, list[int]]:
+        """Once nothing has arrived for `settle` s: the sequence numbers of every tag seen, late
+        arrivals included."""
+        self.got("", settle)
+        seqs: dict[str, list[int]] = {}
+        for g, s, _, _ in self.seen:
+            seqs.setdefault(g, []).append(s)
+        return seqs
 
     def close(self) -> None:
         for p in (self.tx, self.rx):
@@ -151,11 +162,16 @@ def test_writes_take_effect_on_the_very_next_packet(fast_lab) -> None:
     client = lab.client
     flow = Flow(lab)
     try:
+        bursts: dict[str, int] = {}
+
         def fast_burst(tag: str, n: int = 200) -> None:
             before = metrics(url)["packets"]
             flow.send(tag, n)
-            assert [s for s, _, _ in flow.got(tag)] == list(range(n)), f"burst {tag}: not all {n} in order"
+            # Back as soon as all n are in (the wait for silence after them, a second per burst,
+            # is the final check's, once for every burst: nothing more of any may arrive).
+            assert [s for s, _, _ in flow.got(tag, expect=n)] == list(range(n)), f"burst {tag}: not all {n} in order"
             assert metrics(url)["packets"] - before >= n - 5, f"burst {tag} was not fast-pathed"
+            bursts[tag] = n
 
         fast_burst("a")
         # Profile write: 100 % loss. Every datagram of the next burst is dropped, as loss_random.
@@ -168,8 +184,9 @@ def test_writes_take_effect_on_the_very_next_packet(fast_lab) -> None:
         # Profile modify: 30 ms delay. Every datagram of the next burst is delayed.
         lab.impair(UPLINK, delay_ns=30 * MS)
         flow.send("c", 50)
-        got = flow.got("c")
+        got = flow.got("c", expect=50)
         assert len(got) == 50
+        bursts["c"] = 50
         assert min(r - t for _, t, r in got) >= 30 * MS, "a datagram crossed without the new delay"
         # Profile delete: no impairment, fast again.
         client.delete(client.table_entry(pl.PROFILE, {"meta.profile_id": 1, "meta.direction": UPLINK},
@@ -207,6 +224,11 @@ def test_writes_take_effect_on_the_very_next_packet(fast_lab) -> None:
         fast_burst("k")
         c = settled_counters(lab, UPLINK)
         assert c.drops[DropReason.NO_ROUTE] == 200 and c.conservation_gap() == 0, c
+        # After a second of silence: each burst that arrived whole arrived exactly once.
+        seqs = flow.settle()
+        for tag, n in bursts.items():
+            assert sorted(seqs[tag]) == list(range(n)), f"burst {tag}: more than {n}: {sorted(seqs[tag])}"
+        assert not set(seqs) & set("bfhj"), "a burst that was to be dropped arrived late"
     finally:
         flow.close()
 

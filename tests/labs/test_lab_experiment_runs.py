@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from child_signals import default_sigint, sigint_ignored
-from lab_env import assert_gone
+from lab_env import assert_gone, e2_short_warmup
 
 P4NETEM = str(Path(sys.executable).parent / "p4netem")
 SLICE = ["--quick", "--reps", "1", "--only", "profile=lan-10mbit",
@@ -259,7 +259,7 @@ def test_workload_runs_spread_over_parallel_labs(tmp_path):
     run without their reaper (no setsid): the driver says so once, not once per lab, as the
     warning is the same for every lab of a node."""
     out = tmp_path / "e2"
-    proc = _cli("run", "e2-initial-window", "--quick", "--reps", "1", "--only", "http=1.1",
+    proc = _cli("run", str(e2_short_warmup(tmp_path)), "--quick", "--reps", "1", "--only", "http=1.1",
                 "--duration", "5", "--quiet", "--parallel", "2", "--out", str(out), env=_without_setsid(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "on 2 lab(s)" in proc.stdout
@@ -290,18 +290,32 @@ RAY_CLUSTER = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory):
+@pytest.fixture(scope="module", autouse=True)
+def _ray_cluster_process(request):
+    """The process of `ray_cluster`, started with the module's first test when a test of the
+    session uses the cluster: its start (several seconds, mostly Ray's daemons coming up and
+    finding each other) goes on while the tests before the Ray ones run, instead of adding to
+    them. None when no test uses it."""
+    if not any(item.module is request.module and "ray_cluster" in item.fixturenames
+               for item in request.session.items):
+        yield None
+        return
     proc = subprocess.Popen([sys.executable, "-c", RAY_CLUSTER], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    address = proc.stdout.readline().strip()
-    assert address, "the Ray cluster did not start"
-    yield address
+    yield proc
     proc.stdin.close()
     try:
         proc.wait(60)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(_ray_cluster_process):
+    """The address of a Ray cluster of two nodes on this machine (RAY_CLUSTER)."""
+    address = _ray_cluster_process.stdout.readline().strip()
+    assert address, "the Ray cluster did not start"
+    return address
 
 
 def _ray_worker_pids() -> set[int]:

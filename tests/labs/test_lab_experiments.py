@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lab_env import e2_short_warmup
+
 P4NETEM = str(Path(sys.executable).parent / "p4netem")
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -74,7 +76,7 @@ def test_experiment_slices_of_e1_and_e2(tmp_path):
 
     # ---- E2: 16 web clients on the T1, IW 4, HTTP/1.1 model, a short window -------------------
     out = tmp_path / "e2"
-    proc = _run(["e2-initial-window", "--quick", "--only", "initcwnd=4", "--only", "http=1.1",
+    proc = _run([str(e2_short_warmup(tmp_path)), "--quick", "--only", "initcwnd=4", "--only", "http=1.1",
                  "--duration", "12", "--out", str(out)], timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     [run] = _rows(out / "runs.csv")

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -82,6 +83,14 @@ def _refused(addr: str, tls: GrpcTls | None) -> P4RuntimeError:
     return info.value
 
 
+def _all_refused(addr: str, *tls: GrpcTls | None) -> list[P4RuntimeError]:
+    """_refused for each of `tls`, all at once: each refusal is a client waiting out CONNECT_S
+    for a channel that never becomes ready, and the clients are independent (own channel and
+    credentials), so their waits overlap instead of adding up. The errors, in `tls` order."""
+    with ThreadPoolExecutor(len(tls)) as pool:
+        return list(pool.map(lambda t: _refused(addr, t), tls))
+
+
 def test_mutual_tls_admits_only_the_ca_s_clients(mtls_switch, pki):
     addr = mtls_switch.grpc_addr
     good = GrpcTls(ca=pki["ca"], cert=pki["client"].cert, key=pki["client"].key)
@@ -90,11 +99,12 @@ def test_mutual_tls_admits_only_the_ca_s_clients(mtls_switch, pki):
         ctl.apply("lte")
         # Read back over the same secured channel: the rule is on the switch.
         assert [r.profile_name for r in ctl.applied()] == ["lte"]
-    err = _refused(addr, GrpcTls(ca=pki["ca"]))  # no client certificate
-    assert "mutual TLS" not in err.message and "TLS" in err.message
-    _refused(addr, GrpcTls(ca=pki["ca"], cert=pki["stranger"].cert, key=pki["stranger"].key))
-    err = _refused(addr, None)  # plaintext
-    assert "plaintext" in err.message
+    no_cert, _, plain = _all_refused(
+        addr, GrpcTls(ca=pki["ca"]),  # no client certificate
+        GrpcTls(ca=pki["ca"], cert=pki["stranger"].cert, key=pki["stranger"].key),  # another CA's
+        None)  # plaintext
+    assert "mutual TLS" not in no_cert.message and "TLS" in no_cert.message
+    assert "plaintext" in plain.message
     # Nothing the refused clients did disturbed the switch: the first controller's rule is there.
     with Controller.connect(addr, primary=False, tls=good) as reader:
         assert [r.profile_name for r in reader.applied()] == ["lte"]
@@ -121,11 +131,10 @@ def test_server_tls_is_checked_by_the_client(tls_switch, pki):
     addr = tls_switch.grpc_addr
     with P4RuntimeClient(addr, tls=GrpcTls(ca=pki["ca"]), timeout=CONNECT_S).connect(arbitrate=False) as c:
         assert c.get_pipeline("COOKIE_ONLY") is not None
-    # A client that trusts another CA does not talk to this switch.
-    _refused(addr, GrpcTls(ca=pki["stranger_ca"]))
-    # The certificate is for 127.0.0.1, localhost and p4netem-switch: another name is refused,
-    # and the override is what a client uses to reach it by a name the certificate holds.
-    _refused(addr, GrpcTls(ca=pki["ca"], server_name="switch.example"))
+    # A client that trusts another CA does not talk to this switch. The certificate is for
+    # 127.0.0.1, localhost and p4netem-switch: another name is refused, and the override is what
+    # a client uses to reach it by a name the certificate holds.
+    _all_refused(addr, GrpcTls(ca=pki["stranger_ca"]), GrpcTls(ca=pki["ca"], server_name="switch.example"))
     with P4RuntimeClient(addr, tls=GrpcTls(ca=pki["ca"], server_name="p4netem-switch"),
                          timeout=CONNECT_S).connect(arbitrate=False):
         pass
@@ -136,14 +145,24 @@ def test_the_cli_reaches_a_mutual_tls_switch_through_options_or_environment(mtls
     cli = [str(Path(sys.executable).with_name("p4netem"))]
     opts = ["--grpc-ca", str(pki["ca"]), "--grpc-cert", str(pki["client"].cert), "--grpc-key", str(pki["client"].key)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("P4NETEM_GRPC_")}
-    r = subprocess.run([*cli, *opts, "apply", "gprs", "-s", addr], capture_output=True, text=True, timeout=60, env=env)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run([*cli, "show", "--json", "-s", addr], capture_output=True, text=True, timeout=60,
-                       env={**env, ENV_CA: str(pki["ca"]), ENV_CERT: str(pki["client"].cert),
-                            ENV_KEY: str(pki["client"].key)})
-    assert r.returncode == 0 and "gprs" in r.stdout, r.stderr
-    r = subprocess.run([*cli, "show", "-s", addr], capture_output=True, text=True, timeout=60, env=env)
-    assert r.returncode == 3 and "UNAVAILABLE" in r.stderr and "plaintext" in r.stderr, r.stderr
+    # Plaintext (checked below): refused only once its connect timeout has passed, so it runs
+    # beside the commands that get in instead of after them (a refused client changes nothing).
+    plain = subprocess.Popen([*cli, "show", "-s", addr], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        r = subprocess.run([*cli, *opts, "apply", "gprs", "-s", addr], capture_output=True, text=True, timeout=60,
+                           env=env)
+        assert r.returncode == 0, r.stderr
+        r = subprocess.run([*cli, "show", "--json", "-s", addr], capture_output=True, text=True, timeout=60,
+                           env={**env, ENV_CA: str(pki["ca"]), ENV_CERT: str(pki["client"].cert),
+                                ENV_KEY: str(pki["client"].key)})
+        assert r.returncode == 0 and "gprs" in r.stdout, r.stderr
+        _, plain_err = plain.communicate(timeout=60)
+    finally:
+        if plain.poll() is None:
+            plain.kill()
+            plain.wait()
+    assert plain.returncode == 3 and "UNAVAILABLE" in plain_err and "plaintext" in plain_err, plain_err
     r = subprocess.run([*cli, "--grpc-cert", str(pki["client"].cert), "show", "-s", addr],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 2 and "--grpc-cert needs --grpc-key" in r.stderr, r.stderr
@@ -236,10 +255,13 @@ def test_a_lab_runs_its_switch_under_mutual_tls(switch_bin, tmp_path, pki):
     server, client = pki["server"], pki["client"]
     tls = GrpcTls(ca=pki["ca"], cert=client.cert, key=client.key)
     with TwoHostLab(binary=switch_bin, log_path=tmp_path / "switch.log",
-                    switch_tls=SwitchTls(server.cert, server.key, pki["ca"]), client_tls=tls).start() as lab:
+                    switch_tls=SwitchTls(server.cert, server.key, pki["ca"]), client_tls=tls).start() as lab, \
+            ThreadPoolExecutor(1) as pool:
         assert "--grpc-client-ca" in lab.switch.command()
+        # A plaintext client is refused (once CONNECT_S has passed: it waits beside the rest).
+        plaintext = pool.submit(_refused, lab.switch.grpc_addr, None)
         with Controller.connect(lab.switch.grpc_addr, election_id=2, tls=tls) as ctl:
             ctl.apply("lan")
         r = lab.h1.ns.run(["ping", "-c", "3", "-i", "0.1", "-q", lab.h2.ip], check=False, timeout=30)
         assert r.returncode == 0, r.stdout
-        _refused(lab.switch.grpc_addr, None)
+        plaintext.result()
