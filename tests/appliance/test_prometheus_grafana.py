@@ -29,7 +29,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from p4netem.lab.free import free_tcp_port
 from p4netem.lab.netns import stop_process
 
-from webserver import WebServer
+from webserver import WebServer, until
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 TOKEN = "p4n-grafana-token"
@@ -354,14 +354,7 @@ def _stall_alerts(prom: Prometheus) -> list[dict]:
 
 
 def _until(what: str, check, within: float = STALL_WAIT_S):
-    """check()'s first truthy value, tried every 0.5 s for at most `within` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not within {within} s"
-        time.sleep(0.5)
+    return until(what, check, within, every=0.5)
 
 
 def test_a_stalled_data_plane_shows_on_the_dashboard_and_fires_the_alert(health_lab, tmp_path):

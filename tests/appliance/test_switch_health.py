@@ -25,7 +25,7 @@ from p4netem.lab.probe import ProbeResult, run_probe
 from p4netem.profiles import Profile
 from p4netem.lab.free import free_tcp_port
 
-from webserver import WebServer
+from webserver import WebServer, until
 
 
 def _samples(families) -> dict[tuple, float]:
@@ -204,14 +204,7 @@ STALL_WAIT_S = 60.0  # generous on a loaded 2-core machine: the stall shows 3 s 
 
 
 def _until(what: str, check, within: float = STALL_WAIT_S):
-    """check()'s first truthy value, tried every 0.2 s for at most `within` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not within {within} s"
-        time.sleep(0.2)
+    return until(what, check, within, every=0.2)
 
 
 def _health(web: WebServer) -> tuple[int, dict]:

@@ -17,6 +17,18 @@ from p4netem.lab.free import free_tcp_port
 P4NETEM = Path(sys.executable).parent / "p4netem"
 
 
+def until(what: str, check, within: float, every: float = 0.2):
+    """check()'s first truthy value, tried every `every` seconds for at most `within` seconds (an
+    assertion naming `what` after that)."""
+    deadline = time.monotonic() + within
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"{what}: not within {within} s"
+        time.sleep(every)
+
+
 class WebServer:
     def __init__(self, switch_addr: str, *args: str, log: Path, election_id: int = 5):
         self.port = free_tcp_port("127.0.0.1")

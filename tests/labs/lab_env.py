@@ -3,6 +3,9 @@ and the tests; a module of its own so it never collides with tests/conftest.py).
 
 from __future__ import annotations
 
+import re
+import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,3 +118,29 @@ def assert_gone(prefix: str, pids: list[int], timeout: float = 10) -> None:
                          f"{[n for n in netns_names() if n.startswith(prefix)]}, links "
                          f"{[l for l in links() if l.startswith(prefix)]}, processes "
                          f"{[p for p in pids if alive(p)]}")
+
+
+class ChildOutput:
+    """A child's stdout, collected by a thread, so that a test can wait for a line without blocking."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.text = ""
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.text += line
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match:
+        """The first match of `pattern` in the output so far (its .string: the output then); fails
+        with the whole output when the child ends or `timeout` passes without one."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if m := re.search(pattern, self.text):
+                return m
+            if self.proc.poll() is not None and not self._t.is_alive():
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no {pattern!r} in output (exit {self.proc.poll()}):\n{self.text}")

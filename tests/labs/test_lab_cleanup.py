@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from p4netem.lab.netns import LabError
 from p4netem_studies.mininet import load_topology
 from p4netem_studies.mininet.nodes import netns_pids
 from child_signals import default_sigint, sigint_ignored
-from lab_env import alive as _alive, assert_gone as _assert_gone, netns_names as _netns_names
+from lab_env import ChildOutput, alive as _alive, assert_gone as _assert_gone, netns_names as _netns_names
 
 P4NETEM = str(Path(sys.executable).parent / "p4netem")
 
@@ -65,36 +64,12 @@ def test_failed_start_removes_everything(tmp_path):
     _assert_gone(lab.prefix, [])
 
 
-class _Output:
-    """Collects a child's stdout in a thread, so the test can wait for a line without blocking."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
-        self.text = ""
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.text += line
-
-    def wait_for(self, pattern: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if re.search(pattern, self.text):
-                return self.text
-            if self.proc.poll() is not None and not self._t.is_alive():
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"no {pattern!r} in output (exit {self.proc.poll()}):\n{self.text}")
-
-
 def test_sigterm_to_lab_up_removes_the_lab():
     proc = subprocess.Popen([P4NETEM, "lab", "up", "inline", "--profile", "lte", "--serve", "demo",
                              "--cmd", "client sleep 120"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})
     try:
-        text = _Output(proc).wait_for(r"serving page 'demo'", 60)
+        text = ChildOutput(proc).wait_for(r"serving page 'demo'", 60).string
         prefix = re.search(r"(p4n[0-9a-z]+)client", text).group(1)
         time.sleep(0.5)           # the sleep command is running in the client
         pids = [p for ns in _netns_names() if ns.startswith(prefix) for p in netns_pids(ns)]
@@ -116,7 +91,7 @@ def test_ctrl_c_to_measure_writes_partial_results_and_removes_the_lab(tmp_path):
                                             "--reps", "50", "--out", str(out)]), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})
     try:
-        text = _Output(proc).wait_for(r"lte\s+h2 iw10\s+#2", 90)
+        text = ChildOutput(proc).wait_for(r"lte\s+h2 iw10\s+#2", 90).string
         prefix = re.search(r"namespaces (p4n[0-9a-z]+)client", text).group(1)
         pids = [p for ns in _netns_names() if ns.startswith(prefix) for p in netns_pids(ns)]
         pids += _switch_pids(prefix)
@@ -162,7 +137,7 @@ def test_a_killed_run_is_removed_by_lab_clean_and_by_the_next_run_never_a_live_o
         proc = subprocess.Popen([P4NETEM, "lab", "up", "inline", "--serve", "demo", "--cmd", "client sleep 300"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         try:
-            text = _Output(proc).wait_for(r"serving page 'demo'", 120)
+            text = ChildOutput(proc).wait_for(r"serving page 'demo'", 120).string
             prefix = re.search(r"(p4n[0-9a-z]+)client", text).group(1)
             pids = [p for ns in _netns_names() if ns.startswith(prefix) for p in netns_pids(ns)]
             pids += _switch_pids(prefix)
@@ -190,7 +165,7 @@ def test_a_killed_run_is_removed_by_lab_clean_and_by_the_next_run_never_a_live_o
                                  "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env)
         try:
-            text = _Output(proc).wait_for(r"lte\s+h2 iw10\s+#1", 180)
+            text = ChildOutput(proc).wait_for(r"lte\s+h2 iw10\s+#1", 180).string
             prefix = re.search(r"namespaces (p4n[0-9a-z]+)client", text).group(1)
             pids = [p for ns in _netns_names() if ns.startswith(prefix) for p in netns_pids(ns)]
             pids += _switch_pids(prefix)

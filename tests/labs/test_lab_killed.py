@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -23,7 +21,7 @@ import pytest
 
 from p4netem.lab import tokens
 from p4netem.lab.owner import links, netns_names, start_ticks
-from lab_env import alive, assert_gone
+from lab_env import ChildOutput, alive, assert_gone
 
 P4NETEM = str(Path(sys.executable).parent / "p4netem")
 GONE_WITHIN_S = 60      # generous: the reaper's own SIGTERM grace is 3 s, the machine is loaded
@@ -82,36 +80,12 @@ def live(run_dir, switch_bin):
             one.sleeper.wait()
 
 
-class _Output:
-    """A child's output, collected by a thread, so that the test can wait for a line."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
-        self.text = ""
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.text += line
-
-    def wait_for(self, pattern: str, timeout: float) -> re.Match:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if m := re.search(pattern, self.text):
-                return m
-            if self.proc.poll() is not None and not self._t.is_alive():
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"no {pattern!r} in output (exit {self.proc.poll()}):\n{self.text}")
-
-
-def _start(argv: list[str], run_dir: Path) -> tuple[subprocess.Popen, _Output]:
+def _start(argv: list[str], run_dir: Path) -> tuple[subprocess.Popen, ChildOutput]:
     # Its own process group, as a shell's job: the SIGKILL goes to its leader only, as `kill -9`.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True,
                             env={**os.environ, "COLUMNS": "200", "P4NETEM_RUN_DIR": str(run_dir)})
-    return proc, _Output(proc)
+    return proc, ChildOutput(proc)
 
 
 def _records_of(run_dir: Path, pid: int) -> list[dict]:
