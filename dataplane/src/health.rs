@@ -210,13 +210,21 @@ impl Health {
     /// Each data-plane thread and how long ago (ns before `now_ns`) its loop last turned: the
     /// loop's, then each port's TX thread's (ports without one are left out).
     pub fn heartbeat_ages(&self, now_ns: u64) -> Vec<(String, u64)> {
-        let mut ages = vec![("data-plane loop".to_string(), self.dataplane_beat.age_ns(now_ns))];
-        for p in &self.ports {
-            if let Some(beat) = &*p.tx_beat.load() {
-                ages.push((format!("TX thread of port {} ({})", p.number, p.ifname), beat.age_ns(now_ns)));
-            }
-        }
-        ages
+        self.heartbeats(now_ns)
+            .map(|(port, age)| match port {
+                None => ("data-plane loop".to_string(), age),
+                Some(p) => (format!("TX thread of port {} ({})", p.number, p.ifname), age),
+            })
+            .collect()
+    }
+
+    /// Each data-plane thread's heartbeat age (ns before `now_ns`): the loop's (port None), then
+    /// each port's TX thread's. The one walk over the threads, for the health service and the
+    /// metrics alike.
+    pub fn heartbeats(&self, now_ns: u64) -> impl Iterator<Item = (Option<&PortHealth>, u64)> + '_ {
+        let tx =
+            self.ports.iter().filter_map(move |p| (*p.tx_beat.load()).as_ref().map(|b| (Some(p), b.age_ns(now_ns))));
+        std::iter::once((None, self.dataplane_beat.age_ns(now_ns))).chain(tx)
     }
 
     /// The stalest data-plane thread, if one has not turned for longer than the timeout.

@@ -152,8 +152,9 @@ impl Collector for HealthCollector {
             "Flow-cache entries the data plane installed",
             h.fast_installs.load(Ordering::Relaxed) as f64,
         )?;
-        // Each data-plane thread's heartbeat (health.rs): an alert on its max over the timeout is
-        // what the gRPC health service answers NOT_SERVING for.
+        // Each data-plane thread's heartbeat (health.rs): one older than the timeout below is what
+        // the gRPC health service answers NOT_SERVING for (docs/prometheus-alerts.yml compares each
+        // thread's age with it).
         let now = crate::dataplane::monotonic_ns();
         let probe = ConstGauge::new(0.0);
         let mut family = encoder.encode_descriptor(
@@ -164,13 +165,15 @@ impl Collector for HealthCollector {
             None,
             probe.metric_type(),
         )?;
-        let age = |ns: u64| ConstGauge::new(ns as f64 / 1e9);
-        age(h.dataplane_beat.age_ns(now)).encode(family.encode_family(&[("thread", "dataplane".to_string())])?)?;
-        for p in &h.ports {
-            if let Some(beat) = &*p.tx_beat.load() {
-                let labels =
-                    [("thread", "tx".to_string()), ("port", p.number.to_string()), ("iface", p.ifname.clone())];
-                age(beat.age_ns(now)).encode(family.encode_family(&labels)?)?;
+        for (port, age_ns) in h.heartbeats(now) {
+            let age = ConstGauge::new(age_ns as f64 / 1e9);
+            match port {
+                None => age.encode(family.encode_family(&[("thread", "dataplane".to_string())])?)?,
+                Some(p) => {
+                    let labels =
+                        [("thread", "tx".to_string()), ("port", p.number.to_string()), ("iface", p.ifname.clone())];
+                    age.encode(family.encode_family(&labels)?)?
+                }
             }
         }
         gauge(
