@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -131,9 +132,10 @@ def from_mahimahi(
 
     mm-link's traces are read (they must exist) and listed: the profile plays them exactly in the
     data plane once they are in the switch, which `p4netem apply --mahimahi 'COMMAND'` does (it
-    loads them and applies the profile). What Mahimahi does that p4netem cannot (drophead and red
-    queues, --once, a second mm-onoff on one direction, ...) is refused, named (exit 1). docs/profiles.md, "From Mahimahi",
-    has the mapping."""
+    loads them and applies the profile), or for the file written, `p4netem trace load --uplink UP
+    --downlink DOWN --profile FILE.yaml` (the file's comment gives the command). What Mahimahi does
+    that p4netem cannot (drophead and red queues, --once, a second mm-onoff on one direction, ...)
+    is refused, named (exit 1). docs/profiles.md, "From Mahimahi", has the mapping."""
     from ..profiles.yaml_files import dumps
     from .apply_cmd import mahimahi_setup
 
@@ -143,8 +145,11 @@ def from_mahimahi(
              for d, t in traces.items()]
     header = ""
     if needs:
-        header = ("# needs the Mahimahi traces in the switch (p4netem apply --mahimahi loads them and sets each\n"
-                  "# direction's trace cells): " + "; ".join(needs) + "\n")
+        # Applied alone, the file is refused until the switch holds the traces at its cells.
+        load = " ".join(f"--{d} {shlex.quote(str(t.source))}" for d, t in traces.items())
+        header = ("# needs the Mahimahi traces in the switch: " + "; ".join(needs) + ".\n"
+                  f"# Play it with: p4netem trace load {load} --profile {shlex.quote(str(output or 'FILE.yaml'))}\n"
+                  "# (it loads them and sets each direction's trace cells; p4netem apply --mahimahi does both too)\n")
         for line in needs:
             err.print(f"needs trace {escape(line)}", highlight=False, soft_wrap=True)
     text = header + dumps(profile)

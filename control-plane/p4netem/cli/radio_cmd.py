@@ -187,7 +187,9 @@ def watch(
     import grpc
     from rich.live import Live
 
+    from ..control.rules import RuleError
     from ..p4rt.errors import P4RuntimeError
+    from ..profiles.errors import Problem
     from ..radio.events import RadioWatcher
 
     try:
@@ -198,6 +200,13 @@ def watch(
         raise P4RuntimeError(err.code, f"radio watch needs the primary role (the switch sends digests to the "
                              f"primary only): {err.message}") from None
     wanted = set(ue or ())
+    # A UE the switch has no radio state for never changes state: the watch would wait forever.
+    # Refused as `radio show` refuses it (the limit is the switch's, known once connected).
+    beyond = sorted(u for u in wanted if not 0 <= u < ctl.ue_ids)
+    if beyond:
+        ctl.close()
+        raise RuleError([Problem("--ue", f"UE ids {beyond} outside the switch's 0..{ctl.ue_ids - 1} "
+                                         "(p4netem-switch --ue-ids)")])
     clock = _Clock(addr)
     n = 0
     with ctl:

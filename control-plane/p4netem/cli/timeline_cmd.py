@@ -19,7 +19,7 @@ from .common import (DEFAULT_ADDR, EXIT_INTERRUPTED, EXIT_PROBLEM, DeviceId, Ele
 if TYPE_CHECKING:
     from ..control.timeline import EventResult
 
-app = typer.Typer(help="Run scripted, timed profile changes (see docs/cli.md#timeline).", no_args_is_help=True)
+app = typer.Typer(help="Run scripted, timed profile changes (see docs/control.md#timelines).", no_args_is_help=True)
 
 TimelineFile = Annotated[Path, typer.Argument(help="Timeline YAML: `steps:` of apply / set / outage / restore / wait.")]
 
@@ -69,7 +69,8 @@ def run(
     profiles: ProfilesOpt = None,
     lead: Annotated[float, typer.Option("--lead", min=0.05, help="Seconds between the start and t=0.")] = 0.2,
     max_error: Annotated[Optional[float], typer.Option(
-        "--max-error", metavar="MS", help="Exit 1 if any change came into force later than this (ms).")] = None,
+        "--max-error", metavar="MS", min=0,
+        help="Exit 1 if any change came into force later than this (ms, 0 or more).")] = None,
     as_json: Json = False,
     addr: SwitchAddr = DEFAULT_ADDR,
     device_id: DeviceId = 1,

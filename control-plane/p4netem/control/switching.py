@@ -15,6 +15,7 @@ import grpc
 
 from .. import pipeline as pl
 from ..p4rt import P4RuntimeError, update
+from ..p4rt.encoding import decode
 from ..p4rt.entries import build_counter_entry, build_register_entry, build_table_entry
 from ..profiles import BUILTIN_NAMES, Profile, ProfileError
 from ..profiles.errors import Problem
@@ -253,7 +254,8 @@ class ProfileSwitching:
         return out
 
     def validate(self, assignments):
-        """Everything that can be checked without the switch, before anything is written."""
+        """Everything that can be checked before anything is written (the switch is only asked its
+        UE ids and, for a profile that plays a trace, what its trace cells hold)."""
         pairs: list[tuple[Rule, Profile]] = []
         problems: list[Problem] = []
         checked: dict[int, Profile] = {}  # id of a Profile given -> it, validated (once per call)
@@ -290,6 +292,7 @@ class ProfileSwitching:
         if not pairs:
             raise RuleError([Problem("rules", "no rule to apply")])
         warnings = self._check_ue_ids(pairs)
+        self._check_traces(pairs)
         # The params of every slot (both directions' set_impairment and set_radio), encoded
         # before anything is read or written; per pair, as two rules may get different
         # profiles of the same name (a lab's DNS rule: its access profile plus the DNS latency).
@@ -319,6 +322,42 @@ class ProfileSwitching:
         if problems:
             raise RuleError(problems)
         return warnings
+
+    def _check_traces(self, pairs: list[tuple[Rule, Profile]]) -> None:
+        """Refuse a direction whose `trace` names cells that do not hold a trace of its length and
+        period. A profile file may carry a placement (`profiles from-mahimahi -o`, a profile read
+        back) while the switch holds no such trace there (not loaded yet, or a restart or `reset
+        --hard` cleared it): the switch would take the entry and play zeros, a link that ignores its
+        trace and, on p4netem-switch, its delay too. A loaded trace ends at its period (the period is
+        its last timestamp, control/trace.py), so its last cell is checked: one read per trace."""
+        # (where, cells, opportunities, period) per traced direction; `where` names the field, with
+        # the rule's index when several rules are applied at once.
+        traced = [(f"rules[{i}].{direction}.trace" if len(pairs) > 1 else f"{direction}.trace",
+                   int(t.cells), int(t.opportunities), int(t.period))
+                  for i, (_, profile) in enumerate(pairs) for direction in ("uplink", "downlink")
+                  if (t := getattr(profile, direction).trace) is not None]
+        if not traced:
+            return  # nothing to ask the switch (nor a target without trace registers)
+        info = self.session.info
+        size = info.register(pl.TRACE_OPPORTUNITY_MS).size
+        problems = [Problem(where, f"cells {cells}..{cells + n - 1} reach beyond the switch's {size} trace "
+                                   f"cells ({pl.TRACE_OPPORTUNITY_MS})")
+                    for where, cells, n, _ in traced if cells + n > size]
+        traced = [t for t in traced if t[1] + t[2] <= size]
+        last_cells = sorted({cells + n - 1 for _, cells, n, _ in traced})
+        entries = [build_register_entry(info, pl.TRACE_OPPORTUNITY_MS, cell) for cell in last_cells]
+        held = dict(zip(last_cells, (decode(e.register_entry.data.bitstring) for e in
+                                     self.session.read(lambda: list(self.session.client.read(*entries)))))) \
+            if entries else {}
+        problems += [Problem(where, f"the switch holds no trace of {n} opportunities over {period} ms at cells "
+                                    f"{cells}..{cells + n - 1} (cell {cells + n - 1} holds {held[cells + n - 1]} ms, "
+                                    "not the period): a trace plays only once loaded, and `p4netem trace load "
+                                    "--uplink FILE --downlink FILE --profile PROFILE` or `p4netem apply --mahimahi "
+                                    "'COMMAND'` loads it and sets the cells")
+                     for where, cells, n, period in traced if held[cells + n - 1] != period]
+        if problems:
+            names = {profile.name for _, profile in pairs}
+            raise ProfileError(problems, names.pop() if len(names) == 1 else None)
 
     def plan(self, state: SwitchState, pairs, encoded, warnings, in_place: bool = False,
               keep_names: bool = False) -> ProfileSwitch:
