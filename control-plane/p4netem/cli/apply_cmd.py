@@ -276,7 +276,7 @@ def set_fields(
     changes: Annotated[list[str], typer.Argument(
         metavar="FIELD=VALUE...",
         help="Profile fields to change, as a timeline's `set`: downlink.rate=1Mbit, delay=40ms (both "
-             "directions), uplink.loss=2%, downlink.queue.packets=100, radio.promotion=1s; "
+             "directions), uplink.loss=2%, downlink.queue.packets=100, radio.promotion=1s (an LTE radio's field); "
              "FIELD= (empty) puts the field back to its default.")],
     rule: RuleOpt = None,
     rules_file: RulesFile = None,

@@ -13,7 +13,8 @@ from rich.table import Table
 
 from .common import EXIT_PROBLEM, error, guarded, stdout_console, warning
 
-app = typer.Typer(help="List, show and validate impairment profiles.", no_args_is_help=True)
+app = typer.Typer(help="List, show and validate impairment profiles; convert netem and Mahimahi command lines to them.",
+                  no_args_is_help=True)
 console = stdout_console()
 err = Console(stderr=True)
 
