@@ -23,6 +23,7 @@ use crate::health::Health;
 use crate::io::afpacket::{ring_frame_size, tx_max_frame, FRAME_SIZE, MAX_RING_FRAME_SIZE};
 use crate::io::flow_cache::{key_of, FastPathMode, FlowCache};
 use crate::io::pcap::PcapWriter;
+use crate::io::reopen::{self, Reopener};
 use crate::io::{ethtool, fan_out, port_lock, IoMode, PortIo, RingConfig};
 use crate::learn::LearnFilter;
 use crate::parse::parse;
@@ -106,7 +107,7 @@ struct Port {
     link_up: bool,
     /// The interface was deleted or moved to another namespace: the port drops what it would send
     /// (tx_error) until an interface of its name is back and it is opened again on it
-    /// (`DataPlane::reopen`).
+    /// (`DataPlane::install_reopened`).
     is_gone: bool,
     /// While gone: what kept the last attempt to open it again from succeeding (logged once each).
     reopen_blocked: Option<String>,
@@ -251,6 +252,8 @@ pub struct DataPlane {
     buffer_limit: usize,
     tx_threads: bool,
     check_offloads: bool,
+    /// Gone ports being opened again by a worker thread (io/reopen.rs says why not on this one).
+    reopen: Reopener<ReopenJob, Reopened, PortIo>,
     /// The lock on every port's interface (io/port_lock.rs), held for the whole run: a port
     /// reopened on a new interface of its name keeps it.
     _port_locks: Vec<port_lock::PortLock>,
@@ -262,6 +265,8 @@ impl Drop for DataPlane {
     /// order, as the fields would drop, so that no other switch takes an interface while a socket or
     /// program of this one is still on it.
     fn drop(&mut self) {
+        // Ports still being opened again are waited for, and closed with the others.
+        fan_out::drop_all(self.reopen.finish());
         fan_out::drop_all(std::mem::take(&mut self.ports));
         if let Some(fast) = self.fast.take() {
             fast.close();
@@ -375,7 +380,7 @@ fn arrival_time(stamp: i64, now: u64, clock: impl FnOnce() -> u64) -> u64 {
 }
 
 /// Opens port `number` on `ifname` as the switch opens a port, at start and again when its
-/// interface came back (`DataPlane::reopen`): the I/O path of `mode` (promiscuous mode, AF_XDP's
+/// interface came back (io/reopen.rs): the I/O path of `mode` (promiscuous mode, AF_XDP's
 /// XDP program), the TX thread of `--tx-threads`, the largest frame the interface sends (MTU +
 /// Ethernet header) and the largest the port receives whole (its path's ring, and `buffer_limit`,
 /// a packet buffer less a tag). The offload check is the caller's (at start, one error for every
@@ -398,6 +403,34 @@ fn open_port_io(
     warn_mtu_above_ring(number, ifname, frame, rx_limit);
     let max_frame = sendable(frame, &io);
     Ok((io, max_frame, rx_limit))
+}
+
+/// What opening a gone port again gave (io/reopen.rs): its I/O path, largest frame sent and
+/// received (as `open_port_io`), or why it did not open.
+type Reopened = Result<(PortIo, usize, usize), String>;
+
+/// A gone port to open again, with what start gives a port: everything the worker thread needs
+/// (io/reopen.rs), so that it shares nothing with the data-plane thread.
+struct ReopenJob {
+    number: u16,
+    ifname: String,
+    mode: IoMode,
+    rings: RingConfig,
+    tx_threads: bool,
+    buffer_limit: usize,
+    check_offloads: bool,
+}
+
+impl ReopenJob {
+    /// On the worker thread: the offload check as at start, then the port opened as at start.
+    fn open(&self) -> Reopened {
+        match self.check_offloads.then(|| ethtool::offload_problem(&self.ifname)) {
+            Some(Ok(Some(problem))) => Err(problem),
+            Some(Err(e)) => Err(format!("offload check: {e}")),
+            _ => open_port_io(self.number, &self.ifname, &self.rings, self.mode, self.tx_threads, self.buffer_limit)
+                .map_err(|e| format!("{e:#}")),
+        }
+    }
 }
 
 /// The largest untagged frame port `io` sends, for an MTU + 14 of `frame`: bounded by what its TX
@@ -635,6 +668,16 @@ impl DataPlane {
             });
         }
         let now = monotonic_ns();
+        let reopen = {
+            let waker = link.waker.clone();
+            match Reopener::new(ports.len(), ReopenJob::open, move || waker.wake()) {
+                Ok(r) => r,
+                Err(e) => {
+                    fan_out::drop_all(ports);
+                    bail!("starting the thread that reopens ports: {e}");
+                }
+            }
+        };
         let pds = link.caps.pds() as usize;
         let seed_generation = link.registers.rng_seed_generation.load(Ordering::Acquire);
         let seed = link.registers.rng_seed.load(Ordering::Relaxed);
@@ -697,6 +740,7 @@ impl DataPlane {
             buffer_limit,
             tx_threads: cfg.tx_threads,
             check_offloads: cfg.check_offloads,
+            reopen,
             _port_locks: port_locks,
         })
     }
@@ -778,6 +822,9 @@ impl DataPlane {
             self.health.dataplane_beat.beat(turn_start);
             let snap = self.link.snapshot.load_full();
             self.sync_control(&snap);
+            if self.reopen.busy() {
+                self.install_reopened();
+            }
             let mut work = 0;
             self.prompt = 0;
             for pi in 0..self.ports.len() {
@@ -950,12 +997,15 @@ impl DataPlane {
     }
 
     /// Once a second, off the packet path: each port's link, and whether its interface is gone;
-    /// a gone port is opened again when an interface of its name is back. The port's state goes
-    /// to the health metrics.
+    /// gone ports whose interfaces are back are handed to a worker thread to open again
+    /// (io/reopen.rs). The port's state goes to the health metrics.
     fn check_ports(&mut self) {
+        let mut back = Vec::new();
         for pi in 0..self.ports.len() {
             if self.ports[pi].is_gone {
-                self.reopen(pi);
+                if let Some(job) = self.reopen_job(pi) {
+                    back.push((pi, job));
+                }
             } else if self.ports[pi].check() {
                 self.port_gone(pi);
             }
@@ -964,6 +1014,7 @@ impl DataPlane {
                 h.up.store(!p.is_gone && p.link_up, Ordering::Relaxed);
             }
         }
+        self.reopen.open(back);
     }
 
     /// Port `pi`'s interface was deleted or moved to another namespace: its socket never carries
@@ -1007,56 +1058,72 @@ impl DataPlane {
         }
     }
 
-    /// Gone port `pi` (once a second): opens it again when an interface of its name is in this
+    /// Gone port `pi` (once a second): to be opened again when an interface of its name is in this
     /// namespace, up with a carrier and, as at start, with its offloads off; on the path it chose
-    /// at start (`PortIo::reopen_mode`), with what start gives a port (`open_port_io`) and the fast
-    /// path's program. What keeps it from opening is logged once per reason.
-    fn reopen(&mut self, pi: usize) {
+    /// at start (`PortIo::reopen_mode`), with what start gives a port (`open_port_io`). None while
+    /// its interface is not back, or the worker is opening it already.
+    fn reopen_job(&self, pi: usize) -> Option<ReopenJob> {
         let port = &self.ports[pi];
-        if !matches!(port.io.link_up(), Ok(true)) {
-            return; // not back yet, or not up: nothing to say
+        if self.reopen.is_opening(pi) || !matches!(port.io.link_up(), Ok(true)) {
+            return None; // not back yet, or not up: nothing to say
         }
-        let (number, ifname, mode) = (port.number, port.io.ifname().to_string(), port.io.reopen_mode());
-        let opened = match self.check_offloads.then(|| ethtool::offload_problem(&ifname)) {
-            Some(Ok(Some(problem))) => Err(problem),
-            Some(Err(e)) => Err(format!("offload check: {e}")),
-            _ => open_port_io(number, &ifname, &self.rings, mode, self.tx_threads, self.buffer_limit)
-                .map_err(|e| format!("{e:#}")),
-        };
-        let port = &mut self.ports[pi];
-        let (io, max_frame, rx_limit) = match opened {
-            Ok(opened) => opened,
-            Err(why) => {
-                if port.reopen_blocked.as_ref() != Some(&why) {
-                    tracing::warn!(port = number, iface = %ifname, "port not reopened yet (tried again every second): {why}");
-                    port.reopen_blocked = Some(why);
+        Some(ReopenJob {
+            number: port.number,
+            ifname: port.io.ifname().to_string(),
+            mode: port.io.reopen_mode(),
+            rings: self.rings,
+            tx_threads: self.tx_threads,
+            buffer_limit: self.buffer_limit,
+            check_offloads: self.check_offloads,
+        })
+    }
+
+    /// Each turn while ports are being opened again: takes the ones the worker opened (at most
+    /// `reopen::PER_TURN`, the rest next turn, so that a turn stays short however many came back)
+    /// and puts each on its port, which keeps its number, lock, counters and pcap files, with the
+    /// fast path's program; the old sockets are closed by the worker (that waits for the kernel too).
+    /// What kept a port from opening is logged once per reason, and it is tried again a second on.
+    fn install_reopened(&mut self) {
+        let mut old = Vec::new();
+        for (pi, opened) in self.reopen.opened(reopen::PER_TURN) {
+            let port = &mut self.ports[pi];
+            let (number, ifname) = (port.number, port.io.ifname().to_string());
+            let (io, max_frame, rx_limit) = match opened {
+                Ok(opened) => opened,
+                Err(why) => {
+                    if port.reopen_blocked.as_ref() != Some(&why) {
+                        tracing::warn!(port = number, iface = %ifname, "port not reopened yet (tried again every second): {why}");
+                        port.reopen_blocked = Some(why);
+                    }
+                    continue;
                 }
-                return;
+            };
+            let ifindex = io.ifindex();
+            old.push(std::mem::replace(&mut port.io, io));
+            port.max_frame = max_frame;
+            port.rx_limit = rx_limit;
+            port.is_gone = false;
+            port.link_up = true;
+            port.reopen_blocked = None;
+            port.tx_failing = false;
+            // A new interface: its own misconfigurations are logged again.
+            (port.warned_truncated, port.warned_csum, port.warned_mtu) = (false, false, false);
+            if let Some(h) = self.health.ports.get(pi) {
+                h.set_io(port.io.kind());
+                h.tx_beat.store(port.io.tx_heartbeat()); // the old port's thread ends with it
+                h.up.store(true, Ordering::Relaxed);
             }
-        };
-        let ifindex = io.ifindex();
-        port.io = io;
-        port.max_frame = max_frame;
-        port.rx_limit = rx_limit;
-        port.is_gone = false;
-        port.link_up = true;
-        port.reopen_blocked = None;
-        port.tx_failing = false;
-        // A new interface: its own misconfigurations are logged again.
-        (port.warned_truncated, port.warned_csum, port.warned_mtu) = (false, false, false);
-        if let Some(h) = self.health.ports.get(pi) {
-            h.set_io(port.io.kind());
-            h.tx_beat.store(port.io.tx_heartbeat()); // the old port's thread has ended
-        }
-        tracing::info!(port = number, iface = %ifname, io = port.io.kind(), "port reopened");
-        if let Some(fc) = &mut self.fast {
-            if let Err(e) = fc.attach(pi, ifindex).map_err(|e| busy_hint(e, &self.ports)) {
-                tracing::warn!(port = number, iface = %ifname,
-                    "fast path: not attached to the reopened port ({e}): its frames take the data-plane thread");
+            tracing::info!(port = number, iface = %ifname, io = port.io.kind(), "port reopened");
+            if let Some(fc) = &mut self.fast {
+                if let Err(e) = fc.attach(pi, ifindex).map_err(|e| busy_hint(e, &self.ports)) {
+                    tracing::warn!(port = number, iface = %ifname,
+                        "fast path: not attached to the reopened port ({e}): its frames take the data-plane thread");
+                }
+                // Entries name interfaces by index, and the port's is new.
+                fc.invalidate();
             }
-            // Entries name interfaces by index, and the port's is new.
-            fc.invalidate();
         }
+        self.reopen.close(old);
     }
 
     fn finish(&mut self) {

@@ -102,8 +102,9 @@ PORT_KEYS = ("port", "iface", "io", "kernel_rx", "ring_drops")
 def switch_ports(health) -> dict:
     """The switch's ports as its --metrics-addr reports them (the summary of /api/health,
     switch_health.SwitchHealth): {"url", "ports": [{"port", "iface", "io", "kernel_rx",
-    "ring_drops"}], "ring_drops", "dataplane": {"serving", "timeout_s", "threads", "stalled"}},
-    or {"url", "error"} when they cannot be read."""
+    "ring_drops"}] (empty for a switch without ports), "ring_drops", "dataplane": {"serving",
+    "timeout_s", "threads", "stalled"}}, or {"url", "error"} when they cannot be read or the URL
+    serves no switch's metrics."""
     from ..switch_health import HealthUnavailable
 
     try:
@@ -111,8 +112,10 @@ def switch_ports(health) -> dict:
     except HealthUnavailable as exc:
         return {"url": health.url, "error": str(exc)}
     ports = summary["ports"]
-    if not ports:
-        return {"url": health.url, "error": f"no ports in the metrics at {health.url} "
+    # A switch serves its uptime and its data-plane heartbeats whether or not it has ports: one with
+    # none (P4Runtime only) is not an error, and whether its data plane runs is known all the same.
+    if not ports and not (summary["uptime_s"] > 0 or summary["dataplane"]["serving"] is not None):
+        return {"url": health.url, "error": f"no p4netem-switch metrics at {health.url} "
                                             "(not a p4netem-switch --metrics-addr?)"}
     rows = [{k: p.get(k) for k in PORT_KEYS} for p in ports]
     return {"url": health.url, "ports": rows, "ring_drops": sum(p["ring_drops"] or 0 for p in rows),
@@ -142,6 +145,9 @@ def ports_part(ports: dict | None) -> list:
         return [Text("kernel ring drops: unknown (--switch-metrics URL reads them)", style="dim")]
     if "error" in ports:
         return [Text(f"kernel ring drops: unknown: {ports['error']}")]
+    if not ports["ports"]:
+        return [Text("switch ports: none (the switch has no ports, so no kernel receive ring to read)"),
+                dataplane_line(ports["dataplane"])]
     table = Table("port", "iface", "I/O", "kernel rx", "ring drops",
                   title="switch ports (kernel receive rings, read by the switch once a second)")
     for p in ports["ports"]:

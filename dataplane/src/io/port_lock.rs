@@ -17,7 +17,7 @@
 //!
 //! Keyed by the network namespace (the inode of /proc/self/ns/net, the same for every process in
 //! it, and not reused while a process in it holds a lock) and the interface's name, not its index:
-//! a port whose interface is deleted and created again (dataplane.rs `reopen`) keeps its lock,
+//! a port whose interface is deleted and created again (io/reopen.rs) keeps its lock,
 //! and an interface of the same name in another namespace is another interface.
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _, Seek as _, Write as _};

@@ -1,0 +1,291 @@
+//! Opening ports again off the data-plane thread, when their interfaces come back
+//! (dataplane.rs `DataPlane::install_reopened`).
+//!
+//! Opening a port and closing its old socket mostly wait in the kernel (io/fan_out.rs: RCU grace
+//! periods for AF_PACKET's rings and AF_XDP's program, the ring memory zeroed): 20-70 ms a port
+//! here. Done by the data-plane loop itself, one port after the other in one turn, 60 interfaces
+//! back at once (a container runtime re-creating its veths) held the loop 3.9 s: no other port
+//! forwarded, the delay line released nothing, and its heartbeat went past
+//! `--heartbeat-timeout-ms`, so gRPC health said NOT_SERVING, rightly, since nothing moved.
+//!
+//! Refreshing the heartbeat inside that turn would only hide the stall, and reopening a few ports
+//! per turn would still hold each of those turns for tens of milliseconds per port. Instead the
+//! slow part leaves the loop: the loop hands the ports whose interfaces are back to a worker thread
+//! (started with the data plane), which opens them at once (their waits overlap, as at start:
+//! fan_out::map) and wakes the loop for each one opened; the loop then swaps the new socket in (a
+//! pointer move, the fast path's attach: ~0.1 ms), at most [`PER_TURN`] ports a turn so that a turn
+//! stays short however many come back, and hands the old sockets back to the worker to close. The
+//! loop turns, forwards and beats all along.
+//!
+//! The loop itself starts no thread for this, and joins none: starting one maps its stack, and the
+//! process's memory map is what 60 ports opening and closing at once keep busy (their rings are
+//! mapped and unmapped), so a loop that spawned a helper per batch still waited up to 2.3 s in
+//! mmap. It only sends to and receives from channels (no lock, no wait).
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::thread::JoinHandle;
+
+use super::fan_out;
+
+/// At most this many opened ports are swapped in per loop turn (each ~0.1-0.2 ms, mostly the fast
+/// path's attach and the log line): a turn stays within a few milliseconds even when hundreds of
+/// ports come back at once; the rest follow in the next turns.
+pub const PER_TURN: usize = 16;
+
+/// What the loop asks of the worker.
+enum Job<J, T> {
+    /// Open these ports (port index, what opening it needs), all at once.
+    Open(Vec<(usize, J)>),
+    /// Close (drop) these, all at once: a port's old I/O, whose closing waits for the kernel as
+    /// opening does.
+    Close(Vec<T>),
+}
+
+/// The ports being opened again, and the worker thread that opens them (`J` what opening one
+/// needs, `R` what it gives: the port's I/O, or why it did not open) and closes old sockets (`T`).
+pub struct Reopener<J, R, T> {
+    /// None once finished: the worker ends when it has done what was sent.
+    jobs: Option<Sender<Job<J, T>>>,
+    opened: Receiver<(usize, R)>,
+    /// Per port index: the worker is opening it (it is not handed out again until its result is
+    /// taken).
+    opening: Vec<bool>,
+    /// How many ports are being opened (`opening` set), so that an idle loop looks at nothing else.
+    in_flight: usize,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl<J, R, T> Reopener<J, R, T>
+where
+    J: Send + Sync + 'static,
+    R: Send + 'static,
+    T: Send + 'static,
+{
+    /// Starts the worker for `ports` ports, which opens a port with `open` and calls `wake` after
+    /// each one (to wake the loop out of its sleep).
+    pub fn new(
+        ports: usize,
+        open: impl Fn(&J) -> R + Send + Sync + 'static,
+        wake: impl Fn() + Send + Sync + 'static,
+    ) -> std::io::Result<Reopener<J, R, T>> {
+        let (jobs, todo) = channel::<Job<J, T>>();
+        let (sent, opened) = channel();
+        let work = move || {
+            for job in todo {
+                match job {
+                    Job::Open(ports) => {
+                        fan_out::map(&ports, |(pi, job)| {
+                            // The receiver outlives the worker (finish joins it first).
+                            let _ = sent.send((*pi, open(job)));
+                            wake();
+                        });
+                    }
+                    Job::Close(items) => fan_out::drop_all(items),
+                }
+            }
+        };
+        let worker = std::thread::Builder::new().name("p4netem-reopen".into()).spawn(work)?;
+        Ok(Reopener { jobs: Some(jobs), opened, opening: vec![false; ports], in_flight: 0, worker: Some(worker) })
+    }
+
+    /// Whether port index `pi` is being opened.
+    pub fn is_opening(&self, pi: usize) -> bool {
+        self.opening[pi]
+    }
+
+    /// Whether any port is being opened (or opened and not yet taken).
+    pub fn busy(&self) -> bool {
+        self.in_flight > 0
+    }
+
+    /// Has each job's port (`(port index, job)`, none of them being opened already) opened on the
+    /// worker, all at once, and returns at once.
+    pub fn open(&mut self, jobs: Vec<(usize, J)>) {
+        if jobs.is_empty() {
+            return;
+        }
+        for &(pi, _) in &jobs {
+            debug_assert!(!self.opening[pi], "port index {pi} handed out twice");
+            self.opening[pi] = true;
+            self.in_flight += 1;
+        }
+        self.send(Job::Open(jobs));
+    }
+
+    /// The ports opened since the last call, at most `max` (the rest stay for the next call), each
+    /// with what opening it gave. Empty (no allocation) when none is ready.
+    pub fn opened(&mut self, max: usize) -> Vec<(usize, R)> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Ok((pi, r)) = self.opened.try_recv() else { break };
+            self.opening[pi] = false;
+            self.in_flight -= 1;
+            out.push((pi, r));
+        }
+        out
+    }
+
+    /// Drops `items` on the worker, all at once.
+    pub fn close(&mut self, items: Vec<T>) {
+        if !items.is_empty() {
+            self.send(Job::Close(items));
+        }
+    }
+
+    fn send(&self, job: Job<J, T>) {
+        let sender = self.jobs.as_ref().expect("no job after finish");
+        // The worker only ends when the sender goes (finish), or by a panic in `open`, which
+        // finish resumes.
+        if let Err(e) = sender.send(job) {
+            drop(e.0); // closed here then
+        }
+    }
+
+    /// Waits for the worker to do what it was sent, and hands back what was opened and not taken:
+    /// at the data plane's end, before the port locks go (no socket of this switch may outlive
+    /// them).
+    pub fn finish(&mut self) -> Vec<R> {
+        self.jobs = None;
+        if let Some(w) = self.worker.take() {
+            if let Err(panic) = w.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        self.opened(usize::MAX).into_iter().map(|(_, r)| r).collect()
+    }
+}
+
+impl<J, R, T> Drop for Reopener<J, R, T> {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::sync::{Condvar, Mutex};
+    use std::time::Duration;
+
+    /// Held shut until opened; counts who waits at it at once.
+    struct Gate {
+        state: Mutex<(bool, usize, usize)>, // (open, waiting now, most waiting at once)
+        changed: Condvar,
+    }
+
+    impl Gate {
+        fn new() -> Arc<Gate> {
+            Arc::new(Gate { state: Mutex::new((false, 0, 0)), changed: Condvar::new() })
+        }
+        fn pass(&self) {
+            let mut g = self.state.lock().unwrap();
+            g.1 += 1;
+            g.2 = g.2.max(g.1);
+            self.changed.notify_all();
+            let (mut g, _) = self.changed.wait_timeout_while(g, Duration::from_secs(60), |g| !g.0).unwrap();
+            g.1 -= 1;
+        }
+        /// Waits (up to a generous bound) until `n` are waiting at once.
+        fn wait_for(&self, n: usize) -> usize {
+            let g = self.state.lock().unwrap();
+            let (g, _) = self.changed.wait_timeout_while(g, Duration::from_secs(60), |g| g.1 < n).unwrap();
+            g.1
+        }
+        fn open(&self) {
+            self.state.lock().unwrap().0 = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Takes results until `n` came (waiting for each), at most `max` per call, as the loop does
+    /// per turn; returns them and the size of each call's take.
+    fn take_all<R: Send + 'static>(
+        r: &mut Reopener<String, R, ()>,
+        n: usize,
+        max: usize,
+    ) -> (Vec<(usize, R)>, Vec<usize>) {
+        let (mut all, mut takes) = (Vec::new(), Vec::new());
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while all.len() < n {
+            assert!(std::time::Instant::now() < deadline, "only {} of {n} opened", all.len());
+            let got = r.opened(max);
+            if got.is_empty() {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+            takes.push(got.len());
+            all.extend(got);
+        }
+        (all, takes)
+    }
+
+    #[test]
+    fn ports_open_on_the_worker_at_once_while_the_caller_goes_on() {
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let (gate, w) = (Gate::new(), wakes.clone());
+        let g2 = gate.clone();
+        // Every open blocks until the gate opens: open() returning at all shows that the caller
+        // does not wait for them.
+        let open = move |name: &String| {
+            g2.pass();
+            format!("{name} open")
+        };
+        let mut r = Reopener::<String, String, ()>::new(100, open, move || {
+            w.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+        let n = 60;
+        r.open((0..n).map(|pi| (pi, format!("port{pi}"))).collect());
+        assert!(r.busy() && (0..n).all(|pi| r.is_opening(pi)) && !r.is_opening(n));
+        // Their waits overlap (as at start): all 60 wait at once.
+        assert_eq!(gate.wait_for(n), n);
+        assert!(r.opened(PER_TURN).is_empty(), "nothing is opened yet");
+        gate.open();
+        let (mut all, takes) = take_all(&mut r, n, PER_TURN);
+        assert!(takes.iter().all(|&t| t <= PER_TURN), "at most {PER_TURN} a turn: {takes:?}");
+        all.sort();
+        assert_eq!(all, (0..n).map(|pi| (pi, format!("port{pi} open"))).collect::<Vec<_>>(), "each port once");
+        assert!(!r.busy() && (0..n).all(|pi| !r.is_opening(pi)));
+        assert_eq!(wakes.load(Ordering::Relaxed), n, "the loop is woken for each port opened");
+        // A port can be handed out again once its result is taken.
+        r.open(vec![(3, "again".to_string())]);
+        assert_eq!(take_all(&mut r, 1, PER_TURN).0, vec![(3, "again open".to_string())]);
+        assert!(r.finish().is_empty());
+    }
+
+    #[test]
+    fn finish_waits_for_the_worker_and_hands_back_what_was_not_taken() {
+        struct Old(Arc<AtomicUsize>);
+        impl Drop for Old {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let gate = Gate::new();
+        let g = gate.clone();
+        let mut r = Reopener::<usize, usize, Old>::new(
+            8,
+            move |&j| {
+                g.pass();
+                j
+            },
+            || {},
+        )
+        .unwrap();
+        r.open(vec![(2, 20), (5, 50)]);
+        gate.wait_for(2);
+        let dropped = Arc::new(AtomicUsize::new(0));
+        r.close((0..3).map(|_| Old(dropped.clone())).collect());
+        assert_eq!(dropped.load(Ordering::Relaxed), 0, "closed on the worker, after the opens before them");
+        gate.open();
+        let mut left = r.finish();
+        left.sort();
+        assert_eq!(left, vec![20, 50]);
+        assert_eq!(dropped.load(Ordering::Relaxed), 3, "the old items are dropped once finish returns");
+        assert!(!r.busy());
+    }
+}
