@@ -25,6 +25,14 @@
  *   else (cur < t):            skip whole periods, pos = first_at[ceil((t - cycle) / 1e6)], left full
  *   if left >= size: left -= size, else the rest goes into the next opportunity (left = full - rest)
  *   departure = cycle + ms[pos] * 1e6
+ *   begin = max(begin, t), departure = max(departure, begin)
+ *
+ * The last line changes nothing for a trace as the controller loads it (ascending timestamps,
+ * trace_first_at their index, trace_period_recip the period's reciprocal: t <= begin <= departure
+ * by construction). Registers that hold no such trace (never loaded: zeros; written by another
+ * P4Runtime client; a wrong reciprocal) can give an opportunity before t: the packet then leaves
+ * when it is ready, so the delay stage still adds the profile's whole delay (a departure in the
+ * past would absorb it) and CoDel's sojourn (begin - t) is never negative.
  *
  * Divisions are reciprocal multiplications with one correction each (no division on v1model):
  * whole periods with the controller's trace_period_recip = floor(2^64 / period in ns), ms with
@@ -112,6 +120,9 @@ control TraceSchedule(inout metadata_t meta,
         }
         trace_opportunity_ms.read(at_ms, meta.imp.trace_base + pos);
         begin = cycle + (time_ns_t)at_ms * NS_PER_MS;
+        if (begin < t) {
+            begin = t;
+        }
         if (left >= size) {
             left = left - size;
         } else {
@@ -125,6 +136,9 @@ control TraceSchedule(inout metadata_t meta,
         }
         trace_opportunity_ms.read(at_ms, meta.imp.trace_base + pos);
         departure = cycle + (time_ns_t)at_ms * NS_PER_MS;
+        if (departure < begin) {
+            departure = begin;
+        }
     }
 }
 

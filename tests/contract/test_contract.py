@@ -818,6 +818,126 @@ def test_p4_pie_computes_the_switchs_vectors():
 
 
 # ---------------------------------------------------------------------------------------------
+# Exact trace delivery: trace.p4's TraceSchedule, transcribed statement by statement (bit<32> and
+# bit<64> wrap, bit<128> products, constants from defines.p4), computes the switch's TRACE_VECTORS,
+# among them registers that hold no trace as the controller loads it (never loaded, no
+# reciprocal, out of order, per-pd state written by a client): no packet leaves before it is ready
+# ---------------------------------------------------------------------------------------------
+
+TRACE_RS = ROOT / "dataplane" / "src" / "stage" / "trace.rs"
+TRACE_CONSTANTS = ("TRACE_CELLS", "TRACE_MS_CELLS", "TRACE_OPPORTUNITY", "TRACE_FRAME_ADJUST", "NS_PER_MS",
+                   "TRACE_RECIP_MS")
+
+
+def p4_trace_schedule(ms_cells: dict[int, int], first_at_cells: dict[int, int], imp: dict[str, int],
+                      t: int, length: int, cycle: int, pos: int, left: int, c: dict[str, int], clamp: bool = True):
+    """trace.p4's TraceSchedule apply block; registers as {cell: value} (unwritten cells read 0,
+    as p4netem-switch reads a cell outside the register). Returns (begin, departure, cycle, pos,
+    left). `clamp=False`: without the rule that keeps begin and departure at or after t."""
+    def read(cells: dict[int, int], size: int, index: int) -> int:
+        return cells.get(index & U32, 0) if (index & U32) < size else 0
+
+    def ms(p: int) -> int:
+        return read(ms_cells, c["TRACE_CELLS"], imp["trace_base"] + p)
+
+    ns_ms, full = c["NS_PER_MS"], c["TRACE_OPPORTUNITY"]
+    period = (imp["trace_period_ms"] * ns_ms) & U64
+    size = length - c["TRACE_FRAME_ADJUST"] if length > c["TRACE_FRAME_ADJUST"] + 1 else 1
+    size = min(size, full)
+    fresh = cycle == 0
+    if fresh:
+        cycle = t
+    cur = (cycle + ms(pos) * ns_ms) & U64
+    if not fresh and left > 0 and cur >= t:
+        pass
+    elif not fresh and cur >= t:
+        pos = (pos + 1) & U32
+        if pos >= imp["trace_len"]:
+            pos, cycle = 0, (cycle + period) & U64
+        left = full
+    else:
+        d = (t - cycle) & U64
+        if d >= period and period != 0:
+            k = ((d * imp["trace_period_recip"]) & M128) >> 64
+            kp = min((k * period) & U64, d)
+            if (d - kp) & U64 >= period:
+                kp = min((kp + period) & U64, d)
+            cycle, d = (cycle + kp) & U64, (d - kp) & U64
+        q = ((d * c["TRACE_RECIP_MS"]) & M128) >> 64
+        if (d - q * ns_ms) & U64 >= ns_ms:
+            q += 1
+        if (q * ns_ms) & U64 < d:
+            q += 1
+        pos = read(first_at_cells, c["TRACE_MS_CELLS"], imp["trace_ms_base"] + (q & U32))
+        left = full
+    begin = (cycle + ms(pos) * ns_ms) & U64
+    if clamp and begin < t:
+        begin = t
+    if left >= size:
+        left -= size
+    else:
+        rest = size - left
+        pos = (pos + 1) & U32
+        if pos >= imp["trace_len"]:
+            pos, cycle = 0, (cycle + period) & U64
+        left = full - rest
+    departure = (cycle + ms(pos) * ns_ms) & U64
+    if clamp and departure < begin:
+        departure = begin
+    return begin, departure, cycle, pos, left
+
+
+# sha256 (first 16 hex digits) of TraceSchedule's apply block, whitespace collapsed:
+# p4_trace_schedule transcribes exactly this text.
+P4_TRACE_SCHEDULE_SHA = "8f80831b681f6a2f"
+
+
+def _p4_trace_schedule_block(text: str) -> str:
+    start = text.index("apply {", text.index("control TraceSchedule("))
+    return " ".join(text[start:text.index("#endif", start)].split())
+
+
+def _trace_row(row: tuple[int, ...]):
+    base, tlen, m0, m1, m2, f0, f1, f2, f3, period, recip, cycle, pos, left, t, length = row[:16]
+    imp = {"trace_base": base, "trace_len": tlen, "trace_ms_base": 0, "trace_period_ms": period,
+           "trace_period_recip": recip}
+    return ({0: m0, 1: m1, 2: m2}, {0: f0, 1: f1, 2: f2, 3: f3}, imp, t, length, cycle, pos, left), row[16:]
+
+
+def test_p4_trace_schedule_is_the_transcribed_text():
+    import hashlib
+
+    block = _p4_trace_schedule_block((P4_INCLUDE / "trace.p4").read_text())
+    assert hashlib.sha256(block.encode()).hexdigest()[:16] == P4_TRACE_SCHEDULE_SHA, \
+        "trace.p4's TraceSchedule changed: bring p4_trace_schedule (and the switch's TRACE_VECTORS) in step, then the hash"
+    mutated = block.replace("if (begin < t) { begin = t; }", "")
+    assert mutated != block and hashlib.sha256(mutated.encode()).hexdigest()[:16] != P4_TRACE_SCHEDULE_SHA
+
+
+def test_p4_trace_schedule_computes_the_switchs_vectors():
+    """The switch's unit test pins trace::schedule on TRACE_VECTORS; trace.p4's TraceSchedule,
+    transcribed with the P4 source's constants, must give the same on each, and never a begin
+    before t or a departure before the begin."""
+    program = p4source.load(P4_MAIN)
+    c = {}
+    for name in TRACE_CONSTANTS:
+        body = program.defines[name]
+        assert len(body) == 1 and body[0].kind == "int", f"{name} is not a plain integer"
+        c[name] = body[0].value
+    assert c["TRACE_RECIP_MS"] == 2**64 // c["NS_PER_MS"] and c["TRACE_OPPORTUNITY"] == 1504
+    vectors = _rust_vectors(TRACE_RS.read_text(), "TRACE_VECTORS", 21)
+    assert len(vectors) >= 12
+    for row in vectors:
+        args, want = _trace_row(row)
+        got = p4_trace_schedule(*args, c)
+        assert got == want, row[:16]
+        assert args[3] <= got[0] <= got[1], row[:16]
+    # Without the rule that no packet leaves before it is ready, the rows of registers that hold
+    # no loaded trace differ (an opportunity in the past): the vectors tell.
+    assert any(p4_trace_schedule(*_trace_row(row)[0], c, clamp=False) != _trace_row(row)[1] for row in vectors)
+
+
+# ---------------------------------------------------------------------------------------------
 # The value sets of set_impairment's enum params (aqm, bearer_sched): the same names and numbers in
 # p4src's defines, the switch's contract.rs and the control plane's pipeline.py
 # ---------------------------------------------------------------------------------------------

@@ -6,3 +6,4 @@
 mod p4rt;
 mod parse;
 mod rate;
+mod trace;
