@@ -25,6 +25,9 @@ def test_an_age_at_the_timeout_is_fresh_and_one_over_it_stalled() -> None:
         {"thread": "dataplane", "age_s": 3.0}, {"thread": "tx", "port": 2, "iface": "veth2", "age_s": 0.4}]}
     assert stall_message(live) is None
     assert str(dataplane_line(live)) == "data plane: running (every thread ran within the last 3.0 s; stalled after 3 s)"
+    # Under a second in ms: an idle loop beats every 100 ms, and "0.0 s" said nothing.
+    live = _live('p4netem_switch_heartbeat_age_seconds{thread="dataplane"} 0.038\n')
+    assert str(dataplane_line(live)) == "data plane: running (every thread ran within the last 38 ms; stalled after 3 s)"
 
     live = _live('p4netem_switch_heartbeat_age_seconds{thread="dataplane"} 0.05\n'
                  'p4netem_switch_heartbeat_age_seconds{thread="tx",port="2",iface="veth2"} 3.0001\n')

@@ -134,7 +134,9 @@ def dataplane_line(dataplane: dict) -> Text:
         return Text("data plane: liveness unknown (the switch exports no heartbeats: a build from before them)",
                     style="dim")
     oldest = max(t["age_s"] for t in dataplane["threads"])
-    return Text(f"data plane: running (every thread ran within the last {oldest:.1f} s; stalled after "
+    # An idle loop turns every 100 ms: ages under a second read in ms ("0.0 s" said nothing).
+    ago = f"{oldest * 1000:.0f} ms" if oldest < 1 else f"{oldest:.1f} s"
+    return Text(f"data plane: running (every thread ran within the last {ago}; stalled after "
                 f"{dataplane['timeout_s']:g} s)")
 
 
