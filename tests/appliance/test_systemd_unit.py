@@ -5,10 +5,13 @@ network namespace. Started with `systemctl start`, it is active (running) with t
 force (a unit ordered After= it finds the profile on the switch), under its hardening (seen in
 force on the processes) without a warning from the switch (raw sockets, XDP, AF_XDP, SCHED_FIFO,
 PM QoS all work); `systemctl stop` is a clean stop; a stalled data-plane thread is seen by the
-watchdog (WatchdogSec=30), systemd kills the service and Restart= brings it back with its start
-profile. tests/control/test_switch_service.py checks the same command with systemd's side emulated,
-message by message; here nothing is emulated. About 47 s, most of it the watchdog's 30 s and the
-restart's 5 s, as the unit ships (systemd itself boots in about 0.3 s)."""
+watchdog, systemd kills the service and Restart= brings it back with its start profile.
+tests/control/test_switch_service.py checks the same command with systemd's side emulated, message
+by message; here nothing is emulated. The unit ships WatchdogSec=30 (checked as systemd loads it);
+the stall is seen with a test-only drop-in of WatchdogSec=6, the rest of the unit as shipped:
+`p4netem switch` pings every quarter of what systemd asks (WATCHDOG_USEC), checked on systemd's
+side, so the shipped 30 s would only make the wait five times longer. About 25 s, most of it the
+watchdog's 6 s, the restart's 5 s and two starts (systemd itself boots in about 0.3 s)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import re
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -188,6 +192,11 @@ def test_started_stopped_and_hardened_under_systemd(systemd: BootedSystemd, lab:
     assert_start_profile(json.loads(systemd.path("/run/p4netem-probe.json").read_text()), lab)
     assert_running_with_start_profile(systemd, lab, addr, restarts=0)
     assert_hardened_and_unharmed(systemd, switch_log(systemd, "Starting p4netem-switch.service"), "af_packet")
+    # The shipped watchdog, in force for this run, and as systemd told `p4netem switch` (WATCHDOG_USEC,
+    # the cadence of its pings: test_the_watchdog_restarts_... checks them with a shorter one).
+    assert systemd.show(UNIT, "WatchdogUSec") == {"WatchdogUSec": "30s"}
+    main = systemd.show(UNIT, "MainPID")["MainPID"]  # in systemd's PID namespace, whose /proc this is:
+    assert b"WATCHDOG_USEC=30000000" in systemd.path(f"/proc/{main}/environ").read_bytes().split(b"\0")
 
     # Restarted with AF_XDP ports (their own XDP programs, bpf(2), AF_XDP sockets).
     configure(systemd, lab, addr, switch_bin, "--io af_xdp")
@@ -206,19 +215,71 @@ def test_started_stopped_and_hardened_under_systemd(systemd: BootedSystemd, lab:
         assert failure not in log, log
 
 
+# A test-only drop-in (removed after the test): the stall test waits out 6 s, not the shipped 30 s.
+# `p4netem switch` probes every quarter of what systemd asks (WATCHDOG_USEC; 1.5 s here, 7.5 s as
+# shipped), so the ratio of probes to the timeout is the shipped one: four chances each time. Not
+# shorter: the switch's health turns NOT_SERVING after its 3-s --heartbeat-timeout-ms, and each probe
+# may take up to a quarter to answer on a loaded machine.
+TEST_WATCHDOG_S = 6
+WATCHDOG_DROP_IN = "/etc/systemd/system/p4netem-switch.service.d/p4netem-test-watchdog.conf"
+
+
+def keep_alives(systemd: BootedSystemd, seconds: float, until: int) -> list[int]:
+    """The distinct times (monotonic, us) of the WATCHDOG=1 systemd received from the unit within
+    `seconds` (its WatchdogTimestampMonotonic, reset by each one), polled every 0.2 s, up to the
+    `until`th."""
+    seen: list[int] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and len(seen) < until:
+        stamp = int(systemd.show(UNIT, "WatchdogTimestampMonotonic")["WatchdogTimestampMonotonic"])
+        if stamp and (not seen or stamp != seen[-1]):
+            seen.append(stamp)
+        time.sleep(0.2)
+    return seen
+
+
 def test_the_watchdog_restarts_a_switch_whose_data_plane_stalls(systemd: BootedSystemd, lab: TwoHostLab,
                                                                    switch_bin: str) -> None:
     """The data-plane thread stopped (ptrace; the rest of the switch, its gRPC server too, runs on):
-    the health check says NOT_SERVING, `p4netem switch` stops vouching for it, and WatchdogSec=30
-    later systemd kills the unit (result watchdog) and starts it again, start profile applied."""
+    the health check says NOT_SERVING, `p4netem switch` stops vouching for it, and WatchdogSec (6 s
+    here by a drop-in; 30 s as shipped, asserted in test_started_stopped_and_hardened_under_systemd)
+    later systemd kills the unit (result watchdog) and starts it again, start profile applied. Until
+    then `p4netem switch` keeps the watchdog at the cadence systemd asks (WATCHDOG_USEC)."""
     addr = f"127.0.0.1:{free_tcp_port()}"
     configure(systemd, lab, addr, switch_bin)
+    drop_in = systemd.path(WATCHDOG_DROP_IN)
+    drop_in.parent.mkdir(parents=True, exist_ok=True)
+    drop_in.write_text(f"[Service]\nWatchdogSec={TEST_WATCHDOG_S}\n")
+    try:
+        systemd.run("systemctl", "daemon-reload")
+        _watchdog_restarts_a_stalled_switch(systemd, lab, addr)
+    finally:
+        drop_in.unlink(missing_ok=True)  # the shipped unit again for the other tests
+        systemd.run("systemctl", "daemon-reload")
+
+
+def _watchdog_restarts_a_stalled_switch(systemd: BootedSystemd, lab: TwoHostLab, addr: str) -> None:
     systemd.run("systemctl", "start", UNIT)
-    assert_running_with_start_profile(systemd, lab, addr, restarts=0)
+    # (WatchdogUSec is the value in force for the unit's current or last run.)
+    assert systemd.show(UNIT, "WatchdogUSec") == {"WatchdogUSec": f"{TEST_WATCHDOG_S}s"}
     main = systemd.show(UNIT, "MainPID")["MainPID"]
+    # What systemd asks of `p4netem switch` (sd_watchdog_enabled(3)), as its process was started:
+    env = systemd.path(f"/proc/{main}/environ").read_bytes().split(b"\0")  # (MainPID: in systemd's PID namespace)
+    assert f"WATCHDOG_USEC={TEST_WATCHDOG_S * 1_000_000}".encode() in env, env
+    # ... and what it does: WATCHDOG=1 every quarter (1.5 s) as long as the switch is healthy. Four
+    # seconds hold two at least; at the cadence of the shipped 30 s (every 7.5 s) there would be
+    # one at most, and systemd would have killed the unit before the next. (Watched while the
+    # start profile is checked.)
+    with ThreadPoolExecutor(1) as watcher:
+        watched = watcher.submit(keep_alives, systemd, 4, until=2)
+        assert_running_with_start_profile(systemd, lab, addr, restarts=0)
+        pings = watched.result()
+    assert len(pings) >= 2, pings
+    assert all(b - a < TEST_WATCHDOG_S * 1_000_000 for a, b in zip(pings, pings[1:])), pings
     pid = switch_pid(systemd)
     (dp,) = thread_ids(pid, "p4netem-dp")
-    # Well over WatchdogSec=30 (+ one probe period) before the kill; the unit then waits RestartSec=5.
+    # Well over WatchdogSec (+ the 3-s health timeout and a probe period) before the kill; the unit
+    # then waits RestartSec=5.
     with stopped_thread(pid, dp):  # until the kill (the switch killed with it: its thread is not let run)
         wait_for("the watchdog's kill", lambda: systemd.show(UNIT, "Result", "NRestarts")
                  in ({"Result": "watchdog", "NRestarts": "0"}, {"Result": "success", "NRestarts": "1"}), 90)
@@ -228,7 +289,7 @@ def test_the_watchdog_restarts_a_switch_whose_data_plane_stalls(systemd: BootedS
     assert systemd.show(UNIT, "MainPID")["MainPID"] != main
     assert_running_with_start_profile(systemd, lab, addr, restarts=1)
     log = systemd.journal(UNIT)
-    assert "Watchdog timeout (limit 30s)!" in log and "with signal SIGABRT" in log, log
+    assert f"Watchdog timeout (limit {TEST_WATCHDOG_S}s)!" in log and "with signal SIGABRT" in log, log
     assert "data-plane loop has not run" in log, log  # what the switch's health check saw
     systemd.run("systemctl", "stop", UNIT)
     assert systemd.show(UNIT, "Result")["Result"] == "success"

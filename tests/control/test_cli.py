@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -109,43 +110,73 @@ def test_hard_reset_keeps_the_wire_and_port_map_sets_it(lab: TwoHostLab) -> None
 
 
 def test_exit_codes_and_messages(bare_switch: SwitchProcess, tmp_path) -> None:
-    addr = bare_switch.grpc_addr
-    r = cli("apply", "lan", "--switch", "127.0.0.1:1")
-    assert r.returncode == 3 and r.stderr.startswith("error: switch 127.0.0.1:1: UNAVAILABLE"), r.stderr
+    # A switch that does not answer (checked last): the command waits out its 5-s connect timeout,
+    # so it runs beside the others (it touches no switch of theirs) instead of before them.
+    unreachable = subprocess.Popen([str(P4NETEM), "apply", "lan", "--switch", "127.0.0.1:1"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "COLUMNS": "160"})
+    try:
+        _exit_codes_and_messages(bare_switch.grpc_addr, tmp_path)
+        _, err = unreachable.communicate(timeout=60)
+    finally:
+        if unreachable.poll() is None:
+            unreachable.kill()
+            unreachable.wait()
+    assert unreachable.returncode == 3 and err.startswith("error: switch 127.0.0.1:1: UNAVAILABLE"), err
 
+
+def _exit_codes_and_messages(addr: str, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nuplink: {loss: 150%}\n")
-    r = cli("apply", str(bad), addr=addr)
-    assert r.returncode == 1 and "uplink.loss: 150% out of range 0..100%" in r.stderr, r.stderr
-    r = cli("apply", "lan", "--rule", "client=10.0.0.1,dscp=99", addr=addr)
-    assert r.returncode == 1 and "dscp: 99 out of range 0..63" in r.stderr, r.stderr
-    r = cli("profiles", "validate", str(bad))
-    assert r.returncode == 1 and r.stderr.startswith(f"error: {bad}: invalid"), r.stderr
-    # The profile file is read before the switch is: a bad file is exit 1 even with no switch there.
-    r = cli("apply", str(bad), "--switch", "127.0.0.1:1")
-    assert r.returncode == 1 and "uplink.loss: 150% out of range" in r.stderr, r.stderr
     # Values are quoted as given, never read as markup, and a pipe does not wrap the message.
     marked = tmp_path / "marked.yaml"
     marked.write_text('name: "[bold]x"\nuplink: {loss: 1%, delay: "' + "9" * 60 + 'min"}\n')
-    r = cli("profiles", "validate", str(marked), env={"COLUMNS": None})
-    assert r.returncode == 1 and '"[bold]x"' in r.stderr, r.stderr
-    assert any(line.strip().startswith("uplink.delay:") and line.endswith("allowed 0s..281474.976710655s")
-               for line in r.stderr.splitlines()), r.stderr
-
-    assert cli("apply").returncode == 2
     # Ids beyond what P4Runtime carries (uint128 election id, uint64 device id) are usage errors
     # naming the option and its range, from the option or its environment variable, never a
     # traceback from encoding the request (issue 13, defect 2).
     huge = str(2**128 + 1)
-    for args, env in ((("--election-id", huge), {}), ((), {"P4NETEM_ELECTION_ID": huge})):
-        r = cli("apply", "lan", *args, addr=addr, env=env)
+    # Commands that fail before they write anything, each a new interpreter: two at a time (one a
+    # core), their results checked in order below.
+    with ThreadPoolExecutor(2) as pool:
+        def start(*args: str, **kw) -> Future[subprocess.CompletedProcess[str]]:
+            return pool.submit(cli, *args, **kw)
+
+        bad_profile = start("apply", str(bad), addr=addr)
+        bad_rule = start("apply", "lan", "--rule", "client=10.0.0.1,dscp=99", addr=addr)
+        invalid = start("profiles", "validate", str(bad))
+        bad_profile_no_switch = start("apply", str(bad), "--switch", "127.0.0.1:1")
+        quoted = start("profiles", "validate", str(marked), env={"COLUMNS": None})
+        no_profile = start("apply")
+        huge_ids = [start("apply", "lan", *args, addr=addr, env=env)
+                    for args, env in ((("--election-id", huge), {}), ((), {"P4NETEM_ELECTION_ID": huge}))]
+        huge_device = start("show", "--device-id", str(2**64), addr=addr)
+        unknown_option = start("apply", "lan", "--no-such-option")
+        zero_interval = start("stats", "--interval", "0")
+
+    r = bad_profile.result()
+    assert r.returncode == 1 and "uplink.loss: 150% out of range 0..100%" in r.stderr, r.stderr
+    r = bad_rule.result()
+    assert r.returncode == 1 and "dscp: 99 out of range 0..63" in r.stderr, r.stderr
+    r = invalid.result()
+    assert r.returncode == 1 and r.stderr.startswith(f"error: {bad}: invalid"), r.stderr
+    # The profile file is read before the switch is: a bad file is exit 1 even with no switch there.
+    r = bad_profile_no_switch.result()
+    assert r.returncode == 1 and "uplink.loss: 150% out of range" in r.stderr, r.stderr
+    r = quoted.result()
+    assert r.returncode == 1 and '"[bold]x"' in r.stderr, r.stderr
+    assert any(line.strip().startswith("uplink.delay:") and line.endswith("allowed 0s..281474.976710655s")
+               for line in r.stderr.splitlines()), r.stderr
+
+    assert no_profile.result().returncode == 2
+    for f in huge_ids:
+        r = f.result()
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert "'--election-id'" in r.stderr and "less than or equal to 340282366920938463463374607431768211455" \
             in " ".join(r.stderr.replace("│", " ").split()), r.stderr
-    r = cli("show", "--device-id", str(2**64), addr=addr)
+    r = huge_device.result()
     assert r.returncode == 2 and "'--device-id'" in r.stderr and "Traceback" not in r.stderr, r.stderr
-    assert cli("apply", "lan", "--no-such-option").returncode == 2
-    assert cli("stats", "--interval", "0").returncode == 2
+    assert unknown_option.result().returncode == 2
+    assert zero_interval.result().returncode == 2
 
     with Controller.connect(addr, election_id=10):
         r = cli("apply", "lan", "--election-id", "5", addr=addr, env={"P4NETEM_PRIMARY_WAIT": "0"})
@@ -495,8 +526,14 @@ def test_ctrl_c_while_the_command_line_starts_exits_130_without_a_traceback() ->
                 time.sleep(0.0005)
         except OSError:
             pass  # ended already
-        time.sleep(delay)
-        proc.send_signal(signal.SIGINT)
+        # The delay, or less if the command ends first: a signal after that finds nothing to
+        # interrupt (exit 0 either way), and the later delays (there for a loaded machine, whose
+        # imports take longer) need not be waited out where the command is done in half a second.
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            pass
+        proc.send_signal(signal.SIGINT)  # (nothing is sent once the command has ended)
         out, err = proc.communicate(timeout=60)
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, (delay, proc.returncode, err)
         assert proc.returncode in (130, 0, -signal.SIGINT), (delay, proc.returncode, err)

@@ -21,6 +21,10 @@ from p4netem.lab.probe import UDP_IP_ETH_OVERHEAD, ProbeResult, run_probe
 from p4netem.profiles import Direction, builtin_profiles
 
 MS = 1_000_000
+# A probe through profiles that duplicate nothing ends once all its datagrams are in
+# (stop_when_complete), not a second later; a lost one still makes it wait. Not the flips under
+# traffic: their profile b duplicates every packet, and a copy may come after the last original.
+DONE = {"stop_when_complete": True}
 
 
 def ms(ns: float) -> str:
@@ -65,10 +69,10 @@ def test_rules_priorities_and_cumulative_counters(lab: TwoHostLab, ctl: Controll
     applied = {a.number: a for a in ctl.applied()}
     assert applied[2].rule.ue == 7 and applied[2].rule.priority > applied[1].rule.priority
 
-    first = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=60, rate=200, port=9400)
+    first = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=60, rate=200, port=9400, **DONE)
     assert first.lost == 0 and statistics.median(first.delays_ns) >= 45 * MS  # wan-90ms: 45 ms one way
     ctl.apply("lan", ["client=10.0.0.1,ue=7"])  # switch rule 2 (onto its other profile id)
-    second = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=40, rate=200, port=9401)
+    second = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=40, rate=200, port=9401, **DONE)
     assert statistics.median(second.delays_ns) < 10 * MS
 
     rows = {(r.label, r.direction): r for r in _settled_stats(ctl)}
@@ -81,7 +85,7 @@ def test_rules_priorities_and_cumulative_counters(lab: TwoHostLab, ctl: Controll
 
     assert ctl.remove(["client=10.0.0.1"]) == 1
     assert [a.number for a in ctl.applied()] == [1]
-    run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=10, rate=200, port=9402)
+    run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=10, rate=200, port=9402, **DONE)
     rows = {(r.label, r.direction): r for r in _settled_stats(ctl)}
     assert rows[("#1", "uplink")].counters.profile_in == 10
     with pytest.raises(RuleError, match="no such rule on the switch"):
@@ -108,11 +112,12 @@ def _delay_and_rate(lab: TwoHostLab, port: int, rate_bps: float) -> tuple[float,
     from the second packet on, so departures are one serialisation time apart from the start,
     and the median takes 100 gaps at 1 Mbit/s, 200 at 2 and 800 at 8, of which a stalled sender
     (a loaded machine) idles the link for a few."""
-    small = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=60, rate=200, size=64, port=port)
+    small = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=60, rate=200, size=64, port=port, **DONE)
     size = 1000
     frame_bits = (size + UDP_IP_ETH_OVERHEAD) * 8
     pps = 1.5 * rate_bps / frame_bits
-    big = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=int(pps * 0.75), rate=pps, size=size, port=port + 1)
+    big = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=int(pps * 0.75), rate=pps, size=size, port=port + 1,
+                    **DONE)
     gaps = [b - a for a, b in zip(big.rx_ns, big.rx_ns[1:])]
     # Back-to-back departures of a busy queue are one serialisation time apart (see test_rate.py).
     return statistics.median(small.delays_ns), frame_bits / statistics.median(gaps) * 1e9
@@ -244,7 +249,7 @@ steps:
     (applied,) = ctl.apply(timeline.profiles[0])
     pd = pl.pd_index(applied.profile_id, pl.UPLINK)
     with ThreadPoolExecutor(1) as pool:
-        probe_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=1000, rate=500, port=9430)
+        probe_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=1000, rate=500, port=9430, **DONE)
         deadline = time.monotonic() + 20
         while ctl.client.read_counter(pl.PROFILE_IN, pd)[pd].packets < 20:
             assert time.monotonic() < deadline, "the probe sender did not start"
@@ -439,7 +444,8 @@ def _change_under_backlog(lab: TwoHostLab, ctl: Controller, port: int, change):
     (before,) = ctl.applied()
     pd = pl.pd_index(before.profile_id, pl.UPLINK)
     with ThreadPoolExecutor(1) as pool:
-        burst_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=60, rate=5000, size=1472, port=port)
+        burst_f = pool.submit(run_probe, lab.h1.ns, lab.h2.ns, lab.h2.ip, count=60, rate=5000, size=1472, port=port,
+                              **DONE)
         deadline = time.monotonic() + 20
         while ctl.client.read_counter(pl.PROFILE_IN, pd)[pd].packets < 60:
             assert time.monotonic() < deadline, "the burst never reached the switch"
@@ -449,7 +455,7 @@ def _change_under_backlog(lab: TwoHostLab, ctl: Controller, port: int, change):
         (after,) = ctl.applied()
         pd_after = pl.pd_index(after.profile_id, pl.UPLINK)
         clock_after = ctl.client.read_register(pl.NEXT_FREE_NS, pd_after)[pd_after]
-        later = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=20, rate=200, size=200, port=port + 1)
+        later = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=20, rate=200, size=200, port=port + 1, **DONE)
         burst = burst_f.result()
     return before, after, result, clock_before, clock_after, burst, later
 

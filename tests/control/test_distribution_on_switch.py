@@ -26,7 +26,7 @@ from p4netem.profiles.distribution import DIST_SCALE, TABLE_LEN, load_dist
 P4NETEM = Path(sys.executable).parent / "p4netem"
 MS = 1_000_000
 DELAY, JITTER = 20 * MS, 8 * MS
-COUNT, RATE = 400, 200  # 2 s of probes, 5 ms apart
+COUNT, RATE = 400, 200  # 2 s of probes, 5 ms apart; done once all are in (no duplicates: stop_when_complete)
 
 
 def user_profile(name: str) -> Profile:
@@ -87,7 +87,7 @@ def test_constant_table_adds_delay_plus_jitter_to_every_packet(lab: TwoHostLab, 
     ctl.load_distribution(load_dist(dist))
     assert ctl.distribution() == (DIST_SCALE,) * TABLE_LEN
     ctl.apply(user_profile("plus-one"))
-    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9020)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9020, stop_when_complete=True)
     assert result.lost == 0
     delays = sorted(result.delays_ns)
     # No packet leaves before delay + jitter (with 0.3 ms of clock and socket slack); a table of
@@ -105,7 +105,7 @@ def test_two_valued_table_gives_two_clusters(lab: TwoHostLab, ctl: Controller, t
     ctl.load_distribution(table)
     assert ctl.distribution() == table.values
     ctl.apply(user_profile("two-valued"))
-    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9021)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9021, stop_when_complete=True)
     assert result.lost == 0
     # No packet can leave early, but one can leave late (a stall of the sender, the switch or
     # the receiver on a shared machine): a low draw pushed past DELAY is "between", not high.

@@ -66,7 +66,8 @@ def test_radio_profile_through_the_controller_wakes_up_on_the_wire(lab: TwoHostL
     # within the DCH timer, which must not wait.
     cycle, cycles = 2.0, 3
     offsets = [t for k in range(cycles) for t in (k * cycle, k * cycle + 0.5)]
-    got = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=0, rate=0, port=9500, at=offsets, idle=2.0)
+    got = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=0, rate=0, port=9500, at=offsets, idle=2.0,
+                    stop_when_complete=True)  # done once all are in (the profile duplicates nothing)
     assert got.lost == 0
     delay = dict(zip(got.seq, got.delays_ns))
     wake = [delay[2 * k] for k in range(cycles)]
@@ -214,7 +215,8 @@ def test_radio_watch_json_prints_a_wake_up_in_order(lab: TwoHostLab, ctl: Contro
     try:
         lines = _Lines(watch)
         assert "watching radio state changes" in lines.next("err", 30)
-        first = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=0, rate=0, port=9530, at=[0.0], idle=0.5)
+        first = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=0, rate=0, port=9530, at=[0.0], idle=0.5,
+                          stop_when_complete=True)
         events = [json.loads(lines.next("out", 10)) for _ in range(2)]
         # Another controller writes meanwhile (the same profile again: an atomic switch, which
         # keeps the UE's radio state): it takes the primary role while connected, then leaves,
@@ -225,7 +227,8 @@ def test_radio_watch_json_prints_a_wake_up_in_order(lab: TwoHostLab, ctl: Contro
         assert "primary again with election id 4" in lines.next("err", 10)
         # The second packet comes after both timers ran out (DCH 300 ms + FACH 400 ms).
         time.sleep(max(0.0, first.tx_ns[0] / 1e9 + 1.3 - time.time()))
-        second = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=0, rate=0, port=9531, at=[0.0], idle=0.5)
+        second = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=0, rate=0, port=9531, at=[0.0], idle=0.5,
+                           stop_when_complete=True)
         events += [json.loads(lines.next("out", 10)) for _ in range(4)]
         assert watch.wait(timeout=10) == 0  # --count 6 reached
     finally:

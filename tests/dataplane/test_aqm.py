@@ -29,7 +29,9 @@ def _late_median_delay(lab: TwoHostLab, port: int, **aqm: int) -> tuple[float, i
     offered_pps = 1.05 * RATE / FRAME_BITS
     n = int(offered_pps * 5)
     lab.impair(UPLINK, ns_per_byte_q16=ns_per_byte_q16(RATE), queue_limit_pkts=1000, **aqm)
-    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=offered_pps, size=SIZE, port=port)
+    # Tail drop's probe loses nothing: it ends once all n are in (stop_when_complete); CoDel's waits.
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=offered_pps, size=SIZE, port=port,
+                       stop_when_complete=True)
     return late_median_delay(result, n * 3 // 5), result.lost, settled_counters(lab, UPLINK)
 
 

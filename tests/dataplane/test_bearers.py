@@ -72,7 +72,9 @@ def test_a_download_to_one_ue_does_not_hold_back_another_ues_ping(lab: TwoHostLa
     lab.apply_profile(cell_profile("drr"))
     # The base: 30 pings on the idle cell, 10 ms apart (they were 50: the same 30 in 0.3 s instead
     # of 1.5; each is 0.42 ms on the wire at 2 Mbit/s, so none waits for another either way).
-    alone = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=30, rate=100, port=PING_PORT, idle=1.0)
+    # (Ended once all 30 are in: nothing duplicates here, stop_when_complete.)
+    alone = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=30, rate=100, port=PING_PORT, idle=1.0,
+                      stop_when_complete=True)
     assert alone.lost == 0
     base = median(alone.delays_ns)
 
@@ -109,16 +111,18 @@ def test_a_ue_waiting_for_its_radio_holds_back_only_its_own_packets(lab: TwoHost
                                      "radio": {"model": "lte", "promotion": "500ms", "tail": "10s",
                                                "drx_inactivity": 0}}))
     # UE 0's radio is woken first and stays awake (tail 10 s).
-    woken = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=1, rate=1, port=BULK_PORT, idle=1.0)
+    woken = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=1, rate=1, port=BULK_PORT, idle=1.0,
+                      stop_when_complete=True)  # done once it is in (nothing duplicates here)
     assert woken.received == 1
     # Then, together: UE 0 gets 30 packets over 1.5 s, UE 1 (asleep) one packet 0.3 s into them.
     awake: list[ProbeResult] = []
     ue0 = threading.Thread(target=lambda: awake.append(run_probe(
         lab.h2.ns, lab.h1.ns, lab.h1.ip, count=0, rate=0, port=BULK_PORT, idle=2.0,
-        at=[0.5 + i / 20 for i in range(30)])))
+        at=[0.5 + i / 20 for i in range(30)], stop_when_complete=True)))
     ue0.start()
     try:
-        asleep = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=0, rate=0, port=PING_PORT, idle=2.0, at=[0.8])
+        asleep = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=0, rate=0, port=PING_PORT, idle=2.0, at=[0.8],
+                           stop_when_complete=True)
     finally:
         ue0.join()
     a = awake[0]

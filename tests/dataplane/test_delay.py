@@ -15,12 +15,14 @@ pytestmark = pytest.mark.p4netem_timing
 
 DELAY = 20 * MS
 TOLERANCE = 2 * MS  # median error allowed: a 0 or 40 ms delay (or 18/22) fails
+# No profile here duplicates: each probe ends once all its datagrams are in (stop_when_complete),
+# not a second later; a lost one still makes it wait.
 
 
 def test_constant_delay(lab: TwoHostLab) -> None:
-    base = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=400, rate=400, port=9001)
+    base = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=400, rate=400, port=9001, stop_when_complete=True)
     lab.impair(UPLINK, delay_ns=DELAY)
-    delayed = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=400, rate=400, port=9002)
+    delayed = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=400, rate=400, port=9002, stop_when_complete=True)
 
     assert base.lost == 0 and delayed.lost == 0, (base.lost, delayed.lost)
     base_median = median(base.delays_ns)
@@ -39,7 +41,7 @@ def test_delay_is_per_direction(lab: TwoHostLab) -> None:
     """The uplink's delay does not apply to the downlink, and vice versa."""
     lab.impair(UPLINK, delay_ns=DELAY)
     lab.impair(DOWNLINK, delay_ns=5 * MS)
-    up = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=200, rate=400, port=9003)
-    down = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=200, rate=400, port=9004)
+    up = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=200, rate=400, port=9003, stop_when_complete=True)
+    down = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=200, rate=400, port=9004, stop_when_complete=True)
     assert abs(median(up.delays_ns) - DELAY) <= TOLERANCE, ms(median(up.delays_ns))
     assert abs(median(down.delays_ns) - 5 * MS) <= TOLERANCE, ms(median(down.delays_ns))

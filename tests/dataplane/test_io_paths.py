@@ -78,7 +78,8 @@ def test_shaping_and_delay_on_each_path(path_lab) -> None:
     assert c.conservation_gap() == 0
 
     lab.impair(UPLINK, delay_ns=20 * MS)
-    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=200, rate=200, size=200, port=9061)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=200, rate=200, size=200, port=9061,
+                       stop_when_complete=True)  # delay only: done once all 200 are in
     assert result.lost == 0
     typical = median(result.delays_ns)
     assert 20 * MS <= typical <= 22 * MS, f"{io}: median one-way delay {ms(typical)} for 20 ms"

@@ -17,11 +17,12 @@ pytestmark = pytest.mark.p4netem_timing
 DELAY = 10 * MS
 JITTER = 4 * MS  # uniform in [-4, +4] ms: packets 0.5 ms apart overtake each other often
 COUNT, RATE = 2000, 2000
+# Jitter reorders but duplicates nothing: each probe ends once all COUNT are in (stop_when_complete).
 
 
 def test_reorder_mode_0_keeps_order(lab: TwoHostLab) -> None:
     lab.impair(UPLINK, delay_ns=DELAY, jitter_ns=JITTER, jitter_dist=JitterDist.UNIFORM, reorder_mode=0)
-    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9010)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9010, stop_when_complete=True)
     assert result.lost == 0
     assert result.reordered == 0, f"{result.reordered} packets reordered with reorder_mode 0"
     # Jitter still applies: delays vary by several ms (a switch ignoring jitter would not).
@@ -32,7 +33,7 @@ def test_reorder_mode_0_keeps_order(lab: TwoHostLab) -> None:
 
 def test_reorder_mode_1_reorders(lab: TwoHostLab) -> None:
     lab.impair(UPLINK, delay_ns=DELAY, jitter_ns=JITTER, jitter_dist=JitterDist.UNIFORM, reorder_mode=1)
-    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9011)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=COUNT, rate=RATE, port=9011, stop_when_complete=True)
     assert result.lost == 0
     assert result.reordered >= COUNT // 10, f"only {result.reordered} of {COUNT} packets reordered"
     delays = result.delays_ns

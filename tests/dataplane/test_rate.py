@@ -69,7 +69,8 @@ def test_rate_below_limit_passes_everything(lab: TwoHostLab) -> None:
     # overflow a 20 KB queue (19 frames), which is the queue doing its job, not this test's subject.
     # A rate enforced too slow still overflows it within the 2 s (and fails the median below).
     lab.impair(UPLINK, ns_per_byte_q16=ns_per_byte_q16(RATE), queue_limit_bytes=200_000)
-    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=offered_pps, size=SIZE, port=9051)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=offered_pps, size=SIZE, port=9051,
+                       stop_when_complete=True)  # done once all n are in (a loss still waits)
     c = settled_counters(lab, UPLINK)
     assert c.drops[DropReason.QUEUE_FULL] == 0, c.drops
     assert result.lost == 0, f"{result.lost} of {n} lost, switch drops {c.drops}"

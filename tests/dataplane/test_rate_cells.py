@@ -42,8 +42,9 @@ def test_the_link_time_counts_overheads_and_cells(lab: TwoHostLab, frame: int, o
     want_ns = link_bytes * 8 * 1e9 / RATE
     n = 400
     # Twice what the link carries: the queue never runs dry after the first few datagrams.
+    # (No duplicates: the probe ends once all n are in, stop_when_complete, not a second later.)
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=2 * 1e9 / want_ns,
-                       size=frame - UDP_IP_ETH_OVERHEAD, port=9046)
+                       size=frame - UDP_IP_ETH_OVERHEAD, port=9046, stop_when_complete=True)
     assert result.lost == 0
     rx = sorted(result.rx_ns)
     gaps = [b - a for a, b in zip(rx[20:], rx[21:])]

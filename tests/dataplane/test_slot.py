@@ -34,7 +34,7 @@ def test_a_backlog_leaves_in_bursts_on_the_slot_grid(lab: TwoHostLab) -> None:
     # is used up and the next opens 20 ms later; 200 packets leave in 40 bursts of 5.
     lab.impair(UPLINK, slot_delay_ns=20 * MS, slot_packets=5)
     n = 200
-    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=1000, port=9070)
+    result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=1000, port=9070, stop_when_complete=True)
     assert result.lost == 0 and result.reordered == 0
     bursts = _bursts(result.rx_ns, 10 * MS)
     # Bursts of 5: all of them on a quiet machine; a vCPU stall longer than the 10 ms gap can merge
@@ -59,7 +59,8 @@ def test_a_backlog_leaves_in_bursts_on_the_slot_grid(lab: TwoHostLab) -> None:
 def test_the_packet_that_reaches_the_byte_limit_still_goes(lab: TwoHostLab) -> None:
     # 1042-byte frames, bytes 3000: the third frame reaches the limit (3126 >= 3000) and still goes.
     lab.impair(DOWNLINK, slot_delay_ns=20 * MS, slot_bytes=3000)
-    result = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=60, rate=1000, size=1000, port=9071)
+    result = run_probe(lab.h2.ns, lab.h1.ns, lab.h1.ip, count=60, rate=1000, size=1000, port=9071,
+                       stop_when_complete=True)
     assert result.lost == 0
     assert [len(b) for b in _bursts(result.rx_ns, 10 * MS)] == [3] * 20
 
@@ -77,10 +78,10 @@ def test_a_late_packet_waits_a_whole_slot_delay_drawn_in_min_max(lab: TwoHostLab
     # Packets 50 ms apart each find the last slot opened long ago: netem opens a new one a slot
     # delay after the packet arrives. slot 10ms: every such packet waits 10 ms (not 0..10 ms to a grid).
     lab.impair(UPLINK)
-    base = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=20, rate=20, port=9073)
+    base = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=20, rate=20, port=9073, stop_when_complete=True)
     path = statistics.median(base.delays_ns)
     lab.impair(UPLINK, slot_delay_ns=10 * MS)
-    fixed = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=30, rate=20, port=9072)
+    fixed = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=30, rate=20, port=9072, stop_when_complete=True)
     added = _fresh_waits(fixed, path, 11 * MS)
     assert fixed.lost == 0 and len(added) >= 15, len(added)
     # A grid model would spread these over 0..10 ms (median 5). The lower bounds leave 0.5 ms for
@@ -90,7 +91,7 @@ def test_a_late_packet_waits_a_whole_slot_delay_drawn_in_min_max(lab: TwoHostLab
     # slot 2ms 6ms packets 1: each new slot's delay uniform in [2, 6] ms (mean 4 ms, sd 1.15 ms); a
     # packet sent 13 ms after the last one arrives after the slot that followed it (at most 12 ms).
     lab.impair(UPLINK, slot_delay_ns=2 * MS, slot_span_ns=4 * MS, slot_packets=1)
-    drawn = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=120, rate=50, port=9074)
+    drawn = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=120, rate=50, port=9074, stop_when_complete=True)
     added = _fresh_waits(drawn, path, 13 * MS)
     assert drawn.lost == 0 and len(added) >= 80, len(added)
     # The lower bound leaves 0.5 ms for the base path, as above (a CI run: the first wait 1.84 ms,

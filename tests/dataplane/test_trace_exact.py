@@ -56,7 +56,7 @@ def test_a_backlog_leaves_at_the_traces_opportunities(lab: TwoHostLab) -> None:
     # trace starts, so they leave at 10, 10, 20, 50, 60, 60, 70, 100, 110, 110, 120, 150 ms.
     _load(lab, [10, 10, 20, 50], queue_limit_pkts=100)
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=12, rate=20000, size=1514 - UDP_IP_ETH_OVERHEAD,
-                       port=9080)
+                       port=9080, stop_when_complete=True)  # (a trace duplicates nothing)
     assert result.lost == 0 and result.reordered == 0
     got = _since_first_send(result)
     want = [10, 10, 20, 50, 60, 60, 70, 100, 110, 110, 120, 150]
@@ -67,7 +67,7 @@ def test_small_frames_share_an_opportunity(lab: TwoHostLab) -> None:
     # 500-byte frames count 490 bytes: three fit in one opportunity, the fourth finishes in the next.
     _load(lab, [5, 25, 45], queue_limit_pkts=100)
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=7, rate=20000, size=500 - UDP_IP_ETH_OVERHEAD,
-                       port=9081)
+                       port=9081, stop_when_complete=True)
     assert result.lost == 0
     got = _since_first_send(result)
     assert _at_opportunities(got, [5, 5, 5, 25, 25, 25, 45]), ([ms(g) for g in got], result.wall_clock_step_ns)
@@ -96,7 +96,7 @@ def _late_median_delay(lab: TwoHostLab, port: int, **aqm: int) -> tuple[float, i
     _load(lab, [1], queue_limit_pkts=1000, **aqm)
     n = 5250
     result = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=n, rate=1050, size=1514 - UDP_IP_ETH_OVERHEAD,
-                       port=port)
+                       port=port, stop_when_complete=True)  # drop-tail's: done once all are in
     return late_median_delay(result, n * 3 // 5), result.lost, settled_counters(lab, UPLINK)
 
 

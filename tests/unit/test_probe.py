@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -36,6 +38,47 @@ def test_send_and_receive_over_loopback() -> None:
     assert result.lost == 0 and result.duplicates == 0 and result.reordered == 0 and result.corrupted == 0
     # Kernel receive timestamps come after the send timestamps, by little on loopback.
     assert all(0 < d < 50_000_000 for d in result.delays_ns)
+
+
+def _receiver(port: int, *args: str) -> subprocess.Popen:
+    receiver = subprocess.Popen(
+        [sys.executable, "-m", "p4netem.lab.probe", "recv", "--bind", "127.0.0.1", "--port", str(port), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert "ready" in receiver.stderr.readline()
+    return receiver
+
+
+def test_a_complete_probe_ends_without_waiting_out_its_idle_time() -> None:
+    """--expect N (run_probe's stop_when_complete): the receiver returns once datagrams 0..N-1 are
+    all in, not `--idle` seconds later; a copy sent after that is not recorded; with one missing
+    it waits its idle time as without the option."""
+    port = free_udp_port()
+    receiver = _receiver(port, "--idle", "20", "--max-time", "60", "--expect", "300")
+    send("127.0.0.1", port, count=300, rate=3000, size=100)
+    sent = time.monotonic()
+    out, _ = receiver.communicate(timeout=60)
+    assert time.monotonic() - sent < 10, "the receiver waited out its idle time"  # 20 s without --expect
+    assert sorted(json.loads(out)["seq"]) == list(range(300))
+
+    port = free_udp_port()
+    receiver = _receiver(port, "--idle", "20", "--max-time", "60", "--expect", "3")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for seq in (0, 1, 2, 1):  # the second 1, a copy, comes after the last original
+            s.sendto(make_datagram(seq, time.time_ns(), filler(10)), ("127.0.0.1", port))
+    out, _ = receiver.communicate(timeout=60)
+    assert json.loads(out)["seq"] == [0, 1, 2]
+
+    port = free_udp_port()
+    receiver = _receiver(port, "--idle", "1", "--max-time", "60", "--expect", "300")
+    send("127.0.0.1", port, count=299, rate=3000, size=100)  # the 300th never comes
+    sent = time.monotonic()
+    out, _ = receiver.communicate(timeout=60)
+    assert time.monotonic() - sent >= 0.9 and len(json.loads(out)["seq"]) == 299
+
+    bad = subprocess.run([sys.executable, "-m", "p4netem.lab.probe", "recv", "--expect", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--expect 0: must be at least 1" in bad.stderr, bad.stderr
 
 
 def synthetic(seq: list[int], sent: int, **kw) -> ProbeResult:

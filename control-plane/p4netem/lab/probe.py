@@ -1,7 +1,7 @@
 """UDP probe traffic: numbered, timestamped datagrams, and a receiver that records kernel rx times.
 
 Run inside a namespace:
-    python -m p4netem.lab.probe recv --port 9000 [--idle 1.0] [--max-time 60]      (JSON on stdout)
+    python -m p4netem.lab.probe recv --port 9000 [--idle 1.0] [--max-time 60] [--expect N]  (JSON on stdout)
     python -m p4netem.lab.probe send --dst 10.0.0.2 --port 9000 --count 1000 --rate 1000 --size 200
     python -m p4netem.lab.probe send --dst 10.1.0.0 --dst-count 1000 --at 0,0.5,0.5,1.7 ...
 
@@ -126,8 +126,10 @@ def send(dst: str, port: int, count: int, rate: float, size: int, at: list[float
 # ---- receiver -------------------------------------------------------------------------------------
 
 
-def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> dict:
-    """Record datagrams until `idle` seconds pass without one (after the first) or `max_time`."""
+def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0", expect: int | None = None) -> dict:
+    """Record datagrams until `idle` seconds pass without one (after the first) or `max_time`; with
+    `expect` N, also as soon as each of the datagrams 0..N-1 has arrived (a copy of one arriving
+    after that is not recorded)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)
@@ -146,6 +148,7 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
     sports: list[int] = []
     tos: list[int] = []  # the IP TOS byte each recorded datagram arrived with (ECN: its low 2 bits)
     bad_header = 0
+    missing = set(range(expect)) if expect else None  # the sequence numbers still to come
     pads: dict[int, bytes] = {}
     deadline = time.monotonic() + max_time
     sock.settimeout(min(idle, max_time) if idle > 0 else max_time)
@@ -196,6 +199,10 @@ def receive(port: int, idle: float, max_time: float, bind: str = "0.0.0.0") -> d
         sizes.append(len(data))
         sports.append(source[1])
         tos.append(tos_byte)
+        if missing is not None:
+            missing.discard(seq)
+            if not missing:
+                break
     offsets.append(wall_offset_ns())
     return {"seq": seqs, "tx_ns": tx, "rx_ns": rx, "flips": flips, "size": sizes, "sport": sports,
             "tos": tos, "bad_header": bad_header, "wall_offsets_ns": offsets}
@@ -326,9 +333,16 @@ def run_probe(
     at: list[float] | None = None,
     dst_count: int = 1,
     tos: int = 0,
+    stop_when_complete: bool = False,
 ) -> ProbeResult:
     """Start a receiver in `dst`, send from `src`, and collect what arrived. `at`, `dst_count`
-    and `tos` as for `send()` (the receiver listens on every address of `dst`)."""
+    and `tos` as for `send()` (the receiver listens on every address of `dst`).
+
+    The receiver stops `idle` seconds after the last datagram, so that a late one (delayed, queued,
+    a copy) is still counted. With `stop_when_complete`, it stops as soon as every datagram sent
+    has arrived once, for a probe through a profile that duplicates nothing: only a copy can come
+    after that, and it would not be recorded. A probe that lost one still ends `idle` s after the
+    last arrival."""
     import subprocess
 
     if at is not None:
@@ -339,7 +353,7 @@ def run_probe(
     max_time = max_time if max_time is not None else duration + 30.0
     receiver = dst.popen(
         [sys.executable, "-m", "p4netem.lab.probe", "recv", "--port", str(port), "--idle", str(idle),
-         "--max-time", str(max_time)],
+         "--max-time", str(max_time), *(["--expect", str(count)] if stop_when_complete and count > 0 else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -389,13 +403,17 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--bind", default="0.0.0.0")
     r.add_argument("--idle", type=float, default=1.0, help="stop after this many seconds without a datagram")
     r.add_argument("--max-time", type=float, default=60.0)
+    r.add_argument("--expect", type=int, default=None, metavar="N",
+                   help="also stop once datagrams 0..N-1 have all arrived (a later copy is not recorded)")
     args = parser.parse_args(argv)
     if args.mode == "send":
         if not 0 <= args.tos <= 255:
             parser.error(f"--tos {args.tos}: must be 0..255 (one byte)")
         result = send(args.dst, args.port, args.count, args.rate, args.size, args.at, args.dst_count, args.tos)
     else:
-        result = receive(args.port, args.idle, args.max_time, args.bind)
+        if args.expect is not None and args.expect < 1:
+            parser.error(f"--expect {args.expect}: must be at least 1")
+        result = receive(args.port, args.idle, args.max_time, args.bind, args.expect)
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     return 0
