@@ -15,7 +15,7 @@ rust_rc=${PIPESTATUS[0]}
 echo "==> pytest tests/"
 # The project's own modules compiled to bytecode first (__pycache__, git-ignored; only what changed
 # is compiled again). The tests start the command line, labs, probes and servers as new Python
-# processes a few thousand times; with PYTHONDONTWRITEBYTECODE set (as on the CI machine) and a
+# processes many hundreds of times; with PYTHONDONTWRITEBYTECODE set (as on the CI machine) and a
 # fresh clone, each of them compiled every project module it imported from source, ~0.15 s per
 # `p4netem` command. A module edited later is compiled from source again, as without this.
 .venv/bin/python -m compileall -q control-plane studies tests examples

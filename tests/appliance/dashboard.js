@@ -29,7 +29,12 @@ const { chromium } = require(path.join(__dirname, '../../web/node_modules/playwr
     await page.waitForFunction(() => [...document.querySelectorAll('#counters tbody tr')]
       .some((r) => r.children[0].textContent === '#1' && Number(r.children[3].textContent) > 0), null, { timeout: 60000 });
     const first = await inCount();
-    await page.waitForTimeout(3000);
+    // Until the counter has moved on (the page refreshes every 0.5 s; the pings go on); 3 s for the
+    // screenshots of the docs, whose plot then shows some history.
+    if (process.env.P4NETEM_DOCS_SCREENSHOTS === '1') await page.waitForTimeout(3000);
+    await page.waitForFunction((n) => [...document.querySelectorAll('#counters tbody tr')]
+      .map((r) => [...r.children].map((td) => td.textContent))
+      .some((c) => c[0] === '#1' && c[1] === 'uplink' && Number(c[3]) > n), first, { timeout: 30000 });
     out.packets_in = [first, await inCount()];
     out.plot_points = await page.evaluate(() => document.querySelectorAll('#plot-throughput .u-over').length);
     await page.screenshot({ path: path.join(shots, 'dashboard.png'), fullPage: true });

@@ -12,7 +12,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,15 @@ def cli(*args: str, addr: str | None = None, timeout: float = 60,
     if addr:
         env["P4NETEM_ADDR"] = addr
     return subprocess.run([str(P4NETEM), *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@contextmanager
+def commands() -> Iterator[Callable[..., Future[subprocess.CompletedProcess[str]]]]:
+    """start(*args, **kw): cli(*args, **kw) started beside the others of the block, two at a time
+    (each is a new interpreter, most of its half second CPU: one a core); every one has ended when
+    the block does. For commands whose order does not matter (reads, refusals that write nothing)."""
+    with ThreadPoolExecutor(2) as pool:
+        yield lambda *args, **kw: pool.submit(cli, *args, **kw)
 
 
 def rtt_ms(lab: TwoHostLab, count: int = 5) -> float:
@@ -135,12 +146,8 @@ def _exit_codes_and_messages(addr: str, tmp_path: Path) -> None:
     # naming the option and its range, from the option or its environment variable, never a
     # traceback from encoding the request (issue 13, defect 2).
     huge = str(2**128 + 1)
-    # Commands that fail before they write anything, each a new interpreter: two at a time (one a
-    # core), their results checked in order below.
-    with ThreadPoolExecutor(2) as pool:
-        def start(*args: str, **kw) -> Future[subprocess.CompletedProcess[str]]:
-            return pool.submit(cli, *args, **kw)
-
+    # Commands that fail before they write anything, their results checked in order below.
+    with commands() as start:
         bad_profile = start("apply", str(bad), addr=addr)
         bad_rule = start("apply", "lan", "--rule", "client=10.0.0.1,dscp=99", addr=addr)
         invalid = start("profiles", "validate", str(bad))
@@ -200,30 +207,36 @@ steps:
   - {at: 200ms, set: {downlink.rate: 1Mbit}}
   - {at: 300ms, outage: 100ms}
 """)
-    r = cli("timeline", "check", str(good))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps:\n  - apply: lan\n  - {at: 1s, set: {downlink.rate: fast}}\n")
+    ran = cli("timeline", "run", str(good), "--json", addr=addr)  # alone: its changes are timed
+    with commands() as start:  # the checks (no switch) and reads after it
+        checked, bad_checked = start("timeline", "check", str(good)), start("timeline", "check", str(bad))
+        nameless = start("show", "--json", addr=addr)
+        named = start("show", "--json", "--profiles", str(tmp_path / "slow-wan.yaml"), addr=addr)
+    r = checked.result()
     assert r.returncode == 0 and "ok, 5 changes over 400ms" in r.stdout, r.stdout + r.stderr
-    r = cli("timeline", "run", str(good), "--json", addr=addr)
+    r = ran
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert [e["at_ms"] for e in out["events"]] == [0, 100, 200, 300, 400]
     assert out["events"][-1]["action"] == "end of outage, back to slow-wan"
     assert all(0 <= e["error_ms"] < 100 for e in out["events"]), out
     # The switch holds no names: a profile from a file is shown by name when the file is given.
-    assert json.loads(cli("show", "--json", addr=addr).stdout)["rules"][0]["profile"] is None
-    shown = json.loads(cli("show", "--json", "--profiles", str(tmp_path / "slow-wan.yaml"), addr=addr).stdout)
+    assert json.loads(nameless.result().stdout)["rules"][0]["profile"] is None
+    shown = json.loads(named.result().stdout)
     rule = shown["rules"][0]
     assert rule["profile"] == "slow-wan" and rule["modified"] == ["downlink.rate: 5Mbit -> 1Mbit"]
 
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("steps:\n  - apply: lan\n  - {at: 1s, set: {downlink.rate: fast}}\n")
-    for args in (("check", str(bad)), ("run", str(bad))):
-        r = cli("timeline", *args, addr=addr)
+    for r in (bad_checked.result(), cli("timeline", "run", str(bad), addr=addr)):
         assert r.returncode == 1 and 'steps[1].set.downlink.rate: "fast" is not a rate' in r.stderr, r.stderr
+    with commands() as start:
+        again = start("show", "--json", "--profiles", str(tmp_path / "slow-wan.yaml"), addr=addr)
+        by_timeline = start("show", "--json", "--profiles", str(good), addr=addr)
     # The failed run wrote nothing: the switch still has what the good run left.
-    assert json.loads(cli("show", "--json", "--profiles", str(tmp_path / "slow-wan.yaml"),
-                          addr=addr).stdout) == shown
+    assert json.loads(again.result().stdout) == shown
     # --profiles takes the timeline file too: the profile files its steps apply ...
-    assert json.loads(cli("show", "--json", "--profiles", str(good), addr=addr).stdout) == shown
+    assert json.loads(by_timeline.result().stdout) == shown
 
     # ... and its inline profiles, which the hint of `show` leads to (a top-level name, profiles
     # and steps are a timeline, not an unknown key next to `profiles:`).
@@ -231,19 +244,26 @@ steps:
     handover.write_text("name: handover\nprofiles:\n  - {name: weak-cell, both: {delay: 80ms, loss: 2%}}\n"
                         "steps:\n  - apply: lte\n  - {at: 100ms, apply: weak-cell}\n")
     assert cli("timeline", "run", str(handover), addr=addr).returncode == 0
-    r = cli("show", addr=addr)
-    assert "#1: profile not built-in" in r.stdout and "pass its file (profile or timeline) with --profiles" in r.stdout
-    for command in (("show",), ("stats", "--once"), ("radio", "show"), ("timeline", "check", str(handover))):
-        r = cli(*command, "--profiles", str(handover), addr=addr)
-        assert r.returncode == 0, (command, r.stderr)
-    r = cli("show", "--profiles", str(handover), addr=addr)
-    assert "weak-cell" in r.stdout and "not built-in" not in r.stdout, r.stdout
-    rule = json.loads(cli("show", "--json", "--profiles", str(handover), addr=addr).stdout)["rules"][0]
-    assert rule["profile"] == "weak-cell" and rule["modified"] == []
     # A timeline's problems name its field, as `timeline check` does.
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: b\nprofiles: [{name: x, uplink: {loss: 150%}}]\nsteps: [{apply: x}]\n")
-    r = cli("show", "--profiles", str(broken), addr=addr)
+    with commands() as start:  # reads only, from here on
+        plain = start("show", addr=addr)
+        with_file = [(command, start(*command, "--profiles", str(handover), addr=addr))
+                     for command in (("show",), ("stats", "--once"), ("radio", "show"),
+                                     ("timeline", "check", str(handover)))]
+        shown_json = start("show", "--json", "--profiles", str(handover), addr=addr)
+        shown_broken = start("show", "--profiles", str(broken), addr=addr)
+    r = plain.result()
+    assert "#1: profile not built-in" in r.stdout and "pass its file (profile or timeline) with --profiles" in r.stdout
+    for command, f in with_file:
+        r = f.result()
+        assert r.returncode == 0, (command, r.stderr)
+    r = with_file[0][1].result()
+    assert "weak-cell" in r.stdout and "not built-in" not in r.stdout, r.stdout
+    rule = json.loads(shown_json.result().stdout)["rules"][0]
+    assert rule["profile"] == "weak-cell" and rule["modified"] == []
+    r = shown_broken.result()
     assert r.returncode == 1 and r.stderr.startswith("error: ") and \
         "profiles[0].uplink.loss: 150% out of range" in r.stderr, r.stderr
 

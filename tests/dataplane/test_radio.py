@@ -28,7 +28,9 @@ S = 1000 * MS
 # A radio model holds and releases packets but copies none: a probe ends once all its datagrams
 # are in (stop_when_complete), not `idle` s later. The UE's state moves only with packets (and
 # digests are sent as they happen), so what is read after a probe is the same; every later step
-# that needs a timer to run out waits for it itself. (Not the digests test: it keeps its wait.)
+# that needs a timer to run out waits for it itself. A packet's digests are sent as the switch
+# takes the packet in (a promotion's two when it starts: dataplane/src/stage/radio.rs), before it
+# leaves, so they are out when its probe ends, and collect() waits for them as before.
 DONE = {"stop_when_complete": True}
 
 
@@ -176,7 +178,8 @@ def test_digests_in_order_with_states_times_and_energy(lab: TwoHostLab) -> None:
     lab.apply_profile(profile)
     watcher = RadioWatcher(lab.client).start()
     offset = wall_minus_monotonic()
-    got = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=0, rate=0, port=9110, at=[0.0, 0.5, 1.5], idle=2.0)
+    got = run_probe(lab.h1.ns, lab.h2.ns, lab.h2.ip, count=0, rate=0, port=9110, at=[0.0, 0.5, 1.5], idle=2.0,
+                    **DONE)
     assert got.lost == 0
     events = watcher.collect(timeout=3, idle=0.5)
     S_ = RadioState
