@@ -176,6 +176,9 @@ def _frames_at_switch(log: str, port: int) -> int | None:
 
 def run(frames: int, requests: int, seed: int, log_path: Path | None = None) -> dict:
     port = free_tcp_port("127.0.0.1")
+    # A log of our own: the switch's shutdown report is read from it after the lab closed, and a
+    # switch's default /tmp log is removed at a normal stop.
+    log_path = log_path or ROOT / "build" / "fuzz-switch.log"
     lab = TwoHostLab(log_path=log_path, switch_args=("--metrics-addr", f"127.0.0.1:{port}"))
     result = _run(lab, frames, requests, seed, SwitchHealth(f"http://127.0.0.1:{port}/metrics", timeout_s=30))
     # After the lab closed: the switch reported what reached its port-1 ring (fuzz frames and

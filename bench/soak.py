@@ -278,6 +278,9 @@ def run(seconds: float, seed: int = 13, log_path: Path | None = None, progress=N
     rss_cycles: list[int] = []  # the switch's VmRSS (kB) at the end of each cycle
     t0 = time.monotonic()
     metrics_port = free_tcp_port("127.0.0.1")
+    # A log of our own: the rings' shutdown report is read from it after the lab closed, and a
+    # switch's default /tmp log is removed at a normal stop.
+    log_path = log_path or ROOT / "build" / "soak-switch.log"
     lab = TwoHostLab(seed=seed, log_path=log_path,
                      switch_args=("--metrics-addr", f"127.0.0.1:{metrics_port}")).start()
     health = SwitchHealth(f"http://127.0.0.1:{metrics_port}/metrics", timeout_s=READ_TIMEOUT_S)
@@ -438,7 +441,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3600)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json")
-    ap.add_argument("--log", type=Path, default=None, help="the switch's log (default: /tmp)")
+    ap.add_argument("--log", type=Path, default=None, help="the switch's log (default: build/soak-switch.log)")
     args = ap.parse_args()
 
     def progress(cyc: dict, errs: int) -> None:

@@ -63,3 +63,24 @@ def test_a_damaged_baseline_is_one_error_line(tmp_path):
     assert report(run, tmp_path / "b", False, [], console, err) is True  # the caller exits 1
     text = err.export_text()
     assert text.startswith("error: ") and "baseline.json" in text and "Traceback" not in text, text
+
+
+def test_each_comparison_is_one_line_on_an_80_column_console(tmp_path):
+    """stderr is not a terminal in CI: rich's 80 columns split a REGRESSED line of a long condition
+    name in two (`... limit` / `291.9  +17.4 %  REGRESSED`), so a grep for the metric missed its verdict."""
+    from rich.console import Console
+
+    from p4netem_studies.harness.baseline import report
+
+    key = "lte | h1.1 iw10 | demo"
+    base = tmp_path / "b"
+    check_run(_summary(tmp_path / "r1", [{"key": key, "plt_ms_median": "265.4", "loader_elapsed_ms_median": "266.6"}]),
+              base, save=True, tolerances=[])
+    slow = _summary(tmp_path / "r2", [{"key": key, "plt_ms_median": "311.5", "loader_elapsed_ms_median": "270"}])
+    console, err = Console(record=True, width=80), Console(record=True, width=80)
+    assert report(slow, base, False, [], console, err) is True
+    out, errors = console.export_text().splitlines(), err.export_text().splitlines()
+    assert [line for line in errors if "plt_ms_median" in line] == [
+        next(line for line in errors if "REGRESSED" in line)], errors
+    assert len(errors) == 2 and errors[1].startswith("error: 1 of 2 metrics regressed"), errors
+    assert len(out) == 1 and out[0].startswith(f"{key}:loader_elapsed_ms_median") and out[0].endswith("ok"), out

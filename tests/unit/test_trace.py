@@ -153,6 +153,28 @@ def test_trace_check_refuses_what_trace_run_would_and_names_the_window_not_durat
                                  "--duration" in r.stderr, r
 
 
+def test_a_trace_with_no_opportunity_in_the_run_says_what_is_wrong_with_it(tmp_path) -> None:
+    """A one-line trace `60000` (one opportunity at the end of each 60 s period) got "no delivery
+    opportunity in the first 60s" from `trace check`, which names neither the trace's rate nor a
+    way out; a trace too sparse for any rate is said as a sparse window is (`below the lowest rate`),
+    and a denser one whose first opportunity is at the end of the run is told to run longer."""
+    p4netem = Path(sys.executable).parent / "p4netem"
+    one = tmp_path / "one.trace"
+    one.write_text("60000\n")
+    r = subprocess.run([str(p4netem), "trace", "check", "--downlink", str(one)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1, r
+    assert "1 delivery opportunity per 60s period (none in 0s..60s, the first is at 60000 ms) is 202bit/s, " \
+           "below the lowest rate a profile takes (1kbit)" in r.stderr, r
+    assert "trace load" in r.stderr, r
+    # 1000 opportunities at 60 s: 202 kbit/s on average, a rate plays it, but not in a run of 0s..60s.
+    late = parse_trace("60000\n" * 1000, "late.trace")
+    with pytest.raises(TraceError, match=r"late.trace: no delivery opportunity in the run \(none in 0s..60s, "
+                                         r"the first is at 60000 ms\): .*longer than 60000 ms \(--duration\)"):
+        window_rates(late, 20 * MS, 60_000 * MS)
+    assert window_rates(late, 20 * MS, 120_000 * MS)  # a longer run plays it
+
+
 def test_a_duration_beyond_a_timelines_24h_is_named_as_duration() -> None:
     """`trace check --duration 25h` said ok and `trace run` then failed with 360 problems about
     steps the user never wrote (`steps[8641].at: 86410s out of range 0s..86400s`)."""

@@ -183,8 +183,7 @@ def window_rates(trace: MahimahiTrace, window_ns: int, duration_ns: int, *,
             s, _, n = spans.pop()
             spans.append((s, duration_ns, n))
         else:
-            raise TraceError([Problem("", f"no delivery opportunity in the first {Duration(duration_ns)}")],
-                             trace.source)
+            raise TraceError([_none_in_run(trace, duration_ns)], trace.source)
     out: list[tuple[int, int]] = []
     bad: list[tuple[int, int, int, int]] = []
     for start, end, n in spans:
@@ -199,6 +198,25 @@ def window_rates(trace: MahimahiTrace, window_ns: int, duration_ns: int, *,
             problems.append(Problem("", f"and {len(bad) - 3} more windows out of range"))
         raise TraceError(problems, trace.source)
     return out
+
+
+def _none_in_run(trace: MahimahiTrace, duration_ns: int) -> Problem:
+    """No opportunity in [0, duration): no window has a rate to merge the empty ones into. Said as
+    what is wrong with the trace: a lone `60000` (its one opportunity falls at the end of each period,
+    so a run of one period, the default, has none) is a trace too sparse for any rate, as a window's
+    rate below 1kbit is (`_unplayable`); a denser trace whose first opportunity comes at or after the
+    end of the run needs a longer run."""
+    ts = trace.opportunities_ms
+    none = f"none in 0s..{Duration(duration_ns)}, the first is at {ts[0]} ms"
+    mean = round(trace.mean_rate_bps)
+    if mean < MIN_RATE_BPS:
+        n = len(ts)
+        return Problem("", f"{n} delivery opportunit{'y' if n == 1 else 'ies'} per {Duration(trace.period_ms * MS)} "
+                           f"period ({none}) {'is' if n == 1 else 'are'} {Rate(mean)}/s, below the lowest rate a "
+                           f"profile takes ({Rate(MIN_RATE_BPS)}): a rate cannot play so sparse a trace "
+                           "(`p4netem trace load` plays it exactly)")
+    return Problem("", f"no delivery opportunity in the run ({none}): a rate needs at least one; run it for longer "
+                       f"than {ts[0]} ms (--duration), or play the trace exactly with `p4netem trace load`")
 
 
 def _unplayable(start: int, end: int, n: int, rate: int) -> Problem:

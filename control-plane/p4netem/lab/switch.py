@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -76,8 +77,13 @@ def _listens(pid: int, port: int) -> bool:
 class SwitchProcess:
     """One p4netem-switch. `ports` maps P4 port numbers to Linux interface names.
 
-    The switch's stdout and stderr go to `log_path` (a temporary file by default); when it fails to
-    start, the exception includes the end of that log. `die_with_owner`: the switch gets SIGTERM
+    The switch's stdout and stderr go to `log_path`, by default /tmp/p4netem-switch-PORT.log; when it
+    fails to start, the exception includes the end of that log. A `log_path` of the caller's is
+    always kept (read it after stop(), e.g. for the switch's shutdown report). The default log is
+    removed by a normal stop(), so that scripts and labs leave no file per run, and kept when it has
+    something to tell: the switch failed to start, ended by itself before stop(), or did not end
+    on stop()'s SIGTERM; so is the log of a switch whose owner was killed (never stopped).
+    `die_with_owner`: the switch gets SIGTERM
     when the process that started it dies, even by SIGKILL (for owners with no crash record and
     no reaper); see owner_death_prefix().
 
@@ -116,6 +122,8 @@ class SwitchProcess:
         self.seed = seed
         self.extra_args = list(extra_args)
         self.log_path = Path(log_path) if log_path else None
+        self._own_log = log_path is None  # the default /tmp file: ours to remove after a normal stop
+        self._listening = False
         self._resources = resources
         self._on_start = on_start  # told the pid as soon as the process exists (crash records)
         self.proc: subprocess.Popen | None = None
@@ -172,6 +180,7 @@ class SwitchProcess:
         except BaseException:
             self.stop()
             raise
+        self._listening = True
         return self
 
     def _wait_listening(self, timeout: float) -> None:
@@ -199,10 +208,16 @@ class SwitchProcess:
         started); subprocess.TimeoutExpired when it did not end `grace` seconds after SIGKILL."""
         if self.proc is None:
             return None
+        ended_before = self.proc.poll() is not None  # by itself (a crash), or an earlier stop()
         code = stop_process(self.proc, grace)
         if self._record is not None:
             self._record.remove()
             self._record = None
+        # Our SIGTERM ends it with 0, or with -SIGTERM when it came before the switch's handler (the
+        # switch listens on its gRPC port, which start() waits for, a little before it installs it).
+        if (self._own_log and self._listening and not ended_before and code in (0, -signal.SIGTERM)
+                and self.log_path is not None):
+            self.log_path.unlink(missing_ok=True)
         return code
 
     def log_tail(self, lines: int = 40) -> str:

@@ -282,9 +282,11 @@ class P4RuntimeClient:
             self._channel = None
             self._stub = None
             # gRPC does not say why a channel never became ready; with TLS a refused handshake
-            # (wrong CA, no or unknown client certificate, plaintext server) is the usual cause.
-            how = (f" over {self.tls.describe()} (or it refused the handshake: check --grpc-ca, "
-                   "--grpc-cert, --grpc-key)") if self.tls else " over plaintext (a TLS server does not answer it)"
+            # (wrong CA, no or unknown client certificate, plaintext server, a switch certificate
+            # that does not name the host connected to) is the usual cause.
+            how = (f" over {self.tls.describe()} (or the handshake failed: check --grpc-ca, --grpc-cert, "
+                   "--grpc-key, and that the switch's certificate names the host, else --grpc-server-name)"
+                   ) if self.tls else " over plaintext (a TLS server does not answer it)"
             raise P4RuntimeError(
                 grpc.StatusCode.UNAVAILABLE, f"no P4Runtime server answers at {self.address}{how} after {timeout:g} s"
             ) from None

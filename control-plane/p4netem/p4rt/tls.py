@@ -35,12 +35,18 @@ class GrpcTls:
     for mutual TLS. `server_name`: the name to check the switch's certificate against when it is
     not the host part of the address (e.g. connecting by IP to a certificate issued for a name)."""
 
-    ca: Path | None = None
-    cert: Path | None = None
-    key: Path | None = None
+    ca: Path | str | None = None
+    cert: Path | str | None = None
+    key: Path | str | None = None
     server_name: str | None = None
 
     def __post_init__(self) -> None:
+        # Paths as the docs write them (`GrpcTls(ca="ca.pem", ...)`) are taken as Paths; "" is none,
+        # as an empty P4NETEM_GRPC_* variable is. (A str reached _read and failed with AttributeError.)
+        for name in ("ca", "cert", "key"):
+            value = getattr(self, name)
+            if isinstance(value, (str, os.PathLike)) and not isinstance(value, Path):
+                object.__setattr__(self, name, _path(os.fspath(value)))
         if (self.cert is None) != (self.key is None):
             given, missing = ("--grpc-cert", "--grpc-key") if self.cert is not None else ("--grpc-key", "--grpc-cert")
             raise TlsConfigError(f"{given} needs {missing} (a client certificate and its private key go together)")

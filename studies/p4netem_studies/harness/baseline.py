@@ -102,10 +102,12 @@ def report(out_dir: Path, baseline_dir: Path | None, save: bool, tolerance: list
     if save:
         console.print(f"baseline saved: {Path(baseline_dir) / 'baseline.json'}", highlight=False)
         return False
+    # One line per metric however wide (soft_wrap): a console that is not a terminal is 80 columns,
+    # and a REGRESSED line of a long condition name was split in two on stderr (CI logs, grep).
     for c in comparisons:
-        (err if c.regressed else console).print(c.line(), markup=False, highlight=False)
+        (err if c.regressed else console).print(c.line(), markup=False, highlight=False, soft_wrap=True)
     bad = [c for c in comparisons if c.regressed]
     if bad:
         err.print(f"error: {len(bad)} of {len(comparisons)} metrics regressed against {baseline_dir}",
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)
     return bool(bad)
