@@ -27,7 +27,7 @@ use crate::io::reopen::{self, Reopener};
 use crate::io::{ethtool, fan_out, port_lock, IoMode, PortIo, RingConfig};
 use crate::learn::LearnFilter;
 use crate::parse::parse;
-use crate::pool::{Handle, PktMeta, Pool, NO_PD, OUT_CPU};
+use crate::pool::{self, Handle, PktMeta, Pool, NO_PD, OUT_CPU};
 use crate::rng::Prng;
 
 use crate::release::{DelayLine, Exactness, Slack};
@@ -117,8 +117,14 @@ struct Port {
     rx_backlogged: bool,
     /// Largest frame (as the ring holds it: a tag the kernel strips does not count) this port
     /// receives whole: its path's ring, and a packet buffer with room for a tag put back. Longer
-    /// ones are malformed drops. Set when the port opens; an MTU raised above it later is logged.
+    /// ones are malformed drops. Set when the port opens; an MTU raised above it later has the
+    /// port opened again with rings (and packet buffers) for it (`DataPlane::resize_for_mtu`).
     rx_limit: usize,
+    /// MTU + Ethernet header, as last read (at open, then once a second).
+    mtu_frame: usize,
+    /// The `mtu_frame` the port was last opened again for (`resize_for_mtu`), or found at open:
+    /// each MTU is acted on (or warned about) once.
+    resized_for: usize,
     /// Largest untagged frame the interface sends: MTU + Ethernet header. Linux drops longer
     /// ones silently (AF_PACKET TX ring with PACKET_LOSS, or the veth peer), so they are counted
     /// here as tx_error drops instead of as sent.
@@ -191,11 +197,8 @@ impl Port {
         match self.io.mtu() {
             Ok(mtu) => {
                 let before = self.max_frame;
-                let frame = mtu as usize + ETH_HEADER;
-                self.max_frame = sendable(frame, &self.io);
-                if self.max_frame != before {
-                    warn_mtu_above_ring(self.number, self.io.ifname(), frame, self.rx_limit);
-                }
+                self.mtu_frame = mtu as usize + ETH_HEADER;
+                self.max_frame = sendable(self.mtu_frame, &self.io);
                 self.max_frame != before
             }
             Err(e) => {
@@ -248,12 +251,14 @@ pub struct DataPlane {
     rx_drained: Vec<bool>,
     /// How a port is opened again when its interface is back (as at start: `open_port_io`).
     rings: RingConfig,
-    /// The largest frame a packet buffer holds with a tag put back (`--buffer-size` - 4).
-    buffer_limit: usize,
     tx_threads: bool,
     check_offloads: bool,
-    /// Gone ports being opened again by a worker thread (io/reopen.rs says why not on this one).
-    reopen: Reopener<ReopenJob, Reopened, PortIo>,
+    /// Gone ports being opened again by a worker thread (io/reopen.rs says why not on this one),
+    /// which also closes what a port lets go of (old sockets, XDP programs and links).
+    reopen: Reopener<ReopenJob, Reopened, Box<dyn Send>>,
+    /// Size of the loop's scratch buffer (a frame with its VLAN tag put back): the largest ring
+    /// frame, grown when a port is opened again with larger rings (`resize_for_mtu`).
+    scratch_len: usize,
     /// The lock on every port's interface (io/port_lock.rs), held for the whole run: a port
     /// reopened on a new interface of its name keeps it.
     _port_locks: Vec<port_lock::PortLock>,
@@ -392,22 +397,31 @@ fn open_port_io(
     mode: IoMode,
     tx_threads: bool,
     buffer_limit: usize,
-) -> anyhow::Result<(PortIo, usize, usize)> {
+) -> anyhow::Result<Opened> {
     let mut io = PortIo::open(ifname, rings, mode).with_context(|| format!("opening port {number}"))?;
     if tx_threads {
         io.start_tx_thread().with_context(|| format!("TX thread of port {number}"))?;
     }
     let mtu = io.mtu().with_context(|| format!("MTU of port {number} ({ifname})"))?;
     let rx_limit = io.rx_max_frame().min(buffer_limit);
-    let frame = mtu as usize + ETH_HEADER;
-    warn_mtu_above_ring(number, ifname, frame, rx_limit);
-    let max_frame = sendable(frame, &io);
-    Ok((io, max_frame, rx_limit))
+    let mtu_frame = mtu as usize + ETH_HEADER;
+    let max_frame = sendable(mtu_frame, &io);
+    Ok(Opened { io, max_frame, rx_limit, mtu_frame, class: None })
 }
 
-/// What opening a gone port again gave (io/reopen.rs): its I/O path, largest frame sent and
-/// received (as `open_port_io`), or why it did not open.
-type Reopened = Result<(PortIo, usize, usize), String>;
+/// A port opened (`open_port_io`): its I/O path, the largest frame it sends and receives whole,
+/// its MTU + 14 as read at open, and the packet buffers of a new size it needs (an MTU raised,
+/// `DataPlane::resize_for_mtu`).
+struct Opened {
+    io: PortIo,
+    max_frame: usize,
+    rx_limit: usize,
+    mtu_frame: usize,
+    class: Option<pool::Class>,
+}
+
+/// What opening a port again gave (io/reopen.rs), or why it did not open.
+type Reopened = Result<Opened, String>;
 
 /// A gone port to open again, with what start gives a port: everything the worker thread needs
 /// (io/reopen.rs), so that it shares nothing with the data-plane thread.
@@ -419,16 +433,26 @@ struct ReopenJob {
     tx_threads: bool,
     buffer_limit: usize,
     check_offloads: bool,
+    /// (count, size): packet buffers larger than the pool has, for this port's new MTU
+    /// (`DataPlane::resize_for_mtu`), allocated here, off the data-plane thread.
+    class: Option<(usize, usize)>,
 }
 
 impl ReopenJob {
-    /// On the worker thread: the offload check as at start, then the port opened as at start.
+    /// On the worker thread: the offload check as at start, then the port opened as at start
+    /// (with the larger buffers it needs, and a receive limit they hold).
     fn open(&self) -> Reopened {
         match self.check_offloads.then(|| ethtool::offload_problem(&self.ifname)) {
             Some(Ok(Some(problem))) => Err(problem),
             Some(Err(e)) => Err(format!("offload check: {e}")),
-            _ => open_port_io(self.number, &self.ifname, &self.rings, self.mode, self.tx_threads, self.buffer_limit)
-                .map_err(|e| format!("{e:#}")),
+            _ => {
+                let class = self.class.map(|(count, size)| pool::Class::new(count, size));
+                let buffer_limit =
+                    class.as_ref().map_or(self.buffer_limit, |c| self.buffer_limit.max(c.buffer_size() - 4));
+                open_port_io(self.number, &self.ifname, &self.rings, self.mode, self.tx_threads, buffer_limit)
+                    .map(|opened| Opened { class, ..opened })
+                    .map_err(|e| format!("{e:#}"))
+            }
         }
     }
 }
@@ -443,10 +467,11 @@ fn sendable(frame: usize, io: &PortIo) -> usize {
 /// A port whose MTU lets its hosts send frames longer than the switch receives whole (`rx_limit`):
 /// said at start and when the MTU changes, before any traffic, because the frames are then dropped
 /// (`malformed`) with no ICMP "too big" going back, so TCP with a larger MSS stalls after its
-/// handshake. The rings and buffers are sized at start from the ports' largest MTU (`Sizing`), not
-/// again while the switch runs (that would mean new rings under live traffic): a restart does it.
-/// An untagged frame of MTU + 14 bytes must fit (a VLAN tag does not count: the kernel hands it
-/// over beside the frame).
+/// handshake. The rings and buffers are sized at start from the ports' largest MTU (`Sizing`); an
+/// AF_PACKET port whose MTU is raised later is opened again with rings for it
+/// (`DataPlane::resize_for_mtu`), so this is said for what that cannot fix (AF_XDP's frames, an
+/// MTU no ring holds), where a restart or a lower MTU does. An untagged frame of MTU + 14 bytes
+/// must fit (a VLAN tag does not count: the kernel hands it over beside the frame).
 fn warn_mtu_above_ring(number: u16, ifname: &str, max_frame: usize, rx_limit: usize) {
     let mtu = max_frame - ETH_HEADER;
     let most = rx_limit - ETH_HEADER;
@@ -646,7 +671,8 @@ impl DataPlane {
         }
         let mut ports = Vec::with_capacity(cfg.ports.len());
         for ((spec, opened), (pcap_in, pcap_out)) in cfg.ports.iter().zip(opened).zip(pcaps) {
-            let (io, max_frame, rx_limit) = opened.expect("no port failed to open");
+            let Opened { io, max_frame, rx_limit, mtu_frame, .. } = opened.expect("no port failed to open");
+            warn_mtu_above_ring(spec.number, &spec.ifname, mtu_frame, rx_limit);
             tracing::info!(port = spec.number, iface = %spec.ifname, io = io.kind(), "port up: {} ({})", io.kind(), io.detail());
             ports.push(Port {
                 io,
@@ -664,6 +690,9 @@ impl DataPlane {
                 reopen_blocked: None,
                 rx_backlogged: false,
                 rx_limit,
+                mtu_frame,
+                // As sized at start (`Sizing`, the flags): only a change is acted on.
+                resized_for: mtu_frame,
                 max_frame,
             });
         }
@@ -737,10 +766,10 @@ impl DataPlane {
             fast: fast.ok(),
             rx_drained: vec![false; cfg.ports.len()],
             rings,
-            buffer_limit,
             tx_threads: cfg.tx_threads,
             check_offloads: cfg.check_offloads,
             reopen,
+            scratch_len: rings.frame_size + 8,
             _port_locks: port_locks,
         })
     }
@@ -791,7 +820,7 @@ impl DataPlane {
             revents: 0,
         });
         // VLAN tags the kernel stripped into the ring header are put back here.
-        let mut scratch = vec![0u8; self.rings.frame_size + 8];
+        let mut scratch = vec![0u8; self.scratch_len];
         let mut last_flush = monotonic_ns();
         let mut last_mtu = last_flush;
         let mut last_offset = last_flush;
@@ -824,6 +853,9 @@ impl DataPlane {
             self.sync_control(&snap);
             if self.reopen.busy() {
                 self.install_reopened();
+                if scratch.len() < self.scratch_len {
+                    scratch.resize(self.scratch_len, 0); // a port reopened with larger rings
+                }
             }
             let mut work = 0;
             self.prompt = 0;
@@ -852,6 +884,7 @@ impl DataPlane {
                     fc.invalidate();
                 }
                 self.check_ports();
+                self.resize_for_mtu();
                 self.read_ring_stats();
             }
             self.stages.tick(now, &self.link.registers);
@@ -1033,7 +1066,10 @@ impl DataPlane {
         port.link_up = false;
         port.rx_backlogged = false;
         port.reopen_blocked = None;
-        port.io.release();
+        // Detaching an XDP program waits for the kernel (RCU: 10-40 ms a port here; 60 AF_XDP ports
+        // moved to another namespace at once held the loop 0.8 s): the worker does it, before it
+        // opens the port again (it takes its jobs in order), so a new attach finds the hook free.
+        let mut retired: Vec<Box<dyn Send>> = port.io.release().into_iter().collect();
         if let Some(h) = self.health.ports.get(pi) {
             h.up.store(false, Ordering::Relaxed);
         }
@@ -1053,9 +1089,10 @@ impl DataPlane {
             self.pool.free(h);
         }
         if let Some(fc) = &mut self.fast {
-            fc.detach(pi);
+            retired.extend(fc.detach(pi).map(|link| Box::new(link) as Box<dyn Send>));
             fc.invalidate();
         }
+        self.reopen.close(retired);
     }
 
     /// Gone port `pi` (once a second): to be opened again when an interface of its name is in this
@@ -1073,9 +1110,69 @@ impl DataPlane {
             mode: port.io.reopen_mode(),
             rings: self.rings,
             tx_threads: self.tx_threads,
-            buffer_limit: self.buffer_limit,
+            // Larger buffers may have been added since the start (`resize_for_mtu`).
+            buffer_limit: self.pool.buffer_size() - 4,
             check_offloads: self.check_offloads,
+            class: None,
         })
+    }
+
+    /// Once a second, after the MTUs were read: an AF_PACKET port whose MTU was raised above what
+    /// its rings (or the packet buffers) hold is opened again by the worker (io/reopen.rs) with
+    /// rings sized for it, as `Sizing` sizes them at start, and with larger packet buffers when no
+    /// buffer holds its frames, allocated there too; `install_reopened` swaps it in as it does a
+    /// port whose interface came back (same number, lock, counters, pcap, fast path). Until then,
+    /// and for what this cannot fix (an AF_XDP port, an MTU no ring holds: said once per MTU), its
+    /// longer frames are malformed drops. A lowered MTU needs nothing: the rings are larger than
+    /// needed, and what is sent is bounded by `max_frame`, read again each second.
+    fn resize_for_mtu(&mut self) {
+        let mut jobs = Vec::new();
+        for pi in 0..self.ports.len() {
+            let port = &self.ports[pi];
+            let frame = port.mtu_frame;
+            if port.is_gone || frame <= port.rx_limit || frame == port.resized_for || self.reopen.is_opening(pi) {
+                continue;
+            }
+            let mtu = frame - ETH_HEADER;
+            let ring = ring_frame_size(mtu).filter(|_| port.io.reopen_mode() == IoMode::AfPacket);
+            let Some(frame_size) = ring else {
+                warn_mtu_above_ring(port.number, port.io.ifname(), frame, port.rx_limit);
+                self.ports[pi].resized_for = frame;
+                continue;
+            };
+            // As `Sizing::for_mtu`: as many bytes of ring as before (no fewer frames than were
+            // given when that is less than the start's minimum).
+            let r = self.rings;
+            let frame_size = frame_size.max(r.frame_size);
+            let scaled = |n: usize, least: usize| (n * r.frame_size / frame_size).max(n.min(least)).max(1);
+            let rings =
+                RingConfig { rx_frames: scaled(r.rx_frames, 1024), tx_frames: scaled(r.tx_frames, 512), frame_size };
+            // A buffer holds the frame with a tag put back; a new size is the ring frame's (few
+            // sizes: each MTU raised does not add its own), as many bytes as the start's buffers.
+            let class = (self.pool.buffer_size() < frame + 4).then(|| {
+                let (count, size) = self.pool.base();
+                ((count * size / frame_size).max(count.min(1024)), frame_size)
+            });
+            tracing::info!(port = port.number, iface = %port.io.ifname(), mtu,
+                "MTU {mtu} is above the {} this port's rings were sized for: reopening the port with rings{} for it \
+                 (its number, counters, pcap and fast path kept; frames in its old rings at the swap are lost)",
+                port.rx_limit - ETH_HEADER, if class.is_some() { " and packet buffers" } else { "" });
+            jobs.push((
+                pi,
+                ReopenJob {
+                    number: port.number,
+                    ifname: port.io.ifname().to_string(),
+                    mode: IoMode::AfPacket,
+                    rings,
+                    tx_threads: self.tx_threads,
+                    buffer_limit: self.pool.buffer_size() - 4,
+                    check_offloads: false, // a live port: its offloads were checked when it opened
+                    class,
+                },
+            ));
+            self.ports[pi].resized_for = frame;
+        }
+        self.reopen.open_serially(jobs);
     }
 
     /// Each turn while ports are being opened again: takes the ones the worker opened (at most
@@ -1088,7 +1185,7 @@ impl DataPlane {
         for (pi, opened) in self.reopen.opened(reopen::PER_TURN) {
             let port = &mut self.ports[pi];
             let (number, ifname) = (port.number, port.io.ifname().to_string());
-            let (io, max_frame, rx_limit) = match opened {
+            let Opened { io, max_frame, rx_limit, mtu_frame, class } = match opened {
                 Ok(opened) => opened,
                 Err(why) => {
                     if port.reopen_blocked.as_ref() != Some(&why) {
@@ -1099,9 +1196,25 @@ impl DataPlane {
                 }
             };
             let ifindex = io.ifindex();
-            old.push(std::mem::replace(&mut port.io, io));
+            // A live port opened again for its MTU (`resize_for_mtu`) rather than one that was gone:
+            // same interface, whose fast-path program stays attached.
+            let resized = !port.is_gone;
+            old.push(Box::new(std::mem::replace(&mut port.io, io)) as Box<dyn Send>);
             port.max_frame = max_frame;
             port.rx_limit = rx_limit;
+            port.mtu_frame = mtu_frame;
+            if !resized {
+                // Sized as at start: a larger MTU of the interface back is acted on next second.
+                port.resized_for = 0;
+            }
+            if let Some(class) = class {
+                // Not added when another port's already gave buffers as large: freed off this thread.
+                if let Some(unused) = self.pool.add_class(class) {
+                    old.push(Box::new(unused));
+                }
+                self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
+            }
+            self.scratch_len = self.scratch_len.max(rx_limit + 8);
             port.is_gone = false;
             port.link_up = true;
             port.reopen_blocked = None;
@@ -1112,6 +1225,14 @@ impl DataPlane {
                 h.set_io(port.io.kind());
                 h.tx_beat.store(port.io.tx_heartbeat()); // the old port's thread ends with it
                 h.up.store(true, Ordering::Relaxed);
+            }
+            if resized {
+                tracing::info!(port = number, iface = %ifname, io = port.io.kind(), mtu = mtu_frame - ETH_HEADER,
+                    "port reopened with rings for its MTU: frames up to {rx_limit} bytes received whole");
+                if let Some(fc) = &mut self.fast {
+                    fc.invalidate(); // entries carry a length bound
+                }
+                continue;
             }
             tracing::info!(port = number, iface = %ifname, io = port.io.kind(), "port reopened");
             if let Some(fc) = &mut self.fast {
@@ -1378,7 +1499,7 @@ impl DataPlane {
     /// A packet a cell's bearer holds (stage 6a): into a pool buffer (with its edits) and its bearer.
     fn hold_in_bearer(&mut self, imp: &Impairment, out: u16, pd: u32, in_port: u16, frame: &[u8], pkt: Pkt) {
         self.prompt += 1;
-        let Some(h) = self.pool.alloc() else {
+        let Some(h) = self.pool.alloc_for(frame.len()) else {
             return self.drop_pkt(pd, DropReason::BufferExhausted, frame.len());
         };
         self.pool.fill(h, frame, PktMeta { len: 0, out, in_port, pd });
@@ -1461,7 +1582,7 @@ impl DataPlane {
         if release <= now {
             return self.send_now(out, pd, in_port, frame, edits);
         }
-        let Some(h) = self.pool.alloc() else {
+        let Some(h) = self.pool.alloc_for(frame.len()) else {
             return self.drop_pkt(pd, DropReason::BufferExhausted, frame.len());
         };
         self.pool.fill(h, frame, PktMeta { len: 0, out, in_port, pd });
@@ -1512,7 +1633,7 @@ impl DataPlane {
             }
             return self.count_out(pd, frame.len());
         }
-        let Some(h) = self.pool.alloc() else {
+        let Some(h) = self.pool.alloc_for(frame.len()) else {
             if pd != NO_PD {
                 self.drop_pkt(pd, DropReason::BufferExhausted, frame.len());
             }

@@ -4,6 +4,9 @@
 //! owned by the data-plane thread alone: alloc and free are a push/pop, with no lock and no heap
 //! call. The slab is zero-initialised memory from the allocator (calloc), so pages are only
 //! touched when a buffer is first used. An empty pool means drop reason `buffer_exhausted`.
+//! A port whose MTU is raised above what the buffers hold adds a class of larger ones
+//! ([`Class`], allocated off the data-plane thread, dataplane.rs `resize_for_mtu`): frames that
+//! fit a base buffer still take one, only longer ones a larger buffer.
 
 pub type Handle = u32;
 pub const NIL: Handle = u32::MAX;
@@ -27,6 +30,39 @@ pub struct Pool {
     size: usize,
     free: Vec<Handle>,
     meta: Vec<PktMeta>,
+    /// Larger buffers added while the switch runs, for a port whose MTU was raised above what
+    /// `size` holds (dataplane.rs `resize_for_mtu`), in the order added (each larger than the one
+    /// before). Their handles follow the base buffers' (`Class::first`).
+    classes: Vec<Class>,
+}
+
+/// A set of buffers of one (larger) size, allocated off the data-plane thread (`Class::new`) and
+/// added to the pool (`Pool::add_class`). Allocated zeroed (calloc): pages are only touched when
+/// a buffer is first used, so a class costs address space, not memory, until jumbo frames wait.
+pub struct Class {
+    /// Handle of its first buffer (set when added to a pool).
+    first: Handle,
+    size: usize,
+    slab: Vec<u8>,
+    /// Free buffers, as indexes into this class.
+    free: Vec<Handle>,
+    meta: Vec<PktMeta>,
+}
+
+impl Class {
+    pub fn new(count: usize, size: usize) -> Class {
+        Class {
+            first: 0,
+            size,
+            slab: vec![0u8; count * size],
+            free: (0..count as Handle).rev().collect(),
+            meta: vec![PktMeta::default(); count],
+        }
+    }
+
+    pub fn buffer_size(&self) -> usize {
+        self.size
+    }
 }
 
 impl Pool {
@@ -38,19 +74,44 @@ impl Pool {
             // Pop order low handles first: nicer locality when the pool is lightly used.
             free: (0..count as Handle).rev().collect(),
             meta: vec![PktMeta::default(); count],
+            // Room for every class there can be (ring frame sizes 4 KiB..128 KiB), so that adding
+            // one never reallocates on the data-plane thread.
+            classes: Vec::with_capacity(8),
         }
     }
 
-    pub fn capacity(&self) -> usize {
-        self.meta.len()
+    /// (count, size) of the buffers given at start.
+    pub fn base(&self) -> (usize, usize) {
+        (self.meta.len(), self.size)
     }
 
+    /// Every buffer, of every size.
+    pub fn capacity(&self) -> usize {
+        self.meta.len() + self.classes.iter().map(|c| c.meta.len()).sum::<usize>()
+    }
+
+    /// The largest frame a buffer holds.
     pub fn buffer_size(&self) -> usize {
-        self.size
+        self.classes.last().map_or(self.size, |c| c.size)
     }
 
     pub fn available(&self) -> usize {
-        self.free.len()
+        self.free.len() + self.classes.iter().map(|c| c.free.len()).sum::<usize>()
+    }
+
+    /// Adds `class`, whose buffers are larger than any so far (else it is not needed and is
+    /// handed back, to be freed off this thread). No allocation: `classes` has its room.
+    pub fn add_class(&mut self, mut class: Class) -> Option<Class> {
+        let end = self.capacity();
+        if class.size <= self.buffer_size()
+            || self.classes.len() == self.classes.capacity()
+            || end + class.meta.len() >= NIL as usize
+        {
+            return Some(class);
+        }
+        class.first = end as Handle;
+        self.classes.push(class);
+        None
     }
 
     #[inline]
@@ -58,37 +119,98 @@ impl Pool {
         self.free.pop()
     }
 
+    /// A buffer that holds `len` bytes: a base one (as `alloc`) when it fits one, else one of the
+    /// smallest larger class with a free buffer. None: none free (`buffer_exhausted`).
+    #[inline]
+    pub fn alloc_for(&mut self, len: usize) -> Option<Handle> {
+        if len <= self.size {
+            return self.free.pop();
+        }
+        self.alloc_large(len)
+    }
+
+    #[cold]
+    fn alloc_large(&mut self, len: usize) -> Option<Handle> {
+        let c = self.classes.iter_mut().find(|c| c.size >= len && !c.free.is_empty())?;
+        c.free.pop().map(|i| c.first + i)
+    }
+
     #[inline]
     pub fn free(&mut self, h: Handle) {
-        debug_assert!(self.free.len() < self.meta.len());
-        self.free.push(h);
+        if (h as usize) < self.meta.len() {
+            debug_assert!(self.free.len() < self.meta.len());
+            self.free.push(h);
+        } else {
+            let c = self.class_mut(h);
+            let i = h - c.first;
+            c.free.push(i);
+        }
+    }
+
+    #[cold]
+    fn class_mut(&mut self, h: Handle) -> &mut Class {
+        let k = self.classes.iter().rposition(|c| h >= c.first).expect("a handle of this pool");
+        &mut self.classes[k]
+    }
+
+    #[cold]
+    fn class(&self, h: Handle) -> &Class {
+        let k = self.classes.iter().rposition(|c| h >= c.first).expect("a handle of this pool");
+        &self.classes[k]
+    }
+
+    /// Buffer `h`'s bytes, size and metadata slot.
+    #[inline]
+    fn parts_mut(&mut self, h: Handle) -> (&mut [u8], &mut PktMeta) {
+        if (h as usize) < self.meta.len() {
+            let at = h as usize * self.size;
+            (&mut self.slab[at..at + self.size], &mut self.meta[h as usize])
+        } else {
+            let c = self.class_mut(h);
+            let i = (h - c.first) as usize;
+            let at = i * c.size;
+            (&mut c.slab[at..at + c.size], &mut c.meta[i])
+        }
+    }
+
+    #[inline]
+    fn parts(&self, h: Handle) -> (&[u8], &PktMeta) {
+        if (h as usize) < self.meta.len() {
+            let at = h as usize * self.size;
+            (&self.slab[at..at + self.size], &self.meta[h as usize])
+        } else {
+            let c = self.class(h);
+            let i = (h - c.first) as usize;
+            let at = i * c.size;
+            (&c.slab[at..at + c.size], &c.meta[i])
+        }
     }
 
     /// Copies `frame` into buffer `h` (truncating at the buffer size) and sets its metadata.
     #[inline]
     pub fn fill(&mut self, h: Handle, frame: &[u8], meta: PktMeta) {
-        let n = frame.len().min(self.size);
-        let at = h as usize * self.size;
-        self.slab[at..at + n].copy_from_slice(&frame[..n]);
-        self.meta[h as usize] = PktMeta { len: n as u32, ..meta };
+        let (buf, m) = self.parts_mut(h);
+        let n = frame.len().min(buf.len());
+        buf[..n].copy_from_slice(&frame[..n]);
+        *m = PktMeta { len: n as u32, ..meta };
     }
 
     #[inline]
     pub fn meta(&self, h: Handle) -> PktMeta {
-        self.meta[h as usize]
+        *self.parts(h).1
     }
 
     #[inline]
     pub fn frame(&self, h: Handle) -> &[u8] {
-        let at = h as usize * self.size;
-        &self.slab[at..at + self.meta[h as usize].len as usize]
+        let (buf, m) = self.parts(h);
+        &buf[..m.len as usize]
     }
 
     #[inline]
     pub fn frame_mut(&mut self, h: Handle) -> &mut [u8] {
-        let at = h as usize * self.size;
-        let len = self.meta[h as usize].len as usize;
-        &mut self.slab[at..at + len]
+        let (buf, m) = self.parts_mut(h);
+        let len = m.len as usize;
+        &mut buf[..len]
     }
 }
 
@@ -108,5 +230,37 @@ mod tests {
         assert_eq!(p.frame(hs[0]).len(), 64);
         p.free(hs[2]);
         assert_eq!(p.alloc(), Some(hs[2]));
+    }
+
+    #[test]
+    fn larger_classes_hold_longer_frames_and_keep_their_own_handles() {
+        let mut p = Pool::new(2, 64);
+        assert_eq!(p.alloc_for(65), None, "no class yet: no buffer holds it");
+        assert!(p.add_class(Class::new(2, 32)).is_some(), "smaller than the base: not added");
+        assert!(p.add_class(Class::new(2, 256)).is_none());
+        assert!(p.add_class(Class::new(1, 128)).is_some(), "not larger than the last: not added");
+        assert!(p.add_class(Class::new(1, 1024)).is_none());
+        assert_eq!((p.capacity(), p.available(), p.buffer_size()), (5, 5, 1024));
+        let small = p.alloc_for(10).unwrap();
+        assert!(small < 2, "short frames take base buffers");
+        let a = p.alloc_for(200).unwrap();
+        let b = p.alloc_for(256).unwrap();
+        let c = p.alloc_for(200).unwrap(); // the 256-byte class is empty: the next one up
+        assert_eq!((a.max(b), c), (3, 4));
+        assert_eq!(p.alloc_for(300), None);
+        let long: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        p.fill(c, &long, PktMeta { pd: 9, ..Default::default() });
+        p.fill(a, &long[..200], PktMeta { pd: 8, ..Default::default() });
+        p.fill(small, &[7u8; 10], PktMeta::default());
+        assert_eq!(p.frame(c), &long[..]);
+        assert_eq!((p.meta(c).pd, p.meta(c).len, p.frame(a), p.meta(a).pd), (9, 1000, &long[..200], 8));
+        p.frame_mut(c)[0] = 0xff;
+        assert_eq!(p.frame(c)[0], 0xff);
+        assert_eq!(p.frame(small), &[7u8; 10]);
+        for h in [a, b, c, small] {
+            p.free(h);
+        }
+        assert_eq!(p.available(), 5);
+        assert_eq!(p.alloc_for(1000), Some(4));
     }
 }

@@ -423,11 +423,12 @@ impl AfXdp {
         take_socket_error(self.fd.as_raw_fd()).is_ok_and(|e| e.is_some())
     }
 
-    /// Detaches the XDP program now rather than when the port is dropped: after the interface
+    /// Lets go of the XDP program now rather than when the port is dropped: after the interface
     /// moved to another namespace the program stays attached to it, and would make a new attach
-    /// fail (EBUSY) if it came back.
-    pub fn release_xdp(&mut self) {
-        self._xdp = None;
+    /// fail (EBUSY) if it came back. Dropping what this returns detaches it (which waits for the
+    /// kernel: the caller may do it on another thread, io/reopen.rs).
+    pub fn release_xdp(&mut self) -> Option<XdpRedirect> {
+        self._xdp.take()
     }
 
     /// (received, dropped by the kernel before the switch saw them) since the last call: drops

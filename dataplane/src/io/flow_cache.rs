@@ -371,13 +371,12 @@ impl FlowCache {
         self.counts.clone()
     }
 
-    /// Detaches the program from port `port` (its interface is gone): an interface moved to
-    /// another namespace keeps an attached program, which would refuse the attach of `attach`
-    /// if it came back.
-    pub fn detach(&mut self, port: usize) {
-        if let Some(l) = self.links.get_mut(port) {
-            *l = None;
-        }
+    /// Takes port `port`'s link off (its interface is gone): an interface moved to another
+    /// namespace keeps an attached program, which would refuse the attach of `attach` if it came
+    /// back. Dropping the returned link detaches the program, which waits for the kernel (RCU,
+    /// tens of ms): the data-plane loop has it closed on the worker of io/reopen.rs.
+    pub fn detach(&mut self, port: usize) -> Option<OwnedFd> {
+        self.links.get_mut(port).and_then(Option::take)
     }
 
     /// Attaches the program to port `port`'s interface, `ifindex`, as at start (an interface of

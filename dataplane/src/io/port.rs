@@ -171,10 +171,13 @@ impl PortIo {
     }
 
     /// Lets go, now, of what the port attached to its interface (AF_XDP: its XDP program), so
-    /// that the interface can be opened again if it comes back (io/afxdp.rs `release_xdp`).
-    pub fn release(&mut self) {
-        if let PortIo::AfXdp(x) = self {
-            x.release_xdp();
+    /// that the interface can be opened again if it comes back (io/afxdp.rs `release_xdp`): it is
+    /// detached when what this returns is dropped, which waits for the kernel (RCU), so the
+    /// data-plane loop has it dropped on the worker of io/reopen.rs.
+    pub fn release(&mut self) -> Option<Box<dyn Send>> {
+        match self {
+            PortIo::AfXdp(x) => x.release_xdp().map(|p| Box::new(p) as Box<dyn Send>),
+            PortIo::AfPacket(_) => None,
         }
     }
 

@@ -17,6 +17,11 @@
 //! stays short however many come back, and hands the old sockets back to the worker to close. The
 //! loop turns, forwards and beats all along.
 //!
+//! The same worker opens a live port again with larger rings when its MTU was raised
+//! (dataplane.rs `resize_for_mtu`), and drops what a port that went lets go of (its XDP programs:
+//! detaching one waits for RCU too, 10-40 ms a port); it takes its jobs in order, so a port's old
+//! program is detached before the port is opened again.
+//!
 //! The loop itself starts no thread for this, and joins none: starting one maps its stack, and the
 //! process's memory map is what 60 ports opening and closing at once keep busy (their rings are
 //! mapped and unmapped), so a loop that spawned a helper per batch still waited up to 2.3 s in
@@ -35,6 +40,8 @@ pub const PER_TURN: usize = 16;
 enum Job<J, T> {
     /// Open these ports (port index, what opening it needs), all at once.
     Open(Vec<(usize, J)>),
+    /// Open these one after the other (`Reopener::open_serially`).
+    OpenSerially(Vec<(usize, J)>),
     /// Close (drop) these, all at once: a port's old I/O, whose closing waits for the kernel as
     /// opening does.
     Close(Vec<T>),
@@ -79,6 +86,12 @@ where
                             wake();
                         });
                     }
+                    Job::OpenSerially(ports) => {
+                        for (pi, job) in &ports {
+                            let _ = sent.send((*pi, open(job)));
+                            wake();
+                        }
+                    }
                     Job::Close(items) => fan_out::drop_all(items),
                 }
             }
@@ -100,6 +113,18 @@ where
     /// Has each job's port (`(port index, job)`, none of them being opened already) opened on the
     /// worker, all at once, and returns at once.
     pub fn open(&mut self, jobs: Vec<(usize, J)>) {
+        self.hand_out(jobs, false);
+    }
+
+    /// As `open`, but the worker opens them one after the other: for opens whose cost is CPU work
+    /// in the kernel (allocating and zeroing large rings) rather than waits, which, on many threads
+    /// at once, would take every CPU for kernel code that a non-preemptible kernel does not
+    /// interrupt for the data-plane thread (60 ports' rings of 24 MiB at once held it up to 0.1 s).
+    pub fn open_serially(&mut self, jobs: Vec<(usize, J)>) {
+        self.hand_out(jobs, true);
+    }
+
+    fn hand_out(&mut self, jobs: Vec<(usize, J)>, serially: bool) {
         if jobs.is_empty() {
             return;
         }
@@ -108,7 +133,7 @@ where
             self.opening[pi] = true;
             self.in_flight += 1;
         }
-        self.send(Job::Open(jobs));
+        self.send(if serially { Job::OpenSerially(jobs) } else { Job::Open(jobs) });
     }
 
     /// The ports opened since the last call, at most `max` (the rest stay for the next call), each
@@ -286,6 +311,31 @@ mod tests {
         left.sort();
         assert_eq!(left, vec![20, 50]);
         assert_eq!(dropped.load(Ordering::Relaxed), 3, "the old items are dropped once finish returns");
+        assert!(!r.busy());
+    }
+
+    #[test]
+    fn serial_opens_are_one_at_a_time_and_each_port_once() {
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (n2, m2) = (now.clone(), most.clone());
+        let open = move |&j: &usize| {
+            m2.fetch_max(n2.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(2));
+            n2.fetch_sub(1, Ordering::SeqCst);
+            j * 10
+        };
+        let mut r = Reopener::<usize, usize, ()>::new(40, open, || {}).unwrap();
+        r.open_serially((0..40).map(|pi| (pi, pi)).collect());
+        assert!(r.busy() && (0..40).all(|pi| r.is_opening(pi)));
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut all = Vec::new();
+        while all.len() < 40 {
+            assert!(std::time::Instant::now() < deadline, "only {} of 40 opened", all.len());
+            all.extend(r.opened(PER_TURN));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(all, (0..40).map(|pi| (pi, pi * 10)).collect::<Vec<_>>(), "in order, each once");
+        assert_eq!(most.load(Ordering::SeqCst), 1, "never two at once");
         assert!(!r.busy());
     }
 }
