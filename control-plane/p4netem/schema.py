@@ -24,11 +24,9 @@ DROP_REASONS_ANNOTATION = "p4netem_drop_reasons"
 
 @cache
 def contract():
-    from google.protobuf import text_format
+    from .p4rt.p4info_text import parse_file  # parsed once, shared with P4Info.load of the same file
 
-    from .p4rt.proto import p4info_pb2
-
-    return text_format.Parse(CONTRACT_P4INFO.read_text(encoding="utf-8"), p4info_pb2.P4Info())
+    return parse_file(CONTRACT_P4INFO)
 
 
 def _by_name(kind: str, name: str):

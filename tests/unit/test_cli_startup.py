@@ -88,6 +88,94 @@ def test_show_without_a_switch_imports_no_study_code(tmp_path: Path) -> None:
     assert "p4netem.control.controller" in result["modules"]
 
 
+# The command modules (cli/lazy_group.py: a command imports its own module only) and the studies'.
+COMMAND_MODULES = tuple(f"p4netem.cli.{m}" for m in (
+    "apply_cmd", "distribution_cmd", "forward_cmd", "host_cmd", "profiles_cmd", "radio_cmd", "replay_cmd",
+    "show_cmd", "switch_cmd", "timeline_cmd", "trace_cmd", "web_cmd")) + ("p4netem_studies",)
+
+
+def test_import_of_the_command_line_imports_no_command() -> None:
+    """`import p4netem.cli` imports typer and what every command shares: no command module, nor
+    the entry points' scan (importlib.metadata) that finds the studies' commands, nor pydantic."""
+    code = "import sys, p4netem.cli; print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    modules = set(out.stdout.split())
+    assert [m for m in COMMAND_MODULES + SWITCH_ONLY + NEVER + ("pydantic", "importlib.metadata")
+            if m in modules] == []
+
+
+@pytest.mark.parametrize("args, own", [
+    (["set", "--help"], "apply_cmd"), (["apply", "--help"], "apply_cmd"), (["stats", "--help"], "show_cmd"),
+    (["timeline", "check", "--help"], "timeline_cmd"), (["profiles", "show", "lte"], "profiles_cmd"),
+    (["show", "-s", "127.0.0.1:1"], "show_cmd")])
+def test_a_command_imports_its_own_module_only(tmp_path: Path, args: list[str], own: str) -> None:
+    """`p4netem set ...` imports apply_cmd (and what it imports: show imports apply's options), not
+    the other commands, nor the studies' (found through the installed packages' entry points).
+    (importlib.metadata itself is imported by pydantic, which typer uses to convert options.)"""
+    result = run(tmp_path, *args)
+    assert result["code"] in (0, 3), result["stderr"]
+    assert f"p4netem.cli.{own}" in result["modules"]
+    allowed = {"show_cmd": {"apply_cmd", "radio_cmd"}, "timeline_cmd": {"apply_cmd"}}.get(own, set()) | {own}
+    others = [m for m in COMMAND_MODULES if m.rsplit(".", 1)[-1] not in allowed]
+    assert imported(result, tuple(others)) == []
+
+
+def test_a_command_of_the_studies_is_found_through_its_entry_point(tmp_path: Path) -> None:
+    result = run(tmp_path, "lab", "--help")
+    assert result["code"] == 0, result["stderr"]
+    assert "p4netem_studies.cli.lab_cmd" in result["modules"]
+
+
+def _eager_app():
+    """The command line as typer builds it when every module registers on the root app at import,
+    as p4netem.cli did before it built its commands lazily."""
+    import copy
+    import importlib
+
+    import typer
+
+    from p4netem import cli
+
+    eager = typer.Typer(add_completion=False)
+    eager.info = copy.copy(cli.app.info)
+    eager.info.cls = None
+    eager.registered_callback = cli.app.registered_callback
+    for name, module_name in cli.COMMANDS.items():
+        module = importlib.import_module(f"p4netem.cli.{module_name}")
+        if any(i.name == name for i in eager.registered_commands + eager.registered_groups):
+            continue
+        if hasattr(module, "register"):
+            module.register(eager)
+        else:
+            eager.add_typer(module.app, name=name)
+    cli.register_other_commands(eager)
+    return eager
+
+
+def test_the_lazy_commands_are_those_typer_builds_from_the_registrations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cli.COMMANDS names every command the modules register, in typer's order, and each built
+    lazily has the help (and so the options) typer gives it built at once, every subcommand too."""
+    import typer.main
+    from typer.testing import CliRunner
+
+    from p4netem.cli import app
+
+    monkeypatch.setenv("COLUMNS", "120")
+    eager_app = _eager_app()
+    eager = typer.main.get_command(eager_app)
+    assert list(typer.main.get_command(app).commands) == list(eager.commands)
+    paths = [[]]
+    for name, command in eager.commands.items():
+        paths += [[name]] + [[name, sub] for sub in getattr(command, "commands", {})]
+    runner = CliRunner()
+    for path in paths:
+        expected = runner.invoke(eager_app, [*path, "--help"], prog_name="p4netem")
+        got = runner.invoke(app, [*path, "--help"], prog_name="p4netem")
+        assert (got.exit_code, got.output) == (expected.exit_code, expected.output), path
+        assert expected.exit_code == 0 and "Usage: p4netem" in expected.output, path
+
+
 def test_import_p4netem_loads_the_protobufs_on_first_use() -> None:
     """`import p4netem` no longer builds the P4Runtime messages, but a `p4.v1` module imported
     after it is still the one built in the fast runtime (p4netem.p4rt.proto_import)."""

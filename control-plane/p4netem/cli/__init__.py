@@ -32,16 +32,49 @@ run, trace run/load; lab clean and experiment status too) prints machine-readabl
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from typing import Annotated
 
 import typer
 
-from . import (apply_cmd, distribution_cmd, forward_cmd, host_cmd, profiles_cmd, radio_cmd, show_cmd, switch_cmd,
-               timeline_cmd, trace_cmd, replay_cmd, web_cmd)
 from ..control.primary_wait import CLI_WAIT_S
 from .common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_SWITCH, EXIT_USAGE, GrpcCa, GrpcCert, GrpcKey,
                      GrpcServerName, PrimaryWait, use_primary_wait, use_tls)
+from .lazy_group import LazyCommands, LazyGroup
+
+# The commands and the module that registers each (its `register(app)`, or its `app` as the group of
+# that name), in the order `p4netem --help` lists them. A command runs after importing its module
+# only (lazy_group.py says why); tests/unit/test_cli_startup.py checks this table against the
+# modules' registrations.
+COMMANDS = {
+    "switch": "switch_cmd", "apply": "apply_cmd", "set": "apply_cmd", "reset": "apply_cmd",
+    "port-map": "forward_cmd", "show": "show_cmd", "stats": "show_cmd", "web": "web_cmd",
+    "replay": "replay_cmd", "host-check": "host_cmd",
+    "radio": "radio_cmd", "distribution": "distribution_cmd", "timeline": "timeline_cmd",
+    "trace": "trace_cmd", "profiles": "profiles_cmd",
+}
+GROUPS = frozenset({"radio", "distribution", "timeline", "trace", "profiles"})
+
+# Command groups of other installed packages (the studies: lab, measure, experiment). Each entry
+# point is a function taking the app; they are looked up only for a command that is not one of
+# COMMANDS, or to list them all.
+COMMANDS_GROUP = "p4netem.commands"
+
+
+def register_other_commands(app: typer.Typer) -> None:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=COMMANDS_GROUP):
+        ep.load()(app)
+
+
+class _Commands(LazyGroup):
+    @staticmethod
+    def lazy_commands() -> LazyCommands:
+        # Each module registers on an app of its own, with the root's defaults (rich markup mode,
+        # options metavar, pretty exceptions), which typer gives the commands it builds.
+        return LazyCommands(__name__, COMMANDS, GROUPS, register_other_commands,
+                            lambda: typer.Typer(add_completion=False))
+
 
 app = typer.Typer(
     name="p4netem",
@@ -49,6 +82,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
+    cls=_Commands,
 )
 
 
@@ -77,25 +111,6 @@ def _global_options(grpc_ca: GrpcCa = None, grpc_cert: GrpcCert = None, grpc_key
     use_tls(grpc_ca, grpc_cert, grpc_key, grpc_server_name)
     use_primary_wait(primary_wait)
 
-
-switch_cmd.register(app)
-apply_cmd.register(app)
-forward_cmd.register(app)
-show_cmd.register(app)
-radio_cmd.register(app)
-distribution_cmd.register(app)
-web_cmd.register(app)
-replay_cmd.register(app)
-host_cmd.register(app)
-app.add_typer(timeline_cmd.app, name="timeline")
-app.add_typer(trace_cmd.app, name="trace")
-app.add_typer(profiles_cmd.app, name="profiles")
-
-# Command groups of other installed packages (the studies: lab, measure, experiment). Each entry
-# point is a function taking the app.
-COMMANDS_GROUP = "p4netem.commands"
-for _ep in entry_points(group=COMMANDS_GROUP):
-    _ep.load()(app)
 
 __all__ = ["app", "main", "EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "EXIT_SWITCH", "EXIT_INTERRUPTED"]
 

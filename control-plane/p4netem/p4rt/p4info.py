@@ -16,6 +16,7 @@ from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from .errors import P4RuntimeError
+from .p4info_text import parse_file
 from .proto import p4info_pb2
 
 MATCH_KINDS = {
@@ -151,13 +152,12 @@ class P4Info:
     def load(cls, path: str | Path) -> P4Info:
         """Read a P4Info file: text format (.txt, .txtpb, .pb.txt) or binary otherwise."""
         path = Path(path)
-        data = path.read_bytes()
-        message = p4info_pb2.P4Info()
         try:
             if path.suffix in (".txt", ".txtpb", ".textproto") or path.name.endswith(".pb.txt"):
-                text_format.Parse(data.decode("utf-8"), message)
+                message = parse_file(path)  # once per process (the schema reads the contract too)
             else:
-                message.ParseFromString(data)
+                message = p4info_pb2.P4Info()
+                message.ParseFromString(path.read_bytes())
         except (text_format.ParseError, DecodeError, UnicodeDecodeError) as err:
             raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT, f"cannot parse P4Info {path}: {err}") from err
         return cls(message)

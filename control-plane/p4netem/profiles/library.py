@@ -7,7 +7,7 @@ from importlib import resources
 
 from .errors import Problem, ProfileError
 from .profile import Profile
-from .yaml_files import loads_profiles
+from .yaml_files import loads_builtin_profiles
 
 __all__ = ["BUILTIN_NAMES", "builtin_profiles", "builtin_profile"]
 
@@ -28,8 +28,8 @@ def _load() -> tuple[Profile, ...]:
         if not entry.name.endswith(".yaml"):
             continue
         try:
-            for profile in loads_profiles(entry.read_text(encoding="utf-8"),
-                                          f"builtin/{entry.name}"):
+            for profile in loads_builtin_profiles(entry.read_text(encoding="utf-8"),
+                                                  f"builtin/{entry.name}"):
                 if profile.name in loaded:
                     problems.append(Problem(entry.name, f"duplicate name {profile.name!r}"))
                 loaded[profile.name] = profile

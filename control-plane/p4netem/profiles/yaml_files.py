@@ -24,8 +24,8 @@ PathLike = str | os.PathLike
 Completion = Callable[[dict], Any]  # see load_profile_library
 
 
-class _StrictLoader(SafeLoader):
-    """SafeLoader that records duplicate mapping keys instead of keeping the last one."""
+class _DuplicateKeys:
+    """A loader mixin that records duplicate mapping keys instead of keeping the last one."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -40,13 +40,29 @@ class _StrictLoader(SafeLoader):
                     line = key_node.start_mark.line + 1
                     self.duplicates.append(Problem(f"line {line}", f"duplicate key {key!r}"))
                 seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
 
 
-def _parse_yaml(text: str, source: str) -> Any:
+class _StrictLoader(_DuplicateKeys, SafeLoader):
+    """SafeLoader that records duplicate mapping keys instead of keeping the last one."""
+
+
+# The built-in profiles (package data, known to parse) are read with libyaml's parser: the same
+# documents (tests/unit/test_profiles_builtin_yaml.py), 4-8 ms for the 14 files where PyYAML's
+# pure-Python parser took 29-34 ms (loaded 2-core machine), paid by every command that knows the
+# profiles by name. Users' files keep the pure-Python parser, whose error messages the docs and
+# tests quote.
+if getattr(yaml, "__with_libyaml__", False):
+    class _BuiltinLoader(_DuplicateKeys, yaml.CSafeLoader):
+        """libyaml's SafeLoader that records duplicate mapping keys."""
+else:
+    _BuiltinLoader = _StrictLoader  # type: ignore[misc]
+
+
+def _parse_yaml(text: str, source: str, loader_class: type = _StrictLoader) -> Any:
     """The document of `text`, within safe_yaml's bounds (size, alias expansion, nesting)."""
     try:
-        data, loader = load_with(text, source, _StrictLoader)
+        data, loader = load_with(text, source, loader_class)
     except YamlInputError as exc:
         raise ProfileError([Problem(exc.where, exc.message)], source) from None
     if loader.duplicates:
@@ -80,9 +96,15 @@ def loads_profiles(text: str, source: str = "<string>") -> list[Profile]:
     return _loads(text, source, None)[0]
 
 
-def _loads(text: str, source: str, complete: Completion | None) -> tuple[list[Profile], dict[str, dict]]:
+def loads_builtin_profiles(text: str, source: str) -> list[Profile]:
+    """loads_profiles for the built-in profile files (parsed by libyaml)."""
+    return _loads(text, source, None, _BuiltinLoader)[0]
+
+
+def _loads(text: str, source: str, complete: Completion | None,
+           loader: type = _StrictLoader) -> tuple[list[Profile], dict[str, dict]]:
     """loads_profiles; with `complete`, see load_profile_library."""
-    docs, problems = _documents(_parse_yaml(text, source))
+    docs, problems = _documents(_parse_yaml(text, source, loader))
     profiles: list[Profile] = []
     partial: dict[str, dict] = {}
     first_seen: dict[str, str] = {}
