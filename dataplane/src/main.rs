@@ -1,7 +1,8 @@
 //! p4netem-switch: the p4netem pipeline on Linux interfaces, controlled over P4Runtime.
 //!
 //! The data plane runs on a dedicated OS thread (no tokio); the P4Runtime server runs on a small
-//! tokio runtime on the main thread. SIGINT/SIGTERM stop both cleanly.
+//! tokio runtime on the main thread. SIGINT/SIGTERM stop both cleanly, also during start-up
+//! (`stop_signals`).
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -303,7 +304,68 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     })
 }
 
+/// SIGINT and SIGTERM held off during start-up.
+///
+/// Their handlers are the tokio runtime's (`shutdown_signal`), which exists only once the data
+/// plane is open: it comes after the gRPC bind (an address in use is reported with nothing
+/// started) and after the ports open (the runtime's threads take the P4Runtime SCHED_FIFO
+/// priority, which the data-plane thread must not inherit). A supervisor sends SIGTERM as soon as
+/// the switch listens (or while it starts: systemd's `stop`), and in that window the default
+/// action killed it by the signal (exit -15): no final counters, unflushed pcap files, port lock
+/// files left in /run/p4netem/ports. So main blocks both signals first thing, before any thread
+/// exists (every thread it starts inherits the mask); one that arrives during start-up stays
+/// pending, `pending` tells, and `release` (once the handlers are in) delivers it to them.
+mod stop_signals {
+    const SIGNALS: [(libc::c_int, &str); 2] = [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")];
+
+    fn set() -> libc::sigset_t {
+        // SAFETY: sigemptyset initialises the set; sigaddset takes valid signal numbers.
+        unsafe {
+            let mut set = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigemptyset(&mut set);
+            for (sig, _) in SIGNALS {
+                libc::sigaddset(&mut set, sig);
+            }
+            set
+        }
+    }
+
+    fn mask(how: libc::c_int) {
+        let set = set();
+        // SAFETY: changes the calling thread's mask; set is a valid sigset_t. It cannot fail with
+        // a valid `how`.
+        unsafe { libc::pthread_sigmask(how, &set, std::ptr::null_mut()) };
+    }
+
+    /// Blocks them in the calling thread and so in every thread it starts from now on.
+    pub fn hold() {
+        mask(libc::SIG_BLOCK);
+    }
+
+    /// The name of a stop signal that arrived while held, if any.
+    pub fn pending() -> Option<&'static str> {
+        // SAFETY: sigpending fills a valid sigset_t; sigismember reads it.
+        unsafe {
+            let mut set = std::mem::zeroed::<libc::sigset_t>();
+            if libc::sigpending(&mut set) != 0 {
+                return None;
+            }
+            SIGNALS.iter().find(|(sig, _)| libc::sigismember(&set, *sig) == 1).map(|(_, name)| *name)
+        }
+    }
+
+    /// Unblocks them in the calling (main) thread: a pending one is delivered now, to the handlers
+    /// installed by then. The other threads keep them blocked; the process's signals come here.
+    /// Unblocked, not the inherited mask restored: a switch started with them blocked could not
+    /// be stopped otherwise.
+    pub fn release() {
+        mask(libc::SIG_UNBLOCK);
+    }
+}
+
 fn main() {
+    // First, before any thread exists: see stop_signals.
+    stop_signals::hold();
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -481,8 +543,24 @@ fn run(args: Args) -> anyhow::Result<()> {
         let _in_runtime = rt.enter(); // the signal driver is the runtime's
         shutdown_signal()?
     };
-    tracing::info!(addr = %args.grpc_addr, device_id = args.device_id, "P4Runtime server starting");
-    let served = rt.block_on(p4rt::serve_on(listener, control, server_cfg, stop));
+    // A stop asked for during start-up is honoured now that start-up has ended: the same teardown
+    // as a stop while serving (the data-plane thread ends its loop, logs its final counters, closes
+    // the ports, the fast path and the port locks), without serving first.
+    let served = match stop_signals::pending() {
+        Some(sig) => {
+            tracing::info!("{sig} during start-up: shutting down (stopped during start-up)");
+            drop((listener, control, server_cfg, stop));
+            Ok(())
+        }
+        None => {
+            tracing::info!(addr = %args.grpc_addr, device_id = args.device_id, "P4Runtime server starting");
+            stop_signals::release();
+            rt.block_on(p4rt::serve_on(listener, control, server_cfg, stop))
+        }
+    };
+    // Delivers the one pending, if any, to the runtime's handler (which keeps a later one from
+    // killing the switch during the teardown).
+    stop_signals::release();
     shutdown.store(true, Ordering::Relaxed);
     waker.wake();
     let _ = dp_thread.join();
