@@ -13,22 +13,31 @@ p4netem/__init__.py first, itself a good part of those imports. What runs before
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
-def main() -> int | None:
-    # During the imports Ctrl-C is only noted, and acted on once they are done: a handler that
-    # raised KeyboardInterrupt there could land in code whose exceptions Python drops (an import
-    # lock's weakref callback: "Exception ignored in: <function _get_module_lock.<locals>.cb>",
-    # then the command ran on as if no Ctrl-C had come).
+@contextmanager
+def sigint_after_imports() -> Iterator[None]:
+    """Ctrl-C while the block imports is only noted, and raised as KeyboardInterrupt once the block
+    is done: a handler that raised it during an import could land in code whose exceptions Python
+    drops (an import lock's weakref callback: "Exception ignored in: <function
+    _get_module_lock.<locals>.cb>", then the command ran on as if no Ctrl-C had come). Also used
+    by the command line for the command modules it imports later (p4netem/cli/lazy_group.py)."""
     interrupted: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, _frame: interrupted.append(signum))
     try:
-        from p4netem.cli import main as cli_main
+        yield
     finally:
         signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def main() -> int | None:
     try:
-        if interrupted:
-            raise KeyboardInterrupt
+        with sigint_after_imports():
+            from p4netem.cli import main as cli_main
         return cli_main()
     except KeyboardInterrupt:
         return 130

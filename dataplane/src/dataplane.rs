@@ -1140,8 +1140,9 @@ impl DataPlane {
                 self.ports[pi].resized_for = frame;
                 continue;
             };
-            // As `Sizing::for_mtu`: as many bytes of ring as before (no fewer frames than were
-            // given when that is less than the start's minimum).
+            // The port's current rings (the flags' or `Sizing::for_mtu`'s) scaled to the larger
+            // frame, keeping their bytes, with `for_mtu`'s floors of 1024 RX / 512 TX frames (or
+            // the counts in force, when fewer were given).
             let r = self.rings;
             let frame_size = frame_size.max(r.frame_size);
             let scaled = |n: usize, least: usize| (n * r.frame_size / frame_size).max(n.min(least)).max(1);

@@ -71,6 +71,14 @@ def _until(cond, timeout: float, what: str, log) -> None:
         time.sleep(0.05)
 
 
+def _ping_summary(out: str) -> tuple[int, int, float]:
+    """(transmitted, received, max RTT in ms) of `ping -q`'s summary."""
+    m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+    rtt = re.search(r"= [\d.]+/[\d.]+/([\d.]+)/", out)
+    assert m and rtt, out
+    return int(m[1]), int(m[2]), float(rtt[1])
+
+
 def _port_up(url: str) -> dict[int, float]:
     with urllib.request.urlopen(url, timeout=10) as r:
         text = r.read().decode()
@@ -128,11 +136,9 @@ def test_many_ports_back_at_once_reopen_while_the_loop_forwards_and_is_serving(s
     # Health was polled all along (at least every 0.1 s plus the call): SERVING each time.
     assert seen and set(seen) == {"SERVING"}, [s for s in seen if s != "SERVING"][:5]
     # The live ports forwarded throughout: every ping back, none held as long as a stall.
-    m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
-    rtt = re.search(r"= [\d.]+/[\d.]+/([\d.]+)/", out)
-    assert m and rtt, out
-    assert int(m[2]) == int(m[1]) == 300, out
-    assert float(rtt[1]) < TIMEOUT_S * 1000, f"a ping through a live port waited {rtt[1]} ms:\n{out}"
+    sent, received, most = _ping_summary(out)
+    assert received == sent == 300, out
+    assert most < TIMEOUT_S * 1000, f"a ping through a live port waited {most} ms:\n{out}"
 
     # Each port came back under its own number and interface, on its start-up path.
     text = log()
@@ -177,10 +183,9 @@ def test_many_af_xdp_ports_moved_away_at_once_hold_no_live_port_and_come_back(st
         pings.kill()
         seen = health.finish()
     assert seen and set(seen) == {"SERVING"}, [s for s in seen if s != "SERVING"][:5]
-    m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
-    rtt = re.search(r"= [\d.]+/[\d.]+/([\d.]+)/", out)
-    assert m and rtt and int(m[2]) == int(m[1]) == 400, out
-    assert float(rtt[1]) < MOVED_HELD_MS, f"a ping through a live port waited {rtt[1]} ms:\n{out}"
+    sent, received, most = _ping_summary(out)
+    assert received == sent == 400, out
+    assert most < MOVED_HELD_MS, f"a ping through a live port waited {most} ms:\n{out}"
 
     # Back home, up: each reopens on AF_XDP (its old program was detached, the hook is free).
     _ip_batch([f"link set {iface} netns {os.getpid()}" for iface in lab.extra.values()], away.name)

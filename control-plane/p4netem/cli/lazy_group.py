@@ -27,27 +27,22 @@ import typer
 from typer.core import TyperGroup
 from typer.main import get_group
 
+from p4netem_entry import sigint_after_imports
+
 Command = Any  # a click command of typer's (typer vendors click; its classes are private)
 
 
 @contextmanager
 def _sigint_after_imports() -> Iterator[None]:
-    """Ctrl-C while modules import is acted on once they are done, as p4netem_entry does for the
-    first imports (a KeyboardInterrupt raised inside the import machinery can be dropped and the
-    command run on); typer turns the KeyboardInterrupt raised after into exit 130, no traceback.
-    Only from the main thread, and only where Ctrl-C has Python's default handler."""
+    """p4netem_entry's hold on Ctrl-C during imports, for the command modules imported later
+    (typer turns the KeyboardInterrupt raised after into exit 130, no traceback). Only from the
+    main thread, and only where Ctrl-C has Python's default handler."""
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         yield
         return
-    interrupted: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: interrupted.append(signum))
-    try:
+    with sigint_after_imports():
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if interrupted:
-        raise KeyboardInterrupt
 
 
 class LazyCommands(MutableMapping[str, Command]):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -213,9 +212,8 @@ class SwitchProcess:
         if self._record is not None:
             self._record.remove()
             self._record = None
-        # Our SIGTERM ends it with 0, or with -SIGTERM when it came before the switch's handler (the
-        # switch listens on its gRPC port, which start() waits for, a little before it installs it).
-        if (self._own_log and self._listening and not ended_before and code in (0, -signal.SIGTERM)
+        # Our SIGTERM ends it with 0, also during its start-up (dataplane/src/main.rs stop_signals).
+        if (self._own_log and self._listening and not ended_before and code == 0
                 and self.log_path is not None):
             self.log_path.unlink(missing_ok=True)
         return code
