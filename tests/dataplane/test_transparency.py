@@ -281,6 +281,33 @@ def test_mtu_raised_while_running_has_the_ports_reopened_for_it_and_jumbo_frames
     assert c.profile_out == mid.profile_out and c.drops.get(DropReason.TX_ERROR, 0) - mid.drops.get(DropReason.TX_ERROR, 0) == 1, c
 
 
+def test_mtu_raised_on_af_xdp_ports_is_named_and_longer_frames_do_not_cross(start_lab) -> None:
+    """The case a live reopen does not cover (dataplane.rs `resize_for_mtu`): AF_XDP ports keep the
+    frame size of their UMEM, so MTU 9000 set on both sides while the switch runs is said once per
+    port (the MTU it forwards, and that a restart takes the new one), no port is reopened, a frame
+    of the forwarded size (1982 bytes) crosses and one byte more does not."""
+    lab = start_lab("--io", "af_xdp")
+    set_mtu(lab, 9000)
+    log = _wait_log(lab, "MTU 9000 is above the largest this switch forwards (1968, as sized at start", 2)
+    assert log.count("restart the switch to size its rings and buffers for this MTU") == 2, log[-3000:]
+    for host in (lab.h1, lab.h2):
+        assert f"iface={host.switch_iface} mtu=9000" in log, log[-3000:]
+    d, s = mac(lab.h2), mac(lab.h1)
+    fits, too_long = udp4(d, s, b"n" * (1982 - 42)), udp4(d, s, b"o" * (1983 - 42))
+    assert (len(fits), len(too_long)) == (1982, 1983)
+    before = settled_counters(lab, UPLINK)
+    send_raw(lab.h1.ns, lab.h1.iface, [fits, too_long, fits])
+    deadline = time.monotonic() + 5
+    while (c := settled_counters(lab, UPLINK)).profile_out - before.profile_out < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)  # what else may still come (nothing should)
+    c = settled_counters(lab, UPLINK)
+    assert c.profile_out - before.profile_out == 2, c
+    log = lab.switch.log_path.read_text()
+    assert "reopening the port" not in log and "port reopened" not in log, log[-3000:]
+    assert log.count("restart the switch to size its rings and buffers for this MTU") == 2, log[-3000:]
+
+
 # --- Jumbo frames: MTU 9000 on all four veth ends before the switch starts -------------------------
 
 JUMBO = 9000
