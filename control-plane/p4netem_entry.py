@@ -4,6 +4,7 @@ A Ctrl-C while the command line starts (its imports: the P4Runtime protobufs, gr
 command group; about half a second, more on a loaded machine) printed a KeyboardInterrupt traceback.
 Here it ends the command quietly with exit 130, as a shell's commands do. Once a command runs,
 its own handling of Ctrl-C holds (click's "Aborted!", a lab's or a timeline's exit 130).
+It also keeps gRPC core's own log lines off the command's stderr (quiet_grpc_logs).
 
 A top-level module, outside the p4netem package: importing anything in p4netem runs
 p4netem/__init__.py first, itself a good part of those imports. What runs before this module
@@ -12,9 +13,28 @@ p4netem/__init__.py first, itself a good part of those imports. What runs before
 
 from __future__ import annotations
 
+import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
+
+# gRPC core's own log level (grpcio reads it when grpc is imported).
+GRPC_VERBOSITY = "GRPC_VERBOSITY"
+GRPC_TRACE = "GRPC_TRACE"
+
+
+def quiet_grpc_logs(environ: MutableMapping[str, str] = os.environ) -> None:
+    """gRPC core logs a refused TLS handshake itself, on stderr, at each reconnect attempt (grpcio
+    1.85: `I1130 ... ssl_transport_security.cc:2563] Handshake failed ... CERTIFICATE_VERIFY_FAILED`
+    for a wrong CA; `E1130 ... TLSV1_ALERT_CERTIFICATE_REQUIRED` ... `Decryption error` under mutual
+    TLS without a client certificate), several lines before the command's own one-line error,
+    which already names the cause and the options that fix it. So the command line runs grpc at
+    level NONE (ERROR still prints the E lines), unless the user set GRPC_VERBOSITY or asked for
+    gRPC's traces (GRPC_TRACE): then their choice holds. Only the `p4netem` command: a program
+    that imports p4netem keeps gRPC's defaults. Set in the environment, before grpc is imported
+    (the commands import it when they need it), so the processes a command starts inherit it."""
+    if GRPC_VERBOSITY not in environ and GRPC_TRACE not in environ:
+        environ[GRPC_VERBOSITY] = "NONE"
 
 
 @contextmanager
@@ -23,18 +43,21 @@ def sigint_after_imports() -> Iterator[None]:
     is done: a handler that raised it during an import could land in code whose exceptions Python
     drops (an import lock's weakref callback: "Exception ignored in: <function
     _get_module_lock.<locals>.cb>", then the command ran on as if no Ctrl-C had come). Also used
-    by the command line for the command modules it imports later (p4netem/cli/lazy_group.py)."""
+    by the command line for the command modules it imports later and for the help's imports
+    (p4netem/cli/lazy_group.py). Raised also when the block ended by an exception (an import
+    that failed, click's exit once a help is printed): the user asked to stop, exit 130."""
     interrupted: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, _frame: interrupted.append(signum))
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-    if interrupted:
-        raise KeyboardInterrupt
+        if interrupted:
+            raise KeyboardInterrupt  # (in place of the block's own exception, if any)
 
 
 def main() -> int | None:
+    quiet_grpc_logs()
     try:
         with sigint_after_imports():
             from p4netem.cli import main as cli_main

@@ -98,3 +98,24 @@ def communicate(proc: subprocess.Popen, timeout: float) -> tuple:
         except subprocess.TimeoutExpired:
             if left <= 1.0:
                 raise subprocess.TimeoutExpired(proc.args, timeout) from None
+
+
+@contextlib.contextmanager
+def held_for_children(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """`signums` blocked in the calling thread for the block, for a child started in it: the signal
+    mask is per thread, a fork (subprocess's, from the calling thread) copies the thread's, and
+    exec keeps it. A program that blocks its stop signals first thing in main (p4netem-switch,
+    dataplane/src/main.rs `stop_signals`) and honours a pending one as a clean stop was still
+    killed by one that came between the fork and its main (its dynamic loader runs first): now
+    such a signal waits, pending, until the program has held them off itself.
+
+    The mask the block found is restored on the way out, also when the block raises. A signal
+    sent to this process meanwhile is not lost either: another thread that does not block it
+    takes it at once, or it is delivered at the restore (Python runs its handler at the next
+    bytecode, so a Ctrl-C becomes a KeyboardInterrupt raised from the `with`: keep in the block
+    what must not be left half done, e.g. recording the child that was started)."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)

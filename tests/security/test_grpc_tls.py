@@ -9,6 +9,7 @@ unless forced, and an oversized request is refused (with the limit named) while 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -166,6 +167,54 @@ def test_the_cli_reaches_a_mutual_tls_switch_through_options_or_environment(mtls
     r = subprocess.run([*cli, "--grpc-cert", str(pki["client"].cert), "show", "-s", addr],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 2 and "--grpc-cert needs --grpc-key" in r.stderr, r.stderr
+
+
+# A line of gRPC core's own log (absl format: level letter, MMDD, time, thread, file:line]).
+GRPC_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\]", re.M)
+
+
+def test_the_cli_prints_its_own_tls_error_without_grpc_s_log_lines(mtls_switch, pki):
+    """gRPC core logs each refused handshake itself (a wrong CA: `I1130 ... Handshake failed ...
+    CERTIFICATE_VERIFY_FAILED`; no client certificate: `E1130 ... TLSV1_ALERT_CERTIFICATE_REQUIRED`
+    and more), before the CLI's own error, which names the fix. The CLI keeps gRPC quiet
+    (p4netem_entry.quiet_grpc_logs) unless the user sets GRPC_VERBOSITY; a program importing
+    p4netem keeps gRPC's defaults."""
+    addr = mtls_switch.grpc_addr
+    cli = [str(Path(sys.executable).with_name("p4netem"))]
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("P4NETEM_GRPC_") and k not in ("GRPC_VERBOSITY", "GRPC_TRACE")}
+    runs = {  # each refused after the CLI's 5 s connect timeout: all at once
+        "wrong CA": ([*cli, "--grpc-ca", str(pki["stranger_ca"]), "show", "-s", addr], env),
+        "no client certificate": ([*cli, "--grpc-ca", str(pki["ca"]), "show", "-s", addr], env),
+        "user's debug": ([*cli, "--grpc-ca", str(pki["ca"]), "show", "-s", addr], {**env, "GRPC_VERBOSITY": "debug"}),
+    }
+    procs = {name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+             for name, (cmd, e) in runs.items()}
+    try:
+        errs = {name: p.communicate(timeout=120)[1] for name, p in procs.items()}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for name in ("wrong CA", "no client certificate"):
+        assert procs[name].returncode == 3, errs[name]
+        assert errs[name].startswith("error: switch ") and "UNAVAILABLE" in errs[name], f"{name}: {errs[name]}"
+        assert not GRPC_LOG_LINE.search(errs[name]), f"{name}: gRPC's own log lines:\n{errs[name]}"
+    assert procs["user's debug"].returncode == 3
+    assert GRPC_LOG_LINE.search(errs["user's debug"]), errs["user's debug"]
+    assert "error: switch " in errs["user's debug"]
+    # Importing p4netem (its command line too) leaves gRPC's level alone: only the command sets it.
+    r = subprocess.run([sys.executable, "-c", "import os, p4netem.cli, p4netem.p4rt, grpc; "
+                        "print(os.environ.get('GRPC_VERBOSITY'))"], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.stdout.strip() == "None", r.stdout + r.stderr
+    # The user's own level, or gRPC's traces asked for, are left as they are.
+    from p4netem_entry import quiet_grpc_logs
+    for given, level in (({}, "NONE"), ({"GRPC_VERBOSITY": "debug"}, "debug"), ({"GRPC_TRACE": "handshaker"}, None)):
+        environ = dict(given)
+        quiet_grpc_logs(environ)
+        assert environ.get("GRPC_VERBOSITY") == level, (given, environ)
 
 
 def test_tls_options_are_checked_before_connecting(tmp_path, pki):

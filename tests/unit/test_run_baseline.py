@@ -84,3 +84,39 @@ def test_each_comparison_is_one_line_on_an_80_column_console(tmp_path):
         next(line for line in errors if "REGRESSED" in line)], errors
     assert len(errors) == 2 and errors[1].startswith("error: 1 of 2 metrics regressed"), errors
     assert len(out) == 1 and out[0].startswith(f"{key}:loader_elapsed_ms_median") and out[0].endswith("ok"), out
+
+
+def test_the_columns_line_up_for_long_condition_names(tmp_path):
+    """The name column was 24 wide whatever the names: a longer one (most `KEY:COLUMN` names of a
+    real run are) pushed its value, baseline, limit and verdict to the right of the other lines'.
+    Now it is as wide as the longest name, on stdout and stderr alike, and each line stays one
+    line on an 80-column console (soft_wrap)."""
+    from rich.console import Console
+
+    from p4netem.testing.baseline import table
+    from p4netem_studies.harness.baseline import report
+
+    keys = ["lte", "lte | h1.1 iw10 | demo", "5g-mmwave-blockage | h2 iw32 | a-very-long-page-name"]
+    base = tmp_path / "b"
+    check_run(_summary(tmp_path / "r1", [{"key": k, "plt_ms_median": "265.4", "goodput_mbps_median": "8"}
+                                         for k in keys]), base, save=True, tolerances=[])
+    run = _summary(tmp_path / "r2", [{"key": k, "plt_ms_median": "311.5" if i == 1 else "266",
+                                      "goodput_mbps_median": "8.1"} for i, k in enumerate(keys)]
+                   + [{"key": "new-condition", "plt_ms_median": "12345.6", "goodput_mbps_median": "0.5"}])
+    console, err = Console(record=True, width=80), Console(record=True, width=80)
+    assert report(run, base, False, [], console, err) is True
+    lines = console.export_text().splitlines() + [line for line in err.export_text().splitlines()
+                                                  if not line.startswith("error: ")]
+    names = [f"{k}:{col}" for k in [*keys, "new-condition"] for col in ("plt_ms_median", "goodput_mbps_median")]
+    assert len(lines) == len(names), lines  # one line per metric, none split
+    assert sum(line.endswith("REGRESSED") for line in lines) == 1
+    width = max(map(len, names))
+    for line in lines:
+        # The name, padded to the longest; then the value right-aligned in 12 columns, two spaces.
+        assert line[:width].rstrip() in names and line[width] == " ", line
+        assert line[width + 12] != " " and line[width + 13:width + 15] == "  ", line
+    for word in (" baseline ", " limit "):
+        assert len({line.index(word) for line in lines if word in line}) == 1, lines
+    # The pytest plugin's table (p4netem.testing.baseline) lines up the same way.
+    comparisons, _ = check_run(run, base, save=False, tolerances=[])
+    assert len({line.index(" baseline ") for line in table(comparisons).splitlines() if " baseline " in line}) == 1

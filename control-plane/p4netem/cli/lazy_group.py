@@ -45,6 +45,39 @@ def _sigint_after_imports() -> Iterator[None]:
         yield
 
 
+# What typer and rich import only once a help text is formatted (typer's rich_utils: rich.markdown
+# with markdown_it, rich.syntax with pygments, rich.traceback, ...; then, while printing, click's
+# text wrapper and rich's emoji codes), found with `python -X importtime p4netem --help`: about 120
+# modules, a good part of the help's time. Imported from the click code that shows the help, not
+# from ours, they were outside the hold on Ctrl-C: one landing in an import's module-lock callback
+# was dropped ("Exception ignored in: <function _get_module_lock.<locals>.cb>") and the help went
+# on to exit 0. Imported under the hold when a help is about to be shown, and only then.
+HELP_MODULES = ("typer.rich_utils", "typer._click._textwrap", "rich._emoji_codes")
+
+
+def _import_help_modules() -> None:
+    """HELP_MODULES (under a hold the caller has). Names private to typer and rich: another
+    version without one imports it itself, unheld, as before."""
+    for name in HELP_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    try:  # rich's cell widths: a table of the Unicode version, imported on first use
+        from rich._unicode_data import load
+    except ImportError:
+        return
+    load()
+
+
+def _asks_for_help(ctx: Any, args: list[str]) -> bool:
+    """Whether `args` (a command's, or the root's with its subcommand's after) hold a help option
+    before any `--`. A value that is spelled like one (`--name -h`) only imports the help early."""
+    names = set(ctx.help_option_names)
+    words = args[:args.index("--")] if "--" in args else args
+    return any(word in names for word in words)
+
+
 class LazyCommands(MutableMapping[str, Command]):
     """name -> click command, built on first read. `builtin`: name -> module (relative to
     `package`) whose `register(app)` registers it, or whose `app` is the group `name`; `groups`:
@@ -63,15 +96,17 @@ class LazyCommands(MutableMapping[str, Command]):
 
     def _build_builtin(self, name: str) -> Command:
         module_name = self._builtin[name]
+        # The build too: typer imports what it needs for the commands' parameters then (its
+        # pydantic adapters, pydantic: some 90 modules).
         with _sigint_after_imports():
             module = importlib.import_module(f".{module_name}", self._package)
-        app = self._new_typer()
-        if hasattr(module, "register"):
-            module.register(app)
-        else:  # a module that is one group (timeline, trace, profiles)
-            app.add_typer(module.app, name=name)
-        # Every command the module registers (apply: also set and reset), as typer builds them.
-        built = get_group(app).commands
+            app = self._new_typer()
+            if hasattr(module, "register"):
+                module.register(app)
+            else:  # a module that is one group (timeline, trace, profiles)
+                app.add_typer(module.app, name=name)
+            # Every command the module registers (apply: also set and reset), as typer builds them.
+            built = get_group(app).commands
         for other, command in built.items():
             if self._builtin.get(other) == module_name:
                 self._built.setdefault(other, command)
@@ -82,7 +117,8 @@ class LazyCommands(MutableMapping[str, Command]):
             app = self._new_typer()
             with _sigint_after_imports():
                 self._others(app)
-            self._other_commands = {name: command for name, command in get_group(app).commands.items()
+                built = get_group(app).commands
+            self._other_commands = {name: command for name, command in built.items()
                                     if name not in self._builtin}
         return self._other_commands
 
@@ -130,3 +166,23 @@ class LazyGroup(TyperGroup):
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)  # the names only (TyperGroup's reads every command's value)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Under the hold: the root's own options, whose values typer converts with what it imports
+        # then (its pydantic adapters, pydantic; click's --help option), and for `p4netem`,
+        # `p4netem --help`, `p4netem CMD ... --help` the help's imports (HELP_MODULES). A Ctrl-C
+        # held meanwhile is raised at the end, inside typer's handling of it: exit 130. The root's
+        # help is printed within (and ends the command): a Ctrl-C while it prints leaves it whole,
+        # then exit 130. A command's own help is printed after, Ctrl-C not held.
+        with _sigint_after_imports():
+            if not ctx.resilient_parsing and ((not args and self.no_args_is_help) or _asks_for_help(ctx, args)):
+                _import_help_modules()
+            return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        # A group given no command (`p4netem timeline`) shows its help.
+        if not ctx.resilient_parsing and isinstance(command, TyperGroup) and not rest:
+            with _sigint_after_imports():
+                _import_help_modules()
+        return name, command, rest

@@ -85,15 +85,22 @@ def replay(
     if as_json:
         typer.echo(json.dumps({"meta": report.meta, "metrics": m}, indent=2))
     else:
-        t = Table("metric", "value", title=f"{pcap.name} through {report.meta['profile']}")
-        for k, v in m.items():
-            t.add_row(k, "" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
-        console.print(t)
+        console.print(metrics_table(f"{pcap.name} through {report.meta['profile']}", m))
     failed = check_expectations(m, expectations)
     for line in failed:
         error(f"expectation not met: {line}")
     if failed:
         raise typer.Exit(EXIT_PROBLEM)
+
+
+def metrics_table(title: str, metrics: dict[str, float | int | None]) -> Table:
+    """The metrics' table, each value as a failed --expect line shows it (format_metric)."""
+    from ..replay.report import format_metric
+
+    table = Table("metric", "value", title=title)
+    for name, value in metrics.items():
+        table.add_row(name, format_metric(value))
+    return table
 
 
 def register(app: typer.Typer) -> None:

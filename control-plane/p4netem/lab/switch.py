@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..paths import switch_binary
+from ..stop_signals import held_for_children
 from .free import free_tcp_port
 from .netns import PREFIX, LabError, Resources, stop_process, unique_token
 from .owner import LabRecord, open_record
@@ -161,20 +162,25 @@ class SwitchProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if not self._recorded_elsewhere():
             self._record = open_record(f"{PREFIX}{unique_token()}", "switch")
-        with open(self.log_path, "wb") as log:
-            # Its own session: a Ctrl-C at a lab's prompt (SIGINT to the terminal's process group)
-            # interrupts the command on a host, as in Mininet, and must not stop the data plane
-            # under the still-running lab. The owner stops it (stop(), the lab's reaper).
-            prefix = owner_death_prefix() if self.die_with_owner else []
-            self.proc = subprocess.Popen(prefix + self.command(), stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-        if self._resources is not None:
-            self._resources.track_process(self.proc)
-        if self._on_start is not None:
-            self._on_start(self.proc.pid)
-        if self._record is not None:
-            self._record.add_process(self.proc.pid)
         try:
+            # SIGTERM and SIGINT held for the child from the fork on: the switch holds them off
+            # itself first thing in main and takes one that came during start-up as a clean stop
+            # (exit 0), but one that came before main (in its dynamic loader) killed it outright.
+            # A Ctrl-C of ours in that window is raised once the block ends (then stopped below).
+            with held_for_children(), open(self.log_path, "wb") as log:
+                # Its own session: a Ctrl-C at a lab's prompt (SIGINT to the terminal's process
+                # group) interrupts the command on a host, as in Mininet, and must not stop the
+                # data plane under the still-running lab. The owner stops it (stop(), the lab's
+                # reaper).
+                prefix = owner_death_prefix() if self.die_with_owner else []
+                self.proc = subprocess.Popen(prefix + self.command(), stdout=log,
+                                             stderr=subprocess.STDOUT, start_new_session=True)
+            if self._resources is not None:
+                self._resources.track_process(self.proc)
+            if self._on_start is not None:
+                self._on_start(self.proc.pid)
+            if self._record is not None:
+                self._record.add_process(self.proc.pid)
             self._wait_listening(timeout)
         except BaseException:
             self.stop()
@@ -205,18 +211,22 @@ class SwitchProcess:
     def stop(self, grace: float = 5.0) -> int | None:
         """SIGTERM, then SIGKILL after `grace` seconds. Returns the exit code (None if never
         started); subprocess.TimeoutExpired when it did not end `grace` seconds after SIGKILL."""
-        if self.proc is None:
+        if self.proc is None:  # never started (Popen failed): its record only
+            self._close_record()
             return None
         ended_before = self.proc.poll() is not None  # by itself (a crash), or an earlier stop()
         code = stop_process(self.proc, grace)
-        if self._record is not None:
-            self._record.remove()
-            self._record = None
+        self._close_record()
         # Our SIGTERM ends it with 0, also during its start-up (dataplane/src/main.rs stop_signals).
         if (self._own_log and self._listening and not ended_before and code == 0
                 and self.log_path is not None):
             self.log_path.unlink(missing_ok=True)
         return code
+
+    def _close_record(self) -> None:
+        if self._record is not None:
+            self._record.remove()
+            self._record = None
 
     def log_tail(self, lines: int = 40) -> str:
         if self.log_path is None or not self.log_path.exists():

@@ -149,11 +149,25 @@ def parse_expectations(text: str) -> list[tuple[str, str, float]]:
     return out
 
 
+def format_metric(value: float | int | None) -> str:
+    """A metric as `p4netem replay` shows it, in its table and in a failed expectation's line
+    alike: a float to 3 decimals (microseconds for the delays), a count as is, "" for none."""
+    if value is None:
+        return ""
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
 def check_expectations(metrics: dict, expectations: list[tuple[str, str, float]]) -> list[str]:
-    """The expectations that do not hold, as lines."""
+    """The expectations that do not hold, as lines: the value got as the table shows it, and
+    unrounded too where that figure would seem to hold (`loss_pct <= 8: got 8.000 (8.0004)`)."""
     failed = []
     for name, op, value in expectations:
         got = metrics.get(name)
-        if got is None or not _OPS[op](got, value):
-            failed.append(f"{name} {op} {value:g}: got {got if got is None else round(got, 4)}")
+        if got is None:
+            failed.append(f"{name} {op} {value:g}: got None")
+        elif not _OPS[op](got, value):
+            shown = format_metric(got)
+            if _OPS[op](float(shown), value):
+                shown += f" ({got!r})"
+            failed.append(f"{name} {op} {value:g}: got {shown}")
     return failed

@@ -41,15 +41,18 @@ class Comparison:
     limit: float | None
     regressed: bool
 
-    def line(self) -> str:
+    def line(self, name_width: int = 24) -> str:
+        """One line of the comparison table; `name_width`: the name column's (name_width() of the
+        table's comparisons, so that the columns after it line up)."""
+        name = f"{self.name:<{name_width}}"
         if self.baseline is None:
-            return f"{self.name:<24} {self.value:>12.4g}  (new: no baseline)"
+            return f"{name} {self.value:>12.4g}  (new: no baseline)"
         if self.baseline:
             change = f"{(self.value - self.baseline) / abs(self.baseline) * 100:+7.1f} %"
         else:  # no relative change from 0: the difference itself
             change = f"{self.value - self.baseline:+7.4g}  "
         verdict = "REGRESSED" if self.regressed else "ok"
-        return (f"{self.name:<24} {self.value:>12.4g}  baseline {self.baseline:<10.4g} limit {self.limit:<10.4g} "
+        return (f"{name} {self.value:>12.4g}  baseline {self.baseline:<10.4g} limit {self.limit:<10.4g} "
                 f"{change}  {verdict}")
 
 
@@ -72,8 +75,15 @@ def compare(current: dict[str, Metric], baseline: dict[str, Metric]) -> list[Com
     return out
 
 
+def name_width(comparisons: list[Comparison]) -> int:
+    """The name column's width: the longest name's (24 at least). A fixed 24 pushed the columns of
+    a longer name (`lte | h1.1 iw10 | demo:plt_ms_median`) out of line with the others."""
+    return max([24, *(len(c.name) for c in comparisons)])
+
+
 def table(comparisons: list[Comparison]) -> str:
-    return "\n".join(c.line() for c in comparisons)
+    width = name_width(comparisons)
+    return "\n".join(c.line(width) for c in comparisons)
 
 
 def _number(value: object, what: str) -> float:

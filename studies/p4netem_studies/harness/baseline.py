@@ -15,7 +15,7 @@ from pathlib import Path
 
 # One error class with the pytest plugin's: a baseline.json it cannot read (not JSON, not its
 # format) is reported as this run's own problems are, one `error:` line, not a traceback.
-from p4netem.testing.baseline import Baseline, BaselineError, Comparison
+from p4netem.testing.baseline import Baseline, BaselineError, Comparison, name_width
 
 DEFAULT_TOLERANCE_PCT = 10.0
 _LOWER_IS_WORSE = ("mbps", "goodput", "throughput", "_per_s")
@@ -104,8 +104,11 @@ def report(out_dir: Path, baseline_dir: Path | None, save: bool, tolerance: list
         return False
     # One line per metric however wide (soft_wrap): a console that is not a terminal is 80 columns,
     # and a REGRESSED line of a long condition name was split in two on stderr (CI logs, grep).
+    # The name column as wide as the longest name, on stdout and stderr alike: the lines of both
+    # line up in a terminal that shows them together.
+    width = name_width(comparisons)
     for c in comparisons:
-        (err if c.regressed else console).print(c.line(), markup=False, highlight=False, soft_wrap=True)
+        (err if c.regressed else console).print(c.line(width), markup=False, highlight=False, soft_wrap=True)
     bad = [c for c in comparisons if c.regressed]
     if bad:
         err.print(f"error: {len(bad)} of {len(comparisons)} metrics regressed against {baseline_dir}",
