@@ -23,7 +23,7 @@ GRPC_VERBOSITY = "GRPC_VERBOSITY"
 GRPC_TRACE = "GRPC_TRACE"
 
 
-def quiet_grpc_logs(environ: MutableMapping[str, str] = os.environ) -> None:
+def quiet_grpc_logs(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
     """gRPC core logs a refused TLS handshake itself, on stderr, at each reconnect attempt (grpcio
     1.85: `I1130 ... ssl_transport_security.cc:2563] Handshake failed ... CERTIFICATE_VERIFY_FAILED`
     for a wrong CA; `E1130 ... TLSV1_ALERT_CERTIFICATE_REQUIRED` ... `Decryption error` under mutual
@@ -32,9 +32,35 @@ def quiet_grpc_logs(environ: MutableMapping[str, str] = os.environ) -> None:
     level NONE (ERROR still prints the E lines), unless the user set GRPC_VERBOSITY or asked for
     gRPC's traces (GRPC_TRACE): then their choice holds. Only the `p4netem` command: a program
     that imports p4netem keeps gRPC's defaults. Set in the environment, before grpc is imported
-    (the commands import it when they need it), so the processes a command starts inherit it."""
-    if GRPC_VERBOSITY not in environ and GRPC_TRACE not in environ:
-        environ[GRPC_VERBOSITY] = "NONE"
+    (the commands import it when they need it), so the processes a command starts inherit it;
+    a command that runs the user's own programs takes it back (restore_grpc_logs). Returns what
+    it set (name -> value)."""
+    if GRPC_VERBOSITY in environ or GRPC_TRACE in environ:
+        return {}
+    environ[GRPC_VERBOSITY] = "NONE"
+    return {GRPC_VERBOSITY: "NONE"}
+
+
+# What main's quiet_grpc_logs set in this process's environment: ours, not the user's.
+_injected: dict[str, str] = {}
+
+
+def restore_grpc_logs() -> None:
+    """Takes what the command line set in the environment (quiet_grpc_logs) out of it again, for a
+    command that runs the user's own programs with it: a lab's host shells (`p4netem lab up`, its
+    --cmd and interactive commands, `sh`, `xterm`) inherit this process's environment, and a gRPC
+    program of the user's run there would have logged nothing, not even its errors. A
+    GRPC_VERBOSITY the user set is theirs and stays. grpc is imported first: it reads the level
+    then (grpcio 1.85; later changes to the environment do not reach it), so the command itself
+    keeps gRPC quiet."""
+    if not _injected:
+        return
+    import grpc  # noqa: F401 (for the level it reads)
+
+    for name, value in list(_injected.items()):
+        if os.environ.get(name) == value:
+            del os.environ[name]
+        del _injected[name]
 
 
 @contextmanager
@@ -57,7 +83,7 @@ def sigint_after_imports() -> Iterator[None]:
 
 
 def main() -> int | None:
-    quiet_grpc_logs()
+    _injected.update(quiet_grpc_logs())
     try:
         with sigint_after_imports():
             from p4netem.cli import main as cli_main

@@ -19,7 +19,7 @@ import typer
 from ..lab.netns import LabError, disable_offloads
 from ..paths import switch_binary
 from ..service_notify import ServiceNotifier
-from ..stop_signals import StopSignals
+from ..stop_signals import StopSignals, held_for_children
 from .apply_cmd import (MahimahiOpt, NetemDownlinkOpt, NetemNameOpt, NetemOpt, NetemUplinkOpt, ProfilesOpt, RuleOpt,
                         RulesFile, plan_apply, write_apply)
 from .forward_cmd import parse_port_pairs
@@ -306,8 +306,16 @@ def switch(
             for iface in ports.values():
                 disable_offloads(iface)
         stops.check()
-        proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent(os.getpid()))
-        stops.check()  # a stop during the fork (see _StopSignals)
+        # SIGTERM and SIGINT held from before the fork until Popen has returned (as SwitchProcess
+        # does): the switch inherits them blocked and takes one that came before its main, which
+        # it reaches only after preexec_fn, exec and its dynamic loader, as a clean stop; killed
+        # by it, it ended without its own shutdown. And our handler cannot raise inside Popen,
+        # after the fork but before `proc` was set (the stop then had no switch to stop: the
+        # command printed "stopped" and exited while the switch ran on), or in logging's at-fork
+        # callback ("Exception ignored ... _Stopped" on stderr). It is raised as the block ends.
+        with held_for_children():
+            proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent(os.getpid()))
+        stops.check()  # a stop during the fork (see _StopSignals), taken by another thread
         _wait_grpc(proc, addr, timeout=30)
         stops.check()
         if mapping or plan is not None:

@@ -197,8 +197,12 @@ def up(
     stdin = sys.stdin if sys.stdin is not None else open(os.devnull)
     from p4netem.lab.netns import LabError
     from p4netem.p4rt import P4RuntimeError
+    from p4netem_entry import restore_grpc_logs
     from ..mininet.cli import LabCLI
     from ..mininet.lab import MininetLab
+    # The hosts' shells run the user's commands with this process's environment: without the
+    # GRPC_VERBOSITY=NONE the command line set for itself (before the lab starts any).
+    restore_grpc_logs()
     code = 0
     with interrupt_on_termination():
         try:
