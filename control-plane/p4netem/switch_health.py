@@ -10,12 +10,20 @@ whether the data plane runs).
 P4Runtime has no place for a target's own health (gNMI would be the standard for it, which the
 switch does not speak), so the switch serves it the way exporters do, and the web server reads it
 like a Prometheus scrape, with prometheus_client's OpenMetrics parser.
+
+The busy fraction of /api/health is over a fixed trailing window (BUSY_WINDOW_S), from readings of
+the switch's two counters (uptime, busy time) that every read of its metrics leaves behind
+(BusyWindow): it was "since the previous call", whoever made it, so a curl right after the
+dashboard's 2 s poll got the fraction of a 0.1 s sliver, and two scripts polling changed each
+other's figure.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.request
+from collections import deque
 from dataclasses import dataclass, field
 
 from prometheus_client.metrics_core import Metric
@@ -26,35 +34,105 @@ class HealthUnavailable(RuntimeError):
     pass
 
 
+# The busy fraction's window: the last 10 s. Long enough to hold five of the dashboard's 2 s polls
+# and to smooth the loop's bursts (a busy turn is counted when it ends), short enough that a load
+# that starts or stops shows within seconds, as in top. The figure is exact over whatever span it
+# states (the switch's own counters at two readings), so the window is only a choice of scale.
+BUSY_WINDOW_S = 10.0
+
+
+@dataclass
+class BusyWindow:
+    """The data-plane loop's busy fraction over the last `window_s` seconds, the same for every
+    caller: from the readings of (uptime, busy time) that any read of the switch's metrics leaves
+    (each /api/health, each /metrics scrape of `p4netem web`), the reference is the newest reading
+    at least `window_s` before the current one, or the switch's start (0, 0) when there is none (a
+    switch younger than the window; the first read since the web server started). The span used
+    is therefore the window or a little more (up to the gap between readings; since the start for
+    a first read), and the answer states it. History: at most `keep` readings at least
+    window_s / 20 apart, which covers 3x the window whatever the rate of calls."""
+
+    window_s: float = BUSY_WINDOW_S
+    keep: int = 64
+    # (earliest, latest switch start on our clock, uptime, busy), oldest first
+    _readings: deque = field(default_factory=deque, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # The switch computed its uptime between our request and its answer, so its start on our
+    # monotonic clock lies in [sent - uptime, received - uptime], however slow the read: two readings
+    # of one switch process agree on it (give or take this, for a remote switch's clock rate and
+    # rounding), and one that does not is another process (restarted, or another switch at the
+    # URL), whose history starts anew.
+    RESTART_SLACK_S = 0.5
+
+    def observe(self, uptime: float, busy: float, sent: float, received: float | None = None
+                ) -> tuple[float | None, float]:
+        """Records a reading of the switch's counters, requested at `sent` and answered at
+        `received` (time.monotonic(); the same when not given), and answers (fraction in [0, 1],
+        or None for a switch of uptime 0; the span in seconds) for it."""
+        lo, hi = sent - uptime, (sent if received is None else received) - uptime
+        with self._lock:
+            if self._readings:
+                lo0, hi0, u0, b0 = self._readings[-1]
+                other_start = lo > hi0 + self.RESTART_SLACK_S or hi < lo0 - self.RESTART_SLACK_S
+                if other_start or (uptime >= u0 and busy < b0):  # or its counters went back
+                    self._readings.clear()
+            # Concurrent reads can arrive out of order: only a newer one is kept, at the end.
+            if not self._readings or uptime >= self._readings[-1][2] + self.window_s / 20:
+                self._readings.append((lo, hi, uptime, busy))
+                while len(self._readings) > self.keep:
+                    self._readings.popleft()
+            ref_u, ref_b = 0.0, 0.0
+            for _, _, u, b in reversed(self._readings):
+                if u <= uptime - self.window_s and b <= busy:
+                    ref_u, ref_b = u, b
+                    break
+        span = uptime - ref_u
+        if span <= 0:
+            return None, 0.0
+        return round(min(1.0, max(0.0, (busy - ref_b) / span)), 4), round(span, 3)
+
+
 @dataclass
 class SwitchHealth:
     url: str                 # http://HOST:PORT/metrics of the switch
     timeout_s: float = 2.0
-    _last: tuple[float, float] | None = field(default=None, repr=False)  # (uptime, busy) seen last
+    busy: BusyWindow = field(default_factory=BusyWindow, repr=False)
 
     def families(self) -> list[Metric]:
+        """The switch's metric families. Each read also leaves its (uptime, busy) in `busy`, so
+        the web's /metrics scrapes feed the busy fraction's window as /api/health calls do."""
+        return self._read()[0]
+
+    def _read(self) -> tuple[list[Metric], tuple[float | None, float]]:
+        """The families, and the busy fraction and its span at this read (BusyWindow.observe)."""
+        sent = time.monotonic()
         try:
             with urllib.request.urlopen(self.url, timeout=self.timeout_s) as r:
                 text = r.read().decode()
         except (OSError, ValueError) as exc:  # ValueError: not an http(s) URL
             raise HealthUnavailable(f"switch metrics at {self.url}: {exc}") from None
+        received = time.monotonic()
         try:
-            return list(text_string_to_metric_families(text))
+            fams = list(text_string_to_metric_families(text))
         except ValueError as exc:  # another server's page: not the switch's --metrics-addr
             raise HealthUnavailable(f"switch metrics at {self.url}: not OpenMetrics text ({exc})") from None
+        by_name = {f.name: f for f in fams}
+        return fams, self.busy.observe(_first(by_name, "p4netem_switch_uptime_seconds"),
+                                       _first(by_name, "p4netem_switch_dataplane_busy_seconds"), sent, received)
 
     def summary(self) -> dict:
-        """Busy fraction since the previous summary (or since the start), ring drops per port,
-        buffers, P4Runtime latency per RPC (count, mean, and the bucket bounds of p50/p99), and
-        whether the data plane runs (each thread's heartbeat age against the switch's timeout)."""
-        fams = {f.name: f for f in self.families()}
+        """Busy fraction over the last BUSY_WINDOW_S (BusyWindow; the span used in
+        `dataplane_busy_window_s`), ring drops per port, buffers, P4Runtime latency per RPC
+        (count, mean, and the bucket bounds of p50/p99), and whether the data plane runs (each
+        thread's heartbeat age against the switch's timeout)."""
+        fams_list, (busy_fraction, busy_window_s) = self._read()
+        fams = {f.name: f for f in fams_list}
 
         def value(name: str) -> float:
-            return fams[name].samples[0].value if name in fams and fams[name].samples else 0.0
+            return _first(fams, name)
 
         uptime, busy = value("p4netem_switch_uptime_seconds"), value("p4netem_switch_dataplane_busy_seconds")
-        since = self._last if self._last and self._last[0] < uptime else (0.0, 0.0)
-        self._last = (uptime, busy)
         ports: dict[str, dict] = {}
         for name, key in (("p4netem_switch_kernel_rx_packets", "kernel_rx"), ("p4netem_switch_ring_drops", "ring_drops")):
             for s in fams[name].samples if name in fams else []:
@@ -77,7 +155,8 @@ class SwitchHealth:
                           "bytes": int(value("p4netem_switch_fast_path_bytes")),
                           "installs": int(value("p4netem_switch_fast_path_installs"))},
             "uptime_s": round(uptime, 3),
-            "dataplane_busy_fraction": round((busy - since[1]) / (uptime - since[0]), 4) if uptime > since[0] else None,
+            "dataplane_busy_fraction": busy_fraction,
+            "dataplane_busy_window_s": busy_window_s,
             "dataplane_busy_s": round(busy, 6),
             "held_packets": int(value("p4netem_switch_held_packets")),
             "free_buffers": int(value("p4netem_switch_free_buffers")),
@@ -98,6 +177,11 @@ class SwitchHealth:
             "dataplane": _liveness(fams),
             "read_at": time.time(),
         }
+
+
+def _first(fams: dict[str, Metric], name: str) -> float:
+    """The first sample of family `name` (0 when the switch does not serve it)."""
+    return fams[name].samples[0].value if name in fams and fams[name].samples else 0.0
 
 
 def _liveness(fams: dict[str, Metric]) -> dict:

@@ -102,6 +102,87 @@ def test_switch_health_moves_with_traffic_and_requests(health_lab, tmp_path):
         web.stop()
 
 
+BUSY_WINDOW_S = 10.0  # /api/health's dataplane_busy_fraction window (p4netem.switch_health)
+
+
+def test_busy_fraction_is_over_a_fixed_window_whoever_else_calls(health_lab, tmp_path):
+    """`dataplane_busy_fraction` is over the last 10 s, the same for every caller. It was "since
+    the previous call", anyone's: with a page polling /api/health every 2 s, a script's call right
+    after another caller's got the fraction of a sliver of 0.01-0.1 s, and two scripts alternating
+    changed each other's figure. Here, under a steady ping load through the switch's data-plane
+    loop (ICMP is not fast-pathed), caller A and caller B call back to back while a page-like poller
+    calls every 2 s: each answer states a window of 10 s to a little more (not since the switch's
+    start, not a sliver), its figure is exactly the switch's busy time over that span (between two
+    readings the callers saw), and A's and B's figures differ by no more than their windows' offset
+    allows (|fA - fB| <= 2 D / window, D the seconds the two windows do not share): a bound that
+    holds whatever the machine's timing."""
+    lab, url = health_lab
+    load = lab.h1.ns.popen(["ping", "-q", "-i", "0.002", "-w", "90", lab.h2.ip],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    web = WebServer(lab.switch.grpc_addr, "--switch-metrics", url, log=tmp_path / "web.log")
+    answers: list[dict] = []  # every read of the switch's metrics in this test: each /api/health answer
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def call() -> dict:
+        status, health = web.request("GET", "/api/health")
+        assert status == 200, health
+        with lock:
+            answers.append(health)
+        return health
+
+    def page() -> None:  # the dashboard: every 2 s
+        while not stop.wait(2.0):
+            call()
+
+    poller = threading.Thread(target=page, daemon=True)
+    try:
+        first = call()
+        poller.start()
+        # Readings that are 10 s old exist, and the switch is well past 10 s (a window of its whole
+        # uptime would be "since the start", which this test must tell apart from the window).
+        until("10 s of readings and a switch 16 s up",
+              lambda: call()["uptime_s"] >= max(first["uptime_s"] + BUSY_WINDOW_S + 2, 16), within=120, every=1.0)
+        pairs = []
+        for _ in range(3):
+            a = call()
+            b = call()  # right after A: the old code's figure for B was over this gap alone
+            pairs.append((a, b))
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        poller.join(timeout=60)
+        web.stop()
+        load.kill()
+        load.wait()
+
+    def window(h: dict) -> float:
+        span = h.get("dataplane_busy_window_s")
+        previous = max((x["uptime_s"] for x in answers if x["uptime_s"] < h["uptime_s"]), default=0.0)
+        assert span is not None and BUSY_WINDOW_S - 0.002 <= span <= 20, (
+            f"busy fraction {h['dataplane_busy_fraction']} over {span} s, not the {BUSY_WINDOW_S} s window "
+            f"(the previous read of the switch was {h['uptime_s'] - previous:.3f} s earlier)")
+        assert span < h["uptime_s"] - 2, \
+            f"window {span} s: since the switch's start ({h['uptime_s']} s), not the last 10 s"
+        return span
+
+    for a, b in pairs:
+        sa, sb = window(a), window(b)
+        for h, span in ((a, sa), (b, sb)):
+            # The figure is the switch's own busy time over that span: the reading at its start is
+            # one of the answers (every read of the switch in this test was a call of ours).
+            ref = [x for x in answers if abs(x["uptime_s"] - (h["uptime_s"] - span)) <= 0.002]
+            assert ref, f"no reading at uptime {h['uptime_s'] - span:.3f} s, where the {span} s window starts"
+            exact = (h["dataplane_busy_s"] - ref[0]["dataplane_busy_s"]) / span
+            assert abs(h["dataplane_busy_fraction"] - exact) <= 0.0002, (h, ref[0])
+            assert h["dataplane_busy_fraction"] > 0, f"the ping load does not show: {h}"  # a known load
+        # The seconds A's and B's windows do not share, at their ends and at their starts.
+        d = abs(b["uptime_s"] - a["uptime_s"]) + abs((b["uptime_s"] - sb) - (a["uptime_s"] - sa))
+        fa, fb = a["dataplane_busy_fraction"], b["dataplane_busy_fraction"]
+        assert abs(fa - fb) <= 2 * d / min(sa, sb) + 0.0002, (
+            f"caller A saw {fa} over {sa} s, caller B {fb} over {sb} s right after (windows {d:.3f} s apart)")
+
+
 def test_health_without_switch_metrics_says_how(lab, tmp_path):
     web = WebServer(lab.switch.grpc_addr, log=tmp_path / "web.log")
     try:
