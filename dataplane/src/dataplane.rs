@@ -464,6 +464,26 @@ fn sendable(frame: usize, io: &PortIo) -> usize {
     frame.min(io.tx_max_frame() - 4)
 }
 
+/// What became of the `count` packet buffers of `size` bytes made for a port reopened for its MTU
+/// (`resize_for_mtu`), for its log line: added to the pool, or not needed because another port
+/// reopened at the same time added buffers as large first (the pool's largest are now `largest`
+/// bytes), or refused for want of room for another size.
+fn buffers_outcome(count: usize, size: usize, added: bool, largest: usize) -> String {
+    if added {
+        format!(" and {count} packet buffers of {size} bytes added")
+    } else if largest >= size {
+        format!(
+            " (the {count} packet buffers of {size} bytes made for it were not needed: another port's, \
+             of {largest} bytes, hold its frames; freed)"
+        )
+    } else {
+        format!(
+            " (the {count} packet buffers of {size} bytes made for it were not added: the pool has no room \
+             for another size; its frames above {largest} bytes that must wait are dropped as buffer_exhausted)"
+        )
+    }
+}
+
 /// A port whose MTU lets its hosts send frames longer than the switch receives whole (`rx_limit`):
 /// said at start and when the MTU changes, before any traffic, because the frames are then dropped
 /// (`malformed`) with no ICMP "too big" going back, so TCP with a larger MSS stalls after its
@@ -1155,9 +1175,11 @@ impl DataPlane {
                 ((count * size / frame_size).max(count.min(1024)), frame_size)
             });
             tracing::info!(port = port.number, iface = %port.io.ifname(), mtu,
-                "MTU {mtu} is above the {} this port's rings were sized for: reopening the port with rings{} for it \
+                "MTU {mtu} is above the {} this port's rings were sized for: reopening the port with rings for it{} \
                  (its number, counters, pcap and fast path kept; frames in its old rings at the swap are lost)",
-                port.rx_limit - ETH_HEADER, if class.is_some() { " and packet buffers" } else { "" });
+                port.rx_limit - ETH_HEADER,
+                // Made now, added when the port is installed, unless another port's come first.
+                class.map_or(String::new(), |(count, size)| format!(" and {count} packet buffers of {size} bytes")));
             jobs.push((
                 pi,
                 ReopenJob {
@@ -1208,11 +1230,12 @@ impl DataPlane {
                 // Sized as at start: a larger MTU of the interface back is acted on next second.
                 port.resized_for = 0;
             }
+            let mut buffers = String::new();
             if let Some(class) = class {
+                let (count, size) = (class.count(), class.buffer_size());
                 // Not added when another port's already gave buffers as large: freed off this thread.
-                if let Some(unused) = self.pool.add_class(class) {
-                    old.push(Box::new(unused));
-                }
+                let handed_back = self.pool.add_class(class).map(|unused| old.push(Box::new(unused) as Box<dyn Send>));
+                buffers = buffers_outcome(count, size, handed_back.is_none(), self.pool.buffer_size());
                 self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
             }
             self.scratch_len = self.scratch_len.max(rx_limit + 8);
@@ -1229,7 +1252,7 @@ impl DataPlane {
             }
             if resized {
                 tracing::info!(port = number, iface = %ifname, io = port.io.kind(), mtu = mtu_frame - ETH_HEADER,
-                    "port reopened with rings for its MTU: frames up to {rx_limit} bytes received whole");
+                    "port reopened with rings for its MTU{buffers}: frames up to {rx_limit} bytes received whole");
                 if let Some(fc) = &mut self.fast {
                     fc.invalidate(); // entries carry a length bound
                 }
@@ -1754,6 +1777,24 @@ impl DataPlane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_ports_reopened_at_once_say_whose_packet_buffers_were_added() {
+        // Two ports' MTUs raised in the same second: each is reopened with buffers of the new
+        // size; the first installed adds them, the second's are handed back (and freed). Before,
+        // both log lines said "and packet buffers".
+        let mut pool = crate::pool::Pool::new(64, 2048);
+        let first = pool.add_class(crate::pool::Class::new(8, 16384));
+        assert!(first.is_none());
+        assert_eq!(buffers_outcome(8, 16384, true, pool.buffer_size()), " and 8 packet buffers of 16384 bytes added");
+        let second = pool.add_class(crate::pool::Class::new(8, 16384));
+        assert!(second.is_some());
+        let said = buffers_outcome(8, 16384, false, pool.buffer_size());
+        assert!(said.contains("were not needed: another port's, of 16384 bytes, hold its frames; freed"), "{said}");
+        // Refused for want of room (larger than any, but no slot): said so, not "not needed".
+        let said = buffers_outcome(8, 65536, false, pool.buffer_size());
+        assert!(said.contains("were not added: the pool has no room for another size"), "{said}");
+    }
 
     #[test]
     fn sizing_follows_the_largest_mtu_and_keeps_mtu_1500_as_it_was() {

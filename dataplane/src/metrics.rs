@@ -182,6 +182,12 @@ impl Collector for HealthCollector {
             "A data-plane thread whose heartbeat is older than this is stalled (--heartbeat-timeout-ms)",
             h.heartbeat_timeout_ns.load(Ordering::Relaxed) as f64 / 1e9,
         )?;
+        counter(
+            &mut encoder,
+            "p4netem_switch_p4runtime_tls_handshake_failures",
+            "TLS handshakes on the P4Runtime port that failed (each logged with its peer and reason, rate-limited)",
+            h.tls_handshake_failures.load(Ordering::Relaxed) as f64,
+        )?;
         let family = encoder.encode_descriptor(
             "p4netem_switch_p4runtime_request_seconds",
             "Time the P4Runtime server took to answer a request, by RPC",

@@ -63,6 +63,11 @@ impl Class {
     pub fn buffer_size(&self) -> usize {
         self.size
     }
+
+    /// How many buffers it has.
+    pub fn count(&self) -> usize {
+        self.meta.len()
+    }
 }
 
 impl Pool {

@@ -8,9 +8,13 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 
 /// Default cap on one gRPC message, either way (bytes). P4Info, a bmv2 JSON device config and a
 /// Write of the whole classifier (65536 entries, about 6 MB) fit; a 128 MB request does not.
@@ -87,18 +91,37 @@ impl Transport {
         }
     }
 
-    /// The tonic TLS configuration, with the files read and parsed now so that a bad file fails
-    /// at start with its name rather than at the first handshake.
-    pub fn server_tls(&self) -> anyhow::Result<Option<ServerTlsConfig>> {
+    /// The TLS configuration of the server (rustls, as tonic's own `ServerTlsConfig` would make
+    /// it: the identity, ALPN h2 and, with a client CA, a client certificate that must chain to
+    /// it), with the files read and parsed now so that a bad file fails at start with its name
+    /// rather than at the first handshake. The handshakes themselves are p4rt/handshake.rs's.
+    pub fn server_tls(&self) -> anyhow::Result<Option<Arc<ServerConfig>>> {
         let Some(files) = &self.tls else { return Ok(None) };
         let cert = read_pem(&files.cert, "--grpc-cert", "CERTIFICATE")?;
         let key = read_pem(&files.key, "--grpc-key", "PRIVATE KEY")?;
-        let mut cfg = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
-        if let Some(ca) = &files.client_ca {
-            let ca = read_pem(ca, "--grpc-client-ca", "CERTIFICATE")?;
-            cfg = cfg.client_ca_root(Certificate::from_pem(ca)).client_auth_optional(false);
-        }
-        Ok(Some(cfg))
+        let chain = certificates(&cert, &files.cert, "--grpc-cert")?;
+        let key = PrivateKeyDer::from_pem_slice(&key)
+            .map_err(|e| anyhow::anyhow!("--grpc-key {}: {e}", files.key.display()))?;
+        let builder = ServerConfig::builder();
+        let builder = match &files.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => {
+                let ca = read_pem(path, "--grpc-client-ca", "CERTIFICATE")?;
+                let mut roots = RootCertStore::empty();
+                roots.add_parsable_certificates(certificates(&ca, path, "--grpc-client-ca")?);
+                // No allow_unauthenticated: a client without a certificate is refused.
+                let verifier = WebPkiClientVerifier::builder(roots.into())
+                    .build()
+                    .map_err(|e| anyhow::anyhow!("--grpc-client-ca {}: {e}", path.display()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder
+            .with_single_cert(chain, key)
+            .map_err(|e| anyhow::anyhow!("--grpc-cert/--grpc-key {}: {e}", files.cert.display()))?;
+        // gRPC is HTTP/2: the ALPN a client asks for and tonic's TLS offers.
+        config.alpn_protocols.push(b"h2".to_vec());
+        Ok(Some(Arc::new(config)))
     }
 
     pub fn describe(&self) -> &'static str {
@@ -120,6 +143,13 @@ fn read_pem(path: &Path, option: &str, what: &str) -> anyhow::Result<Vec<u8>> {
         bail!("{option} {}: no PEM {what} block in it", path.display());
     }
     Ok(data)
+}
+
+/// The certificates of a PEM file read by [`read_pem`].
+fn certificates(pem: &[u8], path: &Path, option: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("{option} {}: {e}", path.display()))
 }
 
 #[cfg(test)]

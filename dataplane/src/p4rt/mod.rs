@@ -18,6 +18,7 @@
 //! - `p4info`: the target's P4Info built from `crate::contract`.
 //! - `compare` / `pipeline`: Set/GetForwardingPipelineConfig.
 //! - `listen`: how it is exposed (TLS/mTLS, the plaintext-on-loopback rule, size limits).
+//! - `handshake`: the TLS handshakes of incoming connections, failed ones logged (rate-limited).
 //! - `health_check`: grpc.health.v1 beside it, SERVING while the data-plane threads run.
 //! - `server`: the tonic service tying them together.
 
@@ -29,6 +30,7 @@ pub mod compare;
 pub mod digest;
 pub mod entries;
 pub mod error;
+pub mod handshake;
 pub mod health_check;
 pub mod listen;
 pub mod p4info;

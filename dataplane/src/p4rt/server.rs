@@ -427,6 +427,43 @@ pub async fn serve(
 /// How long a stopping server lets open RPCs finish before it closes their connections.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Serves `router` on `incoming` until `shutdown` completes.
+///
+/// Graceful shutdown waits for every open stream to end, and a controller's StreamChannel (held
+/// for mastership as long as it runs) never does: a switch stopped under a connected controller
+/// hung until the client went away. Unary RPCs in flight get SHUTDOWN_GRACE to finish; then the
+/// server is dropped, closing the remaining connections.
+async fn serve_until<I, IO, IE>(
+    router: tonic::transport::server::Router,
+    incoming: I,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error>
+where
+    I: tokio_stream::Stream<Item = Result<IO, IE>>,
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        let _ = fired_tx.send(());
+    };
+    let serve = router.serve_with_incoming_shutdown(incoming, signal);
+    tokio::pin!(serve);
+    tokio::select! {
+        r = &mut serve => r,
+        Ok(()) = fired_rx => {
+            tokio::select! {
+                r = &mut serve => r,
+                _ = tokio::time::sleep(SHUTDOWN_GRACE) => {
+                    tracing::info!(grace = ?SHUTDOWN_GRACE, "P4Runtime streams still open at shutdown: closing them");
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
 /// Run the P4Runtime server on a listener from [`bind`] until `shutdown` completes.
 pub async fn serve_on(
     listener: std::net::TcpListener,
@@ -438,8 +475,7 @@ pub async fn serve_on(
     cfg.transport.warn_if_exposed(&cfg.addr);
     let tls = cfg.transport.server_tls()?;
     let limit = cfg.transport.max_message_bytes;
-    // TLS, when configured, is applied by tonic to the accepted connections of this stream too.
-    let incoming = tonic::transport::server::TcpIncoming::from(tokio::net::TcpListener::from_std(listener)?)
+    let tcp = tonic::transport::server::TcpIncoming::from(tokio::net::TcpListener::from_std(listener)?)
         .with_nodelay(Some(true));
     let shared = Shared::new(control, &cfg);
     let packet_ins = tokio::spawn(shared.clone().pump_packet_ins());
@@ -454,37 +490,25 @@ pub async fn serve_on(
     // Streams per connection are capped by HTTP/2 (refused streams), not by tonic's
     // concurrency_limit_per_connection, whose semaphore can deadlock with HTTP/2 flow control
     // when it is below max_concurrent_streams (hyper issue 3559).
-    let mut builder = tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         .http2_max_header_list_size(super::listen::MAX_HEADER_LIST_BYTES)
-        .max_concurrent_streams(super::listen::MAX_STREAMS_PER_CONNECTION);
-    if let Some(tls) = tls {
-        builder = builder.tls_config(tls).map_err(|e| anyhow::anyhow!("P4Runtime TLS configuration: {e}"))?;
-    }
+        .max_concurrent_streams(super::listen::MAX_STREAMS_PER_CONNECTION)
+        .add_service(service)
+        .add_service(health_service);
     tracing::info!(addr = %cfg.addr, device_id = cfg.device_id, transport = cfg.transport.describe(),
                    max_message_bytes = limit, "P4Runtime server listening");
-    // Graceful shutdown waits for every open stream to end, and a controller's StreamChannel
-    // (held for mastership as long as it runs) never does: a switch stopped under a connected
-    // controller hung until the client went away. Unary RPCs in flight get SHUTDOWN_GRACE to
-    // finish; then the server is dropped, closing the remaining connections.
-    let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
-    let signal = async move {
-        shutdown.await;
-        let _ = fired_tx.send(());
-    };
-    let serve = builder.add_service(service).add_service(health_service).serve_with_incoming_shutdown(incoming, signal);
-    tokio::pin!(serve);
-    let result = tokio::select! {
-        r = &mut serve => r,
-        Ok(()) = fired_rx => {
-            tokio::select! {
-                r = &mut serve => r,
-                _ = tokio::time::sleep(SHUTDOWN_GRACE) => {
-                    tracing::info!(grace = ?SHUTDOWN_GRACE, "P4Runtime streams still open at shutdown: closing them");
-                    Ok(())
-                }
-            }
+    // TLS: the handshakes are done here (handshake.rs, which logs the failed ones), not by tonic,
+    // which is given the TLS streams.
+    let (result, accept_task) = match tls {
+        Some(config) => {
+            let (incoming, task) = super::handshake::incoming(tcp, config, cfg.health.clone());
+            (serve_until(router, incoming, shutdown).await, Some(task))
         }
+        None => (serve_until(router, tcp, shutdown).await, None),
     };
+    if let Some(task) = accept_task {
+        task.abort();
+    }
     packet_ins.abort();
     digests.abort();
     if let Some(task) = health_task {
