@@ -12,9 +12,12 @@ Both /metrics bodies pass `promtool check metrics`."""
 from __future__ import annotations
 
 import json
+import random
 import re
 import shutil
+import socket
 import subprocess
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -122,6 +125,45 @@ class Prometheus:
         stop_process(self.proc, grace=15)
 
 
+def _port_outside_the_ephemeral_range() -> int:
+    """A TCP port free now and below the kernel's ephemeral range: no outgoing connection takes it
+    meanwhile, as one may take a port the kernel picked (free_tcp_port) before anyone listens."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for port in random.sample(range(max(1024, low - 12000), low), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free TCP port below the ephemeral range")
+
+
+@pytest.fixture(scope="module")
+def prometheus_of():
+    """Each Prometheus test's own Prometheus ("panels": docs/web.md's scrape configuration;
+    "alerts": the same with docs/prometheus-alerts.yml as its rule file), both started with the
+    module's first test that asks, each scraping the port its test's web server will listen on:
+    Prometheus takes a new target up only some 5-6 s after it starts (its discovery and scrape
+    managers sync every 5 s), and this way the second test's wait goes on while the first one
+    runs. Until its web server listens a target is down, which no test looks at: the queries are
+    of the test's own window. {name: (web port, Prometheus)}."""
+    proms: dict[str, tuple[int, Prometheus]] = {}
+    workdirs = []
+    try:
+        for name, head in (("panels", ""), ("alerts", f"rule_files: [{ALERTS}]\n")):
+            port = _port_outside_the_ephemeral_range()
+            scrape = _doc_scrape_config().replace("switch-host:8080", f"127.0.0.1:{port}").replace("TOKEN", TOKEN)
+            workdirs.append(Path(tempfile.mkdtemp(prefix=f"p4netem-prometheus-{name}-")))
+            proms[name] = (port, Prometheus(head + scrape, workdirs[-1]))
+        yield proms
+    finally:
+        for _, prom in proms.values():
+            prom.stop()
+        for d in workdirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def _promtool(body: str) -> str:
     r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True, timeout=60)
     return (r.stdout + r.stderr).strip() if r.returncode else ""
@@ -156,17 +198,16 @@ def _legend(fmt: str, labels: dict) -> str:
     return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), fmt)
 
 
-def test_dashboard_queries_return_data_from_prometheus_scraping_as_documented(health_lab, tmp_path):
+def test_dashboard_queries_return_data_from_prometheus_scraping_as_documented(health_lab, prometheus_of, tmp_path):
     lab, switch_metrics = health_lab
+    doc = _doc_scrape_config()
+    assert "switch-host:8080" in doc and "TOKEN" in doc, doc
+    assert re.search(r"scrape_interval: *1s", doc), doc  # SCRAPE_S
+    port, prom = prometheus_of["panels"]    # scraping `doc` with the address and token put in
     web = WebServer(lab.switch.grpc_addr, "--token", TOKEN, "--switch-metrics", switch_metrics,
-                    log=tmp_path / "web.log")
-    prom = None
+                    log=tmp_path / "web.log", port=port)
     rule = ["client=10.0.0.1,ue=1"]
     try:
-        doc = _doc_scrape_config()
-        assert "switch-host:8080" in doc and "TOKEN" in doc, doc
-        assert re.search(r"scrape_interval: *1s", doc), doc  # SCRAPE_S
-        prom = Prometheus(doc.replace("switch-host:8080", f"127.0.0.1:{web.port}").replace("TOKEN", TOKEN), tmp_path)
 
         assert web.request("POST", "/api/reset", {}, token=TOKEN)[0] == 200
         for yaml in (PROFILE, BLACKHOLE):
@@ -265,8 +306,6 @@ def test_dashboard_queries_return_data_from_prometheus_scraping_as_documented(he
         assert "p4netem_switch_ring_drops_total" in switch_text
         assert _promtool(switch_text) == ""
     finally:
-        if prom is not None:
-            prom.stop()
         web.stop()
 
 
@@ -357,7 +396,7 @@ def _until(what: str, check, within: float = STALL_WAIT_S):
     return until(what, check, within, every=0.5)
 
 
-def test_a_stalled_data_plane_shows_on_the_dashboard_and_fires_the_alert(health_lab, tmp_path):
+def test_a_stalled_data_plane_shows_on_the_dashboard_and_fires_the_alert(health_lab, prometheus_of, tmp_path):
     """The data-plane thread really stopped (ptrace, tests/thread_stop.py) while P4Runtime and the
     metrics answer: Prometheus, scraping the web server as documented, has its heartbeat age above
     the timeout in the dashboard's heartbeat panel, and fires docs/prometheus-alerts.yml's
@@ -366,12 +405,10 @@ def test_a_stalled_data_plane_shows_on_the_dashboard_and_fires_the_alert(health_
     from thread_stop import stopped_thread, thread_ids
 
     lab, switch_metrics = health_lab
+    port, prom = prometheus_of["alerts"]    # the doc's scrape configuration and the alert rules
     web = WebServer(lab.switch.grpc_addr, "--token", TOKEN, "--switch-metrics", switch_metrics,
-                    log=tmp_path / "web.log")
-    prom = None
+                    log=tmp_path / "web.log", port=port)
     try:
-        scrape = _doc_scrape_config().replace("switch-host:8080", f"127.0.0.1:{web.port}").replace("TOKEN", TOKEN)
-        prom = Prometheus(f"rule_files: [{ALERTS}]\n" + scrape, tmp_path)
         dashboard = json.loads((DOCS / "grafana-p4netem.json").read_text())
         (panel,) = [p for p in dashboard["panels"] if p["title"] == HEARTBEAT_PANEL]
         age_expr, timeout_expr = (_grafana_expr(t["expr"], 4 * SCRAPE_S) for t in panel["targets"])
@@ -407,6 +444,4 @@ def test_a_stalled_data_plane_shows_on_the_dashboard_and_fires_the_alert(health_
                lambda: 0 <= _by_thread(prom, age_expr).get("dataplane", -1) < timeout)
         _until("P4netemDataPlaneStalled resolved", lambda: _stall_alerts(prom) == [])
     finally:
-        if prom is not None:
-            prom.stop()
         web.stop()

@@ -30,8 +30,10 @@ def until(what: str, check, within: float, every: float = 0.2):
 
 
 class WebServer:
-    def __init__(self, switch_addr: str, *args: str, log: Path, election_id: int = 5):
-        self.port = free_tcp_port("127.0.0.1")
+    def __init__(self, switch_addr: str, *args: str, log: Path, election_id: int = 5,
+                 port: int | None = None):
+        # `port`: one picked earlier (a Prometheus that already scrapes it: test_prometheus_grafana).
+        self.port = port or free_tcp_port("127.0.0.1")
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
         env = {k: v for k, v in os.environ.items() if not k.startswith("P4NETEM_")}

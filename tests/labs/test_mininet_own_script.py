@@ -196,3 +196,28 @@ def test_only_the_main_thread_ties_the_switch_to_its_owner():
     t.start()
     t.join()
     assert seen == [[]]
+
+
+_IMPORTS = """
+import sys, warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("error", DeprecationWarning)    # the imports themselves do not warn
+    import p4netem_studies.mininet.lab, p4netem_studies.mininet.cli
+    import mininet.node
+from distutils.version import StrictVersion
+warnings.simplefilter("ignore", DeprecationWarning)       # its own "use packaging" warning
+print(sys.modules["distutils"].__file__, "setuptools" in sys.modules, StrictVersion("2.3.0") < StrictVersion("2.10"))
+"""
+
+
+def test_the_lab_modules_give_mininet_the_standard_library_distutils():
+    """mininet.node imports distutils.version: through the venv's setuptools shim
+    (distutils-precedence.pth) that imported all of setuptools, 0.3 s of every process that
+    starts a lab (a second on a busy machine). The lab modules have it take the standard
+    library's, which has the same StrictVersion; setuptools stays unimported."""
+    out = subprocess.run([sys.executable, "-c", _IMPORTS], capture_output=True, text=True, timeout=60,
+                         env={k: v for k, v in ENV.items() if k != "SETUPTOOLS_USE_DISTUTILS"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    path, setuptools, compares = out.stdout.split()
+    assert path.startswith(sys.base_prefix) and "setuptools" not in path, path
+    assert (setuptools, compares) == ("False", "True")

@@ -51,6 +51,21 @@ def test_sysctl_and_window_helpers_record_what_they_set(webnet):
         tcp_tuning.set_sysctls(SERVER_NS, {"net.ipv4.no_such_knob": 1})
 
 
+def test_sysctls_are_read_with_one_process_and_one_that_cannot_be_read_is_none(webnet, monkeypatch):
+    """A lab start reads a few hundred sysctls (every host's recorded TCP environment): one
+    `sysctl` per call, not one per name; a name that cannot be read is None, the others read."""
+    names = tcp_tuning.RECORDED_SYSCTLS
+    one_by_one = {n: tcp_tuning.read_sysctls(SERVER_NS, [n])[n] for n in names}
+    assert one_by_one["net.ipv4.tcp_rmem"] and len(one_by_one["net.ipv4.tcp_rmem"].split()) == 3
+    started = []
+    real_run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda argv, **kw: started.append(argv) or real_run(argv, **kw))
+    assert tcp_tuning.read_sysctls(SERVER_NS, names) == one_by_one
+    assert len(started) == 1, started
+    bad = tcp_tuning.read_sysctls(SERVER_NS, ["net.ipv4.tcp_sack", "net.ipv4.no_such_knob"])
+    assert bad == {"net.ipv4.tcp_sack": one_by_one["net.ipv4.tcp_sack"], "net.ipv4.no_such_knob": None}
+
+
 # Sends one GET with a tiny receive buffer, says "sent", reads nothing until stdin closes.
 _HOLD_REQUEST = """
 import socket, sys

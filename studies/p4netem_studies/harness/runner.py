@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,13 +185,19 @@ class PageloadLab:
         self._stack = ExitStack()
         try:
             self.on_event("stage", {"text": "generating pages"})
-            self.content = SiteContent.generate(plan.pages, self._work / "content", seed=plan.seed)
-            topo = load_topology(plan.topology).expand(plan.topology_params).relocated(self.index)
-            self.on_event("stage", {"text": f"starting the {topo.name} lab"})
-            from ..mininet.lab import MininetLab   # Mininet only when a lab really runs
-            self.lab = self._stack.enter_context(MininetLab(
-                topo, target=self.target, log_dir=self.log_dir, seed=plan.seed,
-                mininet_log=self.mininet_log, switch_args=self.switch_args))
+            # The pages and their certificate are made while the lab comes up: they share
+            # nothing until the servers start, and the certificate's RSA key alone takes a second
+            # on a busy machine (its generation runs outside the GIL), the lab about as long.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                content = pool.submit(SiteContent.generate, plan.pages, self._work / "content",
+                                      seed=plan.seed)
+                topo = load_topology(plan.topology).expand(plan.topology_params).relocated(self.index)
+                self.on_event("stage", {"text": f"starting the {topo.name} lab"})
+                from ..mininet.lab import MininetLab   # Mininet only when a lab really runs
+                self.lab = self._stack.enter_context(MininetLab(
+                    topo, target=self.target, log_dir=self.log_dir, seed=plan.seed,
+                    mininet_log=self.mininet_log, switch_args=self.switch_args))
+                self.content = content.result()
             if self.lab.record is not None:
                 self.lab.record.add_dir(self._work)  # removed by `lab clean` if this process is killed
             self.on_event("lab", {"lab": self.lab})

@@ -17,10 +17,13 @@ Each function returns what the kernel reads back, for the result file.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ..web import tcp_tuning
 from ..web.tcp_tuning import STANDARD_SYSCTLS
 
 CLIENT_DEFAULT_INITRWND = 10
+PARALLEL_PROBES = 4     # congestion-control probes at once (two processes each)
 
 
 ALLOWED_CC = tcp_tuning.ALLOWED_CC
@@ -72,8 +75,14 @@ def set_congestion_control(lab, name: str | None) -> dict:
         doc["hosts"][h.name] = host
     clients, servers = lab.topology.clients, lab.topology.servers
     pairs = [(c, servers[0]) for c in clients] + [(clients[0], s) for s in servers[1:]]
-    for c, s in pairs:
-        got = tcp_tuning.probe_congestion_control(lab.ns(c.name), lab.ns(s.name), s.ip)
+    # A few probes at once: each is its own connection between its own two processes (a probe's
+    # listening socket takes a port of its own), and one after the other they took seconds of
+    # a big lab's start, mostly interpreters starting. Checked in the pairs' order, as before.
+    with ThreadPoolExecutor(max_workers=PARALLEL_PROBES) as pool:
+        probes = [pool.submit(tcp_tuning.probe_congestion_control, lab.ns(c.name), lab.ns(s.name),
+                              s.ip) for c, s in pairs]
+    for (c, s), probe in zip(pairs, probes):
+        got = probe.result()
         doc["probes"].append({"client": c.name, "server": s.name, **got})
         if name and (got["client"], got["server"]) != (name, name):
             raise RuntimeError(f"congestion control {name} did not take: a connection from "

@@ -7,7 +7,10 @@ import errno
 import os
 from select import POLLERR, POLLHUP, POLLIN, POLLNVAL, poll
 
-from mininet.cli import CLI
+from . import stdlib_distutils
+
+stdlib_distutils.load()
+from mininet.cli import CLI  # noqa: E402 (after the above)
 from mininet.log import error, output
 from mininet.util import quietRun
 from p4netem.stop_signals import check_pending

@@ -51,6 +51,9 @@ from p4netem.stats import PdCounters, read_pd_counters
 from .slots import AppliedProfile, SlotProfiles
 from .topology import Topology
 
+from . import stdlib_distutils
+
+stdlib_distutils.load()
 try:
     from mininet.log import setLogLevel
     from mininet.net import Mininet

@@ -28,8 +28,11 @@ import time
 from collections import deque
 from pathlib import Path
 
-from mininet.link import Intf
-from mininet.node import Host, Switch
+from . import stdlib_distutils
+
+stdlib_distutils.load()
+from mininet.link import Intf  # noqa: E402 (after the above)
+from mininet.node import Host, Switch  # noqa: E402
 
 from p4netem.control import Controller
 from p4netem.lab.free import free_tcp_port

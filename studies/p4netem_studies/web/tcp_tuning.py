@@ -193,11 +193,17 @@ c.close()
 """
 
 
+# The probes need the standard library only: without site (-S: no site-packages, .pth files)
+# and isolated (-I) an interpreter starts in a third of the time, and a lab start runs one pair
+# per probe (7 for E2's dumbbell).
+_PROBE_PYTHON = [sys.executable, "-I", "-S", "-c"]
+
+
 def probe_congestion_control(client_ns: str | None, server_ns: str | None, server_ip: str,
                              timeout_s: float = 30.0) -> dict[str, str]:
     """Open one TCP connection from `client_ns` to `server_ip` (in `server_ns`) and return the
     congestion control each end's socket runs: {"client": ..., "server": ...}."""
-    server = subprocess.Popen(ns_argv(server_ns, [sys.executable, "-c", _PROBE_SERVER, server_ip,
+    server = subprocess.Popen(ns_argv(server_ns, [*_PROBE_PYTHON, _PROBE_SERVER, server_ip,
                                                   str(timeout_s)]),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -205,7 +211,7 @@ def probe_congestion_control(client_ns: str | None, server_ns: str | None, serve
         if not port.isdigit():
             raise RuntimeError(f"congestion control probe in {server_ns} did not listen: "
                                f"{server.stderr.read().strip()[-500:]}")
-        client = run(client_ns, [sys.executable, "-c", _PROBE_CLIENT, server_ip, port,
+        client = run(client_ns, [*_PROBE_PYTHON, _PROBE_CLIENT, server_ip, port,
                                  str(timeout_s)], timeout=timeout_s + 10).stdout.strip()
         out, err = server.communicate(timeout=timeout_s + 10)
         if server.returncode != 0:
@@ -218,6 +224,14 @@ def probe_congestion_control(client_ns: str | None, server_ns: str | None, serve
 
 
 def read_sysctls(ns: str | None, names: list[str]) -> dict[str, str | None]:
+    """Each sysctl's value (whitespace runs made single spaces), None for one that cannot be read.
+    One `sysctl` for all of them (a lab start reads a few hundred: a process each cost seconds);
+    when one cannot be read, each again on its own, which tells which."""
+    if len(names) > 1:
+        proc = run(ns, ["sysctl", "-n", *names], check=False)
+        lines = proc.stdout.splitlines()
+        if proc.returncode == 0 and len(lines) == len(names):
+            return {name: " ".join(line.split()) for name, line in zip(names, lines)}
     values: dict[str, str | None] = {}
     for name in names:
         proc = run(ns, ["sysctl", "-n", name], check=False)
