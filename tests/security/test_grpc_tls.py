@@ -26,7 +26,7 @@ from p4netem.lab.netns import PREFIX, unique_token
 from p4netem.p4rt import GrpcTls, P4RuntimeClient, P4RuntimeError, TlsConfigError
 from p4netem.p4rt.tls import ENV_CA, ENV_CERT, ENV_KEY
 
-from tlscerts import Authority
+from tlscerts import lab_pki
 
 # Long enough for a handshake on a loaded 2-core machine, short enough for the refusals (a refused
 # TLS handshake shows as a channel that never becomes ready: the client waits this long).
@@ -35,12 +35,8 @@ CONNECT_S = 4.0
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pki")
-    ca = Authority(d, "p4netem-test-ca")
-    stranger = Authority(d, "stranger-ca")
-    return {"ca": ca.pem, "server": ca.issue("switch", server=True), "client": ca.issue("operator", server=False),
-            "stranger_ca": stranger.pem, "stranger": stranger.issue("intruder", server=False),
-            "stranger_server": stranger.issue("fake-switch", server=True)}
+    pki = lab_pki(tmp_path_factory.mktemp("pki"))
+    return {**pki, "stranger_server": pki["_stranger"].issue("fake-switch", server=True)}
 
 
 def _switch(switch_bin: str, tmp_path: Path, args: list[str]) -> SwitchProcess:

@@ -28,7 +28,7 @@ from p4netem.lab import Resources, SwitchProcess
 from p4netem.lab.free import free_tcp_port
 from p4netem.p4rt import GrpcTls, P4RuntimeClient, P4RuntimeError
 
-from tlscerts import Authority, Pair
+from tlscerts import Authority, Pair, lab_pki
 
 # A refused grpcio client waits this long (its attempts each log a line: kept short so that a
 # test's failures stay within the 10 lines the switch logs per 10 s).
@@ -40,11 +40,8 @@ LOG_WAIT_S = 40.0  # generous: the stall line comes 10 s after its connect, on a
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
-    ca = Authority(d, "p4netem-test-ca")
-    stranger = Authority(d, "stranger-ca")
-    return {"ca": ca.pem, "server": ca.issue("switch", server=True), "client": ca.issue("operator", server=False),
-            "stranger_ca": stranger.pem, "stranger": stranger.issue("intruder", server=False),
-            "v1": _v1_client(d, ca)}
+    pki = lab_pki(d)
+    return {**pki, "v1": _v1_client(d, pki["_ca"])}
 
 
 def _v1_client(d: Path, ca: Authority) -> Pair:

@@ -65,3 +65,14 @@ class Authority:
                 [x509.DNSName("localhost"), x509.DNSName("p4netem-switch"),
                  x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
         return _write(self.dir, stem, builder.sign(self.key, hashes.SHA256()), key)
+
+
+def lab_pki(d: Path) -> dict:
+    """The test files' certificates: the CA ("ca") with the switch's ("server") and a client's
+    ("client") it signed, and a stranger CA ("stranger_ca") with a client certificate of its own
+    ("stranger"); the Authority objects under "_ca" and "_stranger" for files that issue more."""
+    ca = Authority(d, "p4netem-test-ca")
+    stranger = Authority(d, "stranger-ca")
+    return {"ca": ca.pem, "server": ca.issue("switch", server=True), "client": ca.issue("operator", server=False),
+            "stranger_ca": stranger.pem, "stranger": stranger.issue("intruder", server=False),
+            "_ca": ca, "_stranger": stranger}
