@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families as prometheu
 from p4netem.control import Controller
 from p4netem.lab.probe import ProbeResult, run_probe
 from p4netem.profiles import Profile
+from p4netem.switch_health import BUSY_WINDOW_S  # /api/health's dataplane_busy_fraction window
 from p4netem.lab.free import free_tcp_port
 
 from webserver import WebServer, until
@@ -100,9 +101,6 @@ def test_switch_health_moves_with_traffic_and_requests(health_lab, tmp_path):
         assert health["p4runtime"]["Read"]["requests"] >= 1 and health["p4runtime"]["Read"]["mean_ms"] > 0
     finally:
         web.stop()
-
-
-BUSY_WINDOW_S = 10.0  # /api/health's dataplane_busy_fraction window (p4netem.switch_health)
 
 
 def test_busy_fraction_is_over_a_fixed_window_whoever_else_calls(health_lab, tmp_path):
