@@ -176,6 +176,18 @@ def test_only_filters_conditions():
         build_plan(exp, only={"profile": ["gprs"]})
 
 
+def test_only_takes_the_prewoken_profile_name_the_conditions_show():
+    # `experiment show` and the tables name E5's pre-woken loads 'hspa+prewoken'; the slice
+    # docs/experiments.md runs (`--only profile=...,hspa+prewoken`) was refused as unknown.
+    exp = load_experiment("e5-cellular", quick=True)
+    only = build_plan(exp, only={"profile": ["hspa+prewoken"]}).plan.conditions
+    assert only and all(c.prewake and c.profile_label == "hspa+prewoken" for c in only)
+    both = build_plan(exp, only={"profile": ["hspa+radio"]}).plan.conditions
+    assert {c.profile_label for c in both} == {"hspa+radio", "hspa+prewoken"}   # as before
+    with pytest.raises(ValueError, match="profile is one of .*hspa\\+prewoken"):
+        build_plan(exp, only={"profile": ["lte+prewoken", "lte+radio"]})
+
+
 def _write(tmp: Path, doc: dict) -> Path:
     path = tmp / "x.yaml"
     path.write_text(yaml.safe_dump(doc))

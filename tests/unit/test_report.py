@@ -351,3 +351,30 @@ def test_report_of_empty_tables_warns_that_nothing_was_checked(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "warning: no claim could be checked" in r.stderr and "experiment analyze" in r.stderr, r.stderr
+
+
+def test_report_of_a_slice_no_claim_compares_says_so_not_that_the_csvs_are_cut(tmp_path):
+    # `experiment run e3-spdy --quick --only initcwnd=10`: complete tables, but E3's claims
+    # compare each client with HTTPS at IW 3, which the slice left out. The warning blamed
+    # "empty or truncated CSVs" and sent the user to `experiment analyze`, which changes nothing.
+    import csv
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    (tmp_path / "experiment.json").write_text(json.dumps({
+        "experiment": "e3-spdy", "definition": {"analysis": "e3", "name": "e3-spdy"},
+        "overrides": {"only": {"initcwnd": ["10"]}}}))
+    cols = ["client", "initcwnd", "page", "profile_label", "plt_ms", "ok", "f_down_mbit",
+            "f_up_mbit", "f_rtt_ms", "f_loss_pct"]
+    with open(tmp_path / "e3-runs.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for client, plt in (("https", 2600), ("spdy", 2000), ("h2", 1200)):
+            w.writerow([client, 10, "e3-a-1s", "e3-10m-1m-rtt100ms-loss0", plt, True, 10, 1, 100, 0])
+    p4netem = str(Path(sys.executable).parent / "p4netem")
+    r = subprocess.run([p4netem, "experiment", "report", str(tmp_path), "--resamples", "200"],
+                       capture_output=True, text=True, timeout=120, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert "no claim could be checked" in r.stderr and "truncated" not in r.stderr, r.stderr
+    assert "--only initcwnd=10" in r.stderr and "experiment show e3-spdy" in r.stderr, r.stderr

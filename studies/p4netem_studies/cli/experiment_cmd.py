@@ -386,8 +386,19 @@ def report(
                   f"the verdicts are those loads' (`p4netem experiment resume "
                   f"{escape(str(directory))}` runs the rest)", soft_wrap=True)
     from ..report.claims import NOT_MEASURED
+    from ..report.reader import ROW_TABLES
     if claims and all(c.verdict == NOT_MEASURED for c in claims):
-        # A quick slice leaves some claims unmeasured, never all: the tables are empty or cut short.
-        err.print(f"[yellow]warning:[/] no claim could be checked: {escape(str(directory))}'s result "
-                  "tables hold no rows for them (empty or truncated CSVs?); `p4netem experiment analyze "
-                  f"{escape(str(directory))}` writes them again from the run's store", soft_wrap=True)
+        # A quick slice leaves some claims unmeasured, never all: either the tables are empty or
+        # cut short, or the run was cut to conditions no claim compares (`--only initcwnd=10` of
+        # E3, whose claims compare IW 3 with IW 10: that was blamed on the CSVs too).
+        if any(not data.rows(n) for n in ROW_TABLES.get(data.analysis, [])):
+            err.print(f"[yellow]warning:[/] no claim could be checked: {escape(str(directory))}'s result "
+                      "tables hold no rows for them (empty or truncated CSVs?); `p4netem experiment analyze "
+                      f"{escape(str(directory))}` writes them again from the run's store", soft_wrap=True)
+        else:
+            only = (data.experiment.get("overrides") or {}).get("only") or {}
+            cut = " ".join(f"--only {k}={','.join(v)}" for k, v in only.items())
+            err.print("[yellow]warning:[/] no claim could be checked: none of the run's conditions is "
+                      "one the claims compare" + (f" (it ran {escape(cut)})" if cut else "")
+                      + f"; `p4netem experiment show {escape(data.name)}` lists the study's conditions",
+                      soft_wrap=True)

@@ -170,9 +170,15 @@ def build_plan(exp: PageloadExperiment, *, repetitions: int | None = None,
                 values = {"profile": prof_name, "page": cell["page"], "client": client,
                           "mode": mode, "initcwnd": str(cell["initcwnd"]),
                           "tls": str(cell["tls"]).lower(), "protocol": spec.protocol}
+                # Pre-woken conditions show (and are stored) as 'hspa+prewoken', so --only takes
+                # that name too, for them alone; 'hspa+radio' keeps naming both kinds. The name
+                # was refused, the command in docs/experiments.md with it too.
+                aliases = {"profile": f"{base}+prewoken"} if prewake else {}
                 for k, v in values.items():
                     seen[k].add(v)
-                if only and any(values.get(k) not in v for k, v in only.items()):
+                seen["profile"].update(aliases.values())
+                if only and any(values.get(k) not in v and aliases.get(k) not in v
+                                for k, v in only.items()):
                     continue
                 cond = Condition(base, spec.protocol, initcwnd=cell["initcwnd"],
                                  tls=cell["tls"], radio=radio, page=cell["page"],
