@@ -648,8 +648,11 @@ impl DataPlane {
         // altname names the same one) would each take every frame, and forward it.
         let mut ifindexes: Vec<(i32, u16)> = Vec::with_capacity(cfg.ports.len());
         for (i, spec) in cfg.ports.iter().enumerate() {
-            if spec.number as usize >= port_index.len() || Some(spec.number) == cfg.cpu_port {
-                bail!("port number {} is not a usable 9-bit port (or is the CPU port)", spec.number);
+            if spec.number as usize >= port_index.len() {
+                bail!("port number {} is not a usable 9-bit port (0..={})", spec.number, port_index.len() - 1);
+            }
+            if Some(spec.number) == cfg.cpu_port {
+                bail!("port number {} is the CPU port (--cpu-port): give the interface another number", spec.number);
             }
             if port_index[spec.number as usize] != NO_PORT {
                 bail!("port number {} given twice", spec.number);

@@ -167,6 +167,9 @@ pub struct Health {
     /// TLS handshakes on the P4Runtime port that failed (p4rt/handshake.rs; connections closed
     /// before sending anything are not counted).
     pub tls_handshake_failures: AtomicU64,
+    /// Of those, the handshakes closed unfinished to admit a new connection because
+    /// `--grpc-max-pending-handshakes` were in progress (p4rt/handshake.rs `accept_loop`).
+    pub tls_handshakes_evicted: AtomicU64,
     /// The kernel fast path (io/flow_cache.rs): "on", or "off: <why>". Set once at start.
     pub fast_path: OnceLock<String>,
     /// What the fast path forwarded, when it is on.
@@ -203,6 +206,7 @@ impl Health {
             // 50 us .. ~3 s: a counter read of one rule takes ~100 us, a full-table Read seconds.
             p4rt_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(50e-6, 2.0, 17))),
             tls_handshake_failures: AtomicU64::new(0),
+            tls_handshakes_evicted: AtomicU64::new(0),
             fast_path: OnceLock::new(),
             fast_counts: OnceLock::new(),
             fast_installs: AtomicU64::new(0),

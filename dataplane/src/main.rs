@@ -79,6 +79,23 @@ struct Args {
     #[arg(long, default_value_t = p4rt::listen::DEFAULT_MAX_MESSAGE_BYTES, value_name = "BYTES")]
     grpc_max_message_bytes: usize,
 
+    /// With TLS: how long a client may take from its TCP connect to the end of its TLS handshake,
+    /// in milliseconds (100..=300000); a slower one is closed and logged ("no handshake within
+    /// 10 s"). As nginx's ssl_handshake_timeout.
+    #[arg(long, default_value_t = p4rt::handshake::DEFAULT_HANDSHAKE_TIMEOUT_MS, value_name = "MS")]
+    grpc_handshake_timeout_ms: u64,
+
+    /// With TLS: TLS handshakes in progress at once (1..=65536). A connection beyond closes the
+    /// oldest handshake in progress, so a flood of stalled connections cannot hold a controller out
+    /// (each counted in p4netem_switch_p4runtime_tls_handshakes_evicted_total).
+    #[arg(long, default_value_t = p4rt::handshake::DEFAULT_MAX_PENDING_HANDSHAKES, value_name = "N")]
+    grpc_max_pending_handshakes: usize,
+
+    /// Test: the window of the failed TLS handshakes' log, in milliseconds (100..=3600000): at most
+    /// 10 lines per window, then one line counting the rest when it ends.
+    #[arg(long, hide = true, default_value_t = p4rt::handshake::DEFAULT_LOG_WINDOW_MS, value_name = "MS")]
+    grpc_handshake_log_window_ms: u64,
+
     /// P4Runtime device id.
     #[arg(long, default_value_t = 1)]
     device_id: u64,
@@ -424,6 +441,11 @@ fn run(args: Args) -> anyhow::Result<()> {
         },
         allow_insecure: args.grpc_insecure,
         max_message_bytes: args.grpc_max_message_bytes,
+        handshakes: p4rt::handshake::Limits {
+            timeout: std::time::Duration::from_millis(args.grpc_handshake_timeout_ms),
+            max_pending: args.grpc_max_pending_handshakes,
+            log_window: std::time::Duration::from_millis(args.grpc_handshake_log_window_ms),
+        },
     };
     transport.check(&args.grpc_addr)?;
     transport.server_tls()?;

@@ -188,6 +188,13 @@ impl Collector for HealthCollector {
             "TLS handshakes on the P4Runtime port that failed (each logged with its peer and reason, rate-limited)",
             h.tls_handshake_failures.load(Ordering::Relaxed) as f64,
         )?;
+        counter(
+            &mut encoder,
+            "p4netem_switch_p4runtime_tls_handshakes_evicted",
+            "Of the failed TLS handshakes, those closed unfinished to admit a new connection: \
+             --grpc-max-pending-handshakes were in progress",
+            h.tls_handshakes_evicted.load(Ordering::Relaxed) as f64,
+        )?;
         let family = encoder.encode_descriptor(
             "p4netem_switch_p4runtime_request_seconds",
             "Time the P4Runtime server took to answer a request, by RPC",

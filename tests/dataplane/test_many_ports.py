@@ -198,3 +198,14 @@ def test_two_ports_on_one_interface_are_refused_before_any_opens(resources, swit
     # Port 3 comes first on the command line (the extra arguments go before the others).
     assert "ports 3 and 1 are both on interface s1: give each port an interface of its own" in text, text[-2000:]
     assert "port up" not in text
+
+
+def test_a_port_numbered_as_the_cpu_port_is_refused_as_such(resources, switch_bin, tmp_path) -> None:
+    """The refusal says which of its two reasons it is (it said "not a usable 9-bit port (or is
+    the CPU port)" for both)."""
+    ns = _ports(resources, 2)
+    sw = Switch(ns, switch_bin, 2, tmp_path / "cpu.log", *SMALL_RINGS, "--cpu-port", "2")
+    assert sw.proc.wait(timeout=60) == 1
+    text = sw.text()
+    assert "port number 2 is the CPU port (--cpu-port)" in text, text[-2000:]
+    assert "9-bit" not in text and "port up" not in text

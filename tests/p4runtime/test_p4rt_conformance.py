@@ -644,6 +644,7 @@ def test_delete_ignores_non_key_fields_and_default_entry_reads_are_keyless(sw):
                 p4runtime_pb2.TableEntry(table_id=pm, is_default_action=True, priority=1)):
         err = failure(c.read, p4runtime_pb2.Entity(table_entry=bad))
         assert code_name(one_error(err)) == "INVALID_ARGUMENT", bad
+        assert "Read failed for 1 of 1 entities; first: entity 0" in err.details(), err.details()
     default = c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=pm, is_default_action=True)))
     assert len(default) == 1 and default[0].table_entry.is_default_action
     assert c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=pm, metadata=b"x"))) == []

@@ -4,16 +4,20 @@ Before, a client with a CA that does not trust the switch, a wrong server name, 
 certificate, another CA's or a v1 client certificate, or plaintext against the TLS port got
 UNAVAILABLE and the switch's log said nothing, so an operator could not tell why controllers were
 refused. Now each failed handshake is a warning naming the peer (address:port) and rustls's reason;
-a handshake that stalls is ended after 10 s without holding other clients; and a flood of bad
-connections is logged 10 lines per 10 s plus one line counting the rest, all of them counted in
-/metrics. Good clients connect before, during and after. The peers here are raw sockets (Python's
-ssl, OpenSSL) whose source port the test knows, and grpcio clients, as controllers are.
+a handshake that stalls is ended after --grpc-handshake-timeout-ms (10 s by default) without holding
+other clients; a flood of bad connections is logged 10 lines per window (10 s by default) plus one
+line counting the rest, all of them counted in /metrics; and at most --grpc-max-pending-handshakes
+are in progress, a connection beyond closing the oldest, so that a flood of stalled connections
+does not hold a controller out. Good clients connect before, during and after. The peers here are
+raw sockets (Python's ssl, OpenSSL) whose source port the test knows, and grpcio clients, as
+controllers are. The tests shorten the timeout and the log's window so as not to wait 10 s for them.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import select
 import socket
 import ssl
 import subprocess
@@ -34,7 +38,9 @@ from tlscerts import Authority, Pair, lab_pki
 # test's failures stay within the 10 lines the switch logs per 10 s).
 REFUSED_S = 1.5
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # what a plaintext gRPC client sends first
-LOG_WAIT_S = 40.0  # generous: the stall line comes 10 s after its connect, on a loaded machine
+LOG_WAIT_S = 40.0  # generous: a stall line comes STALL_MS after its connect, on a loaded machine
+STALL_MS = 1500  # --grpc-handshake-timeout-ms of the stall test (the default, 10 s, is checked at start)
+LOG_WINDOW_MS = 3000  # the flood test's window of the failure log (hidden --grpc-handshake-log-window-ms)
 
 
 @pytest.fixture(scope="module")
@@ -56,23 +62,37 @@ def _v1_client(d: Path, ca: Authority) -> Pair:
 
 
 @pytest.fixture
-def mtls_switch(switch_bin, tmp_path, pki):
+def start_mtls_switch(switch_bin, tmp_path, pki):
+    """Starts a switch under mutual TLS with extra flags; it is stopped after the test."""
     if os.geteuid() != 0:
         pytest.fail("switch tests need root", pytrace=False)
-    resources = Resources()
-    server = pki["server"]
-    metrics = f"127.0.0.1:{free_tcp_port('127.0.0.1')}"
-    sw = SwitchProcess({}, binary=switch_bin, log_path=tmp_path / "switch.log", resources=resources,
-                       extra_args=["--rt-priority", "0", "--grpc-rt-priority", "0", "--metrics-addr", metrics,
-                                   "--grpc-cert", str(server.cert), "--grpc-key", str(server.key),
-                                   "--grpc-client-ca", str(pki["ca"])])
-    sw.metrics_addr = metrics
-    sw.start()
+    started: list[tuple[SwitchProcess, Resources]] = []
+
+    def start(*flags: str) -> SwitchProcess:
+        resources = Resources()
+        server = pki["server"]
+        metrics = f"127.0.0.1:{free_tcp_port('127.0.0.1')}"
+        sw = SwitchProcess({}, binary=switch_bin, log_path=tmp_path / f"switch{len(started)}.log",
+                           resources=resources,
+                           extra_args=["--rt-priority", "0", "--grpc-rt-priority", "0", "--metrics-addr", metrics,
+                                       "--grpc-cert", str(server.cert), "--grpc-key", str(server.key),
+                                       "--grpc-client-ca", str(pki["ca"]), *flags])
+        sw.metrics_addr = metrics
+        started.append((sw, resources))
+        sw.start()
+        return sw
+
     try:
-        yield sw
+        yield start
     finally:
-        sw.stop()
-        resources.close()
+        for sw, resources in started:
+            sw.stop()
+            resources.close()
+
+
+@pytest.fixture
+def mtls_switch(start_mtls_switch):
+    return start_mtls_switch()
 
 
 def _good(sw: SwitchProcess, pki) -> GrpcTls:
@@ -168,6 +188,10 @@ def _metric(sw: SwitchProcess, name: str) -> float:
 
 def test_each_refused_client_is_logged_with_its_peer_and_reason(mtls_switch, pki):
     sw = mtls_switch
+    # The defaults, as the switch states them at start: nginx's kind of handshake timeout, 10 s.
+    _wait_for(sw, lambda ls: any("TLS handshakes: each ended after 10 s (--grpc-handshake-timeout-ms), at most 256 "
+                                 "in progress (--grpc-max-pending-handshakes" in line for line in ls),
+              "start line with the default handshake limits")
     _good_client_works(sw, pki)
     ports = {
         "plaintext": _plaintext(sw),
@@ -206,8 +230,8 @@ def test_each_refused_client_is_logged_with_its_peer_and_reason(mtls_switch, pki
     assert _metric(sw, "p4netem_switch_p4runtime_tls_handshake_failures") >= len(_failures(sw)) >= 6 + 2
 
 
-def test_a_stalled_handshake_holds_no_one_and_is_ended(mtls_switch, pki):
-    sw = mtls_switch
+def test_a_stalled_handshake_holds_no_one_and_is_ended(start_mtls_switch, pki):
+    sw = start_mtls_switch("--grpc-handshake-timeout-ms", str(STALL_MS))
     silent, silent_port = _connect(sw)  # a client that connects and says nothing
     half, half_port = _connect(sw)      # one that starts a TLS handshake and stops
     with silent, half:
@@ -216,22 +240,23 @@ def test_a_stalled_handshake_holds_no_one_and_is_ended(mtls_switch, pki):
         _good_client_works(sw, pki)
         with Controller.connect(sw.grpc_addr, election_id=2, tls=_good(sw, pki)) as ctl:
             assert ctl.is_primary
-        _logged(sw, silent_port, "no handshake within 10 s")
-        _logged(sw, half_port, "no handshake within 10 s")
+        _logged(sw, silent_port, "no handshake within 1.5 s")
+        _logged(sw, half_port, "no handshake within 1.5 s")
         # The switch closed them.
         assert _until_closed(silent) and _until_closed(half)
     _good_client_works(sw, pki)
 
 
-def test_a_flood_of_bad_clients_is_rate_limited_and_counted(mtls_switch, pki):
-    sw = mtls_switch
+def test_a_flood_of_bad_clients_is_rate_limited_and_counted(start_mtls_switch, pki):
+    window_s = LOG_WINDOW_MS // 1000
+    sw = start_mtls_switch("--grpc-handshake-log-window-ms", str(LOG_WINDOW_MS))
     _good_client_works(sw, pki)
     n = 25
     for _ in range(n):
         _plaintext(sw)
     _good_client_works(sw, pki)
-    suppressed = re.compile(r"WARN .*?\b(\d+) more failed TLS handshakes in the last 10 s not logged "
-                            r"\(at most 10 are per 10 s\)")
+    suppressed = re.compile(rf"WARN .*?\b(\d+) more failed TLS handshakes in the last {window_s} s not logged "
+                            rf"\(at most 10 are per {window_s} s\)")
 
     def accounted(lines: list[str]) -> int:
         logged = sum("TLS handshake from" in line for line in lines)
@@ -241,7 +266,62 @@ def test_a_flood_of_bad_clients_is_rate_limited_and_counted(mtls_switch, pki):
     logged = [line for line in lines if "TLS handshake from" in line]
     summaries = [line for line in lines if suppressed.search(line)]
     assert accounted(lines) == n, "\n".join(logged + summaries)
-    # 10 lines a window: the connections above take well under 10 s, unless the machine is very slow.
+    # 10 lines a window: the connections above take well under 3 s, unless the machine is very slow.
     assert summaries and len(logged) <= 10 * len(summaries) + 10, "\n".join(logged + summaries)
     assert _metric(sw, "p4netem_switch_p4runtime_tls_handshake_failures") == n
     _good_client_works(sw, pki)
+
+
+CAP = 32        # --grpc-max-pending-handshakes of the eviction test
+BEYOND = 300    # idle connections beyond it
+
+
+def _open(s: socket.socket) -> bool:
+    """Whether the switch still holds `s` open: the switch sends nothing before a ClientHello, so
+    a readable socket is one it closed (EOF or reset)."""
+    return not select.select([s], [], [], 0)[0]
+
+
+def test_a_flood_of_stalled_connections_beyond_the_cap_does_not_hold_a_controller_out(start_mtls_switch, pki):
+    # A handshake timeout far beyond the test: only evictions free a place.
+    sw = start_mtls_switch("--grpc-max-pending-handshakes", str(CAP), "--grpc-handshake-timeout-ms", "300000")
+    _wait_for(sw, lambda ls: any(f"at most {CAP} in progress (--grpc-max-pending-handshakes" in line for line in ls),
+              "start line with the cap")
+    flood: list[tuple[socket.socket, int]] = []
+    try:
+        for i in range(CAP + BEYOND):
+            s, port = _connect(sw)
+            if i % 2:
+                s.sendall(b"\x16\x03\x01\x00\xff")  # half of them start a ClientHello and stall
+            flood.append((s, port))
+        # The oldest BEYOND were closed to admit the newer ones; the newest CAP are still open.
+        for s, _ in flood[:BEYOND]:
+            assert _until_closed(s), "an idle connection beyond the cap was not closed"
+        assert all(_open(s) for s, _ in flood[BEYOND:]), "one of the newest connections within the cap was closed"
+        line = _logged(sw, flood[0][1], f"{CAP} handshakes were in progress (--grpc-max-pending-handshakes {CAP}")
+        assert "closed unfinished after " in line, line
+        # With all CAP places held by stalled connections, a controller arbitrates and writes at once.
+        with Controller.connect(sw.grpc_addr, election_id=2, tls=_good(sw, pki), timeout=30) as ctl:
+            assert ctl.is_primary  # its MasterArbitrationUpdate
+            ctl.apply("lte")       # a Write
+            assert [r.profile_name for r in ctl.applied()] == ["lte"]
+        # Each eviction counted, with the failures; the controller's own connections evicted a few
+        # more of the stalled ones.
+        evicted = _metric(sw, "p4netem_switch_p4runtime_tls_handshakes_evicted")
+        assert BEYOND <= evicted <= BEYOND + CAP, evicted
+        assert _metric(sw, "p4netem_switch_p4runtime_tls_handshake_failures") >= evicted
+    finally:
+        for s, _ in flood:
+            s.close()
+
+
+@pytest.mark.parametrize(("flag", "value", "error"), [
+    ("--grpc-handshake-timeout-ms", "99", "--grpc-handshake-timeout-ms must be in 100..=300000 (got 99)"),
+    ("--grpc-handshake-timeout-ms", "300001", "--grpc-handshake-timeout-ms must be in 100..=300000 (got 300001)"),
+    ("--grpc-max-pending-handshakes", "0", "--grpc-max-pending-handshakes must be in 1..=65536 (got 0)"),
+    ("--grpc-max-pending-handshakes", "65537", "--grpc-max-pending-handshakes must be in 1..=65536 (got 65537)"),
+])
+def test_handshake_limits_out_of_range_are_named(switch_bin, flag, value, error):
+    r = subprocess.run([switch_bin, "--rt-priority", "0", "--grpc-rt-priority", "0", flag, value],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and error in r.stderr, r.stderr

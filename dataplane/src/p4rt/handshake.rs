@@ -9,14 +9,17 @@
 //! `serve_with_incoming_shutdown`, which then sees the same connections a tonic TLS server would.
 //! Each failure is logged at warn with the peer address and rustls's reason, rate-limited.
 //!
-//! Handshakes run concurrently, each in its own task with [`HANDSHAKE_TIMEOUT`], so a stalled
-//! client holds neither the accept loop nor other clients. When the server stops accepting (its
-//! shutdown signal fired, or it failed) it drops the stream, the accept loop sees that and ends,
-//! and dropping its listener and handshake tasks closes the port and the half-open connections,
-//! as tonic's TLS incoming does.
+//! Handshakes run concurrently, each in its own task and within `--grpc-handshake-timeout-ms`
+//! ([`Limits`]), so a stalled client holds neither the accept loop nor other clients; at most
+//! `--grpc-max-pending-handshakes` are in progress at once, and a connection beyond that closes the
+//! oldest ([`accept_loop`] says why). When the server stops accepting (its shutdown signal fired,
+//! or it failed) it drops the stream, the accept loop sees that and ends, and dropping its listener
+//! and handshake tasks closes the port and the half-open connections, as tonic's TLS incoming does.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -26,7 +29,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_rustls::rustls::{self, AlertDescription, CertificateError, ServerConfig};
 use tokio_rustls::server::TlsStream;
@@ -37,18 +40,87 @@ use tonic::transport::server::{Connected, TcpIncoming};
 
 use crate::health::Health;
 
-/// How long a client may take from its TCP connect to the end of its TLS handshake (which takes
-/// milliseconds): long enough for a loaded machine, short enough that a stalled or slowloris
-/// client does not hold a task and a socket for long. tonic's TLS has no timeout by default.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `--grpc-handshake-timeout-ms`: how long a client may take from its TCP connect to the
+/// end of its TLS handshake (which takes milliseconds): long enough for a loaded machine, short
+/// enough that a stalled or slowloris client does not hold a task and a socket for long. tonic's
+/// TLS has no timeout by default; nginx's ssl_handshake_timeout is 60 s.
+pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// `--grpc-handshake-timeout-ms` allowed: below 100 ms a handshake over a WAN or on a loaded
+/// machine would be cut; above 5 minutes a stalled client holds its socket for nothing.
+pub const HANDSHAKE_TIMEOUT_MS_RANGE: RangeInclusive<u64> = 100..=300_000;
+/// Default `--grpc-max-pending-handshakes`. A handshake takes milliseconds, so 256 at once is a
+/// burst far beyond any set of controllers; each holds a socket and a small task, so 256 keep the
+/// switch well inside the usual 1024 open files (ports, pcap files and served connections need
+/// theirs) whatever a flood of stalled connections does.
+pub const DEFAULT_MAX_PENDING_HANDSHAKES: usize = 256;
+/// `--grpc-max-pending-handshakes` allowed.
+pub const MAX_PENDING_HANDSHAKES_RANGE: RangeInclusive<usize> = 1..=65_536;
 
-/// At most [`LOG_BURST`] failed handshakes are logged per [`LOG_WINDOW`]; the others of the
-/// window are counted and their number logged in one line when it ends. A client that retries
-/// (grpc backs off from 1 s) or a handful of misconfigured controllers are logged in full; a port
-/// scan or a flood of bad clients costs at most 11 lines per 10 s (about 4000 a hour), not one
-/// per connection.
+/// At most [`LOG_BURST`] failed handshakes are logged per window ([`DEFAULT_LOG_WINDOW_MS`]); the
+/// others of the window are counted and their number logged in one line when it ends. A client
+/// that retries (grpc backs off from 1 s) or a handful of misconfigured controllers are logged in
+/// full; a port scan or a flood of bad clients costs at most 11 lines per 10 s (about 4000 a hour),
+/// not one per connection.
 pub const LOG_BURST: u32 = 10;
-pub const LOG_WINDOW: Duration = Duration::from_secs(10);
+pub const DEFAULT_LOG_WINDOW_MS: u64 = 10_000;
+/// The hidden `--grpc-handshake-log-window-ms` allowed (tests shorten the window so as not to wait
+/// 10 s for its summary).
+pub const LOG_WINDOW_MS_RANGE: RangeInclusive<u64> = 100..=3_600_000;
+
+/// How the handshakes in progress are bounded, and the window of their failures' log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// From the TCP connect to the end of the TLS handshake (`--grpc-handshake-timeout-ms`).
+    pub timeout: Duration,
+    /// Handshakes in progress at once (`--grpc-max-pending-handshakes`).
+    pub max_pending: usize,
+    /// The rate limit's window of the failed handshakes' log (`--grpc-handshake-log-window-ms`).
+    pub log_window: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_millis(DEFAULT_HANDSHAKE_TIMEOUT_MS),
+            max_pending: DEFAULT_MAX_PENDING_HANDSHAKES,
+            log_window: Duration::from_millis(DEFAULT_LOG_WINDOW_MS),
+        }
+    }
+}
+
+impl Limits {
+    /// Checks each limit against its range; Err names the option.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let in_ms = |option: &str, d: Duration, range: &RangeInclusive<u64>| {
+            let ms = d.as_millis();
+            if ms < u128::from(*range.start()) || ms > u128::from(*range.end()) {
+                anyhow::bail!("{option} must be in {}..={} (got {ms})", range.start(), range.end());
+            }
+            Ok(())
+        };
+        in_ms("--grpc-handshake-timeout-ms", self.timeout, &HANDSHAKE_TIMEOUT_MS_RANGE)?;
+        in_ms("--grpc-handshake-log-window-ms", self.log_window, &LOG_WINDOW_MS_RANGE)?;
+        if !MAX_PENDING_HANDSHAKES_RANGE.contains(&self.max_pending) {
+            anyhow::bail!(
+                "--grpc-max-pending-handshakes must be in {}..={} (got {})",
+                MAX_PENDING_HANDSHAKES_RANGE.start(),
+                MAX_PENDING_HANDSHAKES_RANGE.end(),
+                self.max_pending
+            );
+        }
+        Ok(())
+    }
+
+    /// What the log says at start.
+    pub fn describe(&self) -> String {
+        format!(
+            "TLS handshakes: each ended after {} (--grpc-handshake-timeout-ms), at most {} in progress \
+             (--grpc-max-pending-handshakes; a connection beyond closes the oldest)",
+            seconds_or_ms(self.timeout),
+            self.max_pending
+        )
+    }
+}
 
 /// The connections whose TLS handshake succeeded (the TCP accept errors passed
 /// on, for tonic to handle as it handles them on a plaintext server), from an accept loop
@@ -57,15 +129,16 @@ pub const LOG_WINDOW: Duration = Duration::from_secs(10);
 pub fn incoming(
     tcp: TcpIncoming,
     config: Arc<ServerConfig>,
+    limits: Limits,
     health: Option<Arc<Health>>,
 ) -> (ReceiverStream<io::Result<Secured>>, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(16);
     let failures = Arc::new(FailureLog {
-        limit: Mutex::new(RateLimit::new(LOG_BURST, LOG_WINDOW)),
+        limit: Mutex::new(RateLimit::new(LOG_BURST, limits.log_window)),
         health,
         summary_wake: Notify::new(),
     });
-    let task = tokio::spawn(accept_loop(tcp, TlsAcceptor::from(config), tx, failures));
+    let task = tokio::spawn(accept_loop(tcp, TlsAcceptor::from(config), limits, tx, failures));
     (ReceiverStream::new(rx), task)
 }
 
@@ -79,16 +152,41 @@ enum Failure {
     Handshake(String),
 }
 
-/// A connection's peer and how its handshake ended.
-type Handshaken = (Option<SocketAddr>, Result<TlsStream<TcpStream>, Failure>);
+/// A connection's arrival number, peer and how its handshake ended.
+type Handshaken = (u64, Option<SocketAddr>, Result<TlsStream<TcpStream>, Failure>);
 
+/// A handshake in progress, for closing it when the cap is reached.
+struct Pending {
+    task: AbortHandle,
+    peer: Option<SocketAddr>,
+    since: Instant,
+}
+
+/// Accepts connections and runs their handshakes, at most `limits.max_pending` at once.
+///
+/// A connection that arrives with the cap reached closes the oldest handshake in progress, as
+/// nginx does when it runs out of connections (it closes the oldest ones still waiting for their
+/// first bytes, "worker_connections are not enough, reusing connections"). The alternatives hold a
+/// controller out: closing the new connection, as envoy's connection limits and OpenSSH's
+/// MaxStartups do, lets a client that opens the cap's worth of idle connections once per timeout
+/// (26 a second with the defaults) refuse every controller for good; not accepting (waiting, as
+/// nginx does for new connections when it has none to reuse) leaves the controller's connection in
+/// the kernel's backlog behind the flood, until the stalled handshakes time out. Evicting the
+/// oldest admits a controller at once, and holds it out only if a flood opens the cap's worth of
+/// connections within its handshake's milliseconds. The oldest whatever it has sent: a partial
+/// ClientHello costs a stalled client no more than silence. Each eviction is a failed handshake
+/// (counted, logged under the same rate limit).
 async fn accept_loop(
     mut tcp: TcpIncoming,
     acceptor: TlsAcceptor,
+    limits: Limits,
     tx: mpsc::Sender<io::Result<Secured>>,
     failures: Arc<FailureLog>,
 ) {
     let mut handshakes: JoinSet<Handshaken> = JoinSet::new();
+    // The handshakes in progress by arrival: the first is the oldest.
+    let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
+    let mut arrivals: u64 = 0;
     loop {
         let summary_due = failures.summary_due();
         tokio::select! {
@@ -96,11 +194,19 @@ async fn accept_loop(
             _ = tx.closed() => break,
             conn = tcp.next() => match conn {
                 Some(Ok(stream)) => {
-                    let acceptor = acceptor.clone();
-                    handshakes.spawn(async move {
-                        let peer = stream.peer_addr().ok();
-                        (peer, handshake(&acceptor, stream).await)
-                    });
+                    while pending.len() >= limits.max_pending {
+                        let Some((_, oldest)) = pending.pop_first() else { break };
+                        // One that has just ended is not in progress: its result is joined below.
+                        if !oldest.task.is_finished() {
+                            oldest.task.abort(); // drops its future, closing the connection
+                            failures.evicted(oldest.peer, oldest.since.elapsed(), limits.max_pending);
+                        }
+                    }
+                    let (id, acceptor, timeout) = (arrivals, acceptor.clone(), limits.timeout);
+                    arrivals += 1;
+                    let peer = stream.peer_addr().ok();
+                    let task = handshakes.spawn(async move { (id, peer, handshake(&acceptor, stream, timeout).await) });
+                    pending.insert(id, Pending { task, peer, since: Instant::now() });
                 }
                 Some(Err(e)) => {
                     if tx.send(Err(e)).await.is_err() {
@@ -109,19 +215,28 @@ async fn accept_loop(
                 }
                 None => break,
             },
-            Some(done) = handshakes.join_next() => match done {
-                Ok((peer, Ok(tls))) => {
-                    let watch = Watch { peer, failures: failures.clone(), error: None };
-                    let secured = Secured { inner: tls, watch: Some(watch) };
-                    if tx.send(Ok(secured)).await.is_err() {
-                        break;
+            Some(done) = handshakes.join_next() => {
+                if let Ok((id, _, _)) = &done {
+                    pending.remove(id);
+                }
+                match done {
+                    Ok((_, peer, Ok(tls))) => {
+                        let watch = Watch { peer, failures: failures.clone(), error: None };
+                        let secured = Secured { inner: tls, watch: Some(watch) };
+                        if tx.send(Ok(secured)).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok((_, peer, Err(Failure::Silent))) => {
+                        tracing::debug!("connection from {} closed before any TLS handshake", show(peer));
+                    }
+                    Ok((_, peer, Err(Failure::Handshake(reason)))) => failures.failed(peer, &reason),
+                    Err(e) if e.is_cancelled() => {} // evicted: reported then
+                    Err(e) => {
+                        pending.retain(|_, p| p.task.id() != e.id());
+                        tracing::warn!("a TLS handshake task ended abnormally: {e}");
                     }
                 }
-                Ok((peer, Err(Failure::Silent))) => {
-                    tracing::debug!("connection from {} closed before any TLS handshake", show(peer));
-                }
-                Ok((peer, Err(Failure::Handshake(reason)))) => failures.failed(peer, &reason),
-                Err(e) => tracing::warn!("a TLS handshake task ended abnormally: {e}"),
             },
             _ = tokio::time::sleep_until(summary_due.unwrap_or_else(Instant::now)), if summary_due.is_some() => {
                 failures.roll(Instant::now());
@@ -147,6 +262,21 @@ impl FailureLog {
         self.record(|| format!("TLS handshake from {} failed: {reason}", show(peer)));
     }
 
+    /// A handshake closed unfinished to admit a new connection (the cap was reached).
+    fn evicted(&self, peer: Option<SocketAddr>, age: Duration, cap: usize) {
+        if let Some(h) = &self.health {
+            h.tls_handshakes_evicted.fetch_add(1, Ordering::Relaxed);
+        }
+        self.record(|| {
+            format!(
+                "TLS handshake from {} failed: closed unfinished after {} to admit a new connection: {cap} \
+                 handshakes were in progress (--grpc-max-pending-handshakes {cap}; a flood of connections?)",
+                show(peer),
+                seconds_or_ms(age)
+            )
+        });
+    }
+
     /// A client that completed the handshake and closed without a request: counted with the
     /// failures (for a gRPC client it is its refusal of the switch's name), but not called a
     /// failed handshake: a TLS monitor that only checks the certificate does the same.
@@ -163,7 +293,7 @@ impl FailureLog {
         let admitted = {
             let mut limit = self.limit.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(suppressed) = limit.roll(now) {
-                log_suppressed(suppressed);
+                log_suppressed(suppressed, limit.window);
             }
             let admitted = limit.admit(now);
             if !admitted && limit.suppressed == 1 {
@@ -178,8 +308,9 @@ impl FailureLog {
 
     /// Logs the summary of a window that has ended, if it suppressed anything.
     fn roll(&self, now: Instant) {
-        if let Some(suppressed) = self.limit.lock().unwrap_or_else(|e| e.into_inner()).roll(now) {
-            log_suppressed(suppressed);
+        let mut limit = self.limit.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(suppressed) = limit.roll(now) {
+            log_suppressed(suppressed, limit.window);
         }
     }
 
@@ -298,16 +429,30 @@ fn show(peer: Option<SocketAddr>) -> String {
     peer.map_or_else(|| "an unknown peer".to_string(), |p| p.to_string())
 }
 
-fn log_suppressed(n: u64) {
+fn log_suppressed(n: u64, window: Duration) {
+    let window = seconds_or_ms(window);
     tracing::warn!(
-        "{n} more failed TLS handshakes in the last {} s not logged (at most {LOG_BURST} are per {} s)",
-        LOG_WINDOW.as_secs(),
-        LOG_WINDOW.as_secs()
+        "{n} more failed TLS handshakes in the last {window} not logged (at most {LOG_BURST} are per {window})"
     );
 }
 
-/// One connection's handshake, within [`HANDSHAKE_TIMEOUT`].
-async fn handshake(acceptor: &TlsAcceptor, stream: TcpStream) -> Result<TlsStream<TcpStream>, Failure> {
+/// A duration as the log states it: whole seconds as such ("10 s"), others to the millisecond
+/// ("1.5 s"), below a second in milliseconds ("500 ms").
+fn seconds_or_ms(d: Duration) -> String {
+    let ms = d.as_millis();
+    match (ms / 1000, ms % 1000) {
+        (0, ms) => format!("{ms} ms"),
+        (s, 0) => format!("{s} s"),
+        (s, ms) => format!("{s}.{} s", format!("{ms:03}").trim_end_matches('0')),
+    }
+}
+
+/// One connection's handshake, within `timeout` (from now: its TCP connect was just accepted).
+async fn handshake(
+    acceptor: &TlsAcceptor,
+    stream: TcpStream,
+    timeout: Duration,
+) -> Result<TlsStream<TcpStream>, Failure> {
     let attempt = async {
         // Wait for the client's first byte: a connection closed without one is a probe.
         match stream.peek(&mut [0u8; 1]).await {
@@ -316,9 +461,9 @@ async fn handshake(acceptor: &TlsAcceptor, stream: TcpStream) -> Result<TlsStrea
         }
         acceptor.accept(stream).await.map_err(|e| Failure::Handshake(reason(&e)))
     };
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt).await {
+    match tokio::time::timeout(timeout, attempt).await {
         Ok(result) => result,
-        Err(_) => Err(Failure::Handshake(format!("no handshake within {} s", HANDSHAKE_TIMEOUT.as_secs()))),
+        Err(_) => Err(Failure::Handshake(format!("no handshake within {}", seconds_or_ms(timeout)))),
     }
 }
 
@@ -429,6 +574,31 @@ mod tests {
         assert_eq!(limit.summary_due(), None);
         assert_eq!(limit.roll(t0 + Duration::from_secs(40)), None);
         assert!(limit.start.is_none());
+    }
+
+    #[test]
+    fn durations_are_logged_in_seconds_or_below_one_in_milliseconds() {
+        let ms = Duration::from_millis;
+        assert_eq!(seconds_or_ms(ms(10_000)), "10 s");
+        assert_eq!(seconds_or_ms(ms(1_500)), "1.5 s");
+        assert_eq!(seconds_or_ms(ms(1_250)), "1.25 s");
+        assert_eq!(seconds_or_ms(ms(60_001)), "60.001 s");
+        assert_eq!(seconds_or_ms(ms(999)), "999 ms");
+        assert_eq!(seconds_or_ms(ms(100)), "100 ms");
+        assert_eq!(seconds_or_ms(Duration::from_micros(1_500_900)), "1.5 s");
+    }
+
+    #[test]
+    fn the_defaults_are_nginx_like_and_said_at_start() {
+        let d = Limits::default();
+        assert_eq!((d.timeout, d.max_pending, d.log_window), (Duration::from_secs(10), 256, Duration::from_secs(10)));
+        let line = d.describe();
+        assert!(
+            line.contains("each ended after 10 s (--grpc-handshake-timeout-ms), at most 256 in progress"),
+            "{line}"
+        );
+        let short = Limits { timeout: Duration::from_millis(500), ..d };
+        assert!(short.describe().contains("each ended after 500 ms"), "{}", short.describe());
     }
 
     #[test]

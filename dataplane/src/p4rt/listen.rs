@@ -48,11 +48,18 @@ pub struct Transport {
     pub allow_insecure: bool,
     /// Cap on one decoded (received) or encoded (sent) message, bytes.
     pub max_message_bytes: usize,
+    /// With TLS: the handshakes' timeout and how many may be in progress at once.
+    pub handshakes: super::handshake::Limits,
 }
 
 impl Default for Transport {
     fn default() -> Self {
-        Transport { tls: None, allow_insecure: false, max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES }
+        Transport {
+            tls: None,
+            allow_insecure: false,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            handshakes: Default::default(),
+        }
     }
 }
 
@@ -67,6 +74,7 @@ impl Transport {
                 self.max_message_bytes
             );
         }
+        self.handshakes.check()?;
         if self.tls.is_none() && !addr.ip().is_loopback() && !self.allow_insecure {
             bail!(
                 "--grpc-addr {addr} is not a loopback address and the server has no TLS: anyone who \
@@ -181,6 +189,46 @@ mod tests {
             let err = t.check(&addr("127.0.0.1:1")).unwrap_err().to_string();
             assert!(err.contains("--grpc-max-message-bytes must be in"), "{err}");
         }
+    }
+
+    #[test]
+    fn handshake_limits_have_a_range() {
+        use super::super::handshake::Limits;
+        use std::time::Duration;
+        let check = |handshakes: Limits| {
+            let t = Transport { handshakes, ..Transport::default() };
+            t.check(&addr("127.0.0.1:1")).map_err(|e| e.to_string())
+        };
+        assert_eq!(check(Limits::default()), Ok(()));
+        let ms = |ms| Duration::from_millis(ms);
+        for (bad, msg) in [
+            (
+                Limits { timeout: ms(99), ..Limits::default() },
+                "--grpc-handshake-timeout-ms must be in 100..=300000 (got 99)",
+            ),
+            (
+                Limits { timeout: ms(300_001), ..Limits::default() },
+                "--grpc-handshake-timeout-ms must be in 100..=300000 (got 300001)",
+            ),
+            (
+                Limits { max_pending: 0, ..Limits::default() },
+                "--grpc-max-pending-handshakes must be in 1..=65536 (got 0)",
+            ),
+            (
+                Limits { max_pending: 65_537, ..Limits::default() },
+                "--grpc-max-pending-handshakes must be in 1..=65536 (got 65537)",
+            ),
+            (
+                Limits { log_window: ms(50), ..Limits::default() },
+                "--grpc-handshake-log-window-ms must be in 100..=3600000 (got 50)",
+            ),
+        ] {
+            assert_eq!(check(bad), Err(msg.to_string()));
+        }
+        for good in [ms(100), ms(1500), ms(300_000)] {
+            assert_eq!(check(Limits { timeout: good, ..Limits::default() }), Ok(()));
+        }
+        assert_eq!(check(Limits { max_pending: 1, ..Limits::default() }), Ok(()));
     }
 
     #[test]

@@ -192,10 +192,10 @@ pub(crate) fn batch_status(results: &[P4Result<()>], what: &str, atomic: Option<
         .enumerate()
         .find_map(|(i, r)| r.as_ref().err().filter(own).map(|e| (i, e)))
         .or_else(|| results.iter().enumerate().find_map(|(i, r)| r.as_ref().err().map(|e| (i, e))));
-    let unit = if what == "Write" { "update" } else { "entity" };
+    let (unit, units) = if what == "Write" { ("update", "updates") } else { ("entity", "entities") };
     let message = match first {
         Some((i, e)) => format!(
-            "{what} failed for {failed} of {} {unit}s{}; first: {unit} {i}: {:?}: {}",
+            "{what} failed for {failed} of {} {units}{}; first: {unit} {i}: {:?}: {}",
             results.len(),
             atomic.map(|m| format!(" ({m}: none applied)")).unwrap_or_default(),
             e.code,
@@ -501,7 +501,9 @@ pub async fn serve_on(
     // which is given the TLS streams.
     let (result, accept_task) = match tls {
         Some(config) => {
-            let (incoming, task) = super::handshake::incoming(tcp, config, cfg.health.clone());
+            let limits = cfg.transport.handshakes;
+            tracing::info!("{}", limits.describe());
+            let (incoming, task) = super::handshake::incoming(tcp, config, limits, cfg.health.clone());
             (serve_until(router, incoming, shutdown).await, Some(task))
         }
         None => (serve_until(router, tcp, shutdown).await, None),
