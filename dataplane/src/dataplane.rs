@@ -434,7 +434,8 @@ struct ReopenJob {
     buffer_limit: usize,
     check_offloads: bool,
     /// (count, size): packet buffers larger than the pool has, for this port's new MTU
-    /// (`DataPlane::resize_for_mtu`), allocated here, off the data-plane thread.
+    /// (`DataPlane::resize_for_mtu`) or the MTU its interface came back with
+    /// (`DataPlane::reopen_job`), allocated here, off the data-plane thread.
     class: Option<(usize, usize)>,
 }
 
@@ -520,6 +521,10 @@ pub struct Sizing {
 }
 
 impl Sizing {
+    /// At MTUs up to 1968: 4096 RX and 2048 TX ring frames of 2048 bytes, 65536 buffers of 2048.
+    const DEFAULT: Sizing =
+        Sizing { rings: RingConfig::DEFAULT, buffers: DEFAULT_BUFFERS, buffer_size: DEFAULT_BUFFER_SIZE };
+
     /// For ports whose largest MTU is `mtu`. Up to MTU 1968 the defaults are what they always were
     /// (2048-byte ring frames and buffers, 65536 buffers). Above (jumbo frames), the ring frame is
     /// the power of two that holds MTU + 14 ([`ring_frame_size`]), a buffer holds MTU + 18 (a VLAN
@@ -535,14 +540,7 @@ impl Sizing {
     ) -> Result<Sizing, String> {
         // Above the largest ring: the largest, and the port is named at open (warn_mtu_above_ring).
         let frame_size = ring_frame_size(mtu).unwrap_or(MAX_RING_FRAME_SIZE);
-        let scale = frame_size / FRAME_SIZE;
-        let jumbo = scale > 1;
-        let rings = RingConfig {
-            // RingConfig::default(): the frame counts of 2048-byte ring frames.
-            rx_frames: rx_frames.unwrap_or((RingConfig::default().rx_frames / scale).max(1024)),
-            tx_frames: tx_frames.unwrap_or((RingConfig::default().tx_frames / scale).max(512)),
-            frame_size,
-        };
+        let jumbo = frame_size > FRAME_SIZE;
         // What a buffer must hold: the largest frame the TX ring takes (as always) at 2048-byte
         // ring frames; with jumbo frames, the MTU's tagged frame (bounded by the ring).
         let need = if jumbo { (mtu + ETH_HEADER + 4).min(tx_max_frame(frame_size)) } else { tx_max_frame(FRAME_SIZE) };
@@ -559,12 +557,36 @@ impl Sizing {
             None if jumbo => need.next_multiple_of(64),
             None => DEFAULT_BUFFER_SIZE,
         };
-        let buffers = buffers.unwrap_or(if jumbo {
-            (DEFAULT_BUFFERS * DEFAULT_BUFFER_SIZE / buffer_size).max(1024)
-        } else {
-            DEFAULT_BUFFERS
-        });
-        Ok(Sizing { rings, buffers, buffer_size })
+        // The defaults' bytes: at 2048-byte frames as they always were, else scaled (`scaled`).
+        let default = if jumbo { Sizing::DEFAULT.scaled(frame_size, buffer_size) } else { Sizing::DEFAULT };
+        Ok(Sizing {
+            rings: RingConfig {
+                rx_frames: rx_frames.unwrap_or(default.rings.rx_frames),
+                tx_frames: tx_frames.unwrap_or(default.rings.tx_frames),
+                frame_size,
+            },
+            buffers: buffers.unwrap_or(default.buffers),
+            buffer_size,
+        })
+    }
+
+    /// This sizing for ring frames of `frame_size` bytes and packet buffers of `buffer_size` (no
+    /// smaller than its own): each count keeps its bytes, but is no less than 1024 RX and 512 TX
+    /// ring frames and 1024 buffers (or than itself, when it is smaller). What the defaults become
+    /// at a jumbo MTU at start (`for_mtu`), and the rings and buffers a port whose MTU is raised
+    /// while the switch runs is opened again with (`DataPlane::sizing_for`).
+    pub fn scaled(&self, frame_size: usize, buffer_size: usize) -> Sizing {
+        let keep = |n: usize, from: usize, to: usize, least: usize| (n * from / to.max(1)).max(n.min(least)).max(1);
+        let r = self.rings;
+        Sizing {
+            rings: RingConfig {
+                rx_frames: keep(r.rx_frames, r.frame_size, frame_size, 1024),
+                tx_frames: keep(r.tx_frames, r.frame_size, frame_size, 512),
+                frame_size,
+            },
+            buffers: keep(self.buffers, self.buffer_size, buffer_size, 1024),
+            buffer_size,
+        }
     }
 }
 
@@ -908,6 +930,7 @@ impl DataPlane {
                 }
                 self.check_ports();
                 self.resize_for_mtu();
+                self.free_unneeded_buffers();
                 self.read_ring_stats();
             }
             self.stages.tick(now, &self.link.registers);
@@ -1127,17 +1150,37 @@ impl DataPlane {
         if self.reopen.is_opening(pi) || !matches!(port.io.link_up(), Ok(true)) {
             return None; // not back yet, or not up: nothing to say
         }
+        // Sized for the MTU of the interface back (read by name): one larger than the rings hold
+        // gets rings (and buffers) for it now, as `resize_for_mtu` gives a live port, rather than
+        // a second open a second later. (Unreadable: as at start; a larger MTU is then acted on
+        // once the port is open.)
+        let frame = port.io.mtu().map_or(0, |mtu| mtu as usize + ETH_HEADER);
+        let (rings, class) = self.sizing_for(frame).unwrap_or((self.rings, None));
         Some(ReopenJob {
             number: port.number,
             ifname: port.io.ifname().to_string(),
             mode: port.io.reopen_mode(),
-            rings: self.rings,
+            rings,
             tx_threads: self.tx_threads,
             // Larger buffers may have been added since the start (`resize_for_mtu`).
             buffer_limit: self.pool.buffer_size() - 4,
             check_offloads: self.check_offloads,
-            class: None,
+            class,
         })
+    }
+
+    /// The rings and packet buffers an AF_PACKET port opened for frames of `frame` bytes (MTU +
+    /// 14) needs: the rings in force when they hold it, else those scaled to the ring frame that
+    /// does (`Sizing::scaled`: as many bytes, with `Sizing::for_mtu`'s floors), and, when no packet
+    /// buffer holds it with a tag, a class of buffers of that ring frame's size (few sizes: each
+    /// MTU raised does not add its own) of as many bytes as the start's buffers. None when no
+    /// ring holds it.
+    fn sizing_for(&self, frame: usize) -> Option<(RingConfig, Option<(usize, usize)>)> {
+        let frame_size = ring_frame_size(frame.saturating_sub(ETH_HEADER))?.max(self.rings.frame_size);
+        let (buffers, buffer_size) = self.pool.base();
+        let scaled = Sizing { rings: self.rings, buffers, buffer_size }.scaled(frame_size, frame_size);
+        let class = (self.pool.buffer_size() < frame + 4).then_some((scaled.buffers, frame_size));
+        Some((scaled.rings, class))
     }
 
     /// Once a second, after the MTUs were read: an AF_PACKET port whose MTU was raised above what
@@ -1157,26 +1200,12 @@ impl DataPlane {
                 continue;
             }
             let mtu = frame - ETH_HEADER;
-            let ring = ring_frame_size(mtu).filter(|_| port.io.reopen_mode() == IoMode::AfPacket);
-            let Some(frame_size) = ring else {
+            let sized = self.sizing_for(frame).filter(|_| port.io.reopen_mode() == IoMode::AfPacket);
+            let Some((rings, class)) = sized else {
                 warn_mtu_above_ring(port.number, port.io.ifname(), frame, port.rx_limit);
                 self.ports[pi].resized_for = frame;
                 continue;
             };
-            // The port's current rings (the flags' or `Sizing::for_mtu`'s) scaled to the larger
-            // frame, keeping their bytes, with `for_mtu`'s floors of 1024 RX / 512 TX frames (or
-            // the counts in force, when fewer were given).
-            let r = self.rings;
-            let frame_size = frame_size.max(r.frame_size);
-            let scaled = |n: usize, least: usize| (n * r.frame_size / frame_size).max(n.min(least)).max(1);
-            let rings =
-                RingConfig { rx_frames: scaled(r.rx_frames, 1024), tx_frames: scaled(r.tx_frames, 512), frame_size };
-            // A buffer holds the frame with a tag put back; a new size is the ring frame's (few
-            // sizes: each MTU raised does not add its own), as many bytes as the start's buffers.
-            let class = (self.pool.buffer_size() < frame + 4).then(|| {
-                let (count, size) = self.pool.base();
-                ((count * size / frame_size).max(count.min(1024)), frame_size)
-            });
             tracing::info!(port = port.number, iface = %port.io.ifname(), mtu,
                 "MTU {mtu} is above the {} this port's rings were sized for: reopening the port with rings for it{} \
                  (its number, counters, pcap and fast path kept; frames in its old rings at the swap are lost)",
@@ -1201,6 +1230,47 @@ impl DataPlane {
         self.reopen.open_serially(jobs);
     }
 
+    /// Once a second, after `resize_for_mtu`: the larger packet buffers added for a raised MTU
+    /// (`resize_for_mtu`) that no port needs any more (its MTU lowered again, or the port gone) are
+    /// taken out of the pool once none of them holds a packet (held packets wait in delay and rate
+    /// queues for seconds: such a class stays until the last one leaves), and freed off this
+    /// thread, as they were allocated. A port's frames need a buffer of its MTU + 18 (a tag put
+    /// back), or of what its path receives whole when that is less. Not while ports are being
+    /// opened: one may bring (or count on) larger buffers. A port's receive limit then follows the
+    /// buffers, as at open: a longer frame (above its MTU) is a malformed drop, and an MTU raised
+    /// again has the port opened again with buffers for it (`resize_for_mtu`).
+    fn free_unneeded_buffers(&mut self) {
+        if self.pool.classes() == 0 || self.reopen.busy() {
+            return;
+        }
+        let needs: Vec<usize> =
+            self.ports.iter().filter(|p| !p.is_gone).map(|p| p.mtu_frame.min(p.rx_limit) + 4).collect();
+        let unneeded = self.pool.take_unneeded(&needs);
+        if unneeded.is_empty() {
+            return;
+        }
+        for class in &unneeded {
+            tracing::info!(
+                buffers = class.count(),
+                size = class.buffer_size(),
+                "packet buffers of {} bytes freed: no port's MTU needs them any more (an MTU raised again adds them \
+                 again)",
+                class.buffer_size()
+            );
+        }
+        let limit = self.pool.buffer_size() - 4;
+        for port in self.ports.iter_mut().filter(|p| p.rx_limit > limit) {
+            port.rx_limit = limit;
+            port.resized_for = 0; // the same MTU raised again is acted on
+        }
+        if let Some(fc) = &mut self.fast {
+            fc.invalidate(); // entries carry a length bound from the receive limit
+        }
+        self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
+        self.health.free_buffers.store(self.pool.available() as u64, Ordering::Relaxed);
+        self.reopen.close(unneeded.into_iter().map(|c| Box::new(c) as Box<dyn Send>).collect());
+    }
+
     /// Each turn while ports are being opened again: takes the ones the worker opened (at most
     /// `reopen::PER_TURN`, the rest next turn, so that a turn stays short however many came back)
     /// and puts each on its port, which keeps its number, lock, counters and pcap files, with the
@@ -1208,6 +1278,8 @@ impl DataPlane {
     /// What kept a port from opening is logged once per reason, and it is tried again a second on.
     fn install_reopened(&mut self) {
         let mut old = Vec::new();
+        // Larger packet buffers added: room for their handles before any packet is held in one.
+        let mut added = false;
         for (pi, opened) in self.reopen.opened(reopen::PER_TURN) {
             let port = &mut self.ports[pi];
             let (number, ifname) = (port.number, port.io.ifname().to_string());
@@ -1230,7 +1302,8 @@ impl DataPlane {
             port.rx_limit = rx_limit;
             port.mtu_frame = mtu_frame;
             if !resized {
-                // Sized as at start: a larger MTU of the interface back is acted on next second.
+                // Sized for the MTU the interface came back with (`reopen_job`); one changed since
+                // is acted on next second (`resize_for_mtu`).
                 port.resized_for = 0;
             }
             let mut buffers = String::new();
@@ -1238,6 +1311,7 @@ impl DataPlane {
                 let (count, size) = (class.count(), class.buffer_size());
                 // Not added when another port's already gave buffers as large: freed off this thread.
                 let handed_back = self.pool.add_class(class).map(|unused| old.push(Box::new(unused) as Box<dyn Send>));
+                added |= handed_back.is_none();
                 buffers = buffers_outcome(count, size, handed_back.is_none(), self.pool.buffer_size());
                 self.health.buffers.store(self.pool.capacity() as u64, Ordering::Relaxed);
             }
@@ -1261,7 +1335,8 @@ impl DataPlane {
                 }
                 continue;
             }
-            tracing::info!(port = number, iface = %ifname, io = port.io.kind(), "port reopened");
+            tracing::info!(port = number, iface = %ifname, io = port.io.kind(), mtu = mtu_frame - ETH_HEADER,
+                "port reopened{buffers}");
             if let Some(fc) = &mut self.fast {
                 if let Err(e) = fc.attach(pi, ifindex).map_err(|e| busy_hint(e, &self.ports)) {
                     tracing::warn!(port = number, iface = %ifname,
@@ -1271,7 +1346,25 @@ impl DataPlane {
                 fc.invalidate();
             }
         }
+        if added {
+            self.grow_for_handles();
+        }
         self.reopen.close(old);
+    }
+
+    /// Larger packet buffers were added (`install_reopened`): what is indexed by a buffer's handle
+    /// (the delay line's wheels, the cells' bearers) gets room for theirs, which follow the
+    /// others' (until 2026-12-01 it did not: the first packet held in one, a jumbo frame through a
+    /// delay, stopped the data-plane thread on an index out of bounds). Once per class added, on
+    /// this thread, as what waits must keep its place: a few hundred KiB written for the new
+    /// handles (a large block grows in place, `mremap`), well under a millisecond.
+    fn grow_for_handles(&mut self) {
+        let handles = self.pool.handles();
+        self.line.grow(handles);
+        self.stages.grow(handles);
+        let capacity = self.pool.capacity();
+        self.due.reserve(capacity.saturating_sub(self.due.len()));
+        self.served.reserve(capacity.saturating_sub(self.served.len()));
     }
 
     fn finish(&mut self) {
@@ -1825,6 +1918,20 @@ mod tests {
         assert_eq!(Sizing::for_mtu(9000, None, None, None, Some(9018)).unwrap().buffer_size, 9018);
         // Above the largest ring: the largest (the port is named at open).
         assert_eq!(Sizing::for_mtu(200_000, None, None, None, None).unwrap().rings.frame_size, MAX_RING_FRAME_SIZE);
+    }
+
+    #[test]
+    fn an_mtu_raised_live_is_sized_by_the_arithmetic_of_the_start() {
+        // `resize_for_mtu` and `reopen_job` (through `sizing_for`) and `for_mtu` share `scaled`:
+        // the rings a port raised to MTU 9000 is opened with are the ones a start at MTU 9000 gives,
+        // and its buffers as many bytes as the start's (128 MiB).
+        let start = Sizing::for_mtu(1500, None, None, None, None).unwrap();
+        let raised = start.scaled(16384, 16384);
+        assert_eq!(raised.rings, Sizing::for_mtu(9000, None, None, None, None).unwrap().rings);
+        assert_eq!((raised.buffers, raised.buffer_size), (8192, 16384));
+        // Counts given below the floors are kept (--rx-frames 64 --tx-frames 64 --buffers 100).
+        let small = Sizing::for_mtu(1500, Some(64), Some(64), Some(100), None).unwrap().scaled(16384, 16384);
+        assert_eq!((small.rings.rx_frames, small.rings.tx_frames, small.buffers), (64, 64, 100));
     }
 
     #[test]

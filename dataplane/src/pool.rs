@@ -6,7 +6,9 @@
 //! touched when a buffer is first used. An empty pool means drop reason `buffer_exhausted`.
 //! A port whose MTU is raised above what the buffers hold adds a class of larger ones
 //! ([`Class`], allocated off the data-plane thread, dataplane.rs `resize_for_mtu`): frames that
-//! fit a base buffer still take one, only longer ones a larger buffer.
+//! fit a base buffer still take one, only longer ones a larger buffer. A class no port's MTU needs
+//! any more (lowered since) is taken out again once none of its buffers holds a packet
+//! ([`Pool::take_unneeded`]), and freed off the data-plane thread too.
 
 pub type Handle = u32;
 pub const NIL: Handle = u32::MAX;
@@ -32,7 +34,8 @@ pub struct Pool {
     meta: Vec<PktMeta>,
     /// Larger buffers added while the switch runs, for a port whose MTU was raised above what
     /// `size` holds (dataplane.rs `resize_for_mtu`), in the order added (each larger than the one
-    /// before). Their handles follow the base buffers' (`Class::first`).
+    /// before). Their handles follow the base buffers' (`Class::first`), in ascending ranges; a
+    /// class taken out leaves a gap no handle is in (the others keep theirs).
     classes: Vec<Class>,
 }
 
@@ -104,10 +107,22 @@ impl Pool {
         self.free.len() + self.classes.iter().map(|c| c.free.len()).sum::<usize>()
     }
 
+    /// One more than the largest handle there can be now: what structures indexed by handle (the
+    /// delay line's wheels, the cells' bearers) must have room for.
+    pub fn handles(&self) -> usize {
+        self.classes.last().map_or(self.meta.len(), |c| c.first as usize + c.meta.len())
+    }
+
+    /// The larger classes there are now.
+    pub fn classes(&self) -> usize {
+        self.classes.len()
+    }
+
     /// Adds `class`, whose buffers are larger than any so far (else it is not needed and is
     /// handed back, to be freed off this thread). No allocation: `classes` has its room.
     pub fn add_class(&mut self, mut class: Class) -> Option<Class> {
-        let end = self.capacity();
+        // After the last handle given out (not `capacity`: a class taken out leaves a gap).
+        let end = self.handles();
         if class.size <= self.buffer_size()
             || self.classes.len() == self.classes.capacity()
             || end + class.meta.len() >= NIL as usize
@@ -117,6 +132,27 @@ impl Pool {
         class.first = end as Handle;
         self.classes.push(class);
         None
+    }
+
+    /// Takes out the larger classes that no frame of `needs` (each port's longest frame, with a
+    /// tag) would be given first, and whose buffers are all free: a packet in one (waiting in a
+    /// delay or rate queue, a bearer, a TX backlog: every held packet is in a buffer) keeps its
+    /// class until it leaves. Handed back to be freed off this thread; the classes kept keep
+    /// their handles. A frame `alloc_for` is given a buffer of takes the smallest class that holds
+    /// it, so a class is needed by a frame longer than the class below it (or the base buffers)
+    /// and no longer than itself, or than any (the largest).
+    pub fn take_unneeded(&mut self, needs: &[usize]) -> Vec<Class> {
+        let mut unneeded = Vec::new();
+        for k in (0..self.classes.len()).rev() {
+            let below = if k == 0 { self.size } else { self.classes[k - 1].size };
+            let c = &self.classes[k];
+            let last = k + 1 == self.classes.len();
+            let needed = needs.iter().any(|&n| n > below && (n <= c.size || last));
+            if !needed && c.free.len() == c.meta.len() {
+                unneeded.push(self.classes.remove(k));
+            }
+        }
+        unneeded
     }
 
     #[inline]
@@ -267,5 +303,40 @@ mod tests {
         }
         assert_eq!(p.available(), 5);
         assert_eq!(p.alloc_for(1000), Some(4));
+    }
+
+    #[test]
+    fn a_class_no_frame_needs_is_taken_out_once_no_packet_is_in_it() {
+        let mut p = Pool::new(2, 64);
+        // Handles 2, 3 and 4, 5. Frames of up to 200 bytes take the 256-byte class, of 1000 the
+        // 1024-byte one.
+        assert!(p.add_class(Class::new(2, 256)).is_none());
+        assert!(p.add_class(Class::new(2, 1024)).is_none());
+        assert!(p.take_unneeded(&[60, 200, 1000]).is_empty());
+        // No frame of up to 200 bytes any more: the 256-byte class goes (a 1000-byte frame takes
+        // the 1024-byte one).
+        let freed = p.take_unneeded(&[60, 1000]);
+        assert_eq!(freed.iter().map(Class::buffer_size).collect::<Vec<_>>(), vec![256]);
+        assert_eq!((p.classes(), p.capacity(), p.buffer_size()), (1, 4, 1024));
+        // The 1024-byte class holds a packet: a port that needs it no more does not free it.
+        let held = p.alloc_for(1000).unwrap();
+        assert_eq!(held, 4, "the remaining class keeps its handles");
+        p.fill(held, &[5u8; 1000], PktMeta { pd: 3, ..Default::default() });
+        assert!(p.take_unneeded(&[60]).is_empty(), "a packet is in it");
+        assert_eq!((p.frame(held), p.meta(held).pd), (&[5u8; 1000][..], 3));
+        p.free(held);
+        let freed = p.take_unneeded(&[60]);
+        assert_eq!(freed.iter().map(Class::buffer_size).collect::<Vec<_>>(), vec![1024]);
+        assert_eq!((p.classes(), p.capacity(), p.available(), p.buffer_size()), (0, 2, 2, 64));
+        assert_eq!(p.alloc_for(65), None);
+        // Added again later: handles after the last class's (here: after the base buffers').
+        assert!(p.add_class(Class::new(1, 512)).is_none());
+        assert_eq!(p.alloc_for(500), Some(2));
+        // The largest class is needed by any frame longer than the class below it.
+        assert!(p.add_class(Class::new(1, 2048)).is_none());
+        p.free(2);
+        let freed = p.take_unneeded(&[3000]);
+        assert_eq!(freed.iter().map(Class::buffer_size).collect::<Vec<_>>(), vec![512]);
+        assert_eq!((p.classes(), p.buffer_size(), p.alloc_for(2000)), (1, 2048, Some(3)));
     }
 }

@@ -110,6 +110,18 @@ impl DelayLine {
         }
     }
 
+    /// Room for handles below `handles`, the pool's (its larger buffers' handles follow the
+    /// others': `Pool::handles`). What waits keeps its place and order.
+    pub fn grow(&mut self, handles: usize) {
+        if handles > self.seq.len() {
+            self.precise.grow(handles);
+            self.coalesced.grow(handles);
+            self.seq.resize(handles, 0);
+            self.from_precise.reserve(handles.saturating_sub(self.from_precise.len()));
+            self.from_coalesced.reserve(handles.saturating_sub(self.from_coalesced.len()));
+        }
+    }
+
     #[inline]
     pub fn insert(&mut self, h: Handle, release_ns: u64, how: Exactness) {
         self.seq[h as usize] = self.next_seq;
@@ -233,6 +245,22 @@ mod tests {
         }
         // Insertion order is release order here, so the merged output is exactly 0..n.
         assert_eq!(out, (0..n as Handle).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn grown_for_more_handles_it_holds_them_and_keeps_what_waits() {
+        // Larger packet buffers added to the pool: handles beyond the start's (before, inserting
+        // one was an index out of bounds that stopped the data-plane thread).
+        let mut line = DelayLine::new(4, 0);
+        line.insert(3, 2_000_000, Exactness::Precise);
+        line.insert(1, 1_000_000, Exactness::Coalesced);
+        line.grow(10);
+        line.insert(9, 1_500_000, Exactness::Precise);
+        line.insert(7, 1_500_000, Exactness::Coalesced);
+        let mut out = Vec::new();
+        line.poll(3_000_000, &mut out);
+        assert_eq!(out, vec![1, 9, 7, 3], "in release order (ties in insertion order)");
+        assert!(line.is_empty());
     }
 
     #[test]

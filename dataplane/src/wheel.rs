@@ -49,6 +49,16 @@ impl Wheel {
         self.len
     }
 
+    /// Room for handles below `handles` (larger packet buffers were added to the pool: their
+    /// handles follow the others'). Entries in the wheel keep their places.
+    pub fn grow(&mut self, handles: usize) {
+        if handles > self.next.len() {
+            self.next.resize(handles, NIL);
+            self.when.resize(handles, 0);
+            self.overflow.reserve(handles.saturating_sub(self.overflow.len()));
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

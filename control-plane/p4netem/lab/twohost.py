@@ -116,9 +116,13 @@ class TwoHostLab:
         for a, b in ((self.h1, self.h2), (self.h2, self.h1)):
             self._neighbour(a, b)
 
-    def _wire(self, host: Host) -> None:
-        """The veth pair between the switch and a host, configured and up."""
+    def _wire(self, host: Host, mtu: int | None = None) -> None:
+        """The veth pair between the switch and a host, configured (both ends at `mtu`, if given)
+        and up."""
         self.resources.veth(host.switch_iface, host.iface, None, host.ns)
+        if mtu is not None:
+            run(["ip", "link", "set", host.switch_iface, "mtu", str(mtu)])
+            host.ns.run(["ip", "link", "set", host.iface, "mtu", str(mtu)])
         # IPv6 off before the links come up, so no router solicitation or MLD report crosses.
         run(["sysctl", "-qw", f"net.ipv6.conf.{host.switch_iface}.disable_ipv6=1"])
         host.ns.run(["sysctl", "-qw", f"net.ipv6.conf.{host.iface}.disable_ipv6=1"])
@@ -139,10 +143,11 @@ class TwoHostLab:
         loses its interface, as when a container runtime removes a veth."""
         run(["ip", "link", "del", host.switch_iface])
 
-    def replug(self, host: Host) -> None:
+    def replug(self, host: Host, mtu: int | None = None) -> None:
         """Wires an unplugged host again as at start: a new veth pair of the same names, moved,
-        addressed and configured the same way (as a container runtime re-creating it)."""
-        self._wire(host)
+        addressed and configured the same way (as a container runtime re-creating it); with `mtu`,
+        both ends have it before they come up."""
+        self._wire(host, mtu)
         other = self.h2 if host is self.h1 else self.h1
         self._neighbour(host, other)
 

@@ -69,9 +69,13 @@ pub struct RingConfig {
     pub frame_size: usize,
 }
 
+impl RingConfig {
+    pub const DEFAULT: RingConfig = RingConfig { rx_frames: 4096, tx_frames: 2048, frame_size: FRAME_SIZE };
+}
+
 impl Default for RingConfig {
     fn default() -> Self {
-        RingConfig { rx_frames: 4096, tx_frames: 2048, frame_size: FRAME_SIZE }
+        RingConfig::DEFAULT
     }
 }
 

@@ -22,14 +22,26 @@
 //! detaching one waits for RCU too, 10-40 ms a port); it takes its jobs in order, so a port's old
 //! program is detached before the port is opened again.
 //!
+//! The worker keeps off the loop's CPU (the one the loop ran on when it last handed out work: a
+//! real-time thread stays where it is woken): the kernel work of an open is not preemptible here
+//! (`preempt=none`; affinity.rs), and that of a port opened again for a raised MTU is long: its new
+//! rings, allocated and zeroed in one `setsockopt` (`packet_set_ring`, 95 % of the worker's time
+//! in `clear_page_erms`), ~90 ms a port at 24 MiB. When that ran on the loop's CPU, the loop's
+//! wake-ups waited for it: 60 ports raised to MTU 9000 at once held pings through an unchanged
+//! port up to 67-71 ms; with the worker off the loop's CPU, 1-26 ms (docs/dataplane.md). The
+//! threads the worker starts (fan_out) inherit its CPUs. With one CPU allowed, it shares it.
+//!
 //! The loop itself starts no thread for this, and joins none: starting one maps its stack, and the
 //! process's memory map is what 60 ports opening and closing at once keep busy (their rings are
 //! mapped and unmapped), so a loop that spawned a helper per batch still waited up to 2.3 s in
 //! mmap. It only sends to and receives from channels (no lock, no wait).
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use super::fan_out;
+use crate::affinity;
 
 /// At most this many opened ports are swapped in per loop turn (each ~0.1-0.2 ms, mostly the fast
 /// path's attach and the log line): a turn stays within a few milliseconds even when hundreds of
@@ -59,6 +71,32 @@ pub struct Reopener<J, R, T> {
     /// How many ports are being opened (`opening` set), so that an idle loop looks at nothing else.
     in_flight: usize,
     worker: Option<JoinHandle<()>>,
+    /// The CPU the caller (the loop) last ran on when it handed out work, plus one (0: not
+    /// known): the worker keeps off it ([`KeepOff`]).
+    caller_cpu: Arc<AtomicUsize>,
+}
+
+/// The worker's side of `Reopener::caller_cpu`: before each job (and each port opened one after
+/// the other), the worker's CPUs are the ones it was started with but the caller's.
+struct KeepOff {
+    caller_cpu: Arc<AtomicUsize>,
+    /// The CPUs the worker was started with (None: unreadable, then it is left where it is).
+    allowed: Option<Vec<usize>>,
+    /// The `caller_cpu` the worker's CPUs were last set for.
+    applied: usize,
+}
+
+impl KeepOff {
+    fn apply(&mut self) {
+        let cpu = self.caller_cpu.load(Ordering::Relaxed);
+        let Some(allowed) = self.allowed.as_deref().filter(|_| cpu != self.applied) else { return };
+        self.applied = cpu;
+        let others: Vec<usize> = allowed.iter().copied().filter(|&c| c + 1 != cpu).collect();
+        let cpus = if others.is_empty() { allowed } else { &others };
+        if let Err(e) = affinity::pin_current(cpus) {
+            tracing::debug!("the port reopening thread keeps its CPUs ({e})");
+        }
+    }
 }
 
 impl<J, R, T> Reopener<J, R, T>
@@ -76,8 +114,11 @@ where
     ) -> std::io::Result<Reopener<J, R, T>> {
         let (jobs, todo) = channel::<Job<J, T>>();
         let (sent, opened) = channel();
+        let caller_cpu = Arc::new(AtomicUsize::new(0));
+        let mut keep_off = KeepOff { caller_cpu: caller_cpu.clone(), allowed: affinity::allowed().ok(), applied: 0 };
         let work = move || {
             for job in todo {
+                keep_off.apply();
                 match job {
                     Job::Open(ports) => {
                         fan_out::map(&ports, |(pi, job)| {
@@ -88,6 +129,7 @@ where
                     }
                     Job::OpenSerially(ports) => {
                         for (pi, job) in &ports {
+                            keep_off.apply(); // the loop may have moved meanwhile
                             let _ = sent.send((*pi, open(job)));
                             wake();
                         }
@@ -97,7 +139,22 @@ where
             }
         };
         let worker = std::thread::Builder::new().name("p4netem-reopen".into()).spawn(work)?;
-        Ok(Reopener { jobs: Some(jobs), opened, opening: vec![false; ports], in_flight: 0, worker: Some(worker) })
+        Ok(Reopener {
+            jobs: Some(jobs),
+            opened,
+            opening: vec![false; ports],
+            in_flight: 0,
+            worker: Some(worker),
+            caller_cpu,
+        })
+    }
+
+    /// Notes the CPU the caller runs on now, for the worker to keep off (once per hand-out:
+    /// `sched_getcpu` reads it from the vDSO/rseq area, no system call).
+    fn note_caller_cpu(&self) {
+        // SAFETY: no arguments; -1 on failure.
+        let cpu = unsafe { libc::sched_getcpu() };
+        self.caller_cpu.store(if cpu >= 0 { cpu as usize + 1 } else { 0 }, Ordering::Relaxed);
     }
 
     /// Whether port index `pi` is being opened.
@@ -125,6 +182,9 @@ where
     }
 
     fn hand_out(&mut self, jobs: Vec<(usize, J)>, serially: bool) {
+        // Also when there is nothing to hand out (the loop looks for ports to open once a second):
+        // the loop may have moved since, and the worker may be opening ports one after the other.
+        self.note_caller_cpu();
         if jobs.is_empty() {
             return;
         }
@@ -152,6 +212,7 @@ where
     /// Drops `items` on the worker, all at once.
     pub fn close(&mut self, items: Vec<T>) {
         if !items.is_empty() {
+            self.note_caller_cpu();
             self.send(Job::Close(items));
         }
     }
@@ -312,6 +373,44 @@ mod tests {
         assert_eq!(left, vec![20, 50]);
         assert_eq!(dropped.load(Ordering::Relaxed), 3, "the old items are dropped once finish returns");
         assert!(!r.busy());
+    }
+
+    #[test]
+    fn the_worker_and_the_threads_it_starts_keep_off_the_callers_cpu() {
+        // Run in a thread of its own, so that pinning it touches no other test.
+        std::thread::spawn(|| {
+            let allowed = affinity::allowed().unwrap();
+            if allowed.len() < 2 {
+                return; // one CPU: shared, nothing to check
+            }
+            // The caller (the loop) on the last allowed CPU, then on the first: the worker's own
+            // CPUs (a serial open) and those of the threads it starts (opens at once) follow.
+            let mut r = Reopener::<usize, Vec<usize>, ()>::new(4, |_| affinity::allowed().unwrap(), || {}).unwrap();
+            for caller in [*allowed.last().unwrap(), allowed[0]] {
+                affinity::pin_current(&[caller]).unwrap();
+                r.open_serially(vec![(0, 0)]);
+                r.open(vec![(1, 0), (2, 0), (3, 0)]);
+                let all = take_all_cpus(&mut r, 4);
+                let expected: Vec<usize> = allowed.iter().copied().filter(|&c| c != caller).collect();
+                for (pi, cpus) in all {
+                    assert_eq!(cpus, expected, "port {pi} opened on CPUs {cpus:?}, the caller on {caller}");
+                }
+            }
+            assert!(r.finish().is_empty());
+        })
+        .join()
+        .unwrap();
+    }
+
+    fn take_all_cpus(r: &mut Reopener<usize, Vec<usize>, ()>, n: usize) -> Vec<(usize, Vec<usize>)> {
+        let mut all = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while all.len() < n {
+            assert!(std::time::Instant::now() < deadline, "only {} of {n} opened", all.len());
+            all.extend(r.opened(PER_TURN));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        all
     }
 
     #[test]

@@ -116,6 +116,16 @@ impl Bearers {
         }
     }
 
+    /// Room for the packets of handles below `handles` (larger packet buffers were added to the
+    /// pool: `Pool::handles`); what waits keeps its place.
+    pub fn grow(&mut self, handles: usize) {
+        if handles > self.pkts.len() {
+            self.pkts.resize(handles, Pkt::default());
+            self.wires.resize(handles, 0);
+            self.next.resize(handles, 0);
+        }
+    }
+
     /// Makes pd a cell: its round can hold every bearer that can have a packet.
     pub fn provision(&mut self, pd: u32) {
         let Some(r) = self.rounds.get_mut(pd as usize) else { return };

@@ -214,6 +214,12 @@ impl Impairments {
         Verdict::Pass
     }
 
+    /// Room for packets in the handles below `handles` (`Pool::handles`: larger packet buffers
+    /// were added).
+    pub fn grow(&mut self, handles: usize) {
+        self.bearers.grow(handles);
+    }
+
     /// A packet the rate stage held (Verdict::Held), now in pool buffer `h`: into its bearer.
     pub fn hold(&mut self, pd: u32, imp: &Impairment, h: crate::pool::Handle, pkt: Pkt, regs: &Registers) {
         self.bearers.push(pd, imp, h, pkt, regs);
