@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
+import time
 
 from .worker import LabWorker
 
@@ -60,18 +62,33 @@ def connect(address: str):
         return ray
     _probe(address)
     # Ray prints its connection attempts on fd 2 from C++ before raising: keep them off the
-    # user's terminal, the error below says what went wrong.
+    # user's terminal (in a file: the one reason its exception leaves out is among them), the
+    # error below says what went wrong.
     saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    try:
-        ray.init(address=address, **kwargs)
-    except Exception as exc:
-        raise ClusterError(f"could not join the Ray cluster at {address}: {_one_line(exc)}") from None
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+    with tempfile.TemporaryFile() as attempts:
+        os.dup2(attempts.fileno(), 2)
+        try:
+            ray.init(address=address, **kwargs)
+        except Exception as exc:
+            os.dup2(saved, 2)
+            attempts.seek(0)
+            said = attempts.read()
+            if b"InvalidAuthToken" in said or b"UNAUTHENTICATED" in said:
+                # A head `ray start --head` put in token mode (it does so by itself when its
+                # machine has a ~/.ray/auth_token, which any local ray.init() writes), and a
+                # driver that sent no token or another one. Joining an address never turns
+                # token mode on by itself, and doing it here would break clusters without it.
+                if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+                    why = ("it refused this machine's authentication token (put the head's "
+                           "~/.ray/auth_token here or its token in RAY_AUTH_TOKEN)")
+                else:
+                    why = ("it asks for Ray's token authentication: run with RAY_AUTH_MODE=token and "
+                           "the head's token (its ~/.ray/auth_token here, or in RAY_AUTH_TOKEN)")
+                raise ClusterError(f"could not join the Ray cluster at {address}: {why}") from None
+            raise ClusterError(f"could not join the Ray cluster at {address}: {_one_line(exc)}") from None
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
     return ray
 
 
@@ -110,11 +127,20 @@ class RayLabHandle:
             self.pending, self.kind = self.actor.close.remote(), "closed"
 
     def abort(self) -> None:
+        """Kill the actor (its reaper removes the lab). The driver learns that it is gone from
+        the call in flight, which then fails with RayActorError; a lab stopped with no call in
+        flight (a Ctrl-C landing between a result and the next job: the result being stored,
+        the next attempt being recorded) gets one, else nothing would ever answer for it and
+        the stop waited out the driver's whole 60 s close deadline. `close`: if the kill did
+        not take, the actor closes its lab in order."""
         import ray
         try:
             ray.kill(self.actor, no_restart=True)
         except Exception:
             pass
+        if self.pending is None:
+            self.closing = True
+            self.pending, self.kind = self.actor.close.remote(), "closed"
 
 
 class RayBackend:
@@ -148,6 +174,9 @@ class RayBackend:
         ray = self.ray
         refs = {l.pending: l for l in labs if l.pending is not None}
         if not refs:
+            # Nothing can answer before `timeout`: wait it out, as the local backend blocks on its
+            # labs' processes, rather than hand back at once (the driver's loops then spin a core).
+            time.sleep(timeout)
             return []
         ready, _ = ray.wait(list(refs), num_returns=1, timeout=timeout)
         if ready:

@@ -33,6 +33,12 @@ class RunFailed(Exception):
     pass
 
 
+# How long the driver waits for its labs to close (or, stopped, to die) before it gives up on them.
+CLOSE_DEADLINE_S = 60.0
+# A stop that is still waiting after this long names the labs it waits for.
+SAY_WAITING_AFTER_S = 10.0
+
+
 @dataclass
 class _Lab:
     handle: object
@@ -71,6 +77,7 @@ class Driver:
         self._queue = deque(j for j in self.store.jobs() if j.key not in done)
         if not self._queue:
             return
+        ended = False
         try:
             while self._queue or any(l.state == "busy" for l in self._labs.values()):
                 # A SIGTERM Python dropped (p4netem.cli.signals): the loop turns every second.
@@ -81,8 +88,9 @@ class Driver:
                     lab = self._by_handle(handle)
                     if lab is not None:      # None: a lab already gone (its exit after "closed")
                         self._handle(lab, msg)
+            ended = True
         finally:
-            self._close_all()
+            self._close_all(stopping=not ended)
 
     # ---- labs --------------------------------------------------------------------------------
     def _fill_labs(self) -> None:
@@ -196,30 +204,44 @@ class Driver:
         if self._failures_in_a_row >= self.max_lab_failures:
             raise RunFailed(f"{self._failures_in_a_row} labs failed in a row; last: {reason}")
 
-    def _close_all(self) -> None:
-        """Close every lab: in order when the run ended, at once (abort) when it was stopped."""
+    def _close_all(self, stopping: bool = False) -> None:
+        """Close every lab: in order when the run ended, at once (abort) when it was stopped.
+        `stopping` (Ctrl-C, a signal, an error): the user is told what the stop waits for."""
         labs = list(self._labs.values())
         for lab in labs:
             lab.handle.close() if lab.state in ("idle", "closing") else lab.handle.abort()
-        deadline = time.time() + 60
+        if stopping and labs:
+            self.on_event("stopping", {"labs": [l.lab_id for l in labs]})
+        t0 = time.time()
+        deadline, say_at = t0 + CLOSE_DEADLINE_S, t0 + SAY_WAITING_AFTER_S
         while self._labs and time.time() < deadline:
+            if stopping and time.time() >= say_at:
+                say_at = float("inf")
+                self.on_event("stop_waiting", {"labs": [(l.lab_id, l.node) for l in self._labs.values()],
+                                               "left_s": deadline - time.time()})
             for handle, msg in self.backend.wait([l.handle for l in self._labs.values()], 1.0):
                 lab = self._by_handle(handle)
                 if lab is None:
+                    continue
+                if msg[0] in ("closed", "died", "error"):
+                    if msg[0] == "closed" and msg[1] and msg[1].get("lab_metadata"):
+                        self._lab_meta(lab.lab_id, msg[1]["lab_metadata"])
+                    if lab.job is not None and lab.attempt is not None:
+                        self.store.end_attempt(lab.attempt, "stopped")
+                    self._labs.pop(lab.lab_id, None)
                     continue
                 if msg[0] == "result":       # finished while we were stopping: keep it
                     try:
                         self._result(lab, msg[1])
                     except Exception:
                         pass
-                    lab.state = "closing"
-                    lab.handle.close()
-                elif msg[0] in ("closed", "died", "error"):
-                    if msg[0] == "closed" and msg[1] and msg[1].get("lab_metadata"):
-                        self._lab_meta(lab.lab_id, msg[1]["lab_metadata"])
-                    if lab.job is not None and lab.attempt is not None:
-                        self.store.end_attempt(lab.attempt, "stopped")
-                    self._labs.pop(lab.lab_id, None)
+                elif msg[0] == "up":         # its start ended before its abort took
+                    lab.node = msg[1].get("node")
+                # The lab answered and has nothing in flight now: close it, or nothing would
+                # answer for it again and the stop would wait out the deadline (a Ray lab whose
+                # start ended as the run stopped did: ray.kill does not fail a finished call).
+                lab.state = "closing"
+                lab.handle.close()
         for lab in self._labs.values():
             lab.handle.abort()
         self._labs.clear()

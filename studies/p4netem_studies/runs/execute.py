@@ -181,6 +181,13 @@ def execute(out: Path, *, kind: str, parallel: int | None = None, ray: str | Non
         elif kind_ == "gave_up":
             progress.advance(task)
             progress.console.print(f"[red]gave up on {data['job'].key}[/]: {data['errors'][-1][:200]}")
+        elif kind_ == "stopping":
+            progress.console.print(f"[yellow]stopping: taking down {len(data['labs'])} lab(s) "
+                                   f"({', '.join(data['labs'])})[/]", highlight=False)
+        elif kind_ == "stop_waiting":
+            labs = ", ".join(f"{lab} on {node or 'its node'}" for lab, node in data["labs"])
+            progress.console.print(f"[yellow]stopping: still waiting for {labs} to end (at most "
+                                   f"{data['left_s']:.0f} s more)[/]", highlight=False)
 
     outcome = "interrupted"
     driver = Driver(store, backend, session.to_json(), sid, labs, shared=shared,
