@@ -70,8 +70,7 @@ def connect(address: str):
         try:
             ray.init(address=address, **kwargs)
         except Exception as exc:
-            os.dup2(saved, 2)
-            attempts.seek(0)
+            attempts.seek(0)       # fd 2 is given back in `finally`, before this error leaves
             said = attempts.read()
             if b"InvalidAuthToken" in said or b"UNAUTHENTICATED" in said:
                 # A head `ray start --head` put in token mode (it does so by itself when its
