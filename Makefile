@@ -75,7 +75,7 @@ fuzz: build
 # The switch at load for an hour (bench/soak.py): a flood through profiles a timeline switches
 # every 100 ms, unimpaired flows on the kernel fast path, a radio flow with UEs waking and sleeping,
 # P4Runtime reads; every 10 s packets are conserved exactly; figures (soak_conservation_errors,
-# soak_rss_growth_mb) in bench/results/soak.json. make test runs a 1-minute version.
+# soak_rss_growth_mb) in bench/results/soak.json. make test runs a 30-s version (6 cycles of 5 s).
 # SOAK_SECONDS=N for another length.
 SOAK_SECONDS ?= 3600
 soak: build
