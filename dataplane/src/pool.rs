@@ -5,10 +5,10 @@
 //! call. The slab is zero-initialised memory from the allocator (calloc), so pages are only
 //! touched when a buffer is first used. An empty pool means drop reason `buffer_exhausted`.
 //! A port whose MTU is raised above what the buffers hold adds a class of larger ones
-//! ([`Class`], allocated off the data-plane thread, dataplane.rs `resize_for_mtu`): frames that
-//! fit a base buffer still take one, only longer ones a larger buffer. A class no port's MTU needs
-//! any more (lowered since) is taken out again once none of its buffers holds a packet
-//! ([`Pool::take_unneeded`]), and freed off the data-plane thread too.
+//! ([`Class`], allocated off the data-plane thread, dataplane/port_lifecycle.rs `resize_for_mtu`):
+//! frames that fit a base buffer still take one, only longer ones a larger buffer. A class no
+//! port's MTU needs any more (lowered since) is taken out again once none of its buffers holds a
+//! packet ([`Pool::take_unneeded`]), and freed off the data-plane thread too.
 
 pub type Handle = u32;
 pub const NIL: Handle = u32::MAX;
@@ -33,7 +33,7 @@ pub struct Pool {
     free: Vec<Handle>,
     meta: Vec<PktMeta>,
     /// Larger buffers added while the switch runs, for a port whose MTU was raised above what
-    /// `size` holds (dataplane.rs `resize_for_mtu`), in the order added (each larger than the one
+    /// `size` holds (dataplane/port_lifecycle.rs `resize_for_mtu`), in the order added (each larger than the one
     /// before). Their handles follow the base buffers' (`Class::first`), in ascending ranges; a
     /// class taken out leaves a gap no handle is in (the others keep theirs).
     classes: Vec<Class>,

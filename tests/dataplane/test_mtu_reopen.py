@@ -1,5 +1,5 @@
-"""Ports opened again for their MTU (dataplane/src/dataplane.rs `reopen_job`, `resize_for_mtu`,
-`free_unneeded_buffers`; docs/dataplane.md "Transparency"): a port whose interface comes back with
+"""Ports opened again for their MTU (dataplane/src/dataplane/port_lifecycle.rs `reopen_job`,
+`resize_for_mtu`, `free_unneeded_buffers`; docs/dataplane.md "Transparency"): a port whose interface comes back with
 a larger MTU is opened once, sized for it; the larger packet buffers a raised MTU added are freed
 once no port's MTU needs them and no packet is in them, and added again when an MTU is raised again.
 

@@ -282,7 +282,7 @@ def test_mtu_raised_while_running_has_the_ports_reopened_for_it_and_jumbo_frames
 
 
 def test_mtu_raised_on_af_xdp_ports_is_named_and_longer_frames_do_not_cross(start_lab) -> None:
-    """The case a live reopen does not cover (dataplane.rs `resize_for_mtu`): AF_XDP ports keep the
+    """The case a live reopen does not cover (dataplane/port_lifecycle.rs `resize_for_mtu`): AF_XDP ports keep the
     frame size of their UMEM, so MTU 9000 set on both sides while the switch runs is said once per
     port (the MTU it forwards, and that a restart takes the new one), no port is reopened, a frame
     of the forwarded size (1982 bytes) crosses and one byte more does not."""

@@ -1,5 +1,5 @@
 //! Opening ports again off the data-plane thread, when their interfaces come back
-//! (dataplane.rs `DataPlane::install_reopened`).
+//! (dataplane/port_lifecycle.rs `DataPlane::install_reopened`).
 //!
 //! Opening a port and closing its old socket mostly wait in the kernel (io/fan_out.rs: RCU grace
 //! periods for AF_PACKET's rings and AF_XDP's program, the ring memory zeroed): 20-70 ms a port
@@ -18,7 +18,7 @@
 //! loop turns, forwards and beats all along.
 //!
 //! The same worker opens a live port again with larger rings when its MTU was raised
-//! (dataplane.rs `resize_for_mtu`), and drops what a port that went lets go of (its XDP programs:
+//! (dataplane/port_lifecycle.rs `resize_for_mtu`), and drops what a port that went lets go of (its XDP programs:
 //! detaching one waits for RCU too, 10-40 ms a port); it takes its jobs in order, so a port's old
 //! program is detached before the port is opened again.
 //!
