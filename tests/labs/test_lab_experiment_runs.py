@@ -9,9 +9,11 @@ keys, none twice) and an analysis of the same shape."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
+import queue
 import re
 import signal
 import socket
@@ -19,6 +21,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +34,7 @@ P4NETEM = str(Path(sys.executable).parent / "p4netem")
 SLICE = ["--quick", "--reps", "1", "--only", "profile=lan-10mbit",
          "--only", "client=http1.0,http1.1", "--quiet"]
 LOADS = 4
+EARLIER_PCAPS = ("0000.pcap", "0000.log", "0001.pcap", "0001.log")
 ENV = {**os.environ, "COLUMNS": "160"}
 
 
@@ -143,18 +147,91 @@ def _without_setsid(tmp: Path) -> dict:
     return {**ENV, "PATH": f"{bin_dir}:{ENV['PATH']}"}
 
 
+def _lab_processes(driver: int) -> list[int]:
+    """The lab processes (runs/local.py) of a local run's driver."""
+    pids = []
+    for child in (Path("/proc") / str(driver) / "task" / str(driver) / "children").read_text().split():
+        try:
+            if b"spawn_main" in (Path("/proc") / child / "cmdline").read_bytes():
+                pids.append(int(child))
+        except OSError:
+            continue
+    return pids
+
+
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
     """The reference run. Its lab runs without a reaper: a `setsid` that fails comes first on
     its PATH (the reaper's only use of it), as on a machine without one; that must change no
-    row, and the run must say so (test_a_lab_without_its_reaper_says_so)."""
+    row, and the run must say so (test_a_lab_without_its_reaper_says_so). Once its last load is
+    stored, while it closes, its lab process is stopped (SIGSTOP: a lab that no longer answers)
+    until the run says that it waits for it, or for 40 s
+    (test_a_lab_that_stops_answering_at_the_close_is_named)."""
     tmp = tmp_path_factory.mktemp("serial")
     yaml = _definition(tmp)
     out = tmp / "run"
-    proc = _cli("run", str(yaml), *SLICE, "--parallel", "1", "--out", str(out), env=_without_setsid(tmp))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (tmp / "output.txt").write_text(proc.stdout + proc.stderr)
+    # What a `measure --keep-pcaps` into the same --out left (test_a_new_run_drops_...).
+    (out / "pcaps").mkdir(parents=True)
+    for name in EARLIER_PCAPS:
+        (out / "pcaps" / name).write_bytes(b"an earlier run's")
+    proc = subprocess.Popen([P4NETEM, "experiment", "run", str(yaml), *SLICE, "--parallel", "1",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=_without_setsid(tmp))
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout] + [lines.put(None)],
+                     daemon=True).start()
+    output, stopped = [], []
+    try:
+        _wait_stored(out, LOADS, proc)
+        stopped = _lab_processes(proc.pid)
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 40:
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            output.append(line)
+            if "still waiting for" in line:
+                break
+        (tmp / "named_after_s").write_text(f"{time.monotonic() - t0:.1f}")
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        try:
+            proc.wait(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    while (line := lines.get(timeout=30)) is not None:
+        output.append(line)
+    text = "".join(output)
+    assert proc.returncode == 0, text[-3000:]
+    (tmp / "output.txt").write_text(text)
     return yaml, out
+
+
+def test_a_lab_that_stops_answering_at_the_close_is_named(serial):
+    """A local lab that no longer answers (stopped, stuck) while a finished run closes its labs:
+    the run waited out its 60 s close deadline without a word (and then, the lab still there,
+    for ever in the interpreter's exit). It names the lab after 10 s, as a stopped run does."""
+    _, out = serial
+    text = " ".join((out.parent / "output.txt").read_text().split())
+    assert (f"closing the labs: still waiting for s1-lab0 on {socket.gethostname()} to end"
+            in text), text[-3000:]
+    assert float((out.parent / "named_after_s").read_text()) < 40
+
+
+def test_a_new_run_drops_an_earlier_runs_pcaps(serial):
+    """An earlier run's captures in the --out (a `measure --keep-pcaps` there) go with the new
+    run's first write, as its other files are written over: left, they passed for this run's."""
+    _, out = serial
+    assert not [p.name for p in (out / "pcaps").iterdir()]
 
 
 def test_a_lab_without_its_reaper_says_so(serial):
@@ -217,13 +294,21 @@ def test_killed_run_resumes_to_exactly_the_plan(serial, tmp_path):
     assert 1 <= done < LOADS
     st = json.loads(_cli("status", str(out), "--json").stdout)
     assert st["done"] == done and st["total"] == LOADS and st["driver_alive"] is False
-    assert "killed (resume it)" in _cli("status", str(out)).stdout
+    text = _cli("status", str(out)).stdout
+    assert "killed (resume it)" in text
     # What was stored analyses already.
     part = _cli("analyze", str(out))
     assert part.returncode == 0, part.stderr[-2000:]
     assert len(_rows(out / "runs.csv")) == done
-    res = _cli("resume", str(out), "--parallel", "2")
+    # Without --parallel: status's estimate is on the labs resume then runs (it counted the
+    # killed run's 2 where resume ran the few loads left on 1).
+    res = _cli("resume", str(out))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    resumed = re.search(r"running \d+ on (\d+) lab\(s\)", res.stdout)
+    estimated = re.search(r"left: about .* on (\d+) lab\(s\)", text)
+    assert resumed and estimated and estimated.group(1) == resumed.group(1), (text, res.stdout)
+    assert "lab(s) (resume without --parallel)" in " ".join(text.split()), text
+    assert (st["labs"], st["labs_of"]) == (int(resumed.group(1)), "resume"), st
     assert _keys(out) == _keys(ref)
     assert _shape(out) == _shape(ref)
     db = sqlite3.connect(out / "run.db")

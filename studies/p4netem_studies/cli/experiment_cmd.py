@@ -311,7 +311,9 @@ def status_cmd(directory: Path = typer.Argument(..., help="A run directory."),
                   f"{st.done}/{st.total} loads stored, {st.ok} ok, {len(st.failed)} failed; {state}")
     console.print(f"elapsed {format_duration(st.elapsed_s)} over {len(st.sessions)} session(s); "
                   f"left: about {format_duration(st.left_s)}"
-                  + (f" on {st.labs_running} lab(s)" if st.labs_running else ""))
+                  + (f" on {st.labs_running} lab(s)" if st.labs_running else "")
+                  + (" (resume without --parallel)" if st.labs_running and st.labs_of == "resume"
+                     and st.done < st.total else ""))
     for key, why in st.failed[:50]:
         console.print(f"  [red]failed[/] {escape(key)}: {escape(why[:200])}")
     if len(st.failed) > 50:

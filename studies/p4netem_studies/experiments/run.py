@@ -121,6 +121,11 @@ def run_experiment(name: str, out: Path, *, quick: bool = False, reps: int | Non
     out.mkdir(parents=True, exist_ok=True)
     with run_lock(out):
         create(out, session, doc).close()
+        # A new run's first write (an --out with a run in it is refused): the captures an earlier
+        # run (`measure`, a removed run.db) left in OUT/pcaps go, as its other files are written
+        # over, so that OUT/pcaps holds only this run's (the store's `files`).
+        from ..harness.results import drop_other_pcaps
+        drop_other_pcaps(out)
         return _execute_and_finish(out, console=console, verbose=verbose, parallel=parallel,
                                    ray=ray, kind="run")
 

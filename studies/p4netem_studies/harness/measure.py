@@ -13,7 +13,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from . import results
 from .plan import Plan
 from .plot import plot
-from .runner import RunRecord, Runner
+from .runner import RunRecord, Runner, pcap_name
 
 
 # How often a run writes its files while it goes (at most; a load that takes longer writes them
@@ -80,15 +80,20 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
 
     def checkpoint() -> None:
         """The files of the loads done so far, marked incomplete (results.json's metadata.run);
-        the first one removes an earlier run's plot, drawn only at the end."""
+        the first one removes an earlier run's plot, drawn only at the end, and its pcaps."""
         metadata = runner.finish_metadata()
         metadata["run"] = {"loads_planned": plan.total_loads, "loads_done": len(runner.records),
                            "complete": False}
         results.write(out_dir, plan, runner.records, metadata,
                       results.summarize(plan, runner.records))
+        results.drop_other_pcaps(out_dir, kept(len(runner.records)))
         if not last_checkpoint[1] and make_plot:
             (out_dir / "plot.png").unlink(missing_ok=True)
         last_checkpoint[:] = [time.monotonic(), True]
+
+    def kept(done: int) -> set[str]:
+        """This run's captures in OUT/pcaps: those of its loads done (the loads run in order)."""
+        return {pcap_name(i) for i in range(done)} if keep_pcaps else set()
 
     last_checkpoint: list = [time.monotonic(), False]    # when, and whether one was written
     runner = Runner(plan, out_dir, target=target, keep_pcaps=keep_pcaps, on_event=on_event,
@@ -107,6 +112,7 @@ def run_plan(plan: Plan, out_dir: str | Path, *, console: Console | None = None,
     paths: dict[str, Path] = {}
     if runner.records:
         paths = results.write(out_dir, plan, runner.records, metadata, summary)
+        results.drop_other_pcaps(out_dir, kept(len(runner.records)))
         if make_plot and any(s.plt for s in summary):
             paths["plot"] = plot(summary, out_dir / "plot.png",
                                  title=f"{plan.name}: page '{plan.pages[0]}' on the "

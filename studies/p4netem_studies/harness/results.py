@@ -107,6 +107,23 @@ def write(out_dir: str | Path, plan: Plan, records: list[RunRecord], metadata: d
     return paths
 
 
+PCAP_DIR = "pcaps"
+
+
+def drop_other_pcaps(out_dir: str | Path, keep: set[str] | frozenset = frozenset()) -> list[str]:
+    """Remove the captures in OUT/pcaps whose names are not in `keep`: those of an earlier run
+    into the same --out (a run of fewer loads, or one without --keep-pcaps, left the first run's
+    beside its own results, where they pass for this run's). Only `*.pcap` files there go, each
+    with its capture's log (web.capture: tcpdump's output, NAME.log); returns their names."""
+    gone = []
+    for path in sorted((Path(out_dir) / PCAP_DIR).glob("*.pcap")):
+        if path.name not in keep and path.is_file():
+            path.unlink(missing_ok=True)
+            path.with_suffix(".log").unlink(missing_ok=True)
+            gone.append(path.name)
+    return gone
+
+
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 

@@ -397,6 +397,11 @@ def _safe(key: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in key)[:120]
 
 
+def pcap_name(index: int) -> str:
+    """The capture of the `index`th load of a `measure` run, in OUT/pcaps (--keep-pcaps)."""
+    return f"{index:04d}.pcap"
+
+
 class Runner:
     """A plan's loads one after the other in one lab (`p4netem measure`)."""
 
@@ -424,7 +429,7 @@ class Runner:
                 check_pending()
                 self.on_event("load", {"index": index, "total": len(schedule),
                                        "condition": cond, "rep": rep})
-                rec = self.session.run(cond, rep, pcap=self.session.pcap_dir / f"{index:04d}.pcap")
+                rec = self.session.run(cond, rep, pcap=self.session.pcap_dir / pcap_name(index))
                 self.records.append(rec)
                 self.on_event("done", {"index": index, "total": len(schedule), "record": rec})
         except (KeyboardInterrupt, SystemExit):

@@ -19,6 +19,8 @@ LAB_MB = 150
 BROWSER_MB = 400
 CPU_SHARE = 0.75
 LOADS_PER_LAB = 4
+# A load this heavy (session.cpu_weight) runs a browser: its lab costs BROWSER_MB more.
+BROWSER_WEIGHT = 0.35
 
 
 def available_mb() -> int:
@@ -39,3 +41,14 @@ def default_labs(jobs: list[Job], browser: bool = False) -> int:
     by_mem = int(available_mb() * 0.5 // (LAB_MB + (BROWSER_MB if browser else 0)))
     by_jobs = max(1, len(jobs) // LOADS_PER_LAB)
     return max(1, min(by_cpu, by_mem, 2 * cores + 2, by_jobs))
+
+
+def local_labs(pending: list[Job], parallel: int | None = None) -> int:
+    """The labs a local run (`experiment run` or `resume` without --ray) uses for the loads
+    `pending`: `parallel` (--parallel) or default_labs, never more than the loads; 0 for none.
+    `experiment status` of a stopped run estimates with the same number `resume` then uses (it
+    took the stopped session's count, which default_labs may lower for the fewer loads left)."""
+    if not pending:
+        return 0
+    browser = any(j.spec.get("cpu_weight", 0) >= BROWSER_WEIGHT for j in pending)
+    return max(1, min(parallel or default_labs(pending, browser), len(pending)))

@@ -206,7 +206,11 @@ class Driver:
 
     def _close_all(self, stopping: bool = False) -> None:
         """Close every lab: in order when the run ended, at once (abort) when it was stopped.
-        `stopping` (Ctrl-C, a signal, an error): the user is told what the stop waits for."""
+        `stopping` (Ctrl-C, a signal, an error): the user is told at once what the stop takes
+        down. Either way a lab that has not ended after SAY_WAITING_AFTER_S is named (a local
+        lab that stopped answering kept a finished run waiting 60 s without a word), and one that
+        has not ended at the deadline is given up on: killed outright (its reaper removes its
+        lab), not left for the interpreter's exit to wait on for ever."""
         labs = list(self._labs.values())
         for lab in labs:
             lab.handle.close() if lab.state in ("idle", "closing") else lab.handle.abort()
@@ -215,10 +219,11 @@ class Driver:
         t0 = time.time()
         deadline, say_at = t0 + CLOSE_DEADLINE_S, t0 + SAY_WAITING_AFTER_S
         while self._labs and time.time() < deadline:
-            if stopping and time.time() >= say_at:
+            if time.time() >= say_at:
                 say_at = float("inf")
                 self.on_event("stop_waiting", {"labs": [(l.lab_id, l.node) for l in self._labs.values()],
-                                               "left_s": deadline - time.time()})
+                                               "left_s": deadline - time.time(),
+                                               "stopping": stopping})
             for handle, msg in self.backend.wait([l.handle for l in self._labs.values()], 1.0):
                 lab = self._by_handle(handle)
                 if lab is None:
@@ -243,11 +248,30 @@ class Driver:
                 lab.state = "closing"
                 lab.handle.close()
         for lab in self._labs.values():
-            lab.handle.abort()
+            _give_up(lab.handle)
         self._labs.clear()
-        # Labs lost during the run that are still tearing themselves down: give them the time
-        # to finish before the driver exits (its exit would send them PDEATHSIG, now ignored).
-        for handle in self._orphans:
-            join = getattr(handle, "join", None)
-            if join is not None and not join(60):
-                handle.abort()
+        self._wait_for_orphans()
+
+    def _wait_for_orphans(self) -> None:
+        """Labs lost during the run that are still tearing themselves down (a lab that reported
+        an error closes its own lab): give them the time to finish before the driver exits (its
+        exit would send them PDEATHSIG, now ignored). One deadline for all, not 60 s each in
+        turn; a dead one is done at once; those still going after SAY_WAITING_AFTER_S are named.
+        Only local labs (`join`): a lost Ray actor was killed."""
+        left = [h for h in self._orphans if getattr(h, "join", None) is not None]
+        t0 = time.time()
+        deadline, say_at = t0 + CLOSE_DEADLINE_S, t0 + SAY_WAITING_AFTER_S
+        while left and time.time() < deadline:
+            if time.time() >= say_at:
+                say_at = float("inf")
+                self.on_event("lost_waiting", {"labs": [h.lab_id for h in left],
+                                               "left_s": deadline - time.time()})
+            left = [h for h in left if not h.join(0.5)]
+        for handle in left:
+            _give_up(handle)
+
+
+def _give_up(handle) -> None:
+    """A lab that did not end by the deadline: killed outright where the backend can (a local
+    lab process: SIGKILL, its reaper removes the lab), else aborted."""
+    getattr(handle, "kill", handle.abort)()

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
-from .capacity import LOADS_PER_LAB, default_labs
+from .capacity import LOADS_PER_LAB, local_labs
 from .driver import Driver, RunFailed
 from .identity import differences, identity
 from .session import Session
@@ -140,8 +140,7 @@ def execute(out: Path, *, kind: str, parallel: int | None = None, ray: str | Non
     else:
         from .local import LocalBackend
         backend = LocalBackend(out)
-        browser = any(j.spec.get("cpu_weight", 0) >= 0.35 for j in pending)
-        labs = parallel or default_labs(pending, browser)
+        labs = local_labs(pending, parallel)
         shared = labs > 1
         where = "this machine"
     labs = max(1, min(labs, len(pending))) if pending else 0
@@ -186,8 +185,13 @@ def execute(out: Path, *, kind: str, parallel: int | None = None, ray: str | Non
                                    f"({', '.join(data['labs'])})[/]", highlight=False)
         elif kind_ == "stop_waiting":
             labs = ", ".join(f"{lab} on {node or 'its node'}" for lab, node in data["labs"])
-            progress.console.print(f"[yellow]stopping: still waiting for {labs} to end (at most "
+            doing = "stopping" if data.get("stopping", True) else "closing the labs"
+            progress.console.print(f"[yellow]{doing}: still waiting for {labs} to end (at most "
                                    f"{data['left_s']:.0f} s more)[/]", highlight=False)
+        elif kind_ == "lost_waiting":
+            progress.console.print(f"[yellow]waiting for lost lab(s) {', '.join(data['labs'])} to "
+                                   f"remove their labs (at most {data['left_s']:.0f} s more)[/]",
+                                   highlight=False)
 
     outcome = "interrupted"
     driver = Driver(store, backend, session.to_json(), sid, labs, shared=shared,
@@ -247,6 +251,9 @@ class Status:
     labs_running: int | None
     experiment: dict
     driver_alive: bool | None = None
+    # Whose lab count left_s assumes: "running" (the run's driver, still going) or "resume" (a
+    # stopped or killed run: the count `resume` without --parallel would use).
+    labs_of: str = "running"
 
     def to_json(self) -> dict:
         return {"total": self.total, "done": self.done, "ok": self.ok,
@@ -254,7 +261,8 @@ class Status:
                 "elapsed_s": round(self.elapsed_s, 1),
                 "left_s": None if self.left_s is None else round(self.left_s, 1),
                 "sessions": self.sessions, "experiment": self.experiment,
-                "driver_alive": self.driver_alive}
+                "driver_alive": self.driver_alive, "labs": self.labs_running,
+                "labs_of": self.labs_of}
 
 
 def status(out: Path) -> Status:
@@ -268,13 +276,17 @@ def status(out: Path) -> Status:
         failed = [(r.key, " | ".join(r.record.get("errors") or []) if isinstance(
             r.record.get("errors"), list) else str(r.record.get("errors") or "")) for r in results
             if not r.ok]
-        labs = sessions[-1]["labs"] if sessions else 1
+        done = {r.key for r in results}
         left = len(jobs) - len(results)
-        left_s = estimate_left(jobs, {r.key for r in results}, store.attempts(), labs)
         alive = driver_alive(store, sessions[-1]["id"]) if sessions else None
+        running = bool(sessions) and sessions[-1]["t_end"] is None and alive is not False
+        # A run that goes on has its driver's labs; a stopped or killed one, those `resume`
+        # would start for what is left (local_labs, as execute() counts them).
+        labs = sessions[-1]["labs"] if running else local_labs([j for j in jobs if j.key not in done])
+        left_s = estimate_left(jobs, done, store.attempts(), labs)
         return Status(len(jobs), len(results), sum(r.ok for r in results), failed, elapsed,
                       left_s if left else 0.0, sessions, labs, store.meta("experiment") or {},
-                      alive)
+                      alive, "running" if running else "resume")
     finally:
         store.close()
 

@@ -158,6 +158,15 @@ class LocalLab:
         if self.process.is_alive():
             self.process.terminate()
 
+    def kill(self) -> None:
+        """Given up on (no answer by the driver's deadline: a lab stopped or stuck where its own
+        teardown deadline cannot act): SIGKILL, as the OOM killer would; its reaper removes the
+        lab. Reaped here: a child left running kept the interpreter's exit waiting on it
+        (multiprocessing joins its children at exit, without a timeout)."""
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+
     def join(self, timeout: float) -> bool:
         self.process.join(timeout)
         return not self.process.is_alive()
