@@ -78,6 +78,31 @@ def test_profiles_need_no_switch_code_nor_the_p4info(tmp_path: Path, args: list[
     assert "p4netem.profiles.profile" in result["modules"]
 
 
+# Needed only by commands that play a timeline or a trace (timeline, trace, replay, apply --mahimahi):
+# timeline.py builds the Profile model at import (its OUTAGE profile).
+TIMELINE = ("p4netem.control.timeline", "p4netem.control.trace")
+
+
+def test_the_controller_imports_no_timeline_code() -> None:
+    """Every command that talks to a switch imports the controller, which imported the trace and
+    timeline modules (for a type annotation) and so built the Profile model: about 10-20 ms of each
+    show, stats and apply."""
+    code = "import sys, p4netem.control.controller; print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert [m for m in TIMELINE if m in out.stdout.split()] == []
+
+
+@pytest.mark.parametrize("args", [["show"], ["stats", "--once"], ["apply", "--netem", "delay 10ms"]])
+def test_switch_commands_import_no_timeline_code(tmp_path: Path, args: list[str]) -> None:
+    """show, stats and apply with a netem profile, as far as a switch that is not there (exit 3):
+    the controller and the client, not the timeline and trace modules."""
+    result = run(tmp_path, *args, "-s", "127.0.0.1:1")
+    assert result["code"] == 3, result["stderr"]
+    assert "p4netem.control.controller" in result["modules"]
+    assert imported(result, TIMELINE + NEVER) == []
+
+
 def test_show_without_a_switch_imports_no_study_code(tmp_path: Path) -> None:
     """A `show` that finds no switch (exit 3) imports the client, not the studies, the web server,
     the switch's metrics reader or numpy."""
@@ -125,6 +150,9 @@ def test_a_command_of_the_studies_is_found_through_its_entry_point(tmp_path: Pat
     result = run(tmp_path, "lab", "--help")
     assert result["code"] == 0, result["stderr"]
     assert "p4netem_studies.cli.lab_cmd" in result["modules"]
+    # The studies' commands import cli.signals to build their help; the lab code (its namespaces,
+    # its records) is imported by the commands that build a lab.
+    assert imported(result, ("p4netem.lab.netns", "p4netem.lab.owner") + TIMELINE + SWITCH_ONLY) == []
 
 
 def _eager_app():
@@ -214,3 +242,20 @@ def test_guarded_maps_each_error_to_its_exit_code() -> None:
         assert exit_info.value.exit_code == code, exc
     with pytest.raises(KeyError):
         guarded(lambda: {}["x"])()
+
+
+def test_run_recording_still_maps_a_failed_lab(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """cli.signals imports the lab code only when a recording runs (the studies' commands import
+    the module to build their help): a lab that fails still exits 1 naming what failed."""
+    import typer
+
+    from p4netem.cli.signals import run_recording
+    from p4netem.lab.netns import LabError
+
+    def fails() -> None:
+        raise LabError("no namespace")
+
+    with pytest.raises(typer.Exit) as exit_info:
+        run_recording("measure", tmp_path, fails)
+    assert exit_info.value.exit_code == 1
+    assert "measure failed: no namespace" in capsys.readouterr().err

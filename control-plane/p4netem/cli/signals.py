@@ -23,7 +23,6 @@ from typing import TypeVar
 
 import typer
 
-from ..lab.netns import LabError
 from ..stop_signals import StopSignals, handling
 from .common import error, warning
 
@@ -49,6 +48,8 @@ def run_recording(what: str, out_dir: Path, job: Callable[[], T]) -> T:
 
     Ctrl-C exits 130 and SIGTERM/SIGHUP 128 + the signal, after the lab's cleanup has run and
     saying where the partial results are; a lab that fails exits 1 naming `what` failed."""
+    from ..lab.netns import LabError  # here: the studies' commands import this module to build their help
+
     with interrupt_on_termination():
         try:
             return job()

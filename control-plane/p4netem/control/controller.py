@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..p4rt import GrpcTls, P4Info, P4RuntimeClient
 from ..paths import p4info_path
@@ -51,8 +52,10 @@ from .primary_wait import check_wait
 from .session import Session, check_atomicity
 from .state import ManagedRule, SwitchState
 from .switching import DEFAULT_RULE, ApplyResult, ProfileSwitch, ProfileSwitching
-from .trace import MahimahiTrace
 from .trace_tables import TraceTables
+
+if TYPE_CHECKING:  # traces and timelines (their pydantic models) only for the callers that load one
+    from .trace import MahimahiTrace
 
 __all__ = ["Controller", "AppliedRule", "ApplyResult", "ProfileSwitch", "LinkStats", "SwitchStats",
            "DEFAULT_RULE", "resolve_profile", "profile_differences"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .. import pipeline as pl
 from ..p4rt import update
@@ -19,7 +20,9 @@ from ..profiles import ProfileError
 from ..profiles.errors import Problem
 from ..profiles.link import TracePlacement
 from .session import Session
-from .trace import MahimahiTrace
+
+if TYPE_CHECKING:  # a trace is parsed by its caller: a controller imports no timeline code to start
+    from .trace import MahimahiTrace
 
 __all__ = ["TraceTables", "first_at_index"]
 
