@@ -133,7 +133,20 @@ def _assert_removed(labs: list, timeout: float = 90) -> None:
     """Every lab's processes, namespaces, links and record are gone within `timeout`."""
     assert labs, "no lab of the run was found in the lab records"
     for lab in labs:
-        assert_gone(lab.prefix, [lab.owner.pid, *(p["pid"] for p in lab.processes)], timeout=timeout)
+        try:
+            assert_gone(lab.prefix, [lab.owner.pid, *(p["pid"] for p in lab.processes)], timeout=timeout)
+        except AssertionError as exc:
+            # What the owner's reaper was doing (CI95: a lab stayed 90 s and its reaper wrote
+            # nothing): alive or not, its state and niceness, what else used the CPU.
+            pids = subprocess.run(["pgrep", "-f", f"reaper\\.py .*--owner {lab.owner.pid}$"],
+                                  capture_output=True, text=True).stdout.split()
+            reapers = pids and subprocess.run(["ps", "-o", "pid,ni,stat,pcpu,etimes,args", "-p", ",".join(pids)],
+                                              capture_output=True, text=True).stdout
+            top = subprocess.run(["ps", "-eo", "pid,ni,stat,pcpu,etimes,args", "--sort=-pcpu"],
+                                 capture_output=True, text=True).stdout.splitlines()[:15]
+            raise AssertionError(f"{exc}; the owner's reaper: {reapers or 'none running'}; "
+                                 f"record {'still there' if lab.path.exists() else 'gone'}; "
+                                 "busiest processes:\n" + "\n".join(top)) from None
         assert not lab.path.exists(), lab.path
 
 

@@ -348,3 +348,30 @@ def test_a_name_taken_again_by_a_live_lab_is_not_removed_with_the_dead_one(tmp_p
             sleeper.wait()
         for name in (reused, dead):
             subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+
+
+def test_a_reaper_does_not_keep_its_owners_niceness():
+    """A Ray worker runs at niceness 15, and its reaper inherited it: on a busy node the reaper
+    could wait past a minute for the CPU it needs once its owner was killed, while the lab stayed
+    (CI95: still there 90 s after Ray killed the worker). The reaper of an owner at 15 runs at 0."""
+    owner = subprocess.Popen(
+        ["nice", "-n", "15", sys.executable, "-c",
+         "import sys; from p4netem.lab import reaper; reaper.watch_this_process(); print('watched', flush=True); "
+         "sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline() == "watched\n"
+        assert os.getpriority(os.PRIO_PROCESS, owner.pid) == 15
+        deadline = time.monotonic() + 30
+        reapers = _reapers(owner.pid)
+        while time.monotonic() < deadline:
+            reapers = _reapers(owner.pid)
+            if reapers and all(os.getpriority(os.PRIO_PROCESS, p) == 0 for p in reapers):
+                break
+            time.sleep(0.1)
+        assert len(reapers) == 1, reapers
+        assert os.getpriority(os.PRIO_PROCESS, reapers[0]) == 0
+    finally:
+        owner.stdin.close()
+        owner.wait(30)
+    assert_gone("p4n-no-lab-", reapers, timeout=30)  # the reaper ends with its owner
