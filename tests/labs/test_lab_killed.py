@@ -375,3 +375,37 @@ def test_a_reaper_does_not_keep_its_owners_niceness():
         owner.stdin.close()
         owner.wait(30)
     assert_gone("p4n-no-lab-", reapers, timeout=30)  # the reaper ends with its owner
+
+
+def test_a_reaper_acts_once_its_owners_main_thread_has_ended():
+    """The reaper waited for every thread of its owner to exit (its pidfd) while every other
+    cleaner (the next lab's start, `lab clean`) takes the owner for dead once its main thread is a
+    zombie: a thread slow to exit kept the lab. Here the owner's main thread exits alone (the
+    `exit` system call, not `exit_group`) and another of its threads lives on: the reaper ends
+    all the same, after it has cleaned (nothing: this owner made no lab)."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c",
+         "import ctypes, sys, threading, time\n"
+         "from p4netem.lab import reaper\n"
+         "reaper.watch_this_process()\n"
+         "threading.Thread(target=time.sleep, args=(300,), daemon=True).start()\n"
+         "print('watched', flush=True)\n"
+         "sys.stdin.readline()\n"
+         "ctypes.CDLL(None, use_errno=True).syscall(60, 0)  # SYS_exit (x86-64): this thread only\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline() == "watched\n"
+        reapers = _reapers(owner.pid)
+        assert len(reapers) == 1, reapers
+        owner.stdin.write("go\n")
+        owner.stdin.flush()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and start_ticks(owner.pid) is not None:
+            time.sleep(0.05)
+        assert start_ticks(owner.pid) is None, "the owner's main thread did not end"
+        # Its other thread still runs: the pidfd is not readable yet.
+        assert len(os.listdir(f"/proc/{owner.pid}/task")) >= 2, os.listdir(f"/proc/{owner.pid}/task")
+        assert_gone("p4n-no-lab-", reapers, timeout=30)
+    finally:
+        owner.kill()
+        owner.wait(30)

@@ -12,7 +12,8 @@ LabHost or SwitchProcess of a user's own script).
 How: the owner opens a pidfd on itself and hands it to a detached process (`setsid -f`: a new
 session, and not the owner's child, so that whatever kills the owner's children spares it; Ray
 kills an exiting worker's direct children). The reaper sleeps in poll() on the pidfd, which the
-kernel makes readable once the owner has exited, then removes that owner's labs
+kernel makes readable once the owner has exited (and looks each second whether its main
+thread has ended, as the other cleaners judge an owner dead), then removes that owner's labs
 (`clean_dead_labs(owner=...)`: the records whose owner is this pid *and* start time; other
 owners' labs are theirs, their reapers' or the next lab's). The pidfd names the process itself,
 so a reused pid cannot fool it. An owner that closed its labs leaves nothing to clean, and its
@@ -77,6 +78,22 @@ def watch_this_process() -> None:
         _started_for = os.getpid()
 
 
+OWNER_CHECK_MS = 1000
+
+
+def _ended(pid: int, start: int) -> bool:
+    """Whether process `pid` started at `start` (clock ticks since boot) has ended as
+    p4netem.lab.owner judges it (no such process, only its zombie, or another process with its
+    pid). Read here, not imported: the reaper imports the package only once there is work."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    rest = stat[stat.rindex(")") + 2:].split()  # the fields after comm (which may hold ')')
+    return rest[0] == "Z" or int(rest[19]) != start
+
+
 def main(argv: list[str]) -> int:
     import argparse
 
@@ -95,8 +112,13 @@ def main(argv: list[str]) -> int:
             os.setpriority(os.PRIO_PROCESS, 0, 0)
     poller = select.poll()
     poller.register(args.pidfd, select.POLLIN)
-    while not poller.poll():
-        pass
+    # The pidfd turns readable once every thread of the owner has exited; every other cleaner
+    # (clean_dead_labs: the next lab's start, `lab clean`) takes the owner for dead as soon as its
+    # main thread is a zombie. A thread slow to exit kept the reaper waiting while those already
+    # counted the lab as dead: it looks at the owner's main thread each second too.
+    while not poller.poll(OWNER_CHECK_MS):
+        if args.start and _ended(args.owner, args.start):
+            break
     os.close(args.pidfd)
     from p4netem.lab.owner import Owner, clean_dead_labs
     owner = None if args.start is None else Owner(args.owner, args.start, Owner.current().boot)
